@@ -1,0 +1,129 @@
+"""Adder-tree generator: the shape of a pipelined signed adder tree, computed in Python.
+
+The tree takes any number (>= 2) of signed leaves with known value ranges, adds them in pairs
+level by level, and puts a register after the levels it is told to. Every node's width is the
+exact width its worst-case range needs (ranges are tracked as integer intervals, not bit
+counts). Templates render the result; the latency is the number of registered levels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Sequence, Set, Tuple
+
+
+def signed_width(lo: int, hi: int) -> int:
+    """Smallest two's-complement width holding every integer in [lo, hi]."""
+    if lo > hi:
+        raise ValueError(f"empty range [{lo}, {hi}]")
+    w = 1
+    while not (-(1 << (w - 1)) <= lo and hi <= (1 << (w - 1)) - 1):
+        w += 1
+    return w
+
+
+def sext(name: str, width: int, to: int) -> str:
+    """Verilog text sign-extending signal `name` of `width` bits to `to` bits."""
+    if to < width:
+        raise ValueError(f"cannot sign-extend {name} from {width} to {to} bits")
+    if to == width:
+        return name
+    if to == width + 1:
+        return f"{{{name}[{width - 1}], {name}}}"
+    return f"{{{{{to - width}{{{name}[{width - 1}]}}}}, {name}}}"
+
+
+@dataclass
+class Node:
+    name: str
+    lo: int
+    hi: int
+    a: str = ""          # operand names ("" for a leaf)
+    b: str = ""          # second operand ("" for a pass-through)
+    expr: str = ""       # Verilog expression, operands sign-extended to this node's width
+
+    @property
+    def width(self) -> int:
+        return signed_width(self.lo, self.hi)
+
+
+@dataclass
+class Level:
+    index: int           # 1-based level number
+    registered: bool
+    nodes: List[Node] = field(default_factory=list)
+
+
+@dataclass
+class Tree:
+    leaves: List[Node]
+    levels: List[Level]
+
+    @property
+    def out(self) -> Node:
+        return self.levels[-1].nodes[0] if self.levels else self.leaves[0]
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels)
+
+    @property
+    def registers(self) -> int:
+        return sum(1 for lv in self.levels if lv.registered)
+
+
+def tree_depth(n: int) -> int:
+    """Levels of a pairwise tree over n leaves."""
+    if n < 1:
+        raise ValueError("a tree needs at least one leaf")
+    d = 0
+    while n > 1:
+        n = (n + 1) // 2
+        d += 1
+    return d
+
+
+def build_tree(leaves: Sequence[Tuple[str, int, int]], registered_levels: Set[int],
+               prefix: str = "t") -> Tree:
+    """Build a pairwise tree over leaves given as (name, lo, hi)."""
+    if len(leaves) < 1:
+        raise ValueError("a tree needs at least one leaf")
+    cur = [Node(n, lo, hi) for n, lo, hi in leaves]
+    tree = Tree(leaves=list(cur), levels=[])
+    lvl = 0
+    while len(cur) > 1:
+        lvl += 1
+        level = Level(index=lvl, registered=lvl in registered_levels)
+        nxt = []
+        for i in range(0, len(cur), 2):
+            name = f"{prefix}{lvl}_{i // 2}"
+            if i + 1 < len(cur):
+                a, b = cur[i], cur[i + 1]
+                node = Node(name, a.lo + b.lo, a.hi + b.hi, a.name, b.name)
+                node.expr = f"{sext(a.name, a.width, node.width)} + {sext(b.name, b.width, node.width)}"
+            else:
+                a = cur[i]
+                node = Node(name, a.lo, a.hi, a.name, "")
+                node.expr = sext(a.name, a.width, node.width)
+            level.nodes.append(node)
+            nxt.append(node)
+        tree.levels.append(level)
+        cur = nxt
+    return tree
+
+
+def spread_registers(levels: int, registers: int) -> Set[int]:
+    """Levels after which to register when `registers` registers are spread over `levels`,
+    the last one always at the output."""
+    if registers < 0 or registers > levels:
+        raise ValueError(f"cannot place {registers} registers in {levels} levels")
+    return {-(-(i + 1) * levels // registers) for i in range(registers)}
+
+
+def cadence_registers(levels: int, every: int) -> Set[int]:
+    """A register after every `every` levels, and always after the last level."""
+    if every < 1:
+        raise ValueError("register cadence must be >= 1")
+    regs = set(range(every, levels + 1, every))
+    if levels:
+        regs.add(levels)
+    return regs

@@ -1,0 +1,8 @@
+"""Every design the generator knows; importing this package registers them."""
+from . import probe, int8, ternary  # noqa: F401
+
+try:  # the attention engine registers itself when its module is present
+    from . import attention  # noqa: F401
+except ImportError as exc:  # pragma: no cover - only while the module is being written
+    if "attention" not in str(exc):
+        raise

@@ -1,0 +1,81 @@
+"""Parameters and rendering shared by the matrix-vector engines (INT8 and ternary)."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ..core import Design, Param, ParameterError
+
+#: The rtl/ files every matrix-vector engine compiles, in order.
+MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
+
+P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
+P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
+P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
+
+
+class MVEngine(Design):
+    """A matrix-vector engine: the shared controller and back end plus a compute lane."""
+
+    wpb = 1                 # weights per byte
+    format_code = 0x08      # header format this engine computes
+    lane_module = ""
+    lane_template = ""
+
+    # -- to be provided by the lane -----------------------------------------------------------
+    def lane_latency(self) -> int:
+        raise NotImplementedError
+
+    def lane_tree(self):
+        raise NotImplementedError
+
+    def lane_doc(self) -> str:
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------------
+    def latency(self) -> int:
+        # x read (1) + lane + accumulate and FIFO write (1)
+        return 1 + self.lane_latency() + 1
+
+    def fifo_margin(self) -> int:
+        # every beat that can be in the pipeline when room falls, plus the eof token,
+        # plus one cycle for the registered room flag
+        return self.latency() + 3
+
+    def check(self) -> None:
+        if self.fifo_margin() + 2 > self.p["fifo_depth"]:
+            raise ParameterError(
+                f"design {self.name}: fifo_depth={self.p['fifo_depth']} is too small for "
+                f"latency {self.latency()}; it needs more than {self.fifo_margin() + 2} entries")
+        psum = self.lane_tree().out
+        worst = max(abs(psum.lo), abs(psum.hi)) * -(-self.p["max_k"] // (self.p["bytes"] * self.wpb))
+        if worst > 2**31 - 1:
+            raise ParameterError(f"design {self.name}: max_k={self.p['max_k']} could overflow "
+                                 "the 32-bit result")
+
+    def context(self) -> Dict[str, Any]:
+        tree = self.lane_tree()
+        return {
+            "top": self.top,
+            "summary": self.summary,
+            "dw": 8 * self.p["bytes"],
+            "xw": 8 * self.p["bytes"] * self.wpb,
+            "wpb": self.wpb,
+            "format_code": self.format_code,
+            "lane_module": self.lane_module,
+            "lane_latency": self.lane_latency(),
+            "lane_doc": self.lane_doc(),
+            "tree": tree,
+            "psum_w": tree.out.width,
+            "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
+            "fifo_margin": self.fifo_margin(),
+        }
+
+    def rtl_files(self) -> List[str]:
+        return list(MV_RTL)
+
+    def templates(self) -> List[Tuple[str, str]]:
+        return [(self.lane_template, f"{self.lane_module}.v"), ("mv_engine.v.j2", f"{self.top}.v")]
+
+    def extra_manifest(self) -> Dict[str, Any]:
+        return {"lane_latency": self.lane_latency(), "format": self.format_code,
+                "bytes": self.p["bytes"], "weights_per_byte": self.wpb}

@@ -1,0 +1,78 @@
+"""`ternary-engine`: the write-up's Stage 4 engine, 5 trits per byte, no multiplier."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..adder_tree import build_tree, cadence_registers, tree_depth
+from ..core import Param, register
+from .mv_common import P_BYTES, P_FIFO, P_MAX_K, MVEngine
+
+
+def trit_decode_table() -> List[int]:
+    """Byte -> 11-bit decode word: bit 10 bad byte, bits 9..5 negative, bits 4..0 nonzero.
+
+    Weight i of a byte is base-3 digit i minus one (DESIGN.md section 3); 243..255 are bad
+    and decode to five zero weights.
+    """
+    table = []
+    for v in range(256):
+        if v >= 243:
+            table.append(1 << 10)
+            continue
+        nz = neg = 0
+        for i in range(5):
+            digit = (v // 3 ** i) % 3
+            if digit != 1:
+                nz |= 1 << i
+            if digit == 0:
+                neg |= 1 << i
+        table.append((neg << 5) | nz)
+    return table
+
+
+@register
+class TernaryEngine(MVEngine):
+    name = "ternary-engine"
+    top = "ternary_engine"
+    summary = "ternary matrix-vector engine, 5 trits per byte, adder tree, no multipliers"
+    wpb = 5
+    format_code = 0x03
+    lane_module = "ternary_lane"
+    lane_template = "ternary_lane.v.j2"
+    params = (
+        P_MAX_K,
+        P_BYTES,
+        Param("reg_every", int, 2, "adder levels between register stages (the tree output is "
+              "always registered)", min=1, max=8),
+        Param("decode_bram", bool, False, "hold the trit decode table in BRAM (one more cycle) "
+              "instead of LUTs"),
+        P_FIFO,
+    )
+
+    @property
+    def terms(self) -> int:
+        return 5 * self.p["bytes"]
+
+    def lane_tree(self):
+        n = self.terms
+        depth = tree_depth(2 * n)
+        leaves = [(f"t{e}", -128, 127) for e in range(n)] + [(f"c{e}", 0, 1) for e in range(n)]
+        return build_tree(leaves, cadence_registers(depth, self.p["reg_every"]), prefix="s")
+
+    def lane_latency(self) -> int:
+        return (1 if self.p["decode_bram"] else 0) + self.lane_tree().registers
+
+    def lane_doc(self) -> str:
+        t = self.lane_tree()
+        return (f"trit decode ({'BRAM, 1 cycle' if self.p['decode_bram'] else 'LUT'}), "
+                f"{self.terms}-term tree, {t.registers} register stage(s)")
+
+    def context(self) -> Dict[str, Any]:
+        ctx = super().context()
+        ctx.update(terms=self.terms, table=trit_decode_table())
+        return ctx
+
+    def extra_manifest(self) -> Dict[str, Any]:
+        m = super().extra_manifest()
+        m["terms"] = self.terms
+        return m

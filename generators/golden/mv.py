@@ -1,0 +1,141 @@
+"""Golden model of the matrix-vector engines and the bandwidth probe (DESIGN.md section 3).
+
+Written from the contract alone: it shares no code with the templates, the rtl/ files or the
+generator's tables. It takes the raw input beats (data, tlast) and returns the exact output
+words (word, tlast), bad frames included.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Sequence, Tuple
+
+import numpy as np
+
+MAGIC = 0xB158
+FMT_INT8 = 0x08
+FMT_TERNARY = 0x03
+
+BAD_MAGIC = 1 << 0
+BAD_SHAPE = 1 << 1
+BAD_FORMAT = 1 << 2
+SHORT_FRAME = 1 << 3
+LONG_FRAME = 1 << 4
+BAD_TRIT = 1 << 5
+
+FLAG_NAMES = {BAD_MAGIC: "BAD_MAGIC", BAD_SHAPE: "BAD_SHAPE", BAD_FORMAT: "BAD_FORMAT",
+              SHORT_FRAME: "SHORT_FRAME", LONG_FRAME: "LONG_FRAME", BAD_TRIT: "BAD_TRIT"}
+
+Word = Tuple[int, bool]
+
+
+def status_word(tag: int, flags: int, count: int) -> int:
+    return (tag & 0xFF) | ((flags & 0xFF) << 8) | ((count & 0xFFFF) << 16)
+
+
+def decode_status(word: int) -> Tuple[int, int, int]:
+    """(tag, flags, count) of a status word."""
+    return word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFFFF
+
+
+def flag_names(flags: int) -> List[str]:
+    return [n for b, n in FLAG_NAMES.items() if flags & b]
+
+
+def split_frames(beats: Iterable[Tuple[int, bool]]) -> List[List[int]]:
+    """Group beats into frames at tlast; a trailing frame without tlast is not yet complete."""
+    frames, cur = [], []
+    for data, last in beats:
+        cur.append(int(data))
+        if last:
+            frames.append(cur)
+            cur = []
+    return frames
+
+
+def ternary_weights(row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Packed row bytes -> (weights int64, 5 per byte, bad-byte mask). Bad bytes give zeros."""
+    row = row.astype(np.int64)
+    bad = row >= 243
+    digits = np.stack([(row // 3 ** i) % 3 for i in range(5)], axis=-1) - 1
+    digits[bad] = 0
+    return digits.reshape(*row.shape[:-1], -1), bad
+
+
+def mv_frame(frame: Sequence[int], beat_bytes: int, fmt: int, max_k: int) -> List[Word]:
+    """Expected output words of one input frame (a list of beat integers)."""
+    raw = b"".join(int(d).to_bytes(beat_bytes, "little") for d in frame)
+    hdr_beats = -(-8 // beat_bytes)
+    if len(frame) < hdr_beats:
+        return [(status_word(0, SHORT_FRAME, 0), True)]
+    magic = int.from_bytes(raw[0:2], "little")
+    k = int.from_bytes(raw[2:4], "little")
+    n = int.from_bytes(raw[4:6], "little")
+    f = raw[6]
+    tag = raw[7]
+    if magic != MAGIC:
+        return [(status_word(tag, BAD_MAGIC, 0), True)]
+    flags = 0
+    if k == 0 or k > max_k or n == 0:
+        flags |= BAD_SHAPE
+    if f != fmt:
+        flags |= BAD_FORMAT
+    if flags:
+        return [(status_word(tag, flags, 0), True)]
+
+    body = np.frombuffer(raw[hdr_beats * beat_bytes:], dtype=np.uint8)
+    x_len = -(-k // beat_bytes) * beat_bytes
+    if len(body) < x_len:
+        return [(status_word(tag, SHORT_FRAME, 0), True)]
+    x = body[:k].view(np.int8).astype(np.int64)
+    rows = body[x_len:]
+    wpb = 5 if fmt == FMT_TERNARY else 1
+    used = -(-k // wpb)                               # bytes that hold weights of index < K
+    row_len = -(-used // beat_bytes) * beat_bytes
+    n_rows_seen = -(-len(rows) // row_len)            # complete or partial
+    complete = min(len(rows) // row_len, n)
+    out: List[Word] = []
+    flags = 0
+    if fmt == FMT_TERNARY:
+        # every row beat the engine took counts for BAD_TRIT, a cut-short row's too
+        for r in range(min(n_rows_seen, n)):
+            seen = rows[r * row_len:(r + 1) * row_len][:used]
+            if np.any(seen >= 243):
+                flags |= BAD_TRIT
+    for r in range(complete):
+        row = rows[r * row_len:r * row_len + used]
+        if fmt == FMT_TERNARY:
+            w, _ = ternary_weights(row)
+            w = w[:k]
+        else:
+            w = row[:k].view(np.int8).astype(np.int64)
+        out.append((int(np.dot(w, x)) & 0xFFFFFFFF, False))
+    if len(rows) < n * row_len:
+        flags |= SHORT_FRAME
+    elif len(rows) > n * row_len:
+        flags |= LONG_FRAME
+    out.append((status_word(tag, flags, complete), True))
+    return out
+
+
+def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt: int, max_k: int) -> List[Word]:
+    """Expected output words for a whole stream of frames."""
+    out: List[Word] = []
+    for fr in split_frames(beats):
+        out.extend(mv_frame(fr, beat_bytes, fmt, max_k))
+    return out
+
+
+def mv_results(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Plain dot products (int64) of weight rows with x, for bulk checks."""
+    return w.astype(np.int64) @ x.astype(np.int64)
+
+
+def probe_stream(beats: Iterable[Tuple[int, bool]], gaps: Sequence[int] = ()) -> List[Word]:
+    """Expected probe output when every frame's beats come on consecutive cycles.
+
+    `gaps[i]` is the number of idle cycles inside frame i (between its first and last beat).
+    """
+    out: List[Word] = []
+    for i, fr in enumerate(split_frames(beats)):
+        extra = gaps[i] if i < len(gaps) else 0
+        out += [(len(fr), False), (len(fr) + extra, False), (status_word(0, 0, 2), True)]
+    return out

@@ -1,0 +1,89 @@
+// Synchronous FIFO with an AXI-Stream style read side and a registered "room" flag.
+//
+// Part of the ternary-pynq engines (hand-written, parameterized; not generated).
+// The read side presents the head word combinationally from the storage (LUTRAM on 7-series),
+// so m_valid/m_data are valid the cycle after a write. `room` is registered and is true while
+// more than MARGIN entries are free: an upstream that stops accepting input when `room` falls
+// can still land MARGIN words already in flight, so no word is ever lost and no ready signal
+// depends combinationally on the downstream ready.
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module sync_fifo #
+(
+    // Word width in bits
+    parameter WIDTH = 33,
+    // log2 of the number of entries
+    parameter ADDR_W = 5,
+    // Free entries that must remain for `room` to be true (in-flight words upstream)
+    parameter MARGIN = 8
+)
+(
+    input  wire             clk,
+    input  wire             rst_n,
+
+    input  wire             wr_en,
+    input  wire [WIDTH-1:0] wr_data,
+
+    output wire [WIDTH-1:0] m_data,
+    output wire             m_valid,
+    input  wire             m_ready,
+
+    output reg              room
+);
+
+localparam DEPTH = 1 << ADDR_W;
+
+initial begin
+    if (ADDR_W < 1 || ADDR_W > 16) begin
+        $display("sync_fifo: ADDR_W=%0d out of range 1..16", ADDR_W);
+        $finish;
+    end
+    if (MARGIN + 1 >= DEPTH) begin
+        $display("sync_fifo: MARGIN=%0d leaves no room in %0d entries", MARGIN, DEPTH);
+        $finish;
+    end
+end
+
+reg [WIDTH-1:0] mem [0:DEPTH-1];
+reg [ADDR_W:0]  wr_ptr;
+reg [ADDR_W:0]  rd_ptr;
+
+wire [ADDR_W:0] count = wr_ptr - rd_ptr;
+wire do_rd = m_valid && m_ready;
+
+assign m_valid = (wr_ptr != rd_ptr);
+assign m_data  = mem[rd_ptr[ADDR_W-1:0]];
+
+always @(posedge clk) begin
+    if (wr_en) begin
+        mem[wr_ptr[ADDR_W-1:0]] <= wr_data;
+    end
+end
+
+always @(posedge clk) begin
+    if (!rst_n) begin
+        wr_ptr   <= 0;
+        rd_ptr   <= 0;
+        room     <= 1'b0;
+    end else begin
+        if (wr_en) begin
+            wr_ptr <= wr_ptr + 1'b1;
+            // synthesis translate_off
+            if (count == DEPTH && !do_rd) begin
+                $display("ERROR: %m: write to a full FIFO at %0t, a word is lost", $time);
+            end
+            // synthesis translate_on
+        end
+        if (do_rd) begin
+            rd_ptr <= rd_ptr + 1'b1;
+        end
+        room <= (count < DEPTH - MARGIN);
+    end
+end
+
+endmodule
+
+`resetall

@@ -1,0 +1,172 @@
+"""Shared cocotb test-bench pieces: clock and reset, AXI-Stream drivers, pause generators and
+a protocol monitor that records every handshake cycle and counts protocol faults."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge, ReadOnly
+from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+CLOCK_PS = 7000   # 142.857 MHz, the PYNQ-Z1 fabric clock of the write-up
+
+
+def load_manifest() -> dict:
+    with open(os.environ["TB_MANIFEST"]) as f:
+        return json.load(f)
+
+
+def seed() -> int:
+    return int(os.environ.get("TB_SEED", "1"))
+
+
+def random_pauses(rng: random.Random, p: float):
+    """Pause generator: each cycle paused with probability p (bursty, seeded)."""
+    while True:
+        if rng.random() < p:
+            for _ in range(rng.randint(1, 8)):
+                yield True
+        else:
+            yield False
+
+
+def _bit(sig) -> int:
+    v = sig.value
+    return int(v) if v.is_resolvable else -1
+
+
+class StreamMonitor:
+    """Per-cycle sampler of both streams.
+
+    Records the cycle number of every input and output handshake and the cycles on which the
+    input was offered but refused, and counts protocol faults of the output (tvalid dropped
+    before its handshake, tdata or tlast changed while stalled) and X/Z on control outputs.
+    """
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.cycle = 0
+        self.in_hs = []          # cycles of s_axis handshakes
+        self.in_last = []        # cycles of s_axis handshakes with tlast
+        self.in_refused = []     # cycles with s_axis_tvalid high and s_axis_tready low
+        self.out_hs = []         # cycles of m_axis handshakes
+        self.out_valid_first = []
+        self.faults = []
+        self.tready_low = 0
+        self._task = None
+
+    def start(self):
+        self._task = cocotb.start_soon(self._run())
+
+    def clear(self):
+        self.in_hs.clear(); self.in_last.clear(); self.in_refused.clear(); self.out_hs.clear()
+        self.tready_low = 0
+
+    async def _run(self):
+        d = self.dut
+        held = None
+        while True:
+            await RisingEdge(d.aclk)
+            await ReadOnly()
+            self.cycle += 1
+            if _bit(d.aresetn) != 1:
+                held = None
+                continue
+            sv, sr, sl = _bit(d.s_axis_tvalid), _bit(d.s_axis_tready), _bit(d.s_axis_tlast)
+            mv, mr = _bit(d.m_axis_tvalid), _bit(d.m_axis_tready)
+            if sr not in (0, 1) or mv not in (0, 1):
+                self.faults.append((self.cycle, "X/Z on s_axis_tready or m_axis_tvalid"))
+                continue
+            if sr == 0:
+                self.tready_low += 1
+            if sv == 1 and sr == 1:
+                self.in_hs.append(self.cycle)
+                if sl == 1:
+                    self.in_last.append(self.cycle)
+            elif sv == 1:
+                self.in_refused.append(self.cycle)
+            if mv == 1:
+                data = (int(d.m_axis_tdata.value), _bit(d.m_axis_tlast))
+                if held is not None and data != held:
+                    self.faults.append((self.cycle, "m_axis data changed while stalled"))
+                if mr == 1:
+                    self.out_hs.append(self.cycle)
+                    held = None
+                else:
+                    held = data
+            elif held is not None:
+                self.faults.append((self.cycle, "m_axis_tvalid dropped before its handshake"))
+                held = None
+
+
+class StreamTB:
+    """Clock, reset, cocotbext-axi source and sink, and the monitor."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.man = load_manifest()
+        self.bytes = int(self.man.get("bytes", 8))
+        self.rng = random.Random(seed())
+        cocotb.start_soon(Clock(dut.aclk, CLOCK_PS, unit="ps").start())
+        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.aclk,
+                                      dut.aresetn, reset_active_level=False)
+        self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.aclk,
+                                  dut.aresetn, reset_active_level=False)
+        if not os.environ.get("TB_VERBOSE"):
+            self.source.log.setLevel(logging.WARNING)
+            self.sink.log.setLevel(logging.WARNING)
+        self.mon = StreamMonitor(dut)
+        self.mon.start()
+
+    async def reset(self, cycles: int = 4):
+        self.dut.aresetn.value = 0
+        await ClockCycles(self.dut.aclk, cycles)
+        self.dut.aresetn.value = 1
+        await ClockCycles(self.dut.aclk, 2)
+
+    def set_pauses(self, idle: float = 0.0, backpressure: float = 0.0):
+        """Idle (source) and backpressure (sink) inserters; 0 turns one off for good."""
+        if idle:
+            self.source.set_pause_generator(random_pauses(random.Random(self.rng.random()), idle))
+        else:
+            self.source.clear_pause_generator()
+            self.source.pause = False
+        if backpressure:
+            self.sink.set_pause_generator(random_pauses(random.Random(self.rng.random()), backpressure))
+        else:
+            self.sink.clear_pause_generator()
+            self.sink.pause = False
+
+    async def send_frames(self, frames):
+        for fr in frames:
+            await self.source.send(AxiStreamFrame(bytes(fr)))
+
+    async def recv_words(self, n_frames: int, timeout_cycles: int = 2_000_000):
+        """Receive n_frames output frames as a flat list of (word, tlast)."""
+        out = []
+        for _ in range(n_frames):
+            fr = await self.sink.recv()
+            data = bytes(fr.tdata)
+            assert len(data) % 4 == 0, f"output frame of {len(data)} bytes is not whole words"
+            words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+            out += [(w, i == len(words) - 1) for i, w in enumerate(words)]
+        return out
+
+    def beats_of(self, frames):
+        """(data, tlast) beats of byte frames, as the source will send them."""
+        beats = []
+        for fr in frames:
+            fr = bytes(fr)
+            assert len(fr) % self.bytes == 0, "test frames are whole beats"
+            n = len(fr) // self.bytes
+            for i in range(n):
+                beats.append((int.from_bytes(fr[i * self.bytes:(i + 1) * self.bytes], "little"),
+                              i == n - 1))
+        return beats
+
+    def assert_no_faults(self):
+        assert not self.mon.faults, f"protocol faults: {self.mon.faults[:10]}"

@@ -1,0 +1,243 @@
+"""cocotb tests of a generated matrix-vector engine (int8-engine or ternary-engine).
+
+The design under test is described by the manifest in $TB_MANIFEST. Every output word is
+compared with the numpy golden model in generators.golden.mv, which shares no code with the
+templates.
+"""
+from __future__ import annotations
+
+import os
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, with_timeout
+
+from generators.golden import mv as golden
+from generators.packing import build_frame, header_bytes
+from sim.common.axis_tb import StreamTB
+
+BEAT_BUDGET = int(os.environ.get("TB_BEATS", "4000"))
+
+
+class MVTB(StreamTB):
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.fmt = int(self.man["format"])
+        self.ternary = self.fmt == golden.FMT_TERNARY
+        self.fmt_name = "ternary" if self.ternary else "int8"
+        self.max_k = int(self.man["parameters"]["max_k"])
+        self.latency = int(self.man["latency"])
+        self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
+
+    # ---------------------------------------------------------------- frames
+    def weights(self, n, k):
+        if self.ternary:
+            return self.np_rng.integers(-1, 2, size=(n, k), dtype=np.int8)
+        return self.np_rng.integers(-128, 128, size=(n, k), dtype=np.int8)
+
+    def frame(self, k, n, tag=None, x=None, w=None, garbage=True):
+        x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8) if x is None else x
+        w = self.weights(n, k) if w is None else w
+        tag = self.rng.randrange(256) if tag is None else tag
+        return build_frame(x, w, self.fmt_name, tag=tag, beat_bytes=self.bytes,
+                           pad_fill=self.np_rng if garbage else None)
+
+    def row_beats(self, k):
+        per_beat = self.bytes * (5 if self.ternary else 1)
+        return -(-k // per_beat)
+
+    def frame_beats(self, k, n):
+        return -(-8 // self.bytes) + -(-k // self.bytes) + n * self.row_beats(k)
+
+    # ---------------------------------------------------------------- checking
+    async def run_check(self, frames, timeout_us=200_000):
+        beats = self.beats_of(frames)
+        expected = golden.mv_stream(beats, self.bytes, self.fmt, self.max_k)
+        sender = cocotb.start_soon(self.send_frames(frames))
+        got = await with_timeout(self.recv_words(len(frames)), timeout_us, "us")
+        await sender
+        compare(got, expected)
+        self.assert_no_faults()
+        return got
+
+
+def compare(got, expected):
+    assert len(got) == len(expected), (
+        f"{len(got)} output words, the golden model expects {len(expected)}")
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            what = ""
+            if e[1]:
+                tag, flags, count = golden.decode_status(e[0])
+                gt, gf, gc = golden.decode_status(g[0])
+                what = (f" (status: expected tag {tag} flags {golden.flag_names(flags)} count {count},"
+                        f" got tag {gt} flags {golden.flag_names(gf)} count {gc})")
+            raise AssertionError(f"word {i}: got {g[0]:#010x} tlast={g[1]}, expected "
+                                 f"{e[0]:#010x} tlast={e[1]}{what}")
+
+
+def edge_ks(tb):
+    per = tb.bytes * (5 if tb.ternary else 1)
+    ks = {1, 2, tb.bytes - 1, tb.bytes, tb.bytes + 1, per - 1, per, per + 1, tb.max_k - 1, tb.max_k}
+    return sorted(k for k in ks if 1 <= k <= tb.max_k)
+
+
+def random_frames(tb, budget):
+    """Frames of random shape (edge K values first), about `budget` beats in all."""
+    frames, used = [], 0
+    ks = edge_ks(tb)
+    while used < budget:
+        k = ks.pop(0) if ks else tb.rng.randint(1, tb.max_k)
+        max_n = max(1, min(300, (budget - used) // max(1, tb.row_beats(k))))
+        n = tb.rng.randint(1, max_n)
+        frames.append(tb.frame(k, n))
+        used += tb.frame_beats(k, n)
+    return frames
+
+
+@cocotb.test()
+async def test_random_shapes(dut):
+    """Random K (1..max_k, edge values first) and N, no pauses then idle and backpressure."""
+    tb = MVTB(dut)
+    await tb.reset()
+    await tb.run_check(random_frames(tb, BEAT_BUDGET // 2))
+    tb.set_pauses(idle=0.3, backpressure=0.3)
+    await tb.run_check(random_frames(tb, BEAT_BUDGET // 2))
+
+
+@cocotb.test()
+async def test_tready_duty_and_latency(dut):
+    """With a free output, s_axis_tready is high on every cycle of a frame (exact count) and
+    the first result comes `latency` cycles after the last beat of its row."""
+    tb = MVTB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    shapes = [(tb.max_k, 4), (1, 3), (min(tb.max_k, 3 * tb.bytes + 1), 40)]
+    for k, n in shapes:
+        tb.mon.clear()
+        fr = tb.frame(k, n)
+        await tb.run_check([fr])
+        beats = tb.frame_beats(k, n)
+        hs = tb.mon.in_hs
+        assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
+        span = hs[-1] - hs[0] + 1
+        assert span == beats, (f"K={k} N={n}: {beats} beats took {span} cycles; s_axis_tready "
+                               f"fell during the frame")
+        assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
+        row0_last = hs[-(-8 // tb.bytes) + -(-k // tb.bytes) + tb.row_beats(k) - 1]
+        out = tb.mon.out_hs
+        assert out[0] - row0_last == tb.latency, (
+            f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
+            f"{tb.latency}")
+        assert out[-1] - hs[-1] == tb.latency + 1, (
+            f"status {out[-1] - hs[-1]} cycles after the last beat, expected {tb.latency + 1}")
+        dut._log.info("K=%d N=%d: %d beats in %d cycles (tready duty 100%%), latency %d",
+                      k, n, beats, span, tb.latency)
+
+
+def bad_frames(tb):
+    """One frame of each error class; each is followed by a good frame."""
+    k = min(tb.max_k, 2 * tb.bytes + 3)
+    n = 5
+    good = tb.frame(k, n)
+    hb = -(-8 // tb.bytes) * tb.bytes
+    row = tb.row_beats(k) * tb.bytes
+    xlen = -(-k // tb.bytes) * tb.bytes
+    pad = lambda b: bytes(b) + bytes((-len(b)) % tb.bytes)
+    other_fmt = 0x03 if not tb.ternary else 0x08
+    cases = {
+        "BAD_MAGIC": pad(header_bytes(k, n, tb.fmt, 0x11, magic=0x1234, beat_bytes=tb.bytes))
+                     + bytes(xlen),
+        "BAD_SHAPE K=0": header_bytes(0, n, tb.fmt, 0x12, beat_bytes=tb.bytes) + bytes(xlen),
+        "BAD_SHAPE K>max": header_bytes(min(tb.max_k + 1, 65535), n, tb.fmt, 0x13,
+                                        beat_bytes=tb.bytes) + bytes(xlen),
+        "BAD_SHAPE N=0": header_bytes(k, 0, tb.fmt, 0x14, beat_bytes=tb.bytes) + bytes(xlen),
+        "BAD_FORMAT": header_bytes(k, n, other_fmt, 0x15, beat_bytes=tb.bytes) + bytes(xlen),
+        "SHORT in rows": good[:hb + xlen + 2 * row + tb.bytes],
+        "SHORT in x": good[:hb + tb.bytes] if xlen > tb.bytes else good[:hb],
+        "SHORT header only": good[:hb],
+        "LONG": good + bytes(3 * tb.bytes),
+    }
+    if tb.max_k == 65535:
+        del cases["BAD_SHAPE K>max"]
+    if tb.ternary:
+        bad = bytearray(tb.frame(k, n))
+        bad[hb + xlen + row + 1] = 250      # a bad byte in row 1, within K
+        cases["BAD_TRIT"] = bytes(bad)
+    if tb.bytes < 8:
+        cases["SHORT half header"] = good[:tb.bytes]
+    return cases
+
+
+@cocotb.test()
+async def test_bad_frames(dut):
+    """Every error class of the contract, each followed by a good frame (no reset between)."""
+    tb = MVTB(dut)
+    await tb.reset()
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        for name, fr in bad_frames(tb).items():
+            good = tb.frame(tb.rng.randint(1, tb.max_k), tb.rng.randint(1, 6))
+            got = await tb.run_check([fr, good])
+            status = [w for w, last in got if last][0]
+            dut._log.info("%-18s -> status flags %s", name,
+                          golden.flag_names(golden.decode_status(status)[1]))
+
+
+@cocotb.test()
+async def test_output_stall(dut):
+    """Hold m_axis_tready low until the result FIFO fills: s_axis_tready falls, nothing is lost."""
+    tb = MVTB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    tb.sink.pause = True
+    k = min(tb.max_k, tb.bytes)
+    fr = tb.frame(k, 300)
+    beats = tb.beats_of([fr])
+    expected = golden.mv_stream(beats, tb.bytes, tb.fmt, tb.max_k)
+    tb.mon.clear()
+    sender = cocotb.start_soon(tb.send_frames([fr]))
+    await ClockCycles(dut.aclk, 2000)
+    assert tb.mon.tready_low > 0, "the FIFO never filled: the stall did not reach the input"
+    assert len(tb.mon.in_hs) < len(beats), "the whole frame went in although the output was stalled"
+    tb.sink.pause = False
+    got = await with_timeout(tb.recv_words(1), 100_000, "us")
+    await sender
+    compare(got, expected)
+    tb.assert_no_faults()
+    # and the engine is still right afterwards, under random stalls
+    tb.set_pauses(0.2, 0.6)
+    await tb.run_check(random_frames(tb, 600))
+
+
+@cocotb.test()
+async def test_reset_mid_frame(dut):
+    """A reset in the middle of a frame; the next frame after it comes out right."""
+    tb = MVTB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    big = tb.frame(tb.max_k, 8)
+    sender = cocotb.start_soon(tb.send_frames([big]))
+    await ClockCycles(dut.aclk, tb.frame_beats(tb.max_k, 8) // 2 + 3)
+    await tb.reset()
+    sender.cancel()
+    tb.source.clear()
+    await ClockCycles(dut.aclk, 4)
+    tb.sink.clear()
+    await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 7), tb.frame(1, 1)])
+
+
+@cocotb.test()
+async def test_worst_case_sums(dut):
+    """Largest magnitudes at K = max_k: x = -128 with the most negative and positive weights."""
+    tb = MVTB(dut)
+    await tb.reset()
+    k = tb.max_k
+    x = np.full(k, -128, dtype=np.int8)
+    if tb.ternary:
+        w = np.stack([np.full(k, -1), np.full(k, 1), np.zeros(k)]).astype(np.int8)
+        x2 = np.full(k, 127, dtype=np.int8)
+    else:
+        w = np.stack([np.full(k, -128), np.full(k, 127), np.zeros(k)]).astype(np.int8)
+        x2 = np.full(k, 127, dtype=np.int8)
+    await tb.run_check([tb.frame(k, 3, x=x, w=w), tb.frame(k, 3, x=x2, w=w)])

@@ -1,0 +1,448 @@
+# Recording stubs of the Vivado Tcl commands used by vivado/build.tcl and vivado/timing_gate.tcl,
+# so that the flow runs under a plain tclsh (no Vivado on CI machines).
+#
+# Every call appends one JSON line to the file named by $env(STUB_LOG):
+#   {"cmd": "set_property", "args": [...], "props": {...}, "objects": [...]}
+# ("props"/"objects" only for set_property). Return values, and so the flow's decisions, are set
+# through environment variables:
+#   STUB_VERSION       version -short                          (default 2020.2)
+#   STUB_FCLK0_ACT     CONFIG.PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ (default 142.857132)
+#   STUB_WNS, STUB_WHS slack of the worst setup / hold path    (default 0.062 / 0.035; "none":
+#                      get_timing_paths finds no path)
+#   STUB_WPWS          worst pulse-width slack in the summary  (default 2.750)
+#   STUB_CLK_PERIOD    PERIOD of the fabric clock              (default 7.000)
+#   STUB_NO_CLOCK      when set, get_clocks finds nothing
+#   STUB_NO_PART       when set, get_parts finds nothing
+#   STUB_BOARD_PART    what get_board_parts returns            (default: nothing)
+#   STUB_RUN_PROGRESS  PROGRESS of every run                   (default 100%)
+#   STUB_HWH_LAYOUT    gen (2020.2, default), srcs (older Vivado) or none: where generate_target
+#                      puts the hardware handoff
+# Files that Vivado would write (reports with -file, the bitstream, the hwh) are created with
+# placeholder text so that the flow's copies and checks run for real.
+
+namespace eval stub {
+    variable props
+    array set props {}
+    variable proj_dir ""
+    variable proj_name ""
+    variable bd_name ""
+    variable ipdef_versions {
+        processing_system7 5.5 axi_dma 7.1 axi_interconnect 2.1 proc_sys_reset 5.0
+        smartconnect 1.0
+    }
+}
+
+proc stub::env {name default} {
+    if {[info exists ::env($name)] && $::env($name) ne ""} {
+        return $::env($name)
+    }
+    return $default
+}
+
+proc stub::json_str {s} {
+    set map [list \\ \\\\ \" \\\" \n \\n \r \\r \t \\t]
+    return "\"[string map $map $s]\""
+}
+
+proc stub::json_list {items} {
+    set out {}
+    foreach item $items {
+        lappend out [stub::json_str $item]
+    }
+    return "\[[join $out {, }]\]"
+}
+
+proc stub::record {cmd argl {extra ""}} {
+    set line "\{\"cmd\": [stub::json_str $cmd], \"args\": [stub::json_list $argl]$extra\}"
+    set fh [open [stub::env STUB_LOG stub_vivado.log] a]
+    puts $fh $line
+    close $fh
+}
+
+# Drop leading -quiet/-verbose flags.
+proc stub::strip_flags {argl} {
+    while {[llength $argl] > 0 && [lindex $argl 0] in {-quiet -verbose}} {
+        set argl [lrange $argl 1 end]
+    }
+    return $argl
+}
+
+# The value of option NAME in an argument list, or DEFAULT.
+proc stub::opt {argl name {default ""}} {
+    set i [lsearch -exact $argl $name]
+    if {$i < 0 || $i + 1 >= [llength $argl]} {
+        return $default
+    }
+    return [lindex $argl [expr {$i + 1}]]
+}
+
+# Non-option words of an argument list (options listed in WITH_VALUE take a value).
+proc stub::positional {argl {with_value {}}} {
+    set out {}
+    set skip 0
+    foreach a $argl {
+        if {$skip} {
+            set skip 0
+            continue
+        }
+        if {[string index $a 0] eq "-" && ![string is double -strict $a]} {
+            if {$a in $with_value} {
+                set skip 1
+            }
+            continue
+        }
+        lappend out $a
+    }
+    return $out
+}
+
+proc stub::touch {path text} {
+    file mkdir [file dirname $path]
+    set fh [open $path w]
+    puts $fh $text
+    close $fh
+}
+
+# Objects named by patterns, as Vivado returns them: block-design paths start with "/".
+proc stub::bd_objects {argl} {
+    set out {}
+    foreach pattern [stub::positional $argl {-of_objects -filter -regexp}] {
+        foreach p $pattern {
+            if {[string index $p 0] ne "/"} {
+                set p "/$p"
+            }
+            lappend out $p
+        }
+    }
+    return $out
+}
+
+# ------------------------------------------------------------------------------------------
+# set_property / get_property: a property store, so read-backs see what the flow wrote.
+# ------------------------------------------------------------------------------------------
+proc set_property {args} {
+    set argl [stub::strip_flags $args]
+    if {[lindex $argl 0] eq "-dict"} {
+        set pairs [lindex $argl 1]
+        set objects [lrange $argl 2 end]
+    } else {
+        set pairs [lrange $argl 0 1]
+        set objects [lrange $argl 2 end]
+    }
+    set flat_objects {}
+    foreach o $objects {
+        foreach x $o {
+            lappend flat_objects $x
+        }
+    }
+    set props_json {}
+    foreach {name value} $pairs {
+        lappend props_json "[stub::json_str [string toupper $name]]: [stub::json_str $value]"
+        foreach o $flat_objects {
+            set stub::props([string toupper $name],$o) $value
+        }
+    }
+    set extra ", \"props\": \{[join $props_json {, }]\},"
+    append extra " \"objects\": [stub::json_list $flat_objects]"
+    stub::record set_property $args $extra
+    return ""
+}
+
+proc get_property {args} {
+    stub::record get_property $args
+    set argl [stub::strip_flags $args]
+    set name [string toupper [lindex $argl 0]]
+    set obj [lindex $argl 1]
+    switch -- $name {
+        CONFIG.PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ {
+            return [stub::env STUB_FCLK0_ACT 142.857132]
+        }
+        SLACK {
+            if {$obj eq "stub_path_hold"} {
+                return [stub::env STUB_WHS 0.035]
+            }
+            return [stub::env STUB_WNS 0.062]
+        }
+        PERIOD {
+            return [stub::env STUB_CLK_PERIOD 7.000]
+        }
+        PROGRESS {
+            return [stub::env STUB_RUN_PROGRESS 100%]
+        }
+        STATUS {
+            if {$obj eq "synth_1"} {
+                return "synth_design Complete!"
+            }
+            return "route_design Complete!"
+        }
+    }
+    if {[info exists stub::props($name,$obj)]} {
+        return $stub::props($name,$obj)
+    }
+    return ""
+}
+
+# ------------------------------------------------------------------------------------------
+# Project, files, runs
+# ------------------------------------------------------------------------------------------
+proc version {args} {
+    stub::record version $args
+    return [stub::env STUB_VERSION 2020.2]
+}
+
+proc get_parts {args} {
+    stub::record get_parts $args
+    if {[stub::env STUB_NO_PART ""] ne ""} {
+        return ""
+    }
+    return [lindex [stub::positional $args] 0]
+}
+
+proc get_board_parts {args} {
+    stub::record get_board_parts $args
+    return [stub::env STUB_BOARD_PART ""]
+}
+
+proc create_project {args} {
+    stub::record create_project $args
+    set pos [stub::positional $args {-part}]
+    set stub::proj_name [lindex $pos 0]
+    set stub::proj_dir [lindex $pos 1]
+    return $stub::proj_name
+}
+
+proc current_project {args} {
+    stub::record current_project $args
+    return $stub::proj_name
+}
+
+proc current_fileset {args} {
+    stub::record current_fileset $args
+    return sources_1
+}
+
+proc get_files {args} {
+    stub::record get_files $args
+    set out {}
+    foreach pattern [stub::positional $args {-of_objects -filter}] {
+        if {[string match *.bd $pattern]} {
+            set bd [file rootname [file tail $pattern]]
+            lappend out [file join $stub::proj_dir $stub::proj_name.srcs sources_1 bd $bd \
+                $bd.bd]
+        } else {
+            lappend out $pattern
+        }
+    }
+    return $out
+}
+
+proc generate_target {args} {
+    stub::record generate_target $args
+    set layout [stub::env STUB_HWH_LAYOUT gen]
+    if {$layout ne "none"} {
+        set hwh [file join $stub::proj_dir $stub::proj_name.$layout sources_1 bd \
+            $stub::bd_name hw_handoff $stub::bd_name.hwh]
+        stub::touch $hwh "<?xml version=\"1.0\"?><EDKSYSTEM stub=\"$stub::bd_name\"/>"
+    }
+    return ""
+}
+
+proc make_wrapper {args} {
+    stub::record make_wrapper $args
+    return [file join $stub::proj_dir $stub::proj_name.gen sources_1 bd $stub::bd_name hdl \
+        ${stub::bd_name}_wrapper.v]
+}
+
+proc get_runs {args} {
+    stub::record get_runs $args
+    return [lindex [stub::positional $args] 0]
+}
+
+proc get_ipdefs {args} {
+    stub::record get_ipdefs $args
+    set pattern [lindex [stub::positional $args {-filter}] 0]
+    set name [lindex [split $pattern :] 2]
+    if {![dict exists $stub::ipdef_versions $name]} {
+        return ""
+    }
+    return [string map [list * [dict get $stub::ipdef_versions $name]] $pattern]
+}
+
+# ------------------------------------------------------------------------------------------
+# Block design
+# ------------------------------------------------------------------------------------------
+proc create_bd_design {args} {
+    stub::record create_bd_design $args
+    set stub::bd_name [lindex [stub::positional $args {-dir}] 0]
+    return $stub::bd_name
+}
+
+proc current_bd_design {args} {
+    stub::record current_bd_design $args
+    return $stub::bd_name
+}
+
+proc create_bd_cell {args} {
+    stub::record create_bd_cell $args
+    set name [lindex [stub::positional $args {-type -vlnv -reference}] 0]
+    return "/$name"
+}
+
+proc stub::bd_get {cmd args} {
+    stub::record $cmd $args
+    return [stub::bd_objects $args]
+}
+
+foreach cmd {get_bd_cells get_bd_pins get_bd_intf_pins get_bd_ports get_bd_intf_ports
+    get_bd_addr_spaces get_bd_addr_segs get_bd_nets get_bd_intf_nets} {
+    interp alias {} $cmd {} stub::bd_get $cmd
+}
+
+# Netlist objects (XDC): the names themselves.
+proc stub::netlist_get {cmd args} {
+    stub::record $cmd $args
+    set out {}
+    foreach pattern [stub::positional $args {-of_objects -filter}] {
+        foreach p $pattern {
+            lappend out $p
+        }
+    }
+    return $out
+}
+
+foreach cmd {get_ports get_pins get_cells get_nets} {
+    interp alias {} $cmd {} stub::netlist_get $cmd
+}
+
+proc current_design {args} {
+    stub::record current_design $args
+    return $stub::bd_name
+}
+
+proc create_bd_port {args} {
+    stub::record create_bd_port $args
+    return "/[lindex [stub::positional $args {-dir -type -freq_hz -from -to}] 0]"
+}
+
+proc create_bd_intf_port {args} {
+    stub::record create_bd_intf_port $args
+    return "/[lindex [stub::positional $args {-mode -vlnv}] 0]"
+}
+
+# ------------------------------------------------------------------------------------------
+# Timing
+# ------------------------------------------------------------------------------------------
+proc get_clocks {args} {
+    stub::record get_clocks $args
+    if {[stub::env STUB_NO_CLOCK ""] ne ""} {
+        return ""
+    }
+    return [lindex [stub::positional $args {-of_objects -filter}] 0]
+}
+
+proc get_timing_paths {args} {
+    stub::record get_timing_paths $args
+    if {"-hold" in $args || [stub::opt $args -delay_type] in {min min_max}} {
+        if {[stub::env STUB_WHS 0.035] eq "none"} {
+            return ""
+        }
+        return stub_path_hold
+    }
+    if {[stub::env STUB_WNS 0.062] eq "none"} {
+        return ""
+    }
+    return stub_path_setup
+}
+
+proc stub::timing_summary_text {} {
+    set wns [stub::env STUB_WNS 0.062]
+    set whs [stub::env STUB_WHS 0.035]
+    set wpws [stub::env STUB_WPWS 2.750]
+    foreach v {wns whs} {
+        if {[set $v] eq "none"} {
+            set $v inf
+        }
+    }
+    set head [format "%11s  %11s  %21s  %19s  %11s  %11s  %21s  %19s  %11s  %11s  %22s  %20s" \
+        WNS(ns) TNS(ns) "TNS Failing Endpoints" "TNS Total Endpoints" \
+        WHS(ns) THS(ns) "THS Failing Endpoints" "THS Total Endpoints" \
+        WPWS(ns) TPWS(ns) "TPWS Failing Endpoints" "TPWS Total Endpoints"]
+    set dash [format "%11s  %11s  %21s  %19s  %11s  %11s  %21s  %19s  %11s  %11s  %22s  %20s" \
+        ------- ------- --------------------- ------------------- \
+        ------- ------- --------------------- ------------------- \
+        -------- -------- ---------------------- --------------------]
+    set vals [format "%11s  %11s  %21s  %19s  %11s  %11s  %21s  %19s  %11s  %11s  %22s  %20s" \
+        $wns 0.000 0 21423 $whs 0.000 0 21423 $wpws 0.000 0 9114]
+    set rule [string repeat - 96]
+    return [join [list \
+        $rule "| Design Timing Summary" "| ---------------------" $rule "" \
+        $head $dash $vals "" "" "All user specified timing constraints are met (stub)."] "\n"]
+}
+
+proc stub::report {cmd argl text} {
+    stub::record $cmd $argl
+    set file [stub::opt $argl -file]
+    if {$file ne ""} {
+        stub::touch $file $text
+    }
+    if {"-return_string" in $argl} {
+        return $text
+    }
+    return ""
+}
+
+proc report_timing_summary {args} {
+    return [stub::report report_timing_summary $args [stub::timing_summary_text]]
+}
+
+proc report_timing {args} {
+    set type [stub::opt $args -delay_type max]
+    set slack [expr {$type eq "min" ? [stub::env STUB_WHS 0.035] : [stub::env STUB_WNS 0.062]}]
+    set text "Timing Report (stub)\nSlack: $slack ns ($type)\n  Source: engine_0/x_reg\n"
+    return [stub::report report_timing $args $text]
+}
+
+proc report_pulse_width {args} {
+    return [stub::report report_pulse_width $args \
+        "Pulse Width Checks (stub)\nWPWS: [stub::env STUB_WPWS 2.750] ns\n"]
+}
+
+proc stub::plain_report {cmd args} {
+    return [stub::report $cmd $args "$cmd (stub)"]
+}
+
+foreach cmd {report_utilization report_clocks report_drc report_power report_methodology
+    report_ip_status report_clock_utilization} {
+    interp alias {} $cmd {} stub::plain_report $cmd
+}
+
+# ------------------------------------------------------------------------------------------
+# Outputs
+# ------------------------------------------------------------------------------------------
+proc write_bitstream {args} {
+    stub::record write_bitstream $args
+    stub::touch [lindex [stub::positional $args {-bin_file}] end] "stub bitstream"
+    return ""
+}
+
+proc write_hw_platform {args} {
+    stub::record write_hw_platform $args
+    stub::touch [stub::opt $args -file] "stub xsa"
+    return ""
+}
+
+# ------------------------------------------------------------------------------------------
+# Everything else: record and return nothing.
+# ------------------------------------------------------------------------------------------
+proc stub::record_only {cmd args} {
+    stub::record $cmd $args
+    return ""
+}
+
+foreach cmd {add_files import_files update_compile_order update_ip_catalog
+    connect_bd_net connect_bd_intf_net disconnect_bd_net apply_bd_automation
+    assign_bd_address validate_bd_design save_bd_design close_bd_design open_bd_design
+    regenerate_bd_layout launch_runs wait_on_run reset_run open_run close_project
+    set_msg_config create_clock set_clock_groups} {
+    interp alias {} $cmd {} stub::record_only $cmd
+}

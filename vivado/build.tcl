@@ -1,0 +1,387 @@
+# Build the PYNQ-Z1 overlay: block design, synthesis, implementation, timing gate, bitstream.
+#
+# Written for Vivado 2020.2 (the PYNQ 2.7 tool version); IP versions are not pinned, each IP is
+# looked up in the catalogue. Run through `make bitstream`, or by hand:
+#
+#   .venv/bin/python vivado/engines.py --engines ternary-engine,ternary-engine \
+#       --out build/vivado/engines
+#   vivado -mode batch -source vivado/build.tcl -tclargs --out build \
+#       --engines-tcl build/vivado/engines.tcl --jobs 2
+#
+# Options (after -tclargs):
+#   --out DIR           where the .bit, .hwh, .xsa and reports go (default: build)
+#   --engines-tcl FILE  the engine list written by engines.py (default: DIR/vivado/engines.tcl)
+#   --proj-dir DIR      the Vivado project (default: DIR/vivado/project)
+#   --name NAME         overlay base name: NAME.bit and NAME.hwh (default: pynq_ternary)
+#   --part PART         FPGA part (default: xc7z020clg400-1)
+#   --jobs N            parallel jobs for the runs (default: 2)
+#   --fclk-mhz MHZ      fabric clock FCLK_CLK0 (default: 142.857, i.e. 7.000 ns)
+#   --xdc "F1 F2"       constraint files (default: every constraints/*.xdc)
+#
+# The block design, for each engine i (engine_i, a module reference of the generated top):
+#   ps7 M_AXI_GP0 -> ctrl_ic (AXI interconnect) -> dma_i/S_AXI_LITE at 0x4040_0000 + i*64K
+#   dma_i/M_AXIS_MM2S (64-bit) -> engine_i/s_axis;  engine_i/m_axis (32-bit) -> dma_i/S_AXIS_S2MM
+#   dma_i/M_AXI_MM2S and M_AXI_S2MM -> hp<i mod 2>_ic -> ps7/S_AXI_HP<i mod 2>
+# With a single engine its MM2S goes to HP0 and its S2MM to HP1. Everything runs on FCLK_CLK0;
+# rst_fclk0 (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets.
+
+set script_dir [file dirname [file normalize [info script]]]
+set repo_dir [file dirname $script_dir]
+source [file join $script_dir ps7_pynq_z1.tcl]
+source [file join $script_dir timing_gate.tcl]
+
+set vivado_version_written_for 2020.2
+set bd_name system
+set proj_name pynq_ternary
+
+# ------------------------------------------------------------------------------------------
+# Options
+# ------------------------------------------------------------------------------------------
+proc build_fail {msg} {
+    puts "ERROR: $msg"
+    exit 1
+}
+
+set opt [dict create \
+    --out build \
+    --engines-tcl "" \
+    --proj-dir "" \
+    --name pynq_ternary \
+    --part xc7z020clg400-1 \
+    --jobs 2 \
+    --fclk-mhz 142.857 \
+    --xdc ""]
+if {[llength $argv] % 2 != 0} {
+    build_fail "options come in pairs, got: $argv"
+}
+foreach {key value} $argv {
+    if {![dict exists $opt $key]} {
+        build_fail "unknown option $key (known: [dict keys $opt])"
+    }
+    dict set opt $key $value
+}
+set out_dir [file normalize [dict get $opt --out]]
+set engines_tcl [dict get $opt --engines-tcl]
+if {$engines_tcl eq ""} {
+    set engines_tcl [file join $out_dir vivado engines.tcl]
+}
+set proj_dir [dict get $opt --proj-dir]
+if {$proj_dir eq ""} {
+    set proj_dir [file join $out_dir vivado project]
+}
+set proj_dir [file normalize $proj_dir]
+set overlay [dict get $opt --name]
+set part [dict get $opt --part]
+set jobs [dict get $opt --jobs]
+set fclk_mhz [dict get $opt --fclk-mhz]
+set xdc_files [dict get $opt --xdc]
+if {$xdc_files eq ""} {
+    set xdc_files [lsort [glob -nocomplain [file join $repo_dir constraints *.xdc]]]
+}
+if {![string is integer -strict $jobs] || $jobs < 1} {
+    build_fail "--jobs must be a positive integer, got '$jobs'"
+}
+if {![string is double -strict $fclk_mhz] || $fclk_mhz <= 0} {
+    build_fail "--fclk-mhz must be a positive number, got '$fclk_mhz'"
+}
+set fclk_period_ns [format %.3f [expr {1000.0 / $fclk_mhz}]]
+if {[llength $xdc_files] == 0} {
+    build_fail "no constraint files found in [file join $repo_dir constraints]"
+}
+
+# ------------------------------------------------------------------------------------------
+# The engines (written by vivado/engines.py)
+# ------------------------------------------------------------------------------------------
+if {![file exists $engines_tcl]} {
+    build_fail "engine list $engines_tcl not found; run vivado/engines.py (make bitstream does)"
+}
+set ENGINES {}
+set ENGINE_SOURCES {}
+source $engines_tcl
+if {[llength $ENGINES] == 0} {
+    build_fail "$engines_tcl lists no engines"
+}
+foreach src $ENGINE_SOURCES {
+    if {![file exists $src]} {
+        build_fail "generated source $src is missing; re-run vivado/engines.py"
+    }
+}
+set n_engines [llength $ENGINES]
+
+puts "Building overlay '$overlay' for $part with $n_engines engine(s):"
+foreach e $ENGINES {
+    puts "  [dict get $e name]: [dict get $e design] (top [dict get $e top],\
+        in [dict get $e s_axis_width] bit, out [dict get $e m_axis_width] bit)"
+}
+
+set version [version -short]
+if {[string first $vivado_version_written_for $version] != 0} {
+    puts "WARNING: this flow was written for Vivado $vivado_version_written_for,\
+        running $version. IP lookups are not pinned, but check the build log."
+}
+file mkdir $out_dir
+
+# ------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------
+
+# The newest catalogue version of a Xilinx IP: no hard-pinned IP versions.
+proc ipdef {name} {
+    set defs [get_ipdefs -quiet xilinx.com:ip:${name}:*]
+    if {[llength $defs] == 0} {
+        build_fail "IP xilinx.com:ip:${name} not found in the IP catalogue"
+    }
+    return [lindex [lsort -dictionary $defs] end]
+}
+
+proc add_ip {name cell} {
+    return [create_bd_cell -type ip -vlnv [ipdef $name] $cell]
+}
+
+# The HP port (0 or 1) of DMA i's channel (mm2s or s2mm).
+proc hp_port_of {i channel n_dma} {
+    if {$n_dma == 1} {
+        return [expr {$channel eq "mm2s" ? 0 : 1}]
+    }
+    return [expr {$i % 2}]
+}
+
+# ------------------------------------------------------------------------------------------
+# Project and sources
+# ------------------------------------------------------------------------------------------
+if {[llength [get_parts -quiet $part]] == 0} {
+    build_fail "part $part is not installed: add Zynq-7000 device support to Vivado"
+}
+create_project -force $proj_name $proj_dir -part $part
+set board_parts [get_board_parts -quiet -latest_file_version *pynq-z1*]
+if {[llength $board_parts] > 0} {
+    set_property board_part [lindex $board_parts 0] [current_project]
+    puts "Board part [lindex $board_parts 0] is installed and set on the project."
+} else {
+    puts "No PYNQ-Z1 board files installed: using the PS7 settings in ps7_pynq_z1.tcl."
+}
+set_property target_language Verilog [current_project]
+
+add_files -norecurse -fileset sources_1 $ENGINE_SOURCES
+add_files -norecurse -fileset constrs_1 $xdc_files
+update_compile_order -fileset sources_1
+
+# ------------------------------------------------------------------------------------------
+# Block design
+# ------------------------------------------------------------------------------------------
+create_bd_design $bd_name
+
+# Processing system: PYNQ-Z1 settings, GP0 master, HP0 and HP1 slaves (64 bit), FCLK_CLK0.
+set ps7 [add_ip processing_system7 ps7]
+ps7_pynq_z1::apply $ps7
+set_property -dict [list \
+    CONFIG.PCW_USE_M_AXI_GP0 {1} \
+    CONFIG.PCW_USE_S_AXI_HP0 {1} \
+    CONFIG.PCW_S_AXI_HP0_DATA_WIDTH {64} \
+    CONFIG.PCW_USE_S_AXI_HP1 {1} \
+    CONFIG.PCW_S_AXI_HP1_DATA_WIDTH {64} \
+    CONFIG.PCW_FPGA_FCLK0_ENABLE {1} \
+    CONFIG.PCW_EN_CLK0_PORT {1} \
+    CONFIG.PCW_EN_RST0_PORT {1} \
+    CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ $fclk_mhz \
+    CONFIG.PCW_FPGA_FCLK1_ENABLE {0} \
+    CONFIG.PCW_FPGA_FCLK2_ENABLE {0} \
+    CONFIG.PCW_FPGA_FCLK3_ENABLE {0} \
+    CONFIG.PCW_USE_FABRIC_INTERRUPT {0}] $ps7
+
+# The PS can only divide its PLLs: read back the frequency it actually made and refuse a
+# mismatch (a fabric clock at the wrong frequency gives right answers slower, and no error).
+set fclk_act [get_property CONFIG.PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ $ps7]
+if {![string is double -strict $fclk_act] || abs($fclk_act - $fclk_mhz) > 0.01} {
+    build_fail "FCLK_CLK0 is $fclk_act MHz (PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ),\
+        requested $fclk_mhz MHz: the PS7 cannot make this clock"
+}
+puts "FCLK_CLK0: requested $fclk_mhz MHz, PS7 makes $fclk_act MHz ($fclk_period_ns ns)."
+foreach {prop want} {
+    CONFIG.PCW_USE_S_AXI_HP0 1 CONFIG.PCW_USE_S_AXI_HP1 1 CONFIG.PCW_USE_M_AXI_GP0 1
+    CONFIG.PCW_UIPARAM_DDR_BUS_WIDTH {16 Bit}
+} {
+    set got [get_property $prop $ps7]
+    if {$got ne $want} {
+        build_fail "$prop is '$got' on ps7, expected '$want'"
+    }
+}
+
+# PS pins: DDR and the fixed MIO.
+create_bd_intf_port -mode Master -vlnv xilinx.com:interface:ddrx_rtl:1.0 DDR
+create_bd_intf_port -mode Master -vlnv xilinx.com:display_processing_system7:fixedio_rtl:1.0 \
+    FIXED_IO
+connect_bd_intf_net [get_bd_intf_ports DDR] [get_bd_intf_pins ps7/DDR]
+connect_bd_intf_net [get_bd_intf_ports FIXED_IO] [get_bd_intf_pins ps7/FIXED_IO]
+
+# The board's 125 MHz oscillator (H16). Not used by the engines, which run on FCLK_CLK0; the
+# port is kept so that constraints/pynq_z1.xdc applies as written and a clock monitor can use it.
+create_bd_port -dir I -type clk -freq_hz 125000000 sysclk
+
+# Reset: FCLK_RESET0_N, synchronised to FCLK_CLK0.
+add_ip proc_sys_reset rst_fclk0
+
+# AXI-Lite control: GP0 -> one AXI interconnect -> every DMA's S_AXI_LITE.
+set ctrl_ic [add_ip axi_interconnect ctrl_ic]
+set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI $n_engines] $ctrl_ic
+connect_bd_intf_net [get_bd_intf_pins ps7/M_AXI_GP0] [get_bd_intf_pins ctrl_ic/S00_AXI]
+
+set clock_pins {rst_fclk0/slowest_sync_clk ps7/M_AXI_GP0_ACLK ps7/S_AXI_HP0_ACLK
+    ps7/S_AXI_HP1_ACLK ctrl_ic/ACLK ctrl_ic/S00_ACLK}
+set periph_resets {ctrl_ic/S00_ARESETN}
+set ic_resets {ctrl_ic/ARESETN}
+set hp_masters(0) {}
+set hp_masters(1) {}
+
+# One DMA (simple mode, no scatter-gather) per engine.
+set i 0
+foreach e $ENGINES {
+    set engine [dict get $e name]
+    set dma dma_$i
+    set in_w [dict get $e s_axis_width]
+    set out_w [dict get $e m_axis_width]
+    set mm2s_mm_w [expr {$in_w > 64 ? $in_w : 64}]
+
+    set dma_cell [add_ip axi_dma $dma]
+    set_property -dict [list \
+        CONFIG.c_include_sg {0} \
+        CONFIG.c_sg_length_width {26} \
+        CONFIG.c_addr_width {32} \
+        CONFIG.c_micro_dma {0} \
+        CONFIG.c_include_mm2s {1} \
+        CONFIG.c_m_axi_mm2s_data_width $mm2s_mm_w \
+        CONFIG.c_m_axis_mm2s_tdata_width $in_w \
+        CONFIG.c_include_mm2s_dre {0} \
+        CONFIG.c_mm2s_burst_size {256} \
+        CONFIG.c_include_s2mm {1} \
+        CONFIG.c_m_axi_s2mm_data_width {32} \
+        CONFIG.c_s_axis_s2mm_tdata_width $out_w \
+        CONFIG.c_include_s2mm_dre {0} \
+        CONFIG.c_s2mm_burst_size {16}] $dma_cell
+
+    create_bd_cell -type module -reference [dict get $e top] $engine
+
+    connect_bd_intf_net [get_bd_intf_pins $dma/M_AXIS_MM2S] [get_bd_intf_pins $engine/s_axis]
+    connect_bd_intf_net [get_bd_intf_pins $engine/m_axis] [get_bd_intf_pins $dma/S_AXIS_S2MM]
+    connect_bd_intf_net [get_bd_intf_pins ctrl_ic/[format M%02d_AXI $i]] \
+        [get_bd_intf_pins $dma/S_AXI_LITE]
+
+    lappend hp_masters([hp_port_of $i mm2s $n_engines]) $dma/M_AXI_MM2S
+    lappend hp_masters([hp_port_of $i s2mm $n_engines]) $dma/M_AXI_S2MM
+
+    lappend clock_pins $dma/s_axi_lite_aclk $dma/m_axi_mm2s_aclk $dma/m_axi_s2mm_aclk \
+        $engine/aclk ctrl_ic/[format M%02d_ACLK $i]
+    lappend periph_resets $dma/axi_resetn $engine/aresetn ctrl_ic/[format M%02d_ARESETN $i]
+    incr i
+}
+
+# One AXI interconnect per HP port: the DMA masters of that port -> S_AXI_HPn (AXI3, 64 bit).
+foreach port {0 1} {
+    set masters $hp_masters($port)
+    if {[llength $masters] == 0} {
+        build_fail "no DMA channel assigned to HP$port"
+    }
+    set ic hp${port}_ic
+    set ic_cell [add_ip axi_interconnect $ic]
+    set_property -dict [list CONFIG.NUM_SI [llength $masters] CONFIG.NUM_MI {1}] $ic_cell
+    set s 0
+    foreach master $masters {
+        connect_bd_intf_net [get_bd_intf_pins $master] \
+            [get_bd_intf_pins $ic/[format S%02d_AXI $s]]
+        lappend clock_pins $ic/[format S%02d_ACLK $s]
+        lappend periph_resets $ic/[format S%02d_ARESETN $s]
+        incr s
+    }
+    connect_bd_intf_net [get_bd_intf_pins $ic/M00_AXI] [get_bd_intf_pins ps7/S_AXI_HP$port]
+    lappend clock_pins $ic/ACLK $ic/M00_ACLK
+    lappend periph_resets $ic/M00_ARESETN
+    lappend ic_resets $ic/ARESETN
+}
+
+# Clocks and resets, wired explicitly.
+connect_bd_net [get_bd_pins ps7/FCLK_CLK0] [get_bd_pins $clock_pins]
+connect_bd_net [get_bd_pins ps7/FCLK_RESET0_N] [get_bd_pins rst_fclk0/ext_reset_in]
+connect_bd_net [get_bd_pins rst_fclk0/peripheral_aresetn] [get_bd_pins $periph_resets]
+connect_bd_net [get_bd_pins rst_fclk0/interconnect_aresetn] [get_bd_pins $ic_resets]
+
+# Addresses: DMA registers at fixed places in GP0 space, then DDR for every DMA master.
+for {set i 0} {$i < $n_engines} {incr i} {
+    set offset [format 0x%08X [expr {0x40400000 + $i * 0x10000}]]
+    assign_bd_address -offset $offset -range 64K \
+        -target_address_space [get_bd_addr_spaces ps7/Data] \
+        [get_bd_addr_segs dma_$i/S_AXI_LITE/Reg]
+}
+assign_bd_address
+
+validate_bd_design
+save_bd_design
+
+# ------------------------------------------------------------------------------------------
+# Wrapper, synthesis, implementation
+# ------------------------------------------------------------------------------------------
+set bd_file [get_files $bd_name.bd]
+set_property synth_checkpoint_mode None $bd_file
+generate_target all $bd_file
+set wrapper [make_wrapper -files $bd_file -top]
+add_files -norecurse -fileset sources_1 $wrapper
+set_property top ${bd_name}_wrapper [current_fileset]
+update_compile_order -fileset sources_1
+
+proc run_and_check {run args} {
+    launch_runs $run {*}$args
+    wait_on_run $run
+    set progress [get_property PROGRESS [get_runs $run]]
+    set status [get_property STATUS [get_runs $run]]
+    if {$progress ne "100%" || [string match -nocase "*error*" $status]} {
+        build_fail "run $run did not complete: $status ($progress);\
+            see its log under [get_property DIRECTORY [get_runs $run]]"
+    }
+    puts "$run: $status"
+}
+
+run_and_check synth_1 -jobs $jobs
+run_and_check impl_1 -to_step route_design -jobs $jobs
+open_run impl_1
+
+# ------------------------------------------------------------------------------------------
+# Reports, timing gate, bitstream, hardware handoff
+# ------------------------------------------------------------------------------------------
+report_utilization -file [file join $out_dir utilization.rpt]
+report_utilization -hierarchical -file [file join $out_dir utilization_hierarchical.rpt]
+report_timing_summary -max_paths 10 -file [file join $out_dir timing_summary.rpt]
+report_pulse_width -file [file join $out_dir pulse_width.rpt]
+report_clocks -file [file join $out_dir clocks.rpt]
+
+timing_gate -report_dir $out_dir -clock clk_fpga_0 -period $fclk_period_ns
+
+set bit_file [file join $out_dir $overlay.bit]
+write_bitstream -force $bit_file
+
+# pynq.Overlay wants NAME.hwh beside NAME.bit: take it from the block design's hw_handoff.
+set hwh_candidates [list \
+    [file join $proj_dir $proj_name.gen sources_1 bd $bd_name hw_handoff $bd_name.hwh] \
+    [file join $proj_dir $proj_name.srcs sources_1 bd $bd_name hw_handoff $bd_name.hwh]]
+set hwh_src ""
+foreach candidate $hwh_candidates {
+    if {[file exists $candidate]} {
+        set hwh_src $candidate
+        break
+    }
+}
+if {$hwh_src eq ""} {
+    build_fail "no $bd_name.hwh in the block design's hw_handoff folder\
+        (looked in: $hwh_candidates)"
+}
+set hwh_file [file join $out_dir $overlay.hwh]
+file copy -force $hwh_src $hwh_file
+
+# The XSA (for Vitis/PetaLinux) is a convenience: warn, do not fail, if it cannot be written.
+set xsa_file [file join $out_dir $overlay.xsa]
+if {[catch {write_hw_platform -fixed -force -file $xsa_file} msg]} {
+    puts "WARNING: write_hw_platform failed, no .xsa: $msg"
+}
+
+puts "BUILD OK"
+puts "  bitstream:   $bit_file"
+puts "  handoff:     $hwh_file"
+puts "  reports:     [file join $out_dir utilization.rpt], [file join $out_dir timing_summary.rpt]"
