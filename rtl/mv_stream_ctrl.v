@@ -128,7 +128,15 @@ wire [15:0] h_n       = hdr_word[47:32];
 wire [7:0]  h_format  = hdr_word[55:48];
 wire [7:0]  h_tag     = hdr_word[63:56];
 wire        h_bad_magic  = (h_magic != MAGIC);
-wire        h_bad_shape  = !h_bad_magic && (h_k == 0 || h_k > MAX_K || h_n == 0);
+wire        h_k_big;
+generate
+if (MAX_K < 65535) begin : g_kcheck
+    assign h_k_big = (h_k > MAX_K);
+end else begin : g_kfull
+    assign h_k_big = 1'b0;  // every 16-bit K is legal
+end
+endgenerate
+wire        h_bad_shape  = !h_bad_magic && (h_k == 0 || h_k_big || h_n == 0);
 wire        h_bad_format = !h_bad_magic && (h_format != FORMAT);
 wire        h_bad = h_bad_magic || h_bad_shape || h_bad_format;
 wire [4:0]  h_flags = (h_bad_magic ? F_MAGIC : 5'd0) | (h_bad_shape ? F_SHAPE : 5'd0)
