@@ -87,3 +87,12 @@ def test_latency_off_by_one_is_caught():
     with pytest.raises(AssertionError, match="cocotb tests failed"):
         run("int8-engine", {"max_k": 64}, "verilator", MV, ["test_random_shapes"], beats=300,
             mutate=_off_by_one, variant="latency+1")
+
+
+@pytest.mark.parametrize("sim,pattern", [("verilator", "*.vcd"), ("icarus", "*.fst")])
+def test_waves_on_demand(sim, pattern, monkeypatch):
+    """WAVES=1 writes a waveform per run (VCD under Verilator, FST under Icarus)."""
+    monkeypatch.setenv("WAVES", "1")
+    r = run("probe", {"bytes": 4}, sim, PROBE, ["test_counts_back_to_back"], name="waves")
+    build = runner.config_dir("probe", {"bytes": 4}) / f"{sim}-waves"
+    assert list(build.rglob(pattern)), f"no {pattern} under {build}"

@@ -90,7 +90,7 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
     with _Lock(d / f".{simulator}.lock"):
         man = render(design, params, mutate, variant)
         gen = Path(man["dir"])
-        build_dir = d / simulator
+        build_dir = d / (simulator + ("-waves" if _waves() else ""))
         runner = get_runner(simulator)
         build_args = []
         if simulator == "verilator":
@@ -101,7 +101,7 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
                  "CFG_CXXFLAGS_STD=-std=c++20", "CFG_LDLIBS_THREADS=-pthread"]).strip()
             build_args = ["-Wno-fatal", "-O2", "--x-assign", "unique", "--x-initial", "unique"]
             if _waves():
-                build_args += ["--trace-fst", "--trace-structs"]
+                build_args += ["--trace-structs"]   # VCD: the wheel's FST writer needs liblz4 headers
         runner.build(
             sources=[gen / s for s in man["sources"]],
             hdl_toplevel=man["top"],
@@ -118,7 +118,7 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
     }
     env.update(extra_env or {})
     tag = name or (testcase if isinstance(testcase, str) else "all")
-    test_dir = d / simulator / f"run-{tag}-{seed}-{os.getpid()}"
+    test_dir = build_dir / f"run-{tag}-{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     try:
         xml = runner.test(
