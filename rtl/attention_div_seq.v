@@ -1,0 +1,75 @@
+// Sequential restoring divider: QB quotient bits in QB clocks.
+//
+// Part of the ternary-pynq attention engine (hand-written, parameterized; not generated).
+// `start` loads n and d; one quotient bit is decided per clock, most significant first;
+// `done` rises QB clocks after `start` and stays high (with q) until the next `start`.
+// The caller guarantees n < d * 2^QB and d != 0.
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module attention_div_seq #
+(
+    // Numerator width in bits
+    parameter NW = 68,
+    // Denominator width in bits
+    parameter DW = 36,
+    // Quotient bits (the quotient must be below 2^QB)
+    parameter QB = 32
+)
+(
+    input  wire          clk,
+    input  wire          rst_n,
+
+    input  wire          start,
+    input  wire [NW-1:0] n,
+    input  wire [DW-1:0] d,
+
+    output reg           done,
+    output reg  [QB-1:0] q
+);
+
+localparam CW = (NW > DW + QB) ? NW : DW + QB;
+localparam CNT_W = $clog2(QB + 1);
+
+initial begin
+    if (NW < 1 || DW < 1 || QB < 2) begin
+        $display("attention_div_seq: illegal NW=%0d DW=%0d QB=%0d", NW, DW, QB);
+        $finish;
+    end
+end
+
+reg [CW-1:0]    rem;
+reg [CW-1:0]    dsh;
+reg [CNT_W-1:0] left;
+
+always @(posedge clk) begin
+    if (!rst_n) begin
+        done <= 1'b0;
+        left <= {CNT_W{1'b0}};
+        rem  <= {CW{1'b0}};
+        dsh  <= {CW{1'b0}};
+        q    <= {QB{1'b0}};
+    end else if (start) begin
+        done <= 1'b0;
+        left <= QB[CNT_W-1:0];
+        rem  <= {{(CW-NW){1'b0}}, n};
+        dsh  <= {{(CW-DW){1'b0}}, d} << (QB - 1);
+        q    <= {QB{1'b0}};
+    end else if (left != {CNT_W{1'b0}}) begin
+        if (rem >= dsh) begin
+            rem <= rem - dsh;
+            q   <= {q[QB-2:0], 1'b1};
+        end else begin
+            q   <= {q[QB-2:0], 1'b0};
+        end
+        dsh  <= dsh >> 1;
+        left <= left - 1'b1;
+        done <= (left == {{(CNT_W-1){1'b0}}, 1'b1});
+    end
+end
+
+endmodule
+
+`resetall

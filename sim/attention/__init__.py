@@ -1,0 +1,1 @@
+"""cocotb tests of the attention engine (attention-engine)."""
