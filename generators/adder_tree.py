@@ -51,12 +51,14 @@ class Level:
     index: int           # 1-based level number
     registered: bool
     nodes: List[Node] = field(default_factory=list)
+    carry_regs: List[Tuple[str, str]] = field(default_factory=list)  # (register, source)
 
 
 @dataclass
 class Tree:
     leaves: List[Node]
     levels: List[Level]
+    carry_out: List[str] = field(default_factory=list)
 
     @property
     def out(self) -> Node:
@@ -83,12 +85,19 @@ def tree_depth(n: int) -> int:
 
 
 def build_tree(leaves: Sequence[Tuple[str, int, int]], registered_levels: Set[int],
-               prefix: str = "t") -> Tree:
-    """Build a pairwise tree over leaves given as (name, lo, hi)."""
+               prefix: str = "t", carries: Sequence[str] = ()) -> Tree:
+    """Build a pairwise tree over leaves given as (name, lo, hi).
+
+    `carries` are 1-bit signals (value 0 or 1) to be added too: each adder takes one as its
+    carry-in (free on a 7-series carry chain), level by level; carry bits still waiting are
+    registered along with the tree, and any left over at the end are in `tree.carry_out`
+    (a list of signal names, aligned with the tree output) for the next adder to take.
+    """
     if len(leaves) < 1:
         raise ValueError("a tree needs at least one leaf")
     cur = [Node(n, lo, hi) for n, lo, hi in leaves]
     tree = Tree(leaves=list(cur), levels=[])
+    pool = list(carries)
     lvl = 0
     while len(cur) > 1:
         lvl += 1
@@ -98,17 +107,36 @@ def build_tree(leaves: Sequence[Tuple[str, int, int]], registered_levels: Set[in
             name = f"{prefix}{lvl}_{i // 2}"
             if i + 1 < len(cur):
                 a, b = cur[i], cur[i + 1]
-                node = Node(name, a.lo + b.lo, a.hi + b.hi, a.name, b.name)
+                cin = pool.pop(0) if pool else ""
+                node = Node(name, a.lo + b.lo, a.hi + b.hi + (1 if cin else 0), a.name, b.name)
                 node.expr = f"{sext(a.name, a.width, node.width)} + {sext(b.name, b.width, node.width)}"
+                if cin:
+                    node.expr += f" + {zext1(cin, node.width)}"
             else:
                 a = cur[i]
                 node = Node(name, a.lo, a.hi, a.name, "")
                 node.expr = sext(a.name, a.width, node.width)
             level.nodes.append(node)
             nxt.append(node)
+        if level.registered and pool:
+            # carry bits not yet taken wait in registers of their own
+            delayed = []
+            for j, c in enumerate(pool):
+                dname = f"{prefix}{lvl}_c{j}"
+                level.carry_regs.append((dname, c))
+                delayed.append(dname)
+            pool = delayed
         tree.levels.append(level)
         cur = nxt
+    tree.carry_out = pool
     return tree
+
+
+def zext1(name: str, to: int) -> str:
+    """Verilog text zero-extending the 1-bit signal `name` to `to` bits."""
+    if to == 1:
+        return name
+    return f"{{{{{to - 1}{{1'b0}}}}, {name}}}"
 
 
 def spread_registers(levels: int, registers: int) -> Set[int]:

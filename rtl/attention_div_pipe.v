@@ -5,6 +5,13 @@
 // in QB bits (n < d * 2^QB); the caller guarantees that bound (and handles d = 0). Stage 0
 // registers the inputs, stages 1..QB each decide one quotient bit, most significant first.
 // SW sideband bits travel with the division (bit 0 is the valid flag, cleared by reset).
+//
+// Long-division form: the partial remainder is always below d, so it is DW bits wide. Stage 0
+// loads it with n >> QB (< d by the caller's bound) and keeps the low QB numerator bits in a
+// shift register; each stage appends the next numerator bit, subtracts d once (DW + 1 bits,
+// one carry chain) and keeps the difference if it did not borrow, shifting the quotient bit in
+// where the numerator bit left. One subtractor and one 2:1 mux per bit and stage, so a stage
+// is two LUT levels around one carry chain of DW + 2 bits.
 
 `resetall
 `timescale 1ns / 1ps
@@ -32,7 +39,7 @@ module attention_div_pipe #
 
     output wire          out_valid,
     output wire [QB-1:0] out_q,
-    output wire [NW-1:0] out_r,
+    output wire [DW-1:0] out_r,
     output wire [SW-1:0] out_side
 );
 
@@ -45,29 +52,45 @@ initial begin
     end
 end
 
+// numerator zero-extended; its bits above DW + QB are zero by the caller's bound
+/* verilator lint_off UNUSEDSIGNAL */
+wire [CW-1:0] nz = {{(CW-NW){1'b0}}, in_n};
+/* verilator lint_on UNUSEDSIGNAL */
+
 reg          v   [0:QB];
-reg [CW-1:0] rem [0:QB];
-reg [CW-1:0] den [0:QB];
-reg [QB-1:0] quo [0:QB];
+reg [DW-1:0] rem [0:QB];   // partial remainder (< d)
+reg [QB-1:0] nq  [0:QB];   // numerator bits still to come (top) and quotient bits (bottom)
+reg [DW-1:0] den [0:QB];
 reg [SW-1:0] sd  [0:QB];
+
+// stage i: t = {rem, next numerator bit}; t - d without borrow gives quotient bit 1
+wire [DW:0]   t    [0:QB-1];
+wire [DW+1:0] diff [0:QB-1];
+genvar s;
+generate
+for (s = 0; s < QB; s = s + 1) begin : g_st
+    assign t[s]    = {rem[s], nq[s][QB-1]};
+    assign diff[s] = {1'b0, t[s]} - {2'b00, den[s]};
+end
+endgenerate
 
 integer i;
 always @(posedge clk) begin
     v[0]   <= in_valid;
-    rem[0] <= {{(CW-NW){1'b0}}, in_n};
-    den[0] <= {{(CW-DW){1'b0}}, in_d};
-    quo[0] <= {QB{1'b0}};
+    rem[0] <= nz[DW+QB-1:QB];
+    nq[0]  <= nz[QB-1:0];
+    den[0] <= in_d;
     sd[0]  <= in_side;
     for (i = 0; i < QB; i = i + 1) begin
         v[i+1]   <= v[i];
         den[i+1] <= den[i];
         sd[i+1]  <= sd[i];
-        if (rem[i] >= (den[i] << (QB - 1 - i))) begin
-            rem[i+1] <= rem[i] - (den[i] << (QB - 1 - i));
-            quo[i+1] <= {quo[i][QB-2:0], 1'b1};
+        if (!diff[i][DW+1]) begin
+            rem[i+1] <= diff[i][DW-1:0];
+            nq[i+1]  <= {nq[i][QB-2:0], 1'b1};
         end else begin
-            rem[i+1] <= rem[i];
-            quo[i+1] <= {quo[i][QB-2:0], 1'b0};
+            rem[i+1] <= t[i][DW-1:0];
+            nq[i+1]  <= {nq[i][QB-2:0], 1'b0};
         end
     end
     if (!rst_n) begin
@@ -78,12 +101,9 @@ always @(posedge clk) begin
 end
 
 assign out_valid = v[QB];
-assign out_q     = quo[QB];
+assign out_q     = nq[QB];
 assign out_side  = sd[QB];
-/* verilator lint_off UNUSEDSIGNAL */
-wire [CW-1:0] rem_last = rem[QB];
-/* verilator lint_on UNUSEDSIGNAL */
-assign out_r = rem_last[NW-1:0];
+assign out_r     = rem[QB];
 
 endmodule
 

@@ -4,6 +4,10 @@
 // `start` loads n and d; one quotient bit is decided per clock, most significant first;
 // `done` rises QB clocks after `start` and stays high (with q) until the next `start`.
 // The caller guarantees n < d * 2^QB and d != 0.
+//
+// Long-division form (as attention_div_pipe): the partial remainder is below d, so it is DW
+// bits wide and each step is one DW + 2 bit subtraction and a 2:1 mux. The low QB numerator
+// bits shift out at the top of `q` as the quotient bits shift in at the bottom.
 
 `resetall
 `timescale 1ns / 1ps
@@ -40,31 +44,38 @@ initial begin
     end
 end
 
-reg [CW-1:0]    rem;
-reg [CW-1:0]    dsh;
-reg [CNT_W-1:0] left;
+// numerator zero-extended; its bits above DW + QB are zero by the caller's bound
+/* verilator lint_off UNUSEDSIGNAL */
+wire [CW-1:0] nz = {{(CW-NW){1'b0}}, n};
+/* verilator lint_on UNUSEDSIGNAL */
+
+reg  [DW-1:0]    rem;
+reg  [DW-1:0]    den;
+reg  [CNT_W-1:0] left;
+wire [DW:0]      t    = {rem, q[QB-1]};
+wire [DW+1:0]    diff = {1'b0, t} - {2'b00, den};
 
 always @(posedge clk) begin
     if (!rst_n) begin
         done <= 1'b0;
         left <= {CNT_W{1'b0}};
-        rem  <= {CW{1'b0}};
-        dsh  <= {CW{1'b0}};
+        rem  <= {DW{1'b0}};
+        den  <= {DW{1'b0}};
         q    <= {QB{1'b0}};
     end else if (start) begin
         done <= 1'b0;
         left <= QB[CNT_W-1:0];
-        rem  <= {{(CW-NW){1'b0}}, n};
-        dsh  <= {{(CW-DW){1'b0}}, d} << (QB - 1);
-        q    <= {QB{1'b0}};
+        rem  <= nz[DW+QB-1:QB];
+        den  <= d;
+        q    <= nz[QB-1:0];
     end else if (left != {CNT_W{1'b0}}) begin
-        if (rem >= dsh) begin
-            rem <= rem - dsh;
+        if (!diff[DW+1]) begin
+            rem <= diff[DW-1:0];
             q   <= {q[QB-2:0], 1'b1};
         end else begin
+            rem <= t[DW-1:0];
             q   <= {q[QB-2:0], 1'b0};
         end
-        dsh  <= dsh >> 1;
         left <= left - 1'b1;
         done <= (left == {{(CNT_W-1){1'b0}}, 1'b1});
     end

@@ -35,6 +35,7 @@ module mv_backend #
 
     // from the lane, LANE_LAT cycles after stage 1
     input  wire signed [PSUM_W-1:0] psum,
+    input  wire              psum_ci,     // one more to add (a carry the lane's tree had no adder for)
     input  wire              lane_bad,
 
     output wire              room,
@@ -75,7 +76,8 @@ delay_line #(
 reg  signed [31:0] acc;
 reg  [15:0]        count;
 reg                bad_seen;
-wire signed [31:0] acc_next = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){psum[PSUM_W-1]}}, psum};
+wire signed [31:0] acc_next = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){psum[PSUM_W-1]}}, psum}
+                            + {31'd0, psum_ci};
 wire               bad_now  = bad_seen | (d_valid & lane_bad);
 
 wire        wr_res    = d_valid && d_last;

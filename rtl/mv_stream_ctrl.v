@@ -40,7 +40,9 @@ module mv_stream_ctrl #
     // Words per x bank
     parameter X_DEPTH = (MAX_K + BYTES*WPB - 1) / (BYTES*WPB),
     // Address width of the x banks
-    parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH)
+    parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH),
+    // x store in block RAM (1) or distributed RAM (0)
+    parameter X_BRAM = (MAX_K >= 256) ? 1 : 0
 )
 (
     input  wire             aclk,
@@ -158,7 +160,6 @@ wire [XA_W-1:0] rd_addr = raddr;
 genvar g;
 generate
 for (g = 0; g < WPB; g = g + 1) begin : g_bank
-    reg [DW-1:0] bank [0:X_DEPTH-1];
     reg [DW-1:0] bank_q;
     // this bank is written with the beat, or zeroed when it lies after the last x beat
     wire wr_this;
@@ -167,11 +168,22 @@ for (g = 0; g < WPB; g = g + 1) begin : g_bank
     end else begin : g_later
         assign wr_this = x_wr && ((xbank == g) || (x_last_beat && (xbank < g)));
     end
-    always @(posedge aclk) begin
-        if (wr_this) begin
-            bank[xaddr] <= (xbank == g) ? x_masked : {DW{1'b0}};
+    if (X_BRAM) begin : g_bram
+        (* ram_style = "block" *) reg [DW-1:0] bank [0:X_DEPTH-1];
+        always @(posedge aclk) begin
+            if (wr_this) begin
+                bank[xaddr] <= (xbank == g) ? x_masked : {DW{1'b0}};
+            end
+            bank_q <= bank[rd_addr];
         end
-        bank_q <= bank[rd_addr];
+    end else begin : g_lutram
+        (* ram_style = "distributed" *) reg [DW-1:0] bank [0:X_DEPTH-1];
+        always @(posedge aclk) begin
+            if (wr_this) begin
+                bank[xaddr] <= (xbank == g) ? x_masked : {DW{1'b0}};
+            end
+            bank_q <= bank[rd_addr];
+        end
     end
     assign lane_x[g*DW +: DW] = bank_q;
 end

@@ -33,11 +33,10 @@ def test_mv_full_suite(design, params, sim):
     assert r["tests"] == len(ALL_MV)
 
 
-@pytest.mark.parametrize("sim", SIMS)
-@pytest.mark.parametrize("bytes_", [4, 8, 16])
+# beat widths are swept on Verilator; Icarus runs the PYNQ-Z1 width
+@pytest.mark.parametrize("sim,bytes_", [("verilator", 4), ("verilator", 8), ("verilator", 16),
+                                        ("icarus", 8)])
 def test_probe(sim, bytes_):
-    if sim == "icarus" and bytes_ != 8:
-        pytest.skip("beat widths are swept on Verilator; Icarus runs the PYNQ-Z1 width")
     r = run("probe", {"bytes": bytes_}, sim, PROBE, None)
     assert r["tests"] == 5
 
@@ -59,17 +58,18 @@ def test_int8_widths(params):
 
 
 # ------------------------------------------------------------ ternary term counts and cadences
-@pytest.mark.parametrize("params,sims", [
-    ({"bytes": 8, "reg_every": 1, "max_k": 200}, SIMS),
-    ({"bytes": 8, "reg_every": 3, "decode_bram": True, "max_k": 333}, SIMS),
-    ({"bytes": 8, "reg_every": 8, "max_k": 81}, ["verilator"]),
-    ({"bytes": 4, "reg_every": 2, "max_k": 101}, ["verilator"]),
-    ({"bytes": 16, "reg_every": 2, "decode_bram": True, "max_k": 640}, ["verilator"]),
-], ids=["8B-r1", "8B-r3-bram", "8B-r8", "4B-r2", "16B-r2-bram"])
-@pytest.mark.parametrize("sim", SIMS)
-def test_ternary_variants(params, sims, sim):
-    if sim not in sims:
-        pytest.skip(f"{params} runs on {sims} only (the default configuration runs on both)")
+TERNARY_VARIANTS = [
+    ("8B-r1-lut", {"bytes": 8, "reg_every": 1, "decode_bram": False, "max_k": 200}, SIMS),
+    ("8B-r3-bram", {"bytes": 8, "reg_every": 3, "max_k": 333, "x_store": "bram"}, SIMS),
+    ("8B-r8-lut", {"bytes": 8, "reg_every": 8, "decode_bram": False, "max_k": 81}, ["verilator"]),
+    ("4B-r2", {"bytes": 4, "reg_every": 2, "max_k": 101}, ["verilator"]),
+    ("16B-r2-lutram", {"bytes": 16, "reg_every": 2, "max_k": 640, "x_store": "lutram"}, ["verilator"]),
+]
+
+
+@pytest.mark.parametrize("params,sim", [(p, s) for _, p, sims in TERNARY_VARIANTS for s in sims],
+                         ids=[f"{n}-{s}" for n, _, sims in TERNARY_VARIANTS for s in sims])
+def test_ternary_variants(params, sim):
     tests = ALL_MV if sim == "verilator" else QUICK_MV
     run("ternary-engine", params, sim, MV, tests, beats=2000)
 

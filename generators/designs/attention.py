@@ -13,9 +13,11 @@ from ..core import Design, Param, ParameterError, register
 BEAT_BYTES = 8          # the only beat width implemented in RTL so far (64-bit s_axis)
 MAGIC = 0xA77E
 # Fixed pipeline figures of the template (cycles); see docs/attention.md section 8.
+IN_REG = 1              # input register: the FSM sees a beat one cycle after its handshake
 TRIG_DELAY = 4          # V row start -> score RAM read: covers the K pipeline (max final)
 W_PIPE = 5              # weight pipeline: e, e*MULT+rnd, >>SHIFT, table read, p register
-FIN_WAIT_EXTRA = 4      # after the V MAC pipeline: product, RMW, row max, A
+MAX_TREE = 3            # |acc| row maximum: registered tree over the 8 lanes of a beat
+FIN_WAIT_EXTRA = 3 + MAX_TREE   # after the V MAC pipeline: product, RMW + |acc|, tree, A
 
 
 def _sx(sig: str, fw: int, tw: int) -> str:
@@ -107,8 +109,9 @@ class AttentionEngine(Design):
         return self.v_delay() + FIN_WAIT_EXTRA
 
     def y_latency(self) -> int:
-        """Result divider: input register, 8 quotient stages, rounding register."""
-        return 8 + 2
+        """Result path: accumulator read register, divider input register, 8 quotient stages,
+        rounding-bit register, result register."""
+        return 1 + 1 + 8 + 2
 
     def z_bits(self) -> int:
         return self.p["scale_frac_bits"] + 8
@@ -117,7 +120,8 @@ class AttentionEngine(Design):
         """Cycles from the tlast handshake of a good frame to the status word's handshake
         with a free output (the frame's fixed overhead on top of its beats).
 
-        After tlast the finisher waits fin_wait() cycles, checks the FIFO room (1 cycle) and
+        The FSM sees the tlast beat IN_REG cycles after its handshake. Then the finisher waits
+        fin_wait() cycles, checks the FIFO room (1 cycle) and
         issues one result word per cycle (NY words); each word spends y_latency() cycles in
         the divider and rounding registers before it is written to the FIFO. The Z dividers
         start with the first result word and take z_bits() steps. When both are done (one
@@ -127,7 +131,7 @@ class AttentionEngine(Design):
         ny = self.G * self.p["head_dim"] // 4
         y_seen = ny + 1 + self.y_latency() + 2      # last result word written and counted
         z_seen = self.z_bits() + 4                   # Z dividers done and seen
-        return self.fin_wait() + max(y_seen, z_seen) + self.G + 2
+        return IN_REG + self.fin_wait() + max(y_seen, z_seen) + self.G + 2
 
     # ------------------------------------------------------------------ rendering
     def context(self) -> Dict[str, Any]:
@@ -141,12 +145,20 @@ class AttentionEngine(Design):
         table = exp_table(self.p["exp_depth"], W, self.p["exp_steps_per_octave"])
         # scale word g: byte offset 8 + 4g -> (beat, byte within beat)
         scales = [((8 + 4 * g) // BEAT_BYTES, (8 + 4 * g) % BEAT_BYTES) for g in range(G)]
+        # 4-byte slots (beat, slot) that carry a scale word; the last header beat's are checked
+        # as it arrives, the earlier beats' are collected into a flag
+        slots: Dict[int, List[int]] = {}
+        for beat, pos in scales:
+            slots.setdefault(beat, []).append(pos // 4)
+        fmt_last = slots.get(self.hb - 1, [])
+        fmt_mid = [(b, slots[b]) for b in sorted(slots) if b != self.hb - 1]
         return {
             "top": self.top, "G": G, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
             "TW": _clog2(L), "RBW": _clog2(self.rb), "GW": _clog2(G), "HBW": _clog2(self.hb),
             "SB": sb, "AB": ab, "SWID": sw, "W": W, "F": F,
             "EDEPTH": self.p["exp_depth"], "EAW": _clog2(self.p["exp_depth"]),
             "table": table, "scales": scales, "magic": MAGIC,
+            "fmt_last_slots": fmt_last, "fmt_mid_beats": fmt_mid,
             "NY": G * d // 4, "NYW": _clog2(G * d // 4 + 1), "out_words": self.out_words,
             "ZQ": self.z_bits(), "ZN": max(ab + F + 1, sw) + 1, "ZD": sw + 1,
             "TRIG_DELAY": TRIG_DELAY, "V_DELAY": self.v_delay(), "FIN_WAIT": self.fin_wait(),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..adder_tree import build_tree, spread_registers, tree_depth
 from ..core import Param, ParameterError, register
-from .mv_common import P_BYTES, P_FIFO, P_MAX_K, MVEngine
+from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 
 PROD_LO, PROD_HI = -128 * 127, 128 * 128   # range of an INT8 x INT8 product
 
@@ -24,6 +24,7 @@ class Int8Engine(MVEngine):
               "pipeline depth in cycles: x read + multiply + adder-tree registers + accumulate; "
               "legal 3 .. 3 + log2(bytes)", min=3, max=7),
         P_FIFO,
+        P_XSTORE,
     )
 
     def tree_levels(self) -> int:

@@ -11,6 +11,8 @@ MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
 P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
+P_XSTORE = Param("x_store", str, "auto", "where x is kept: bram, lutram, or auto (BRAM from "
+                 "max_k >= 256)", choices=("auto", "bram", "lutram"))
 
 
 class MVEngine(Design):
@@ -68,7 +70,13 @@ class MVEngine(Design):
             "psum_w": tree.out.width,
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.fifo_margin(),
+            "x_bram": int(self.x_bram()),
         }
+
+    def x_bram(self) -> bool:
+        if self.p["x_store"] == "auto":
+            return self.p["max_k"] >= 256
+        return self.p["x_store"] == "bram"
 
     def rtl_files(self) -> List[str]:
         return list(MV_RTL)

@@ -5,7 +5,7 @@ from typing import Any, Dict, List
 
 from ..adder_tree import build_tree, cadence_registers, tree_depth
 from ..core import Param, register
-from .mv_common import P_BYTES, P_FIFO, P_MAX_K, MVEngine
+from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 
 
 def trit_decode_table() -> List[int]:
@@ -44,9 +44,10 @@ class TernaryEngine(MVEngine):
         P_BYTES,
         Param("reg_every", int, 2, "adder levels between register stages (the tree output is "
               "always registered)", min=1, max=8),
-        Param("decode_bram", bool, False, "hold the trit decode table in BRAM (one more cycle) "
-              "instead of LUTs"),
+        Param("decode_bram", bool, True, "hold the trit decode table in BRAM (one more cycle, "
+              "2 RAMB18 per 8 bytes) instead of LUTs (about 55 LUT per byte)"),
         P_FIFO,
+        P_XSTORE,
     )
 
     @property
@@ -55,9 +56,12 @@ class TernaryEngine(MVEngine):
 
     def lane_tree(self):
         n = self.terms
-        depth = tree_depth(2 * n)
-        leaves = [(f"t{e}", -128, 127) for e in range(n)] + [(f"c{e}", 0, 1) for e in range(n)]
-        return build_tree(leaves, cadence_registers(depth, self.p["reg_every"]), prefix="s")
+        leaves = [(f"t{e}", -128, 127) for e in range(n)]
+        carries = [f"c{e}" for e in range(n)]      # the +1 of each negated term
+        tree = build_tree(leaves, cadence_registers(tree_depth(n), self.p["reg_every"]),
+                          prefix="s", carries=carries)
+        assert len(tree.carry_out) <= 1, "a pairwise tree has n-1 adders for n carries"
+        return tree
 
     def lane_latency(self) -> int:
         return (1 if self.p["decode_bram"] else 0) + self.lane_tree().registers
