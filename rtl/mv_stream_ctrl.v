@@ -16,6 +16,11 @@
 // x past K reads as zero: the last x beat is masked and, for WPB > 1, the banks after it are
 // zeroed at the same address, so no stale x of an earlier frame can leak into a row.
 // s_axis_tready is the back end's registered `room` flag and nothing else.
+//
+// Depth: every decision is taken on registered flags. The header checks are registered on the
+// header beat and acted on from the next beat (an x beat, written harmlessly if the header was
+// bad); "last x beat", "last beat of the row", "last row" and the byte masks are computed one
+// beat ahead; the status flags are assembled from registered causes in the cycle after tlast.
 
 `resetall
 `timescale 1ns / 1ps
@@ -69,7 +74,6 @@ module mv_stream_ctrl #
 localparam [15:0] MAGIC = 16'hB158;
 localparam LANE_ELEMS = BYTES * WPB;
 
-localparam [1:0] S_HDR = 2'd0, S_X = 2'd1, S_ROW = 2'd2, S_DRAIN = 2'd3;
 
 // flag bits of the status word
 localparam [4:0] F_MAGIC = 5'b00001, F_SHAPE = 5'b00010, F_FORMAT = 5'b00100,
@@ -91,7 +95,8 @@ initial begin
     end
 end
 
-reg  [1:0]  state;
+// one-hot state: header, x, rows; none of them set = draining to tlast
+reg         st_hdr, st_x, st_row;
 reg  [1:0]  hdr_cnt;
 /* verilator lint_off UNUSEDSIGNAL */
 reg  [63:0] hdr_buf;   // unused when one beat holds the whole header
@@ -99,15 +104,30 @@ reg  [63:0] hdr_buf;   // unused when one beat holds the whole header
 reg  [15:0] k_reg;
 reg  [15:0] n_reg;
 reg  [7:0]  tag_reg;
-reg  [4:0]  flags;
-reg  [16:0] xrem;      // x elements still to come, before this beat
-reg  [16:0] rrem;      // elements of the row not yet covered, before this beat
-reg  [15:0] rows_left; // rows after the current one
+// header checks, registered on the header's last beat (1 = bad)
+reg         chk_magic, chk_shape, chk_format;
+// per-frame constants computed from the header
+reg         k_one_beat;          // a row is one lane beat
+reg         n_one;               // one row
+reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
+// x capture
+reg  [16:0] xrem;                // x elements still to come, before this beat
+reg         x_last_q;            // the next x beat is the last
+reg  [BYTES-1:0] xmask_q;        // bytes of the next x beat that hold x (index < K)
 reg  [XA_W-1:0] xaddr;
 reg  [2:0]  xbank;
+// rows
+reg  [16:0] rrem;                // row elements not yet covered, before this beat
+reg         row_first_q;         // the next row beat starts a row
+reg         row_last_q;          // the next row beat ends its row
+reg  [BYTES-1:0] bmask_q;        // byte mask of the next row beat
+reg  [15:0] rows_left;           // rows after the current one
+reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
+reg         long_q;              // all N rows in, tlast not yet
+// end of frame, registered causes
 reg         eof_d;
-reg  [15:0] status_d;
+reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
 
 assign s_axis_tready = room;
 wire accept = s_axis_tvalid && room;
@@ -124,12 +144,8 @@ end
 endgenerate
 
 wire        hdr_done  = (hdr_cnt == HDR_LAST);
-wire [15:0] h_magic   = hdr_word[15:0];
 wire [15:0] h_k       = hdr_word[31:16];
 wire [15:0] h_n       = hdr_word[47:32];
-wire [7:0]  h_format  = hdr_word[55:48];
-wire [7:0]  h_tag     = hdr_word[63:56];
-wire        h_bad_magic  = (h_magic != MAGIC);
 wire        h_k_big;
 generate
 if (MAX_K < 65535) begin : g_kcheck
@@ -138,23 +154,31 @@ end else begin : g_kfull
     assign h_k_big = 1'b0;  // every 16-bit K is legal
 end
 endgenerate
-wire        h_bad_shape  = !h_bad_magic && (h_k == 0 || h_k_big || h_n == 0);
-wire        h_bad_format = !h_bad_magic && (h_format != FORMAT);
-wire        h_bad = h_bad_magic || h_bad_shape || h_bad_format;
-wire [4:0]  h_flags = (h_bad_magic ? F_MAGIC : 5'd0) | (h_bad_shape ? F_SHAPE : 5'd0)
-                    | (h_bad_format ? F_FORMAT : 5'd0);
 
-// ---------------------------------------------------------------- x capture
-wire x_last_beat = (xrem <= BYTES);
-reg  [DW-1:0] x_masked;
+reg  [BYTES-1:0] h_bmask;
+reg  [BYTES-1:0] h_xmask;
 integer b;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        x_masked[8*b +: 8] = (b < xrem) ? s_axis_tdata[8*b +: 8] : 8'd0;
+        h_bmask[b] = (b * WPB < h_k);
+        h_xmask[b] = (b < h_k);
     end
 end
 
-wire x_wr = accept && (state == S_X);
+// flags of the header, from the registered checks (valid from the beat after the header)
+wire        hdr_bad   = chk_magic || chk_shape || chk_format;
+wire [4:0]  hdr_flags = chk_magic ? F_MAGIC
+                      : ((chk_shape ? F_SHAPE : 5'd0) | (chk_format ? F_FORMAT : 5'd0));
+
+// ---------------------------------------------------------------- x capture
+reg  [DW-1:0] x_masked;
+always @* begin
+    for (b = 0; b < BYTES; b = b + 1) begin
+        x_masked[8*b +: 8] = xmask_q[b] ? s_axis_tdata[8*b +: 8] : 8'd0;
+    end
+end
+
+wire x_wr = accept && st_x && !hdr_bad;
 wire [XA_W-1:0] rd_addr = raddr;
 
 genvar g;
@@ -166,7 +190,7 @@ for (g = 0; g < WPB; g = g + 1) begin : g_bank
     if (g == 0) begin : g_first
         assign wr_this = x_wr && (xbank == 0);
     end else begin : g_later
-        assign wr_this = x_wr && ((xbank == g) || (x_last_beat && (xbank < g)));
+        assign wr_this = x_wr && ((xbank == g) || (x_last_q && (xbank < g)));
     end
     if (X_BRAM) begin : g_bram
         (* ram_style = "block" *) reg [DW-1:0] bank [0:X_DEPTH-1];
@@ -189,130 +213,153 @@ for (g = 0; g < WPB; g = g + 1) begin : g_bank
 end
 endgenerate
 
-// ---------------------------------------------------------------- row sequencing
-wire row_last_beat = (rrem <= LANE_ELEMS);
+// one beat ahead: masks of the beat after this one
+reg  [BYTES-1:0] xmask_next;
 reg  [BYTES-1:0] bmask_next;
+wire [31:0] xrem32 = {15'd0, xrem};
+wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        bmask_next[b] = (b * WPB < rrem);
+        xmask_next[b] = (xrem32 > b + BYTES);
+        bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
     end
 end
-wire row_beat  = accept && (state == S_ROW);
-wire frame_end_rows = row_beat && row_last_beat && (rows_left == 0);
+
+// ---------------------------------------------------------------- rows
+wire row_beat       = accept && st_row;
+wire frame_end_rows = row_beat && row_last_q && last_row_q;
 
 // ---------------------------------------------------------------- end of frame
-reg       eof_now;
+// status flags from the causes registered with the tlast beat
 reg [4:0] eof_flags;
-reg [7:0] eof_tag;
 always @* begin
-    eof_now   = 1'b0;
-    eof_flags = flags;
-    eof_tag   = tag_reg;
-    if (accept && s_axis_tlast) begin
-        eof_now = 1'b1;
-        case (state)
-            S_HDR: begin
-                if (!hdr_done) begin
-                    // the header itself is cut short: no tag was received
-                    eof_flags = F_SHORT;
-                    eof_tag   = 8'd0;
-                end else begin
-                    eof_flags = h_bad ? h_flags : F_SHORT;
-                    eof_tag   = h_tag;
-                end
-            end
-            S_X: eof_flags = flags | F_SHORT;
-            S_ROW: eof_flags = frame_end_rows ? flags : (flags | F_SHORT);
-            default: eof_flags = flags;
-        endcase
+    if (e_partial_hdr) begin
+        eof_flags = F_SHORT;
+    end else if (hdr_bad) begin
+        eof_flags = hdr_flags;
+    end else if (e_hdr_now || e_in_x) begin
+        eof_flags = F_SHORT;
+    end else if (e_in_row) begin
+        eof_flags = e_row_ok ? 5'd0 : F_SHORT;
+    end else begin
+        eof_flags = long_q ? F_LONG : 5'd0;
     end
 end
 
 always @(posedge aclk) begin
     // datapath registers (no reset)
-    lane_w     <= s_axis_tdata;
-    lane_bmask <= bmask_next;
-    lane_first <= (raddr == 0);
-    lane_last  <= row_last_beat;
-    status_d   <= {3'b000, eof_flags, eof_tag};
-    lane_status <= status_d;
-    if (accept && state == S_HDR) begin
+    lane_w      <= s_axis_tdata;
+    lane_bmask  <= bmask_q;
+    lane_first  <= row_first_q;
+    lane_last   <= row_last_q;
+    lane_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
+    e_partial_hdr <= st_hdr && !hdr_done;
+    e_hdr_now     <= st_hdr && hdr_done;
+    e_in_x        <= st_x;
+    e_in_row      <= st_row;
+    e_row_ok      <= frame_end_rows;
+    if (accept && st_hdr) begin
         hdr_buf <= hdr_word;
         if (hdr_done) begin
-            k_reg   <= h_k;
-            n_reg   <= h_n;
+            k_reg      <= h_k;
+            n_reg      <= h_n;
+            chk_magic  <= (hdr_word[15:0] != MAGIC);
+            chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
+            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT);
+            k_one_beat <= (h_k <= LANE_ELEMS);
+            n_one      <= (h_n == 1);
+            bmask_k    <= h_bmask;
+            xmask_q    <= h_xmask;
+            x_last_q   <= (h_k <= BYTES);
+        end
+    end
+    if (accept && st_x) begin
+        xmask_q  <= xmask_next;
+        x_last_q <= (xrem <= 2 * BYTES);
+    end
+    if (accept && (st_x || st_row)) begin
+        if ((st_x && x_last_q) || (st_row && row_last_q)) begin
+            // a row starts with the next beat
+            row_last_q <= k_one_beat;
+            bmask_q    <= bmask_k;
+        end else begin
+            row_last_q <= (rrem <= 2 * LANE_ELEMS);
+            bmask_q    <= bmask_next;
         end
     end
 
     if (!aresetn) begin
-        state      <= S_HDR;
-        hdr_cnt    <= 0;
-        flags      <= 0;
-        lane_valid <= 1'b0;
-        lane_eof   <= 1'b0;
-        eof_d      <= 1'b0;
-        tag_reg    <= 8'd0;
-        xrem       <= 0;
-        rrem       <= 0;
-        rows_left  <= 0;
-        xaddr      <= 0;
-        xbank      <= 0;
-        raddr      <= 0;
+        st_hdr      <= 1'b1;
+        st_x        <= 1'b0;
+        st_row      <= 1'b0;
+        hdr_cnt     <= 0;
+        lane_valid  <= 1'b0;
+        lane_eof    <= 1'b0;
+        eof_d       <= 1'b0;
+        tag_reg     <= 8'd0;
+        chk_magic   <= 1'b0;
+        chk_shape   <= 1'b0;
+        chk_format  <= 1'b0;
+        long_q      <= 1'b0;
+        xrem        <= 0;
+        rrem        <= 0;
+        rows_left   <= 0;
+        last_row_q  <= 1'b0;
+        row_first_q <= 1'b1;
+        xaddr       <= 0;
+        xbank       <= 0;
+        raddr       <= 0;
     end else begin
         lane_valid <= row_beat;
-        eof_d      <= eof_now;
+        eof_d      <= accept && s_axis_tlast;
         lane_eof   <= eof_d;
-        if (accept) begin
-            case (state)
-                S_HDR: begin
-                    if (!hdr_done) begin
-                        hdr_cnt <= hdr_cnt + 1'b1;
-                        if (s_axis_tlast) hdr_cnt <= 0;
-                    end else begin
-                        hdr_cnt <= 0;
-                        xrem    <= {1'b0, h_k};
-                        xaddr   <= 0;
-                        xbank   <= 0;
-                        flags   <= h_flags;
-                        tag_reg <= h_tag;
-                        if (s_axis_tlast) state <= S_HDR;
-                        else if (h_bad) state <= S_DRAIN;
-                        else state <= S_X;
-                    end
-                end
-                S_X: begin
-                    xrem <= xrem - BYTES;
-                    if (xbank == WPB - 1) begin
-                        xbank <= 0;
-                        xaddr <= xaddr + 1'b1;
-                    end else begin
-                        xbank <= xbank + 1'b1;
-                    end
-                    raddr     <= 0;
-                    rrem      <= {1'b0, k_reg};
-                    rows_left <= n_reg - 1'b1;
-                    if (s_axis_tlast) state <= S_HDR;
-                    else if (x_last_beat) state <= S_ROW;
-                end
-                S_ROW: begin
-                    if (row_last_beat) begin
-                        raddr     <= 0;
-                        rrem      <= {1'b0, k_reg};
-                        rows_left <= rows_left - 1'b1;
-                    end else begin
-                        raddr <= raddr + 1'b1;
-                        rrem  <= rrem - LANE_ELEMS;
-                    end
-                    if (s_axis_tlast) state <= S_HDR;
-                    else if (frame_end_rows) begin
-                        state <= S_DRAIN;
-                        flags <= flags | F_LONG;
-                    end
-                end
-                default: begin
-                    if (s_axis_tlast) state <= S_HDR;
-                end
-            endcase
+        // next state, written as flat sum-of-products: tlast always ends the frame
+        st_hdr <= (accept && s_axis_tlast) || (st_hdr && !(accept && hdr_done));
+        st_x   <= !(accept && s_axis_tlast)
+                  && ((st_hdr && accept && hdr_done) || (st_x && !(accept && (hdr_bad || x_last_q))));
+        st_row <= !(accept && s_axis_tlast)
+                  && ((st_x && accept && x_last_q && !hdr_bad)
+                      || (st_row && !(accept && row_last_q && last_row_q)));
+        // all N rows in without tlast: LONG_FRAME, until the next header
+        long_q <= (long_q && !(st_hdr && accept && hdr_done))
+                  || (st_row && accept && row_last_q && last_row_q && !s_axis_tlast);
+        if (accept && st_hdr) begin
+            if (!hdr_done) begin
+                hdr_cnt <= s_axis_tlast ? 2'd0 : hdr_cnt + 1'b1;
+            end else begin
+                hdr_cnt <= 0;
+                xrem    <= {1'b0, h_k};
+                xaddr   <= 0;
+                xbank   <= 0;
+                tag_reg <= hdr_word[63:56];
+            end
+        end
+        if (accept && st_x) begin
+            xrem <= xrem - BYTES;
+            if (xbank == WPB - 1) begin
+                xbank <= 0;
+                xaddr <= xaddr + 1'b1;
+            end else begin
+                xbank <= xbank + 1'b1;
+            end
+            raddr       <= 0;
+            row_first_q <= 1'b1;
+            rrem        <= {1'b0, k_reg};
+            rows_left   <= n_reg - 1'b1;
+            last_row_q  <= n_one;
+        end
+        if (accept && st_row) begin
+            if (row_last_q) begin
+                raddr       <= 0;
+                row_first_q <= 1'b1;
+                rrem        <= {1'b0, k_reg};
+                rows_left   <= rows_left - 1'b1;
+                last_row_q  <= (rows_left == 1);
+            end else begin
+                raddr       <= raddr + 1'b1;
+                row_first_q <= 1'b0;
+                rrem        <= rrem - LANE_ELEMS;
+            end
         end
     end
 end
