@@ -14,6 +14,8 @@ CONFIGS = [
     ("ternary-engine", {}), ("ternary-engine", {"bytes": 4, "reg_every": 1}),
     ("ternary-engine", {"bytes": 16, "decode_bram": True, "max_k": 65535}),
     ("ternary-engine", {"reg_every": 8, "max_k": 5}),
+    ("ternary-tree", {}), ("ternary-tree", {"terms": 2, "x_width": 2, "reg_every": 1}),
+    ("ternary-tree", {"terms": 129, "x_width": 16, "reg_every": 5}),
 ]
 if "attention-engine" in generators.list_designs():
     CONFIGS.append(("attention-engine", {}))

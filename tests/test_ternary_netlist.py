@@ -17,7 +17,7 @@ def _code(text):
 @pytest.mark.parametrize("params", [{}, {"bytes": 4, "reg_every": 1}, {"bytes": 16, "decode_bram": True}])
 def test_no_multiply_operator_in_generated_lane(params, tmp_path):
     generators.render("ternary-engine", params, tmp_path)
-    code = _code((tmp_path / "ternary_lane.v").read_text())
+    code = _code((tmp_path / "ternary_lane.v").read_text() + (tmp_path / "ternary_tree.v").read_text())
     code = code.replace("(*", "").replace("*)", "")          # synthesis attributes
     code = re.sub(r"\[[^\]]*\+:[^\]]*\]", "", code)          # constant part-select offsets
     assert "*" not in code, "the ternary lane has a '*' operator"
@@ -25,11 +25,11 @@ def test_no_multiply_operator_in_generated_lane(params, tmp_path):
 
 def test_synthesised_lanes(tmp_path):
     tern = generators.render("ternary-engine", {}, tmp_path / "t")
-    r = synth([tmp_path / "t" / "delay_line.v", tmp_path / "t" / "ternary_lane.v"],
-              "ternary_lane", tmp_path / "ts")
+    lane = [tmp_path / "t" / f for f in ("delay_line.v", "ternary_tree.v", "ternary_lane.v")]
+    r = synth(lane, "ternary_lane", tmp_path / "ts")
     assert r["DSP48E1"] == 0, r
     # and no generic multiplier cell before technology mapping
-    run_yosys("read_verilog delay_line.v ternary_lane.v\nhierarchy -top ternary_lane\n"
+    run_yosys("read_verilog delay_line.v ternary_tree.v ternary_lane.v\nhierarchy -top ternary_lane\n"
               "proc\nflatten\nopt\nwreduce\nalumacc\ntee -o cells.txt stat\n",
               tmp_path / "t")
     cells = (tmp_path / "t" / "cells.txt").read_text()

@@ -1,11 +1,57 @@
 """`ternary-engine`: the write-up's Stage 4 engine, 5 trits per byte, no multiplier."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
-from ..adder_tree import build_tree, cadence_registers, tree_depth
-from ..core import Param, register
+from ..adder_tree import Tree, build_tree, cadence_registers, tree_depth
+from ..core import Design, Param, register
 from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
+
+TREE_MODULE = "ternary_tree"
+
+
+def ternary_tree(terms: int, x_width: int, reg_every: int) -> Tree:
+    """Term select + adder tree: `terms` signed x of `x_width` bits, each passed, zeroed or
+    one's-complemented; the +1 of every negation rides on an adder's carry-in."""
+    lo, hi = -(1 << (x_width - 1)), (1 << (x_width - 1)) - 1
+    leaves = [(f"t{e}", lo, hi) for e in range(terms)]
+    carries = [f"c{e}" for e in range(terms)]
+    tree = build_tree(leaves, cadence_registers(tree_depth(terms), reg_every), prefix="s",
+                      carries=carries)
+    assert len(tree.carry_out) <= 1, "a pairwise tree has n-1 adders for n carries"
+    return tree
+
+
+@register
+class TernaryTree(Design):
+    """The ternary lane's term select and adder tree on its own, for any term count."""
+
+    name = "ternary-tree"
+    top = TREE_MODULE
+    summary = "ternary term select + pipelined adder tree (the ternary lane without decode)"
+    params = (
+        Param("terms", int, 40, "number of ternary terms (40 for an 8-byte beat)", min=2, max=512),
+        Param("x_width", int, 8, "bits of each signed x", min=2, max=16),
+        Param("reg_every", int, 2, "adder levels between register stages (the output is always "
+              "registered)", min=1, max=16),
+    )
+
+    def tree(self) -> Tree:
+        return ternary_tree(self.p["terms"], self.p["x_width"], self.p["reg_every"])
+
+    def latency(self) -> int:
+        return self.tree().registers
+
+    def context(self) -> Dict[str, Any]:
+        t = self.tree()
+        return {"tree": t, "sum_w": t.out.width, "tree_module": TREE_MODULE}
+
+    def templates(self) -> List[Tuple[str, str]]:
+        return [("ternary_tree.v.j2", f"{TREE_MODULE}.v")]
+
+    def extra_manifest(self) -> Dict[str, Any]:
+        t = self.tree()
+        return {"sum_width": t.out.width, "sum_range": [t.out.lo, t.out.hi], "depth": t.depth}
 
 
 def trit_decode_table() -> List[int]:
@@ -55,13 +101,7 @@ class TernaryEngine(MVEngine):
         return 5 * self.p["bytes"]
 
     def lane_tree(self):
-        n = self.terms
-        leaves = [(f"t{e}", -128, 127) for e in range(n)]
-        carries = [f"c{e}" for e in range(n)]      # the +1 of each negated term
-        tree = build_tree(leaves, cadence_registers(tree_depth(n), self.p["reg_every"]),
-                          prefix="s", carries=carries)
-        assert len(tree.carry_out) <= 1, "a pairwise tree has n-1 adders for n carries"
-        return tree
+        return ternary_tree(self.terms, 8, self.p["reg_every"])
 
     def lane_latency(self) -> int:
         return (1 if self.p["decode_bram"] else 0) + self.lane_tree().registers
@@ -73,8 +113,13 @@ class TernaryEngine(MVEngine):
 
     def context(self) -> Dict[str, Any]:
         ctx = super().context()
-        ctx.update(terms=self.terms, table=trit_decode_table())
+        tree = self.lane_tree()
+        ctx.update(terms=self.terms, table=trit_decode_table(), tree_module=TREE_MODULE,
+                   x_width=8, sum_w=tree.out.width)
         return ctx
+
+    def templates(self):
+        return [("ternary_tree.v.j2", f"{TREE_MODULE}.v")] + super().templates()
 
     def extra_manifest(self) -> Dict[str, Any]:
         m = super().extra_manifest()

@@ -92,9 +92,9 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
             out.append(dict(design="ternary-engine", params={"bytes": b}, kind="sweep"))
         for r in (1, 3):
             out.append(dict(design="ternary-engine", params={"reg_every": r}, kind="sweep"))
-        out.append(dict(design="ternary-engine", params={"decode_bram": True}, kind="sweep"))
+        out.append(dict(design="ternary-engine", params={"decode_bram": False}, kind="sweep"))
         out.append(dict(design="ternary-engine", params={}, kind="lane",
-                        top="ternary_lane", sources=["delay_line.v", "ternary_lane.v"]))
+                        top="ternary_lane", sources=["delay_line.v", "ternary_tree.v", "ternary_lane.v"]))
     if "int8-engine" in designs:
         for p in (3, 4, 6):
             out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
