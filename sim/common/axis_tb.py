@@ -9,7 +9,7 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, ReadOnly
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 CLOCK_PS = 7000   # 142.857 MHz, the PYNQ-Z1 fabric clock of the write-up
@@ -170,3 +170,30 @@ class StreamTB:
 
     def assert_no_faults(self):
         assert not self.mon.faults, f"protocol faults: {self.mon.faults[:10]}"
+
+    async def run_check(self, frames, expected_fn, flag_names=None, timeout_us=2_000_000):
+        """Send byte frames, receive one output frame per input frame and compare every word
+        with expected_fn(beats) (the golden model); also no protocol fault on the output."""
+        expected = expected_fn(self.beats_of(frames))
+        sender = cocotb.start_soon(self.send_frames(frames))
+        got = await with_timeout(self.recv_words(len(frames)), timeout_us, "us")
+        await sender
+        compare_words(got, expected, flag_names)
+        self.assert_no_faults()
+        return got
+
+
+def compare_words(got, expected, flag_names=None):
+    """Word-by-word comparison of (word, tlast) lists; status words are decoded in the message."""
+    names = flag_names or (lambda f: [f"bit{b}" for b in range(8) if f >> b & 1])
+    assert len(got) == len(expected), (
+        f"{len(got)} output words, the golden model expects {len(expected)}")
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            what = ""
+            if e[1]:
+                what = (f" (status: expected tag {e[0] & 0xFF} flags {names(e[0] >> 8 & 0xFF)} "
+                        f"count {e[0] >> 16}, got tag {g[0] & 0xFF} flags "
+                        f"{names(g[0] >> 8 & 0xFF)} count {g[0] >> 16})")
+            raise AssertionError(f"word {i}: got {g[0]:#010x} tlast={g[1]}, expected "
+                                 f"{e[0]:#010x} tlast={e[1]}{what}")

@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, with_timeout
 
 from generators.golden import mv as golden
 from generators.packing import build_frame, header_bytes
-from sim.common.axis_tb import StreamTB
+from sim.common.axis_tb import StreamTB, compare_words
 
 BEAT_BUDGET = int(os.environ.get("TB_BEATS", "4000"))
 
@@ -51,29 +51,13 @@ class MVTB(StreamTB):
 
     # ---------------------------------------------------------------- checking
     async def run_check(self, frames, timeout_us=200_000):
-        beats = self.beats_of(frames)
-        expected = golden.mv_stream(beats, self.bytes, self.fmt, self.max_k)
-        sender = cocotb.start_soon(self.send_frames(frames))
-        got = await with_timeout(self.recv_words(len(frames)), timeout_us, "us")
-        await sender
-        compare(got, expected)
-        self.assert_no_faults()
-        return got
+        return await super().run_check(
+            frames, lambda beats: golden.mv_stream(beats, self.bytes, self.fmt, self.max_k),
+            golden.flag_names, timeout_us)
 
 
 def compare(got, expected):
-    assert len(got) == len(expected), (
-        f"{len(got)} output words, the golden model expects {len(expected)}")
-    for i, (g, e) in enumerate(zip(got, expected)):
-        if g != e:
-            what = ""
-            if e[1]:
-                tag, flags, count = golden.decode_status(e[0])
-                gt, gf, gc = golden.decode_status(g[0])
-                what = (f" (status: expected tag {tag} flags {golden.flag_names(flags)} count {count},"
-                        f" got tag {gt} flags {golden.flag_names(gf)} count {gc})")
-            raise AssertionError(f"word {i}: got {g[0]:#010x} tlast={g[1]}, expected "
-                                 f"{e[0]:#010x} tlast={e[1]}{what}")
+    compare_words(got, expected, golden.flag_names)
 
 
 def edge_ks(tb):
