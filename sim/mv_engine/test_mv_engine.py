@@ -234,7 +234,8 @@ async def test_summary(dut):
     import json
     tb = MVTB(dut)
     await tb.reset()
-    tb.set_pauses(0, 0)
+    stall = float(os.environ.get("TB_SUMMARY_STALL", "0"))   # output backpressure probability
+    tb.set_pauses(0, stall)
     budget = int(os.environ.get("TB_SUMMARY_BEATS", "6000"))
     frames = random_frames(tb, budget)
     beats = tb.beats_of(frames)
@@ -253,11 +254,12 @@ async def test_summary(dut):
         if c in lasts:
             span += c - first + 1
             first = None
-    # latency of a one-row frame
+    # latency of a one-row frame, free output
+    tb.set_pauses(0, 0)
     tb.mon.clear()
     await tb.run_check([tb.frame(tb.max_k, 1)])
     lat = tb.mon.out_hs[0] - tb.mon.in_hs[-1]
-    result = {"rows": rows, "mismatches": mismatches, "beats": len(hs), "cycles": span,
+    result = {"rows": rows, "mismatches": mismatches, "beats": len(hs), "cycles": span, "stall": stall,
               "duty": 100.0 * len(hs) / span if span else 0.0, "latency": lat,
               "faults": len(tb.mon.faults)}
     if os.environ.get("TB_RESULT"):

@@ -104,13 +104,14 @@ async def test_summary(dut):
     import os
     tb = StreamTB(dut)
     await tb.reset()
-    tb.set_pauses(0, 0)
+    stall = float(os.environ.get("TB_SUMMARY_STALL", "0"))   # output backpressure probability
+    tb.set_pauses(0, stall)
     frames = frames_of(tb, [tb.rng.randint(1, 400) for _ in range(20)])
     gaps = await send_and_check(tb, frames)
     beats = len(tb.mon.in_hs)
     cycles = beats + sum(gaps)
     lat = tb.mon.out_hs[0] - tb.mon.in_last[0]
-    result = {"rows": 2 * len(frames), "mismatches": 0, "beats": beats, "cycles": cycles,
+    result = {"rows": 2 * len(frames), "mismatches": 0, "beats": beats, "cycles": cycles, "stall": stall,
               "duty": 100.0 * beats / cycles, "latency": lat, "faults": len(tb.mon.faults)}
     if os.environ.get("TB_RESULT"):
         with open(os.environ["TB_RESULT"], "w") as f:
