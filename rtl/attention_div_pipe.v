@@ -6,12 +6,14 @@
 // registers the inputs, stages 1..QB each decide one quotient bit, most significant first.
 // SW sideband bits travel with the division (bit 0 is the valid flag, cleared by reset).
 //
-// Long-division form: the partial remainder is always below d, so it is DW bits wide. Stage 0
-// loads it with n >> QB (< d by the caller's bound) and keeps the low QB numerator bits in a
-// shift register; each stage appends the next numerator bit, subtracts d once (DW + 1 bits,
-// one carry chain) and keeps the difference if it did not borrow, shifting the quotient bit in
-// where the numerator bit left. One subtractor and one 2:1 mux per bit and stage, so a stage
-// is two LUT levels around one carry chain of DW + 2 bits.
+// Long-division form, non-restoring: the partial remainder r stays in [-d, d), DW + 1 bits
+// signed. Stage 0 loads it with n >> QB (< d by the caller's bound) and keeps the low QB
+// numerator bits in a shift register; each stage appends the next numerator bit and subtracts
+// d (r >= 0) or adds it (r < 0) in one DW + 3 bit addition whose operand inversion and carry-in
+// sit in the adder's own LUTs, so a stage is one LUT level and one carry chain. The quotient
+// bit is 1 when the new r is >= 0 (the restoring divider's bit); it shifts in where the
+// numerator bit left. out_r, the true remainder (r, or r + d when r < 0), is combinational
+// from the last stage's registers: one addition.
 
 `resetall
 `timescale 1ns / 1ps
@@ -58,26 +60,32 @@ wire [CW-1:0] nz = {{(CW-NW){1'b0}}, in_n};
 /* verilator lint_on UNUSEDSIGNAL */
 
 reg          v   [0:QB];
-reg [DW-1:0] rem [0:QB];   // partial remainder (< d)
+reg [DW:0]   rem [0:QB];   // partial remainder, signed, in [-d, d)
 reg [QB-1:0] nq  [0:QB];   // numerator bits still to come (top) and quotient bits (bottom)
 reg [DW-1:0] den [0:QB];
 reg [SW-1:0] sd  [0:QB];
 
-// stage i: t = {rem, next numerator bit}; t - d without borrow gives quotient bit 1
-wire [DW:0]   t    [0:QB-1];
-wire [DW+1:0] diff [0:QB-1];
+// stage i: t = 2 r + next numerator bit; r' = t - d if r >= 0, else t + d
+/* verilator lint_off UNUSEDSIGNAL */
+wire [DW+1:0] t    [0:QB-1];
+wire [DW+1:0] dx   [0:QB-1];
+wire [DW+2:0] sum  [0:QB-1];
+/* verilator lint_on UNUSEDSIGNAL */
 genvar s;
 generate
 for (s = 0; s < QB; s = s + 1) begin : g_st
-    assign t[s]    = {rem[s], nq[s][QB-1]};
-    assign diff[s] = {1'b0, t[s]} - {2'b00, den[s]};
+    wire sub = ~rem[s][DW];
+    assign t[s]   = {rem[s], nq[s][QB-1]};
+    assign dx[s]  = {2'b00, den[s]} ^ {(DW+2){sub}};
+    // {t, 1} + {dx, sub}: the carry-in `sub` rides on bit 0
+    assign sum[s] = {t[s], 1'b1} + {dx[s], sub};
 end
 endgenerate
 
 integer i;
 always @(posedge clk) begin
     v[0]   <= in_valid;
-    rem[0] <= nz[DW+QB-1:QB];
+    rem[0] <= {1'b0, nz[DW+QB-1:QB]};
     nq[0]  <= nz[QB-1:0];
     den[0] <= in_d;
     sd[0]  <= in_side;
@@ -85,13 +93,8 @@ always @(posedge clk) begin
         v[i+1]   <= v[i];
         den[i+1] <= den[i];
         sd[i+1]  <= sd[i];
-        if (!diff[i][DW+1]) begin
-            rem[i+1] <= diff[i][DW-1:0];
-            nq[i+1]  <= {nq[i][QB-2:0], 1'b1};
-        end else begin
-            rem[i+1] <= t[i][DW-1:0];
-            nq[i+1]  <= {nq[i][QB-2:0], 1'b0};
-        end
+        rem[i+1] <= sum[i][DW+1:1];
+        nq[i+1]  <= {nq[i][QB-2:0], ~sum[i][DW+1]};
     end
     if (!rst_n) begin
         for (i = 0; i <= QB; i = i + 1) begin
@@ -100,10 +103,13 @@ always @(posedge clk) begin
     end
 end
 
+/* verilator lint_off UNUSEDSIGNAL */
+wire [DW:0] r_true = rem[QB] + ({(DW+1){rem[QB][DW]}} & {1'b0, den[QB]});
+/* verilator lint_on UNUSEDSIGNAL */
 assign out_valid = v[QB];
 assign out_q     = nq[QB];
 assign out_side  = sd[QB];
-assign out_r     = rem[QB];
+assign out_r     = r_true[DW-1:0];
 
 endmodule
 

@@ -5,9 +5,10 @@
 // `done` rises QB clocks after `start` and stays high (with q) until the next `start`.
 // The caller guarantees n < d * 2^QB and d != 0.
 //
-// Long-division form (as attention_div_pipe): the partial remainder is below d, so it is DW
-// bits wide and each step is one DW + 2 bit subtraction and a 2:1 mux. The low QB numerator
-// bits shift out at the top of `q` as the quotient bits shift in at the bottom.
+// Long-division form, non-restoring (as attention_div_pipe): the partial remainder stays in
+// [-d, d), DW + 1 bits signed, and each step is one DW + 3 bit addition (subtract d when it is
+// >= 0, add d when it is < 0) with the operand inversion in the adder's LUTs. The low QB
+// numerator bits shift out at the top of `q` as the quotient bits shift in at the bottom.
 
 `resetall
 `timescale 1ns / 1ps
@@ -49,33 +50,32 @@ end
 wire [CW-1:0] nz = {{(CW-NW){1'b0}}, n};
 /* verilator lint_on UNUSEDSIGNAL */
 
-reg  [DW-1:0]    rem;
+reg  [DW:0]      rem;     // partial remainder, signed, in [-d, d)
 reg  [DW-1:0]    den;
 reg  [CNT_W-1:0] left;
-wire [DW:0]      t    = {rem, q[QB-1]};
-wire [DW+1:0]    diff = {1'b0, t} - {2'b00, den};
+wire             sub  = ~rem[DW];
+wire [DW+1:0]    t    = {rem, q[QB-1]};
+wire [DW+1:0]    dx   = {2'b00, den} ^ {(DW+2){sub}};
+/* verilator lint_off UNUSEDSIGNAL */
+wire [DW+2:0]    sum  = {t, 1'b1} + {dx, sub};   // t - d or t + d, carry-in on bit 0
+/* verilator lint_on UNUSEDSIGNAL */
 
 always @(posedge clk) begin
     if (!rst_n) begin
         done <= 1'b0;
         left <= {CNT_W{1'b0}};
-        rem  <= {DW{1'b0}};
+        rem  <= {(DW+1){1'b0}};
         den  <= {DW{1'b0}};
         q    <= {QB{1'b0}};
     end else if (start) begin
         done <= 1'b0;
         left <= QB[CNT_W-1:0];
-        rem  <= nz[DW+QB-1:QB];
+        rem  <= {1'b0, nz[DW+QB-1:QB]};
         den  <= d;
         q    <= nz[QB-1:0];
     end else if (left != {CNT_W{1'b0}}) begin
-        if (!diff[DW+1]) begin
-            rem <= diff[DW-1:0];
-            q   <= {q[QB-2:0], 1'b1};
-        end else begin
-            rem <= t[DW-1:0];
-            q   <= {q[QB-2:0], 1'b0};
-        end
+        rem  <= sum[DW+1:1];
+        q    <= {q[QB-2:0], ~sum[DW+1]};
         left <= left - 1'b1;
         done <= (left == {{(CNT_W-1){1'b0}}, 1'b1});
     end

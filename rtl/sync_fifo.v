@@ -50,11 +50,13 @@ end
 reg [WIDTH-1:0] mem [0:DEPTH-1];
 reg [ADDR_W:0]  wr_ptr;
 reg [ADDR_W:0]  rd_ptr;
+reg [ADDR_W:0]  count;    // wr_ptr - rd_ptr, kept as a register
+reg             vld;      // count != 0
+reg             one;      // count == 1
 
-wire [ADDR_W:0] count = wr_ptr - rd_ptr;
-wire do_rd = m_valid && m_ready;
+wire do_rd = vld && m_ready;
 
-assign m_valid = (wr_ptr != rd_ptr);
+assign m_valid = vld;
 assign m_data  = mem[rd_ptr[ADDR_W-1:0]];
 
 always @(posedge clk) begin
@@ -63,11 +65,17 @@ always @(posedge clk) begin
     end
 end
 
+// every flag is updated from registers and the two strobes, so no path goes through a
+// pointer comparison into a pointer (the one-word-per-cycle step keeps count == 1 and
+// count == 2 enough to know when the FIFO runs empty)
 always @(posedge clk) begin
     if (!rst_n) begin
-        wr_ptr   <= 0;
-        rd_ptr   <= 0;
-        room     <= 1'b0;
+        wr_ptr <= 0;
+        rd_ptr <= 0;
+        count  <= 0;
+        vld    <= 1'b0;
+        one    <= 1'b0;
+        room   <= 1'b0;
     end else begin
         if (wr_en) begin
             wr_ptr <= wr_ptr + 1'b1;
@@ -79,6 +87,15 @@ always @(posedge clk) begin
         end
         if (do_rd) begin
             rd_ptr <= rd_ptr + 1'b1;
+        end
+        if (wr_en && !do_rd) begin
+            count <= count + 1'b1;
+            vld   <= 1'b1;
+            one   <= !vld;
+        end else if (!wr_en && do_rd) begin
+            count <= count - 1'b1;
+            vld   <= !one;
+            one   <= (count == 2);
         end
         room <= (count < DEPTH - MARGIN);
     end

@@ -17,7 +17,8 @@ IN_REG = 1              # input register: the FSM sees a beat one cycle after it
 TRIG_DELAY = 4          # V row start -> score RAM read: covers the K pipeline (max final)
 W_PIPE = 5              # weight pipeline: e, e*MULT+rnd, >>SHIFT, table read, p register
 MAX_TREE = 3            # |acc| row maximum: registered tree over the 8 lanes of a beat
-FIN_WAIT_EXTRA = 3 + MAX_TREE   # after the V MAC pipeline: product, RMW + |acc|, tree, A
+FIN_WAIT_EXTRA = 3 + MAX_TREE   # after the V MAC pipeline: product, RMW (sum registered), tree, A
+OUT_REG = 1             # output words are registered before the FIFO write
 
 
 def _sx(sig: str, fw: int, tw: int) -> str:
@@ -126,12 +127,13 @@ class AttentionEngine(Design):
         the divider and rounding registers before it is written to the FIFO. The Z dividers
         start with the first result word and take z_bits() steps. When both are done (one
         cycle to see it), the G scale words and the status word are written, one per cycle,
-        and the status word's handshake follows one cycle after its write.
+        and the status word's handshake follows one cycle after its write, which is
+        registered (OUT_REG) in front of the FIFO.
         """
         ny = self.G * self.p["head_dim"] // 4
         y_seen = ny + 1 + self.y_latency() + 2      # last result word written and counted
         z_seen = self.z_bits() + 4                   # Z dividers done and seen
-        return IN_REG + self.fin_wait() + max(y_seen, z_seen) + self.G + 2
+        return IN_REG + self.fin_wait() + max(y_seen, z_seen) + self.G + 2 + OUT_REG
 
     # ------------------------------------------------------------------ rendering
     def context(self) -> Dict[str, Any]:
@@ -155,7 +157,8 @@ class AttentionEngine(Design):
         return {
             "top": self.top, "G": G, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
             "TW": _clog2(L), "RBW": _clog2(self.rb), "GW": _clog2(G), "HBW": _clog2(self.hb),
-            "SB": sb, "AB": ab, "SWID": sw, "W": W, "F": F,
+            "SB": sb, "AB": ab, "AZP": -(-ab // 6),
+            "P1W": min(48, _clog2(self.p["exp_depth"]) + 15), "SWID": sw, "W": W, "F": F,
             "EDEPTH": self.p["exp_depth"], "EAW": _clog2(self.p["exp_depth"]),
             "table": table, "scales": scales, "magic": MAGIC,
             "fmt_last_slots": fmt_last, "fmt_mid_beats": fmt_mid,
