@@ -124,7 +124,6 @@ reg  [BYTES-1:0] bmask_q;        // byte mask of the next row beat
 reg  [15:0] rows_left;           // rows after the current one
 reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
-reg         long_q;              // all N rows in, tlast not yet
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
@@ -242,7 +241,7 @@ always @* begin
     end else if (e_in_row) begin
         eof_flags = e_row_ok ? 5'd0 : F_SHORT;
     end else begin
-        eof_flags = long_q ? F_LONG : 5'd0;
+        eof_flags = F_LONG;      // draining after all N rows with a good header
     end
 end
 
@@ -300,7 +299,6 @@ always @(posedge aclk) begin
         chk_magic   <= 1'b0;
         chk_shape   <= 1'b0;
         chk_format  <= 1'b0;
-        long_q      <= 1'b0;
         xrem        <= 0;
         rrem        <= 0;
         rows_left   <= 0;
@@ -320,9 +318,6 @@ always @(posedge aclk) begin
         st_row <= !(accept && s_axis_tlast)
                   && ((st_x && accept && x_last_q && !hdr_bad)
                       || (st_row && !(accept && row_last_q && last_row_q)));
-        // all N rows in without tlast: LONG_FRAME, until the next header
-        long_q <= (long_q && !(st_hdr && accept && hdr_done))
-                  || (st_row && accept && row_last_q && last_row_q && !s_axis_tlast);
         if (accept && st_hdr) begin
             if (!hdr_done) begin
                 hdr_cnt <= s_axis_tlast ? 2'd0 : hdr_cnt + 1'b1;

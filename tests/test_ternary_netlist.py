@@ -19,7 +19,8 @@ def test_no_multiply_operator_in_generated_lane(params, tmp_path):
     generators.render("ternary-engine", params, tmp_path)
     code = _code((tmp_path / "ternary_lane.v").read_text() + (tmp_path / "ternary_tree.v").read_text())
     code = code.replace("(*", "").replace("*)", "")          # synthesis attributes
-    code = re.sub(r"\[[^\]]*\+:[^\]]*\]", "", code)          # constant part-select offsets
+    while re.search(r"\[[^\[\]]*\]", code):                  # indexes: genvar/constant arithmetic
+        code = re.sub(r"\[[^\[\]]*\]", "", code)
     assert "*" not in code, "the ternary lane has a '*' operator"
 
 
