@@ -13,6 +13,7 @@ SIM ?= verilator
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
 	@echo "make test         lint + the whole pytest suite on Verilator and Icarus (under 15 min on 2 cores)"
+	@echo "make test-quick   the tests without the engine simulations"
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
@@ -42,7 +43,7 @@ test: setup
 	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider tests
 
 test-quick: setup
-	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py
+	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py
 
 sim-full: setup
 	@$(ENV) python sim/full_scale.py
