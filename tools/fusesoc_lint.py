@@ -14,6 +14,12 @@ def main() -> int:
     out = REPO / "build" / "fusesoc" / "ternary-engine"
     man = generators.render("ternary-engine", {}, out)
     print(f"[fusesoc] rendered {man['design']} ({man['top']}, latency {man['latency']}) into {out}")
+    listed = [Path(line.strip()[2:]).name for line in (REPO / "ternary_pynq.core").read_text().splitlines()
+              if line.strip().startswith("- ") and line.strip().endswith(".v")]
+    if listed != man["sources"]:
+        print(f"[fusesoc] ternary_pynq.core lists {listed}, the generator writes {man['sources']} "
+              "(in compile order): update the core's file list", file=sys.stderr)
+        return 1
     fusesoc = shutil.which("fusesoc") or str(Path(sys.executable).parent / "fusesoc")
     cmd = [fusesoc, "--cores-root", str(REPO), "run", "--target", "lint",
            "--build-root", str(REPO / "build" / "fusesoc" / "run"),
