@@ -22,7 +22,7 @@ PYNQ_Z1 = [
     ("int8-engine", {}, "sim.mv_engine.test_mv_engine"),
     ("ternary-engine", {}, "sim.mv_engine.test_mv_engine"),
 ]
-ATTENTION = ("attention-engine", {}, "sim.attention.test_attention")
+ATTENTION = ("attention-engine", {"macs": 48}, "sim.attention.test_attention")  # 16-byte beats, 48 MACs/clock
 
 
 def configs():

@@ -19,7 +19,8 @@ def test_silicon_configs_cover_defaults_sweeps_and_lane():
     labels = [rep._label(c) for c in cfgs]
     assert labels[:3] == ["probe", "int8-engine", "ternary-engine"]
     both = rep.silicon_configs(["probe", "attention-engine"])
-    assert [c["design"] for c in both] == ["attention-engine", "probe"]
+    assert [c["design"] for c in both] == ["attention-engine", "attention-engine", "probe"]
+    assert both[1]["params"] == {"macs": 48}
     for p in ("bytes=4", "bytes=16", "reg_every=1", "reg_every=3", "decode_bram=false"):
         assert f"ternary-engine {p}" in labels
     for p in (3, 4, 6):

@@ -38,6 +38,34 @@ def test_attention_pynq_z1_max_context(tmp_path):
     assert table["latency"] == generators.build("attention-engine", {}).latency()
 
 
+MACS48 = {"macs": 48, "max_context": 128}
+
+
+def test_attention_48_macs_full_suite(tmp_path):
+    """16-byte beats (128-bit s_axis, 48 MACs per clock at G = 3): the full suite at max_context
+    128 (contexts 1, 2, 63, 64, 65, 128), one beat per clock, latency as computed in Python."""
+    out = tmp_path / "cycles.json"
+    r = runner.run("attention-engine", MACS48, "verilator", MOD, testcase=ALL,
+                   extra_env={"TB_CYCLES": str(out)})
+    assert r["tests"] == len(ALL)
+    assert r["manifest"]["bytes"] == 16 and r["manifest"]["macs"] == 48
+    table = json.loads(out.read_text())
+    assert [row["context"] for row in table["rows"]] == [1, 2, 63, 64, 65, 128]
+    design = generators.build("attention-engine", MACS48)
+    assert table["latency"] == design.latency()
+    for row in table["rows"]:
+        L = row["context"]
+        assert row["beats"] == 2 + 12 + 2 * L * 4          # header, q, K and V rows (16 B)
+        assert row["cycles_alone"] == row["beats"] + design.latency()
+
+
+def test_attention_48_macs_icarus():
+    tests = ["test_contexts", "test_bad_frames", "test_cycles"]
+    r = runner.run("attention-engine", {"macs": 48, "max_context": 65}, "icarus", MOD,
+                   testcase=tests)
+    assert r["tests"] == len(tests)
+
+
 @pytest.mark.parametrize("params", [
     {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 40, "exp_depth": 512,
      "exp_steps_per_octave": 32},
@@ -51,7 +79,9 @@ def test_attention_variants(params):
 
 
 @pytest.mark.parametrize("params,match", [
-    ({"macs": 48}, "16-byte beats"),
+    ({"macs": 48, "head_dim": 24}, "multiple of 16"),
+    ({"heads_per_group": 2, "macs": 32}, "at least 2 beats"),
+    ({"macs": 48, "head_dim": 32}, "row beats"),
     ({"macs": 25}, "8 x heads_per_group"),
     ({"head_dim": 12}, "multiple of 8"),
     ({"heads_per_group": 4, "head_dim": 24, "macs": 32}, "row beats"),
@@ -91,7 +121,10 @@ def test_v_delay_one_short_is_caught():
      "scale_frac_bits": 0},
     {"head_dim": 24, "max_context": 70, "exp_depth": 1000, "exp_width": 16,
      "exp_steps_per_octave": 64, "scale_frac_bits": 10, "fifo_depth": 128},
-], ids=["smallest", "largest", "narrow-table", "d24"])
+    {"macs": 48},
+    {"macs": 48, "head_dim": 48, "max_context": 2, "exp_width": 2, "exp_depth": 16,
+     "exp_steps_per_octave": 1, "scale_frac_bits": 0},
+], ids=["smallest", "largest", "narrow-table", "d24", "macs48", "macs48-narrow"])
 def test_attention_lint_extremes(params, tmp_path):
     """Parameter extremes are as clean as the default (tests/test_lint.py lints that one)."""
     man = generators.render("attention-engine", params, tmp_path)

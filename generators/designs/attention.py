@@ -10,14 +10,14 @@ from typing import Any, Dict, List, Tuple
 from ..attention_tables import check_table_params, exp_table
 from ..core import Design, Param, ParameterError, register
 
-BEAT_BYTES = 8          # the only beat width implemented in RTL so far (64-bit s_axis)
+BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
 MAGIC = 0xA77E
 # Fixed pipeline figures of the template (cycles); see docs/attention.md section 8.
 IN_REG = 1              # input register: the FSM sees a beat one cycle after its handshake
 TRIG_DELAY = 4          # V row start -> score RAM read: covers the K pipeline (max final)
 W_PIPE = 5              # weight pipeline: e, e*MULT+rnd, >>SHIFT, table read, p register
-MAX_TREE = 3            # |acc| row maximum: registered tree over the 8 lanes of a beat
-FIN_WAIT_EXTRA = 3 + MAX_TREE   # after the V MAC pipeline: product, RMW (sum registered), tree, A
+FIN_WAIT_BASE = 3       # after the V MAC pipeline: product, RMW (sum registered), A; plus the
+                        # |acc| row maximum tree (log2(beat bytes) registered levels)
 OUT_REG = 1             # output words are registered before the FIFO write
 
 
@@ -47,7 +47,8 @@ class AttentionEngine(Design):
         Param("max_context", int, 2048, "largest context length L accepted", min=1,
               max=65535),
         Param("macs", int, 24, "multiply-accumulates per clock = heads_per_group x beat bytes; "
-              "only 8-byte beats (8 x G) are implemented", min=1, max=128),
+              "8-byte (8 x G, 64-bit s_axis) or 16-byte (16 x G, 128-bit s_axis) beats",
+              min=1, max=128),
         Param("exp_depth", int, 4096, "exp table entries", min=16, max=65536),
         Param("exp_width", int, 24, "exp table entry width in bits (DSP A port)", min=2, max=24),
         Param("exp_steps_per_octave", int, 170, "table entries per halving of the weight",
@@ -63,12 +64,22 @@ class AttentionEngine(Design):
         return self.p["heads_per_group"]
 
     @property
+    def bb(self) -> int:
+        """Bytes per input beat: macs / heads_per_group (8 or 16)."""
+        return self.p["macs"] // self.G
+
+    @property
+    def max_tree(self) -> int:
+        """Registered levels of the |acc| row-maximum tree over the lanes of a beat."""
+        return self.bb.bit_length() - 1
+
+    @property
     def rb(self) -> int:
-        return self.p["head_dim"] // BEAT_BYTES
+        return self.p["head_dim"] // self.bb
 
     @property
     def hb(self) -> int:
-        return -(-(8 + 4 * self.G) // BEAT_BYTES)
+        return -(-(8 + 4 * self.G) // self.bb)
 
     @property
     def out_words(self) -> int:
@@ -76,19 +87,22 @@ class AttentionEngine(Design):
 
     def check(self) -> None:
         G, d = self.G, self.p["head_dim"]
-        if self.p["macs"] == 16 * G:
-            raise ParameterError(
-                f"design {self.name}: macs={self.p['macs']} needs 16-byte beats, which the RTL "
-                f"does not implement yet; use macs={8 * G} (8-byte beats)")
-        if self.p["macs"] != 8 * G:
+        if self.p["macs"] not in tuple(b * G for b in BEAT_WIDTHS):
             raise ParameterError(
                 f"design {self.name}: macs={self.p['macs']} must be 8 x heads_per_group = "
-                f"{8 * G} (one 8-byte beat of K or V used by every head)")
-        if d % BEAT_BYTES:
-            raise ParameterError(f"design {self.name}: head_dim={d} must be a multiple of 8")
+                f"{8 * G} (8-byte beats) or 16 x heads_per_group = {16 * G} (16-byte beats; "
+                f"one beat of K or V used by every head)")
+        bb = self.bb
+        if d % bb:
+            raise ParameterError(
+                f"design {self.name}: head_dim={d} must be a multiple of {bb} (the beat bytes)")
+        if self.hb < 2:
+            raise ParameterError(
+                f"design {self.name}: the header must span at least 2 beats; with 16-byte "
+                f"beats heads_per_group={G} must be >= 3 (use macs={8 * G})")
         if self.rb < G:
             raise ParameterError(
-                f"design {self.name}: head_dim/8 = {self.rb} row beats must be >= "
+                f"design {self.name}: head_dim/{bb} = {self.rb} row beats must be >= "
                 f"heads_per_group = {G} (one time-multiplexed weight unit serves all heads)")
         try:
             check_table_params(self.p["exp_depth"], self.p["exp_width"],
@@ -107,7 +121,7 @@ class AttentionEngine(Design):
 
     def fin_wait(self) -> int:
         """Cycles the finisher waits after tlast for every in-flight beat to land."""
-        return self.v_delay() + FIN_WAIT_EXTRA
+        return self.v_delay() + FIN_WAIT_BASE + self.max_tree
 
     def y_latency(self) -> int:
         """Result path: accumulator read register, divider input register, 8 quotient stages,
@@ -146,7 +160,8 @@ class AttentionEngine(Design):
         F = self.p["scale_frac_bits"]
         table = exp_table(self.p["exp_depth"], W, self.p["exp_steps_per_octave"])
         # scale word g: byte offset 8 + 4g -> (beat, byte within beat)
-        scales = [((8 + 4 * g) // BEAT_BYTES, (8 + 4 * g) % BEAT_BYTES) for g in range(G)]
+        bb = self.bb
+        scales = [((8 + 4 * g) // bb, (8 + 4 * g) % bb) for g in range(G)]
         # 4-byte slots (beat, slot) that carry a scale word; the last header beat's are checked
         # as it arrives, the earlier beats' are collected into a flag
         slots: Dict[int, List[int]] = {}
@@ -155,7 +170,8 @@ class AttentionEngine(Design):
         fmt_last = slots.get(self.hb - 1, [])
         fmt_mid = [(b, slots[b]) for b in sorted(slots) if b != self.hb - 1]
         return {
-            "top": self.top, "G": G, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
+            "top": self.top, "G": G, "BB": bb, "MT": self.max_tree,
+            "PSB": (bb << 14).bit_length() + 1, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
             "TW": _clog2(L), "RBW": _clog2(self.rb), "GW": _clog2(G), "HBW": _clog2(self.hb),
             "SB": sb, "AB": ab, "AZP": -(-ab // 6),
             "P1W": min(48, _clog2(self.p["exp_depth"]) + 15), "SWID": sw, "W": W, "F": F,
@@ -177,5 +193,5 @@ class AttentionEngine(Design):
         return [("attention_engine.v.j2", f"{self.top}.v")]
 
     def extra_manifest(self) -> Dict[str, Any]:
-        return {"bytes": BEAT_BYTES, "beat_bytes": BEAT_BYTES, "macs": self.p["macs"],
+        return {"bytes": self.bb, "beat_bytes": self.bb, "macs": self.p["macs"],
                 "output_words": self.out_words + 1}
