@@ -17,8 +17,20 @@ CONFIGS = [
     ("ternary-tree", {}), ("ternary-tree", {"terms": 2, "x_width": 2, "reg_every": 1}),
     ("ternary-tree", {"terms": 129, "x_width": 16, "reg_every": 5}),
 ]
+ATTENTION_EXTREMES = [
+    {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 1},
+    {"heads_per_group": 8, "head_dim": 256, "macs": 64, "max_context": 65535,
+     "exp_depth": 65536, "exp_steps_per_octave": 2048, "fifo_depth": 1024},
+    {"max_context": 2, "exp_width": 2, "exp_depth": 16, "exp_steps_per_octave": 1,
+     "scale_frac_bits": 0},
+    {"head_dim": 24, "max_context": 70, "exp_depth": 1000, "exp_width": 16,
+     "exp_steps_per_octave": 64, "scale_frac_bits": 10, "fifo_depth": 128},
+    {"macs": 48},
+    {"macs": 48, "head_dim": 48, "max_context": 2, "exp_width": 2, "exp_depth": 16,
+     "exp_steps_per_octave": 1, "scale_frac_bits": 0},
+]
 if "attention-engine" in generators.list_designs():
-    CONFIGS.append(("attention-engine", {}))
+    CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
 
 
 @pytest.mark.parametrize("design,params", CONFIGS, ids=lambda v: str(v))

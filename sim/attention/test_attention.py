@@ -18,7 +18,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, with_timeout
 
 from generators.golden import attention as golden
-from sim.common.axis_tb import StreamTB
+from sim.common.axis_tb import StreamTB, compare_words
 
 FLAG_NAMES = {golden.FLAG_BAD_MAGIC: "BAD_MAGIC", golden.FLAG_BAD_SHAPE: "BAD_SHAPE",
               golden.FLAG_BAD_FORMAT: "BAD_FORMAT", golden.FLAG_SHORT_FRAME: "SHORT_FRAME",
@@ -85,28 +85,13 @@ class AttTB(StreamTB):
 
     # ---------------------------------------------------------------- checking
     async def run_check(self, frames, timeout_us=2_000_000):
-        beats = self.beats_of(frames)
-        expected = golden.attention_stream(beats, self.cfg)
-        sender = cocotb.start_soon(self.send_frames(frames))
-        got = await with_timeout(self.recv_words(len(frames)), timeout_us, "us")
-        await sender
-        compare(got, expected)
-        self.assert_no_faults()
-        return got
+        return await super().run_check(
+            frames, lambda beats: golden.attention_stream(beats, self.cfg), flag_names,
+            timeout_us)
 
 
 def compare(got, expected):
-    assert len(got) == len(expected), (
-        f"{len(got)} output words, the golden model expects {len(expected)}")
-    for i, (g, e) in enumerate(zip(got, expected)):
-        if g != e:
-            what = ""
-            if e[1]:
-                what = (f" (status: expected flags {flag_names((e[0] >> 8) & 0xFF)} count "
-                        f"{e[0] >> 16}, got flags {flag_names((g[0] >> 8) & 0xFF)} count "
-                        f"{g[0] >> 16})")
-            raise AssertionError(f"word {i}: got {g[0]:#010x} tlast={g[1]}, expected "
-                                 f"{e[0]:#010x} tlast={e[1]}{what}")
+    compare_words(got, expected, flag_names)
 
 
 def contexts(tb, with_max=True):
