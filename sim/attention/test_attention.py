@@ -291,13 +291,8 @@ async def test_summary(dut):
     await sender
     rows = len(expected)
     mismatches = sum(1 for g, e in zip(got, expected) if g != e) + abs(len(got) - len(expected))
-    hs, lasts = list(tb.mon.in_hs), set(tb.mon.in_last)
-    span, first = 0, None
-    for c in hs:
-        first = c if first is None else first
-        if c in lasts:
-            span += c - first + 1
-            first = None
+    hs = list(tb.mon.in_hs)
+    span = sum(e - s + 1 for s, e in tb.mon.frame_spans())
     tb.mon.clear()
     await tb.run_check([tb.frame(1)])
     lat = tb.mon.out_hs[-1] - tb.mon.in_hs[-1]

@@ -66,6 +66,16 @@ class StreamMonitor:
         self.in_hs.clear(); self.in_last.clear(); self.in_refused.clear(); self.out_hs.clear()
         self.tready_low = 0
 
+    def frame_spans(self):
+        """(first, last) handshake cycles of every input frame seen since clear()."""
+        spans, first, lasts = [], None, set(self.in_last)
+        for c in self.in_hs:
+            first = c if first is None else first
+            if c in lasts:
+                spans.append((first, c))
+                first = None
+        return spans
+
     async def _run(self):
         d = self.dut
         held = None

@@ -22,18 +22,9 @@ async def send_and_check(tb, frames):
 
 
 def check(tb, frames, got):
-    starts, ends = [], []
-    hs, lasts = tb.mon.in_hs, set(tb.mon.in_last)
-    first = None
-    for c in hs:
-        if first is None:
-            first = c
-        if c in lasts:
-            starts.append(first)
-            ends.append(c)
-            first = None
-    assert len(ends) == len(frames), f"{len(ends)} frames seen on s_axis, sent {len(frames)}"
-    gaps = [(e - s + 1) - len(f) // tb.bytes for s, e, f in zip(starts, ends, frames)]
+    spans = tb.mon.frame_spans()
+    assert len(spans) == len(frames), f"{len(spans)} frames seen on s_axis, sent {len(frames)}"
+    gaps = [(e - s + 1) - len(f) // tb.bytes for (s, e), f in zip(spans, frames)]
     expected = golden.probe_stream(tb.beats_of(frames), gaps)
     assert got == expected, f"got {got[:9]}..., expected {expected[:9]}..."
     tb.assert_no_faults()
