@@ -35,7 +35,7 @@ def test_silicon_rows_and_writeup_reference():
            _synth("ternary-engine", kind="lane", LUT=1200, terms=40),
            dict(design="int8-engine", params={}, kind="default", error="yosys died")]
     rows = rep.silicon_rows(res)
-    assert rows[0]["LUT"] == 1000 and rows[0]["note"] == "PYNQ-Z1 default"
+    assert rows[0]["LUT"] == 1000 and rows[0]["note"] == "generator default"
     assert rows[1]["note"] == "sweep: bytes=4"
     assert "40-term" in rows[2]["note"] and "2.00x" in rows[2]["note"]
     assert rows[3]["note"].startswith("FAILED")

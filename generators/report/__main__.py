@@ -169,8 +169,10 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
             continue
         lab = r["design"] + (" (lane only)" if r.get("kind") == "lane" else "")
         params = fmt_params(r.get("all_params") or r.get("params", {}))
-        note = {"default": "PYNQ-Z1 default", "sweep": "sweep: " + fmt_params(r.get("params", {})),
+        note = {"default": "generator default", "sweep": "sweep: " + fmt_params(r.get("params", {})),
                 "lane": ""}.get(r.get("kind", ""), "")
+        if r["design"] == "attention-engine" and r.get("params") == {"macs": 48}:
+            note = "PYNQ-Z1 configuration (make sim): 48 MACs/clock"
         if r.get("kind") == "lane":
             terms = r.get("terms")
             note = (f"{terms}-term lane vs goal {lane_goal} LUT: "
