@@ -198,13 +198,7 @@ async def test_reset_mid_frame(dut):
     L = min(tb.max_l, 64)
     for frac in (0.4, 0.8):
         big = tb.frame(L)
-        sender = cocotb.start_soon(tb.send_frames([big]))
-        await ClockCycles(dut.aclk, int(tb.frame_beats(L) * frac))
-        await tb.reset()
-        sender.cancel()
-        tb.source.clear()
-        await ClockCycles(dut.aclk, 4)
-        tb.sink.clear()
+        await tb.reset_mid_frame([big], int(tb.frame_beats(L) * frac))
         await tb.run_check([tb.frame(tb.rng.randint(1, L)), tb.frame(1)])
 
 

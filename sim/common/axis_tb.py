@@ -138,6 +138,17 @@ class StreamTB:
         self.dut.aresetn.value = 1
         await ClockCycles(self.dut.aclk, 2)
 
+    async def reset_mid_frame(self, frames, cycles: int):
+        """Start sending frames, assert reset after `cycles` clocks, and drop what the source
+        still held and what the sink took before it: the engine must start clean."""
+        sender = cocotb.start_soon(self.send_frames(frames))
+        await ClockCycles(self.dut.aclk, cycles)
+        await self.reset()
+        sender.cancel()
+        self.source.clear()
+        await ClockCycles(self.dut.aclk, 4)
+        self.sink.clear()
+
     def set_pauses(self, idle: float = 0.0, backpressure: float = 0.0):
         """Idle (source) and backpressure (sink) inserters; 0 turns one off for good."""
         if idle:

@@ -201,13 +201,7 @@ async def test_reset_mid_frame(dut):
     await tb.reset()
     tb.set_pauses(0, 0)
     big = tb.frame(tb.max_k, 8)
-    sender = cocotb.start_soon(tb.send_frames([big]))
-    await ClockCycles(dut.aclk, tb.frame_beats(tb.max_k, 8) // 2 + 3)
-    await tb.reset()
-    sender.cancel()
-    tb.source.clear()
-    await ClockCycles(dut.aclk, 4)
-    tb.sink.clear()
+    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 8) // 2 + 3)
     await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 7), tb.frame(1, 1)])
 
 

@@ -78,13 +78,7 @@ async def test_reset_mid_frame(dut):
     tb = StreamTB(dut)
     await tb.reset()
     tb.set_pauses(0, 0)
-    sender = cocotb.start_soon(tb.send_frames(frames_of(tb, [300])))
-    await ClockCycles(dut.aclk, 100)
-    await tb.reset()
-    sender.cancel()
-    tb.source.clear()
-    await ClockCycles(dut.aclk, 4)
-    tb.sink.clear()
+    await tb.reset_mid_frame(frames_of(tb, [300]), 100)
     await send_and_check(tb, frames_of(tb, [7, 1]))
 
 
