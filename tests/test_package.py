@@ -1,0 +1,153 @@
+"""The library as a user gets it: build the wheel, install it into a fresh virtualenv outside the
+repository, render every registered design from a temporary folder and compare every file
+byte for byte with the in-repository render.
+
+The wheel is built from a clean copy of the checkout (no stale build/lib), with the pinned
+setuptools of requirements.txt (--no-build-isolation: no network). The virtualenv is new for
+each run and gets only the wheel (pip install --no-deps); numpy and jinja2 come from the
+running environment through a .pth line, which adds that site-packages folder to sys.path
+without running its own .pth files, so the editable install of the checkout stays invisible.
+The installed copy must be the one imported: the test checks where `generators` came from.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import generators
+
+REPO = Path(__file__).resolve().parents[1]
+IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "__pycache__", "*.pyc", "*.egg-info",
+                                ".pytest_cache", ".hypothesis", "sim_build", "dist")
+
+RENDER_ALL = r"""
+import json, sys
+from pathlib import Path
+import generators, generators.core
+out = Path(sys.argv[1])
+names = sorted(generators.list_designs())
+for name in names:
+    generators.render(name, {}, out / name)
+print(json.dumps({"file": generators.__file__, "rtl": str(generators.core.RTL_DIR),
+                  "version": generators.__version__, "designs": names}))
+"""
+
+
+def _clean_env():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    return env
+
+
+def _run(cmd, **kw):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300,
+                       env=_clean_env(), **kw)
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def _tree(folder: Path):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(wheel path, venv python, venv bin) with the wheel of this checkout installed."""
+    base = tmp_path_factory.mktemp("pkg")
+    src = base / "src"
+    shutil.copytree(REPO, src, ignore=IGNORE, symlinks=True)
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+          "-w", base / "dist", src], cwd=base)
+    wheels = sorted((base / "dist").glob("ternary_pynq-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = base / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
+    vpy = venv / "bin" / "python"
+    purelib = Path(_run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                   .stdout.strip())
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (purelib / "zz_ternary_pynq_deps.pth").write_text("\n".join(sorted(deps)) + "\n")
+    _run([sys.executable, "-m", "pip", "--python", vpy, "install", "-q", "--no-deps",
+          "--no-index", wheels[0]])
+    return wheels[0], vpy, venv / "bin"
+
+
+def test_wheel_ships_every_package_template_and_rtl_file(installed):
+    wheel, _, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {str(p.relative_to(REPO)) for p in (REPO / "generators").rglob("*.py")
+            if "__pycache__" not in p.parts}
+    want |= {str(p.relative_to(REPO)) for p in (REPO / "generators" / "templates").iterdir()
+             if p.is_file()}
+    want |= {f"generators/rtl/{p.name}" for p in (REPO / "rtl").glob("*.v")}
+    missing = sorted(want - names)
+    assert not missing, f"not in the wheel (pyproject.toml / setup.py): {missing}"
+    meta = zipfile.ZipFile(wheel).read(
+        f"ternary_pynq-{generators.__version__}.dist-info/METADATA").decode()
+    assert f"Version: {generators.__version__}\n" in meta
+    reqs = [line.split(":", 1)[1].strip() for line in meta.splitlines()
+            if line.startswith("Requires-Dist:")]
+    deps = sorted(re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in reqs if "extra ==" not in r)
+    assert deps == ["jinja2", "numpy"], reqs
+    entry = zipfile.ZipFile(wheel).read(
+        f"ternary_pynq-{generators.__version__}.dist-info/entry_points.txt").decode()
+    assert "ternary-pynq = generators.__main__:main" in entry
+
+
+def test_installed_copy_renders_every_design_byte_for_byte(installed, tmp_path):
+    _, vpy, _ = installed
+    work = tmp_path / "work"          # a folder with nothing of the repository in it
+    work.mkdir()
+    script = tmp_path / "render_all.py"
+    script.write_text(RENDER_ALL)
+    r = _run([vpy, "-I", script, "out"], cwd=work)
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    venv = vpy.parent.parent
+    assert Path(info["file"]).is_relative_to(venv), f"imported {info['file']}, not the install"
+    assert Path(info["rtl"]).is_relative_to(venv), f"rtl/ read from {info['rtl']}"
+    assert info["version"] == generators.__version__
+    names = sorted(generators.list_designs())
+    assert info["designs"] == names
+    for name in names:
+        ref = tmp_path / "ref" / name
+        generators.render(name, {}, ref)
+        got, want = _tree(work / "out" / name), _tree(ref)
+        assert sorted(got) == sorted(want), name
+        diff = [f for f in want if got[f] != want[f]]
+        assert not diff, f"{name}: installed render differs in {diff}"
+
+
+def test_console_command_and_python_m_from_any_folder(installed, tmp_path):
+    _, vpy, vbin = installed
+    ref = tmp_path / "ref"
+    generators.render("ternary-engine", {"bytes": 16}, ref)
+    for i, cmd in enumerate([[vbin / "ternary-pynq"], [vpy, "-I", "-m", "generators"]]):
+        r = _run([*cmd, "render", "ternary-engine", "--set", "bytes=16", "--out", f"out{i}"],
+                 cwd=tmp_path)
+        assert "ternary-engine: wrote" in r.stdout
+        assert _tree(tmp_path / f"out{i}") == _tree(ref)
+    r = _run([vbin / "ternary-pynq", "--version"], cwd=tmp_path)
+    assert r.stdout.strip() == generators.__version__
+    bad = subprocess.run([str(vbin / "ternary-pynq"), "render", "probe", "--set", "bytes=5",
+                          "--out", "x"], cwd=tmp_path, capture_output=True, text=True,
+                         env=_clean_env())
+    assert bad.returncode == 2 and "error:" in bad.stderr and not (tmp_path / "x").exists()
+
+
+def test_version_defined_once():
+    """pyproject.toml reads the version from generators/__init__.py; the FuseSoC core's VLNV
+    (which cannot read Python) must carry the same one."""
+    py = (REPO / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in py and 'attr = "generators.__version__"' in py
+    assert not re.search(r"^version\s*=\s*\"", py, re.M)   # no literal version
+    core = (REPO / "ternary_pynq.core").read_text()
+    vlnv = re.search(r"^name:\s*(\S+)", core, re.M).group(1)
+    assert vlnv.rsplit(":", 1)[1] == generators.__version__, vlnv
