@@ -38,7 +38,8 @@ def test_mv_full_suite(design, params, sim):
                                         ("icarus", 8)])
 def test_probe(sim, bytes_):
     r = run("probe", {"bytes": bytes_}, sim, PROBE, None)
-    assert r["tests"] == 5
+    assert r["tests"] == 6
+    assert r["manifest"]["latency"] == 1   # README: 1 cycle; the benches assert it to the cycle
 
 
 # ------------------------------------------------------------ every legal INT8 pipeline depth
@@ -54,7 +55,8 @@ def test_int8_pipeline_depths(pipeline, sim):
     {"bytes": 16, "pipeline": 7, "max_k": 200},
 ], ids=["4B-p5", "16B-p7"])
 def test_int8_widths(params):
-    run("int8-engine", params, "verilator", MV, ALL_MV, beats=2000)
+    r = run("int8-engine", params, "verilator", MV, ALL_MV, beats=2000)
+    assert r["tests"] == len(ALL_MV)
 
 
 # ------------------------------------------------------------ ternary term counts and cadences
@@ -71,7 +73,8 @@ TERNARY_VARIANTS = [
                          ids=[f"{n}-{s}" for n, _, sims in TERNARY_VARIANTS for s in sims])
 def test_ternary_variants(params, sim):
     tests = ALL_MV if sim == "verilator" else QUICK_MV
-    run("ternary-engine", params, sim, MV, tests, beats=2000)
+    r = run("ternary-engine", params, sim, MV, tests, beats=2000)
+    assert r["tests"] == len(tests)
 
 
 # ------------------------------------------------------------ the tests can fail
@@ -83,10 +86,38 @@ def _off_by_one(gen_dir):
 
 
 def test_latency_off_by_one_is_caught():
-    """The write-up's bug: a sideband delay one cycle off. The same tests must fail on it."""
-    with pytest.raises(AssertionError, match="cocotb tests failed"):
-        run("int8-engine", {"max_k": 64}, "verilator", MV, ["test_random_shapes"], beats=300,
-            mutate=_off_by_one, variant="latency+1")
+    """The write-up's bug: a sideband delay one cycle off. The original passes
+    test_random_shapes; on the mutant that same test runs and fails on a word compared with
+    numpy (results.xml: one test, failed, an AssertionError naming the word)."""
+    # the original shares its build with test_int8_pipeline_depths[5-verilator]
+    r = runner.run_mutant("int8-engine", {"max_k": 96, "pipeline": 5}, "verilator", MV,
+                          "test_random_shapes", _off_by_one, "latency+1",
+                          extra_env={"TB_BEATS": "300"},
+                          match=r"^word \d+: got 0x[0-9a-f]+ tlast=\w+, expected")
+    assert r["original"]["tests"] == 1 and r["mutant"]["tests"] == 1
+
+
+def _probe_one_cycle_late(gen_dir):
+    """The count FIFO written one cycle after the tlast beat: counts right, latency 2."""
+    core = gen_dir / "bw_probe_core.v"
+    text = core.read_text()
+    late = ("reg        wr_late;\nreg [63:0] wr_late_data;\nalways @(posedge aclk) begin\n"
+            "    wr_late      <= aresetn && accept && s_axis_tlast;\n"
+            "    wr_late_data <= {cycles_now, beats_now};\nend\n")
+    for old, new in [(".wr_en(accept && s_axis_tlast)", ".wr_en(wr_late)"),
+                     (".wr_data({cycles_now, beats_now})", ".wr_data(wr_late_data)"),
+                     ("sync_fifo #(", late + "sync_fifo #(")]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    core.write_text(text)
+
+
+def test_probe_latency_one_cycle_late_is_caught():
+    """The probe's output one cycle later than its 1-cycle latency: test_latency fails."""
+    r = runner.run_mutant("probe", {"bytes": 4}, "verilator", PROBE, "test_latency",
+                          _probe_one_cycle_late, "latency+1",
+                          match=r"^measured \[2, 2, 2, 2\], manifest latency 1")
+    assert r["mutant"]["tests"] == 1
 
 
 @pytest.mark.parametrize("sim,pattern", [("verilator", "*.vcd"), ("icarus", "*.fst")])

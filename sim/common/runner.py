@@ -3,6 +3,9 @@
 Used by the pytest suites in tests/ and by `make sim`. Build folders live under
 build/sim/<design>-<hash>/<simulator>/ and are reused while the generated sources are
 unchanged (Verilator builds take seconds each).
+
+run() raises unless every selected test ran and passed; simulate() returns the results
+(read from results.xml) without judging them; run_mutant() proves that a test can fail.
 """
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "sim"
@@ -73,15 +77,41 @@ class _Lock:
         self.f.close()
 
 
-def run(design: str, params: Dict, simulator: str, test_module: str,
-        testcase: Optional[Sequence[str]] = None, extra_env: Optional[Dict[str, str]] = None,
-        seed: int = 1, name: str = "", mutate: Optional[Callable[[Path], None]] = None,
-        variant: str = "") -> Dict:
-    """Build (if needed) and run cocotb tests; return {'tests', 'failed', 'xml', 'manifest'}.
+def read_results(xml) -> List[Dict[str, str]]:
+    """Every test case of a cocotb results.xml, in run order: name, status ('passed',
+    'failed', 'error' or 'skipped'), and for the last three the element's type and message."""
+    from xml.etree import ElementTree
+    cases = []
+    for tc in ElementTree.parse(str(xml)).getroot().iter("testcase"):
+        case = {"name": tc.get("name", ""), "module": tc.get("classname", ""),
+                "status": "passed", "type": "", "message": ""}
+        for tag, status in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+            el = tc.find(tag)
+            if el is not None:
+                case.update(status=status, type=el.get("type", ""), message=el.get("message", ""))
+                break
+        cases.append(case)
+    return cases
 
-    Raises AssertionError when a test fails, with the results file named.
-    """
-    from cocotb_tools.check_results import get_results
+
+def selected_tests(testcase: Optional[Union[str, Sequence[str]]]) -> Optional[List[str]]:
+    """The test names a `testcase` argument selects (cocotb_tools splits a string on commas)."""
+    if testcase is None:
+        return None
+    if isinstance(testcase, str):
+        return [t.strip() for t in testcase.split(",") if t.strip()]
+    return list(testcase)
+
+
+def simulate(design: str, params: Dict, simulator: str, test_module: str,
+             testcase: Optional[Union[str, Sequence[str]]] = None,
+             extra_env: Optional[Dict[str, str]] = None, seed: int = 1, name: str = "",
+             mutate: Optional[Callable[[Path], None]] = None, variant: str = "") -> Dict:
+    """Build (if needed) and run cocotb tests; never raises for a failing test.
+
+    Returns {'tests' (cases that ran, skipped ones not counted), 'failed' (failed + errors),
+    'cases' (read_results; empty when the simulation left no results.xml), 'xml', 'log',
+    'manifest'}."""
     from cocotb_tools.runner import get_runner
 
     if simulator not in SIMULATORS:
@@ -120,8 +150,11 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
     tag = name or (testcase if isinstance(testcase, str) else "all")
     test_dir = build_dir / f"run-{tag}-{seed}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
+    xml = test_dir / "results.xml"
+    if xml.exists():
+        xml.unlink()        # a results.xml of an earlier run must not stand in for this one
     try:
-        xml = runner.test(
+        runner.test(
             test_module=test_module,
             hdl_toplevel=man["top"],
             testcase=testcase,
@@ -130,16 +163,83 @@ def run(design: str, params: Dict, simulator: str, test_module: str,
             extra_env=env,
             waves=_waves(),
             seed=seed,
-            results_xml=str(test_dir / "results.xml"),
+            results_xml=str(xml),
             log_file=test_dir / "sim.log" if not os.environ.get("SIM_VERBOSE") else None,
         )
     except SystemExit:   # cocotb_tools exits when a test fails; report it like any failure
-        xml = test_dir / "results.xml"
-    n, failed = get_results(Path(xml)) if Path(xml).exists() else (0, 1)
-    result = {"tests": n, "failed": failed, "xml": str(xml), "manifest": man,
-              "log": str(test_dir / "sim.log")}
-    if failed or n == 0:
-        log = test_dir / "sim.log"
-        tail = log.read_text()[-6000:] if log.exists() else ""
-        raise AssertionError(f"{failed} of {n} cocotb tests failed ({xml})\n{tail}")
-    return result
+        pass
+    cases = read_results(xml) if xml.exists() else []
+    ran = [c for c in cases if c["status"] != "skipped"]
+    return {"tests": len(ran), "failed": sum(c["status"] in ("failed", "error") for c in cases),
+            "cases": cases, "xml": str(xml), "manifest": man, "log": str(test_dir / "sim.log")}
+
+
+def _log_tail(result: Dict) -> str:
+    log = Path(result["log"])
+    return log.read_text()[-6000:] if log.exists() else ""
+
+
+def run(design: str, params: Dict, simulator: str, test_module: str,
+        testcase: Optional[Union[str, Sequence[str]]] = None,
+        extra_env: Optional[Dict[str, str]] = None, seed: int = 1, name: str = "",
+        mutate: Optional[Callable[[Path], None]] = None, variant: str = "") -> Dict:
+    """Build (if needed) and run cocotb tests; return simulate()'s dict.
+
+    Raises AssertionError when a test fails or no test ran ("N of M cocotb tests failed", the
+    results file named), and when `testcase` names tests and the tests that ran are not
+    exactly those (cocotb only warns when a name matches no test, and a name may match more
+    than one).
+    """
+    r = simulate(design, params, simulator, test_module, testcase, extra_env, seed, name,
+                 mutate, variant)
+    names = selected_tests(testcase)
+    if names is not None:
+        ran = [c["name"] for c in r["cases"] if c["status"] != "skipped"]
+        if sorted(ran) != sorted(names):
+            raise AssertionError(
+                f"{test_module}: selected {len(names)} cocotb test(s) {names}, but {len(ran)} ran "
+                f"{ran} ({r['xml']})\n{_log_tail(r)}")
+    if r["failed"] or r["tests"] == 0:
+        raise AssertionError(f"{r['failed']} of {r['tests']} cocotb tests failed ({r['xml']})\n"
+                             f"{_log_tail(r)}")
+    return r
+
+
+def run_mutant(design: str, params: Dict, simulator: str, test_module: str, test: str,
+               mutate: Callable[[Path], None], variant: str,
+               extra_env: Optional[Dict[str, str]] = None, seed: int = 1,
+               failure_type: str = "AssertionError", match: Optional[str] = None) -> Dict:
+    """A test that proves cocotb test `test` can fail: the design passes it, a mutant fails it.
+
+    1. The design as generated passes `test` (run(): exactly that one test ran and passed).
+    2. `mutate(gen_dir)` edits the generated files of a copy (config `variant`); the copy must
+       differ from the original.
+    3. On the mutant exactly one test ran, it is `test`, and results.xml records it as FAILED
+       with an exception of type `failure_type` (default AssertionError: a check of the test
+       caught it, not a timeout, a crash, an error or a test that did not run), its message
+       matching the regular expression `match` when given.
+    Returns {'original': run() result, 'mutant': simulate() result}.
+    """
+    env = dict(extra_env or {})
+    good = run(design, params, simulator, test_module, testcase=[test], extra_env=env,
+               seed=seed, name=f"orig-{test}")
+    assert good["tests"] == 1 and good["cases"][0]["status"] == "passed", good["cases"]
+    bad = simulate(design, params, simulator, test_module, testcase=[test], extra_env=env,
+                   seed=seed, name=f"mutant-{test}", mutate=mutate, variant=variant)
+    orig_dir, mut_dir = Path(good["manifest"]["dir"]), Path(bad["manifest"]["dir"])
+    same = all((mut_dir / f).read_bytes() == (orig_dir / f).read_bytes()
+               for f in bad["manifest"]["sources"] + ["manifest.json"])
+    assert not same, f"mutate() changed no generated file of {design} ({mut_dir})"
+    cases = bad["cases"]
+    where = f"mutant {variant} of {design} ({bad['xml']})"
+    assert len(cases) == 1, f"{where}: {len(cases)} cocotb tests ran, expected 1: {cases}"
+    case = cases[0]
+    assert case["name"] == test, f"{where}: ran {case['name']}, expected {test}"
+    assert case["status"] == "failed", \
+        f"{where}: {test} {case['status']}, expected failed\n{_log_tail(bad)}"
+    assert case["type"] == failure_type, \
+        f"{where}: {test} failed with {case['type']}: {case['message'][:300]}, expected {failure_type}"
+    if match is not None:
+        assert re.search(match, case["message"]), \
+            f"{where}: failure message {case['message'][:300]!r} does not match {match!r}"
+    return {"original": good, "mutant": bad}

@@ -21,6 +21,32 @@ async def send_and_check(tb, frames):
     return check(tb, frames, got)
 
 
+WORDS_PER_FRAME = 3   # beats, cycles, status
+
+
+def out_cycles(in_last, latency):
+    """Output handshake cycles with a free output: a frame's first word `latency` cycles
+    after its tlast beat, one word per cycle, behind the words of earlier frames."""
+    out, free = [], None
+    for c in in_last:
+        start = c + latency if free is None else max(c + latency, free)
+        out += [start + j for j in range(WORDS_PER_FRAME)]
+        free = start + WORDS_PER_FRAME
+    return out
+
+
+def check_latency(tb):
+    """Every output word on the cycle out_cycles() gives for the manifest's latency."""
+    latency = int(tb.man["latency"])
+    want = out_cycles(tb.mon.in_last, latency)
+    got = tb.mon.out_hs
+    assert len(got) == len(want), f"{len(got)} output handshakes, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        f = i // WORDS_PER_FRAME
+        assert g == w, (f"frame {f} word {i % WORDS_PER_FRAME}: output at cycle {g}, expected {w} "
+                        f"({g - tb.mon.in_last[f]} cycles after its tlast beat; latency {latency})")
+
+
 def check(tb, frames, got):
     spans = tb.mon.frame_spans()
     assert len(spans) == len(frames), f"{len(spans)} frames seen on s_axis, sent {len(frames)}"
@@ -41,6 +67,28 @@ async def test_counts_back_to_back(dut):
     gaps = await send_and_check(tb, frames_of(tb, lengths))
     assert gaps == [0] * len(lengths), f"idle cycles inside frames: {gaps}"
     assert not tb.mon.in_refused, f"s_axis_tready low with data offered at {tb.mon.in_refused[:5]}"
+    check_latency(tb)
+
+
+@cocotb.test()
+async def test_latency(dut):
+    """Frames one at a time (the output idle): the first count word `latency` cycles after the
+    tlast beat, the next two on the following cycles."""
+    tb = StreamTB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    tb.mon.clear()
+    frames = frames_of(tb, [1, 2, 7, 1])
+    for fr in frames:
+        sender = cocotb.start_soon(tb.send_frames([fr]))
+        await with_timeout(tb.recv_words(1), 10_000, "ns")
+        await sender
+        await ClockCycles(dut.aclk, 3)
+    latency = int(tb.man["latency"])
+    firsts = tb.mon.out_hs[::WORDS_PER_FRAME]
+    measured = [o - t for o, t in zip(firsts, tb.mon.in_last)]
+    assert measured == [latency] * len(frames), f"measured {measured}, manifest latency {latency}"
+    check_latency(tb)
 
 
 @cocotb.test()
@@ -96,6 +144,9 @@ async def test_summary(dut):
     beats = len(tb.mon.in_hs)
     cycles = beats + sum(gaps)
     lat = tb.mon.out_hs[0] - tb.mon.in_last[0]
+    if not stall:   # with a free output the latency is exact
+        assert lat == int(tb.man["latency"]), f"latency {lat} cycles, manifest {tb.man['latency']}"
+        check_latency(tb)
     result = {"rows": 2 * len(frames), "mismatches": 0, "beats": beats, "cycles": cycles, "stall": stall,
               "duty": 100.0 * beats / cycles, "latency": lat, "faults": len(tb.mon.faults)}
     if os.environ.get("TB_RESULT"):
