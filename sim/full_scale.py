@@ -19,6 +19,23 @@ sys.path.insert(0, str(REPO))
 from sim.common import runner  # noqa: E402
 
 
+def run_full(design: str, params: dict, rows: int, k: int, out: Path, stall: float = 0.0,
+             seed: int = 1, frame_rows: int = 65_535) -> dict:
+    """One run of the bulk driver (sim.full.test_full) on Verilator; returns its JSON result.
+
+    Raises AssertionError when the cocotb test fails (a mismatching word, a protocol fault)
+    or does not run (runner.run checks that exactly test_full_scale ran)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        out.unlink()
+    runner.run(design, params, "verilator", "sim.full.test_full", testcase="test_full_scale",
+               name="full", seed=seed,
+               extra_env={"TB_FULL_ROWS": str(rows), "TB_FULL_K": str(k),
+                          "TB_FULL_FRAME_ROWS": str(frame_rows),
+                          "TB_FULL_STALL": str(stall), "TB_RESULT": str(out)})
+    return json.loads(out.read_text())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows-int8", type=int, default=131_070)
@@ -35,21 +52,13 @@ def main(argv=None) -> int:
         if rows <= 0:
             continue
         out = runner.config_dir(design, params) / "full.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.exists():
-            out.unlink()
         try:
-            runner.run(design, params, "verilator", "sim.full.test_full", testcase="test_full_scale",
-                       name="full", seed=args.seed,
-                       extra_env={"TB_FULL_ROWS": str(rows), "TB_FULL_K": str(k),
-                                  "TB_FULL_STALL": str(args.stall), "TB_RESULT": str(out)})
+            results.append(run_full(design, params, rows, k, out, args.stall, args.seed))
         except AssertionError as exc:
             print(str(exc)[-1500:])
             failed += 1
-        if out.exists():
-            results.append(json.loads(out.read_text()))
-        else:
-            failed += 1
+            if out.exists():
+                results.append(json.loads(out.read_text()))
     print()
     print("make sim-full (simulated, Verilator):")
     print("| design | rows checked | K | beats | mismatches | protocol faults | tready duty % | beats/s |")

@@ -5,8 +5,9 @@ signals directly, one beat per clock, and still checks the protocol (the output 
 tvalid/tdata/tlast while stalled; the input handshake is counted every cycle) and every word:
 each result against numpy (generators.golden.mv), each status word against the contract.
 
-Environment: TB_FULL_ROWS (rows in all), TB_FULL_K, TB_SEED, TB_FULL_STALL (output stall
-probability, 0 = free output), TB_RESULT (JSON written at the end).
+Environment: TB_FULL_ROWS (rows in all), TB_FULL_K, TB_FULL_FRAME_ROWS (rows per frame, at most
+65,535, the default), TB_SEED, TB_FULL_STALL (output stall probability, 0 = free output),
+TB_RESULT (JSON written at the end).
 """
 from __future__ import annotations
 
@@ -26,15 +27,15 @@ from sim.common.axis_tb import CLOCK_PS, load_manifest
 MAX_N = 65535
 
 
-def workload(man, rows, k, rng):
-    """Frames of up to 65,535 rows; returns (beats uint64 array, tlast bool array, expected)."""
+def workload(man, rows, k, rng, frame_rows=MAX_N):
+    """Frames of up to frame_rows rows; returns (beats uint64 array, tlast bool array, expected)."""
     fmt = int(man["format"])
     bb = int(man["bytes"])
     name = "ternary" if fmt == golden.FMT_TERNARY else "int8"
     beats, lasts, expected = [], [], []
     left, tag = rows, 0
     while left:
-        n = min(MAX_N, left)
+        n = min(frame_rows, left)
         x = rng.integers(-128, 128, size=k, dtype=np.int8)
         if name == "ternary":
             w = rng.integers(-1, 2, size=(n, k), dtype=np.int8)
@@ -60,9 +61,11 @@ async def test_full_scale(dut):
     rows = int(os.environ.get("TB_FULL_ROWS", "1000"))
     k = int(os.environ.get("TB_FULL_K", "512"))
     stall = float(os.environ.get("TB_FULL_STALL", "0"))
+    frame_rows = int(os.environ.get("TB_FULL_FRAME_ROWS", str(MAX_N)))
+    assert 1 <= frame_rows <= MAX_N, f"TB_FULL_FRAME_ROWS={frame_rows}: 1..{MAX_N}"
     rng = np.random.default_rng(int(os.environ.get("TB_SEED", "1")))
     t0 = time.time()
-    beats, lasts, expected = workload(man, rows, k, rng)
+    beats, lasts, expected = workload(man, rows, k, rng, frame_rows)
     exp_words = np.concatenate([np.append(r, s) for r, s in expected]).astype(np.uint64)
     exp_last = np.concatenate([np.append(np.zeros(len(r), bool), True) for r, _ in expected])
     print(f"[sim-full] {man['design']}: {rows} rows of K={k} in {len(expected)} frames, "
@@ -99,15 +102,19 @@ async def test_full_scale(dut):
     t_start = time.time()
     next_report = 1_000_000
     idle = 0
+    moved = 0      # last cycle with an input or output handshake: a stuck engine ends the run
     while o < n_exp:
         await RisingEdge(dut.aclk)
         cycles += 1
+        if cycles - moved > 100_000:
+            break
         # input side: a handshake happened at this edge when tvalid and tready were high
         if i < n_in:
             if s_tready.value:
                 if first_cycle is None:
                     first_cycle = cycles
                 i += 1
+                moved = cycles
                 if i < n_in:
                     s_tdata.value = beat_list[i]
                     s_tlast.value = last_list[i]
@@ -123,6 +130,7 @@ async def test_full_scale(dut):
                     faults += 1
                 got[o], got_last[o] = word
                 o += 1
+                moved = cycles
                 held = None
             else:
                 if held is not None and held != word:
@@ -146,7 +154,8 @@ async def test_full_scale(dut):
     elapsed = time.time() - t_start
     mism = int(np.count_nonzero(got[:o] != exp_words[:o])) + (n_exp - o)
     mism += int(np.count_nonzero(got_last[:o] != exp_last[:o]))
-    res = {"design": man["design"], "rows": rows, "k": k, "beats": n_in, "cycles": cycles,
+    res = {"design": man["design"], "rows": rows, "k": k, "frames": len(expected),
+           "beats": n_in, "beats_in": i, "cycles": cycles,
            "refused": refused, "faults": faults, "mismatches": mism, "words": o,
            "seconds": elapsed, "beats_per_s": n_in / elapsed,
            "duty": 100.0 * n_in / (n_in + refused)}
