@@ -38,8 +38,8 @@ pytestmark = pytest.mark.skipif(TCLSH is None, reason="tclsh is not installed (a
 
 
 # ------------------------------------------------------------------------------------------
-# Engines: the real generator when it works, else a fake manifest (to be removed by the lead
-# once generators/ is complete).
+# Engines: the real generator. fake_render is only injected by the tests of engines.py's own
+# checks (shared files, stream widths, missing sources), never as a fallback.
 # ------------------------------------------------------------------------------------------
 def fake_render(design: str, params: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
     out = Path(out_dir)
@@ -54,28 +54,14 @@ def fake_render(design: str, params: Dict[str, Any], out_dir: str) -> Dict[str, 
     return manifest
 
 
-def real_generator_works(tmp: Path) -> bool:
-    try:
-        engines_py.generator_render("ternary-engine", {}, str(tmp / "probe"))
-        return True
-    except Exception:  # ImportError, AttributeError, an unregistered design, ...
-        return False
-
-
 @pytest.fixture(scope="module")
-def real_generator(tmp_path_factory) -> bool:
-    return real_generator_works(tmp_path_factory.mktemp("gen_probe"))
-
-
-@pytest.fixture(scope="module")
-def stage4(tmp_path_factory, real_generator):
+def stage4(tmp_path_factory):
     """engines.tcl for the default engine list (two ternary engines) and its manifest sources."""
     out = tmp_path_factory.mktemp("engines") / "vivado" / "engines"
-    render = None if real_generator else fake_render
-    tcl = engines_py.write_engines_tcl(["ternary-engine", "ternary-engine"], out, render=render)
+    tcl = engines_py.write_engines_tcl(["ternary-engine", "ternary-engine"], out)
     manifest = json.loads((out / "ternary-engine" / "manifest.json").read_text())
     sources = [str((out / "ternary-engine" / s).resolve()) for s in manifest["sources"]]
-    return {"tcl": tcl, "sources": sources, "top": manifest["top"], "real": real_generator}
+    return {"tcl": tcl, "sources": sources, "top": manifest["top"]}
 
 
 # ------------------------------------------------------------------------------------------
@@ -268,10 +254,8 @@ def test_each_dma_on_its_own_hp_port(good):
         assert good.props(f"/hp{i}_ic")["CONFIG.NUM_SI"] == "2"
 
 
-def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path, real_generator):
-    render = None if real_generator else fake_render
-    tcl = engines_py.write_engines_tcl(["ternary-engine"], tmp_path / "e" / "engines",
-                                       render=render)
+def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path):
+    tcl = engines_py.write_engines_tcl(["ternary-engine"], tmp_path / "e" / "engines")
     flow = run_build(tmp_path, tcl)
     assert flow.rc == 0, flow.stdout
     nets = flow.joined("connect_bd_intf_net")
@@ -531,9 +515,7 @@ def test_manifest_with_missing_source_is_refused(tmp_path):
         engines_py.write_engines_tcl(["ternary-engine"], tmp_path / "engines", render=render)
 
 
-def test_engines_py_cli_with_the_real_generator(tmp_path, real_generator):
-    if not real_generator:
-        pytest.skip("generators.render('ternary-engine') does not work yet")
+def test_engines_py_cli_with_the_real_generator(tmp_path):
     proc = subprocess.run([sys.executable, str(VIVADO_DIR / "engines.py"), "--engines",
                            "ternary-engine,ternary-engine", "--out",
                            str(tmp_path / "vivado" / "engines")],
@@ -642,11 +624,9 @@ def test_make_bitstream_without_vivado_says_what_to_install(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_make_bitstream_end_to_end_with_a_stub_vivado(tmp_path, real_generator):
+def test_make_bitstream_end_to_end_with_a_stub_vivado(tmp_path):
     """make -> engines.py -> `vivado -source build.tcl -tclargs ...`, with a fake vivado that
     runs the Tcl under tclsh and the stubs."""
-    if not real_generator:
-        pytest.skip("generators.render('ternary-engine') does not work yet")
     fake = tmp_path / "bin" / "vivado"
     fake.parent.mkdir()
     fake.write_text(f"""#!/bin/sh
