@@ -449,6 +449,12 @@ def main(argv=None) -> int:
                     "engines: their tests assert that a frame's beats are taken on contiguous "
                     "cycles. One frame per matrix per layer; two engines share the frames and "
                     "are capped by the DDR wall.")
+    # 2c. host packing speed (measured here, wall clock; a figure, not a test)
+    from . import host_speed
+    section("2c. Host packing speed (measured on this machine, wall clock)",
+            format_table(host_speed.measure(), ["function", "trits", "seconds", "mtrits_per_s"],
+                         {"mtrits_per_s": "M trits/s"}, {"seconds": ".3f", "mtrits_per_s": ".1f"}),
+            "generators.packing on 10^7 random trits, best of 3 (numpy, one core).")
     # 3. decoder model
     dec = decoder_tables(att_latency)
     section("3. Decoder model (modelled)",
