@@ -12,7 +12,7 @@ SIM ?= verilator
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
-	@echo "make test         lint + the whole pytest suite on Verilator and Icarus (under 15 min on 2 cores)"
+	@echo "make test         lint + the whole pytest suite on Verilator and Icarus (budget: under 15 min on 2 cores)"
 	@echo "make test-quick   the tests without the engine simulations"
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"

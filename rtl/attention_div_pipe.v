@@ -1,4 +1,4 @@
-// Pipelined restoring divider: one division per clock, QB quotient bits, latency QB + 1.
+// Pipelined non-restoring divider: one division per clock, QB quotient bits, latency QB + 1.
 //
 // Part of the ternary-pynq attention engine (hand-written, parameterized; not generated).
 // Computes q = floor(n / d) and r = n - q * d for a numerator whose quotient is known to fit

@@ -1,4 +1,4 @@
-// Sequential restoring divider: QB quotient bits in QB clocks.
+// Sequential non-restoring divider: QB quotient bits in QB clocks.
 //
 // Part of the ternary-pynq attention engine (hand-written, parameterized; not generated).
 // `start` loads n and d; one quotient bit is decided per clock, most significant first;

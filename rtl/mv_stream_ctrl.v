@@ -18,9 +18,10 @@
 // s_axis_tready is the back end's registered `room` flag and nothing else.
 //
 // Depth: every decision is taken on registered flags. The header checks are registered on the
-// header beat and acted on from the next beat (an x beat, written harmlessly if the header was
-// bad); "last x beat", "last beat of the row", "last row" and the byte masks are computed one
-// beat ahead; the status flags are assembled from registered causes in the cycle after tlast.
+// header beat and acted on from the next beat (an x beat: x_wr is gated by hdr_bad, so after a
+// bad header no x is written and the frame drains to tlast); "last x beat", "last beat of the
+// row", "last row" and the byte masks are computed one beat ahead; the status flags are
+// assembled from registered causes in the cycle after tlast.
 
 `resetall
 `timescale 1ns / 1ps
