@@ -6,3 +6,5 @@ try:  # the attention engine registers itself when its module is present
 except ImportError as exc:  # pragma: no cover - only while the module is being written
     if "attention" not in str(exc):
         raise
+else:
+    from . import overlay  # noqa: F401  (needs the attention engine)

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 import jinja2
 
-from ..adder_tree import build_tree, spread_registers, tree_depth
+from ..adder_tree import build_tree, sext, spread_registers, tree_depth
 from ..core import TEMPLATE_DIR, Param, ParameterError, register
 from .int8 import PROD_LO, PROD_HI
 from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
@@ -102,7 +102,7 @@ class MVDualEngine(MVEngine):
             psum8_w=t8.out.width, psumt_w=tt.out.width,
             delay8=self.lane_latency() - p["int8"], delayt=self.lane_latency() - p["ternary"],
             int8_module="int8_lane", ternary_module="ternary_lane",
-            format_b=0x08,
+            format_b=0x08, sext=sext,
         )
         return ctx
 
