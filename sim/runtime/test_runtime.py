@@ -6,8 +6,8 @@ model (generators.runtime.dma.AxiDmaRegs) moves frames between DDR (a file mappe
 processes) and the overlay top's s0/s1 and m0/m1 AXI-Stream ports through a lean driver that
 drives and samples the stream signals directly, both ports in one loop, one beat per clock.
 
-cocotb 2.x joins the two worlds: the socket loop is synchronous code run with cocotb.bridge;
-a status read of a busy DMA channel calls cocotb.resume on the coroutine that runs the clock
+cocotb 2.x joins the two worlds: the socket loop is synchronous code run with bridge (cocotb.task);
+a status read of a busy DMA channel calls resume on the coroutine that runs the clock
 until a transfer completes.
 
 Environment: TB_RT_SOCKET (the host's listener), TB_RT_DDR, TB_RT_DDR_SIZE.
@@ -15,11 +15,17 @@ Environment: TB_RT_SOCKET (the host's listener), TB_RT_DDR, TB_RT_DDR_SIZE.
 from __future__ import annotations
 
 import os
+import time
 from multiprocessing.connection import Client
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
+
+try:                                    # cocotb 2.x: the bridge lives in cocotb.task
+    from cocotb.task import bridge, resume
+except ImportError:                     # pragma: no cover
+    bridge, resume = cocotb.bridge, cocotb.resume
 import numpy as np
 
 from generators.runtime.dma import AxiDmaRegs, Memory
@@ -42,6 +48,8 @@ class RtlFabric:
         self.recvs = [None, None]      # [cap, done, words, applied]
         self.cycles = 0
         self.beats_in = 0
+        self.polls = 0
+        self.poll_s = 0.0
 
     # called from the register model (host thread): only record, signals are set in _run
     def send(self, port, data, done):
@@ -51,7 +59,10 @@ class RtlFabric:
         self.recvs[port] = [cap, done, [], False]
 
     def poll(self):
-        cocotb.resume(self._run)()
+        t0 = time.perf_counter()
+        resume(self._run)()
+        self.polls += 1
+        self.poll_s += time.perf_counter() - t0
 
     async def _run(self):
         s, m = self.s, self.m
@@ -127,11 +138,11 @@ async def test_runtime_server(dut):
             elif op == "r":
                 conn.send(regs[msg[1]].read(msg[2]))
             elif op == "c":
-                conn.send((fabric.cycles, fabric.beats_in))
+                conn.send((fabric.cycles, fabric.beats_in, fabric.polls, fabric.poll_s))
             elif op == "q":
                 conn.send("bye")
                 return
 
-    await cocotb.bridge(serve)()
+    await bridge(serve)()
     conn.close()
     mem.close()
