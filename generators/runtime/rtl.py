@@ -80,7 +80,9 @@ class RtlBackend(DmaHost):
                                          "sim.runtime.test_runtime", name="runtime",
                                          extra_env={"TB_RT_SOCKET": sock,
                                                     "TB_RT_DDR": str(tmp / "ddr"),
-                                                    "TB_RT_DDR_SIZE": str(size)})
+                                                    "TB_RT_DDR_SIZE": str(size),
+                                                    "TB_RT_DIRECT": "1" if simulator ==
+                                                    "verilator" else "0"})
             except BaseException as exc:       # reported by __init__ or close()
                 self._error = exc
 
