@@ -55,3 +55,18 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     n_att = sum(1 for t in t_rtl if t[0] == "attention")
     assert n_att == (len(prompt) + tokens - 1) * 2          # one frame per layer (1 KV head)
     assert be.cycles["matrix"] > 0 and be.cycles["attention"] > 0
+
+
+def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
+    """A byte no 5 trits make (250) in layer 0's k_proj, port 1 half: the RTL engine answers
+    BAD_TRIT and the decoder names the flag, the layer, the matrix and the port."""
+    from generators.runtime import EngineError, Model
+    m = Model.load(convert(ck, "ternary", ENG).save(tmp_path / "t.npz"))
+    q = m.matrices["layers.0.k"]
+    q.images[1][8 + q.x_bytes + 5] = 250
+    be = make_backend("rtl", m)
+    try:
+        with pytest.raises(EngineError, match=r"BAD_TRIT \(layer 0, matrix k, port 1"):
+            list(Decoder(m, be).generate([1], 1))
+    finally:
+        be.close()
