@@ -182,10 +182,6 @@ class OverlayTB:
         return got, exp
 
 
-def count_frames(frames):
-    return len(frames)
-
-
 @cocotb.test()
 async def test_mixed_traffic(dut):
     """Matrix frames of both formats on both ports interleaved with attention frames: free
@@ -233,7 +229,8 @@ async def test_bad_frames(dut):
     each frame it owns, in order, and the next frames come out right."""
     tb = OverlayTB(dut)
     await tb.reset()
-    for pauses in ((0, 0), (0.3, 0.3)):
+    passes = ((0.3, 0.3),) if os.environ.get("TB_QUICK") else ((0, 0), (0.3, 0.3))
+    for pauses in passes:
         tb.set_pauses(*pauses)
         for name, b0, b1 in bad_cases(tb):
             a0, a1 = tb.attention(min(tb.max_l, 2))
