@@ -175,6 +175,9 @@ def test_attention_split_over_two_ports():
     w = np.frombuffer(fr, "<u8")
     assert len(even) == len(w) // 2 and np.array_equal(even, w[0::2])
     assert int(odd[0]) == 0xA77F | (5 << 16) | (9 << 56) and np.array_equal(odd[1:], w[1::2])
+    from generators.packing import split_attention_frame as overlay_split   # branch overlay's
+    e2, o2 = overlay_split(fr, 5, 9)
+    assert e2 == even.tobytes() and o2 == odd.tobytes()
 
 
 # ------------------------------------------------------------------ bad input
