@@ -270,3 +270,14 @@ def test_against_float64_reference(ckdir, models, fmt):
           f"min {np.min(cors):.5f}")
     assert len(seq) == 18
     assert agree >= TOP1_FLOOR and min(cors) >= CORR_FLOOR
+
+
+def test_decode_cli(ckdir, capsys):
+    from generators.__main__ import main
+    rc = main(["decode", "--checkpoint", str(ckdir), "--backend", "golden", "--prompt-ids",
+               "1,2,3", "--tokens", "3", "--max-k", "512", "--max-context", "32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("[decode] token ") == 3 and "[decode] ids: " in out
+    rc = main(["decode", "--checkpoint", str(ckdir), "--prompt-ids", ",".join(["1"] * 33),
+               "--tokens", "1", "--max-k", "512", "--max-context", "32"])
+    assert rc == 2 and "max_context 32" in capsys.readouterr().err
