@@ -1,4 +1,5 @@
-"""Command line: `python -m generators list` and `python -m generators render DESIGN ...`."""
+"""Command line: `python -m generators list`, `python -m generators render DESIGN ...` and
+`python -m generators decode --checkpoint DIR --backend golden|rtl|board --prompt-ids 1,2,3`."""
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,12 @@ def main(argv=None) -> int:
     r.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a parameter")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--json", action="store_true", help="print the manifest")
+    from .runtime import cli as runtime_cli
+    runtime_cli.add_parser(sub)
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "decode":
+            return runtime_cli.run(args)
         return cmd_list(args) if args.cmd == "list" else cmd_render(args)
     except ParameterError as exc:
         print(f"error: {exc}", file=sys.stderr)
