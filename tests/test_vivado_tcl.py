@@ -153,7 +153,7 @@ def overlay(tmp_path_factory) -> Dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def overlay(tmp_path_factory) -> Dict[str, Any]:
+def stage4(tmp_path_factory) -> Dict[str, Any]:
     """engines.tcl for two single ternary engines (the write-up's Stage 4), real generator."""
     out = tmp_path_factory.mktemp("engines4") / "vivado" / "engines"
     tcl = engines_py.write_engines_tcl(["ternary-engine", "ternary-engine"], out)
@@ -351,7 +351,7 @@ def test_dma_p_feeds_stream_pair_p_on_hp_port_p(good):
         assert f"/hp{p}_ic/M00_AXI /ps7/S_AXI_HP{p}" in nets
         assert good.props(f"/hp{p}_ic")["CONFIG.NUM_SI"] == "2"
         assert f"MM2S on HP{p}, S2MM on HP{p}" in good.stdout
-    assert len(nets) == 2 + 3 * 2 + 3 * 2  # DDR, FIXED_IO, GP0; per DMA 3; per HP 3
+    assert len(nets) == 3 + 3 * 2 + 3 * 2  # DDR, FIXED_IO, GP0; per DMA 3; per HP 3
 
 
 def test_aclk_carries_the_stream_and_reset_association(good, overlay):
@@ -523,12 +523,12 @@ def test_build_tcl_refuses_a_pl_top_without_clock_association(tmp_path, overlay)
 def real_param_names() -> Dict[str, List[str]]:
     script = (f"source {{{PARAM_NAMES}}}\n"
               "foreach ip [lsort [array names stub::ip_params]] {"
-              "puts [list $ip $stub::ip_params($ip)]}\n")
+              "puts [join [concat $ip $stub::ip_params($ip)]]}\n")
     out = subprocess.run([TCLSH], input=script, capture_output=True, text=True, check=True)
     names = {}
     for line in out.stdout.splitlines():
-        ip, rest = line.split(" ", 1)
-        names[ip] = [n.upper() for n in rest.strip("{}").split()]
+        ip, *rest = line.split()
+        names[ip] = [n.upper() for n in rest]
     return names
 
 

@@ -419,8 +419,8 @@ proc stub::check_stream {dma_pin cell_pin} {
     }
     if {$cell_bits != $dma_bits} {
         stub::raise {CRITICAL WARNING} "BD 41-237" "Bus Interface property TDATA_NUM_BYTES does\
-            not match between $cell_pin([expr {$cell_bits / 8}]) and\
-            $dma_pin([expr {$dma_bits / 8}])"
+            not match between ${cell_pin}([expr {$cell_bits / 8}]) and\
+            ${dma_pin}([expr {$dma_bits / 8}])"
     }
 }
 
