@@ -62,7 +62,7 @@ _spec.loader.exec_module(engines_py)
 
 pytestmark = pytest.mark.skipif(TCLSH is None, reason="tclsh is not installed (apt-get install tcl)")
 
-# The PL top of CONTRACTS.md section A.
+# The PL top (design `overlay`, docs/overlay.md).
 OVERLAY_TOP = "pynq_overlay"
 OVERLAY_STREAMS = [
     {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
@@ -120,7 +120,7 @@ def fake_render(design: str, params: Dict[str, Any], out_dir: str, s_width: int 
 def standin_overlay_render(design: str, params: Dict[str, Any], out_dir: str,
                            aclk_parameter: Optional[str] = ACLK_PARAMETER,
                            verilog_widths: tuple = (64, 32)) -> Dict[str, Any]:
-    """The PL top's interface as CONTRACTS.md section A gives it: manifest and port list."""
+    """The PL top's interface (ports, manifest streams) as the overlay generator writes it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s_w, m_w = verilog_widths

@@ -25,7 +25,7 @@ s_axis/m_axis pair of a cell), ENGINE_SOURCES every source once, in compile orde
 rtl/ file that several designs copy is listed once).
 
 Stream widths are never guessed. A design whose manifest has ``streams`` (the PL top
-``overlay``, CONTRACTS.md section A) names its stream pairs, their widths and their HP port
+``overlay``, docs/overlay.md) names its stream pairs, their widths and their HP port
 there; a single engine without ``streams`` has one pair, ``s_axis``/``m_axis``. Either way the
 widths are checked against the port declarations of the generated top module, so that the DMA
 is configured for the width the Verilog has. A design with ``streams`` is the whole PL: it is
@@ -49,7 +49,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
-DEFAULT_ENGINES = ("overlay",)  # the PL top of CONTRACTS.md section A
+DEFAULT_ENGINES = ("overlay",)  # the PL top (docs/overlay.md)
 HP_PORTS = (0, 1)  # S_AXI_HP0 and S_AXI_HP1 of the PS7
 AXIS_WIDTHS = (8, 16, 32, 64, 128, 256, 512, 1024)  # what AXI DMA accepts on its streams
 
