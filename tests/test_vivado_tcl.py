@@ -496,6 +496,29 @@ def test_any_bd_critical_warning_stops_the_build(tmp_path, overlay):
     assert "launch_runs" not in flow.cmds()
 
 
+def test_only_the_unused_ddr_lanes_negative_skew_is_exempt(good, tmp_path, overlay):
+    """The PYNQ-Z1 values give lanes 2 and 3 (unused on the 16-bit bus) a negative DQS-to-clock
+    delay: PSU-3 and PSU-4 are raised and do not stop the build; the same on lane 0 does."""
+    assert "CRITICAL WARNING: [PSU-3] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2 has " \
+           "negative value -0.009" in good.stdout
+    assert "[PSU-4]" in good.stdout and "[PSU-1]" not in good.stdout
+    assert [c["args"] for c in good.of("get_msg_config") if "-id" in c["args"]] == [
+        ["-count", "-id", "PSU-3"], ["-count", "-id", "PSU-4"]] * 2
+    mutant = tmp_path / "vivado"
+    shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
+    ps7 = mutant / "ps7_pynq_z1.tcl"
+    text = ps7.read_text()
+    assert text.count("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}") == 1
+    ps7.write_text(text.replace("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}",
+                                "CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {-0.040}"))
+    flow = run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
+                                          str(overlay["tcl"]), "--xdc",
+                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path)
+    assert flow.rc != 0
+    assert "[PSU-1]" in flow.stdout
+    assert "the block design raised 1 critical warning(s) or error(s)" in flow.stdout
+
+
 def test_an_interface_the_top_does_not_have_is_an_error(tmp_path, overlay):
     text = overlay["tcl"].read_text()
     bad = tmp_path / "engines.tcl"

@@ -25,7 +25,9 @@
 #     stream width with the port width in the Verilog added by add_files, and raises
 #     CRITICAL WARNING [BD 41-237] on a TDATA_NUM_BYTES mismatch (ERROR after set_msg_config);
 #     a module-reference interface with no such port is an error;
-#   - get_msg_config -count -severity S counts the critical warnings and errors raised.
+#   - processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative
+#     PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_<n>, as Vivado does;
+#   - get_msg_config -count -severity S (or -id ID) counts the messages raised.
 # Files that Vivado would write (reports with -file, the bitstream, the hwh) are created with
 # placeholder text so that the flow's copies and checks run for real.
 
@@ -45,6 +47,8 @@ namespace eval stub {
     array set msg_count {{CRITICAL WARNING} 0 ERROR 0}
     variable msg_severity
     array set msg_severity {}
+    variable msg_id_count
+    array set msg_id_count {}
     variable proj_dir ""
     variable proj_name ""
     variable bd_name ""
@@ -171,6 +175,11 @@ proc set_property {args} {
             set stub::props([string toupper $name],$o) $value
         }
     }
+    foreach {name value} $pairs {
+        foreach o $flat_objects {
+            stub::ps7_checks $o [string toupper $name] $value
+        }
+    }
     set extra ", \"props\": \{[join $props_json {, }]\},"
     append extra " \"objects\": [stub::json_list $flat_objects]"
     stub::record set_property $args $extra
@@ -197,6 +206,22 @@ proc stub::check_param {obj name cmd} {
     error "$cmd: CONFIG.$param is not a parameter of $ip"
 }
 
+# processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative DQS-to-clock delay of
+# byte lane n.
+proc stub::ps7_checks {obj name value} {
+    if {![info exists stub::cell_ip($obj)] || $stub::cell_ip($obj) ne "processing_system7"} {
+        return
+    }
+    if {
+        [regexp {^CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_([0-3])$} $name -> lane]
+        && [string is double -strict $value] && $value < 0
+    } {
+        stub::raise {CRITICAL WARNING} "PSU-[expr {$lane + 1}]" "Parameter :\
+            PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_$lane has negative value $value . PS DDR\
+            interfaces might fail when entering negative DQS skew values."
+    }
+}
+
 # Print a Vivado-style message and count it (with the severity set_msg_config gave its id).
 proc stub::raise {severity id text} {
     if {[info exists stub::msg_severity($id)]} {
@@ -205,6 +230,10 @@ proc stub::raise {severity id text} {
     if {[info exists stub::msg_count($severity)]} {
         incr stub::msg_count($severity)
     }
+    if {![info exists stub::msg_id_count($id)]} {
+        set stub::msg_id_count($id) 0
+    }
+    incr stub::msg_id_count($id)
     puts "$severity: \[$id\] $text"
 }
 
@@ -448,8 +477,12 @@ proc set_msg_config {args} {
 proc get_msg_config {args} {
     stub::record get_msg_config $args
     set severity [stub::opt $args -severity]
+    set id [stub::opt $args -id]
     if {"-count" in $args && [info exists stub::msg_count($severity)]} {
         return $stub::msg_count($severity)
+    }
+    if {"-count" in $args && [info exists stub::msg_id_count($id)]} {
+        return $stub::msg_id_count($id)
     }
     return 0
 }
