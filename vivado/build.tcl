@@ -26,7 +26,8 @@
 #   dma_i/M_AXI_MM2S -> hp<hp_mm2s>_ic -> ps7/S_AXI_HP<hp_mm2s>; M_AXI_S2MM likewise (hp_s2mm)
 # For the PL top, dma_p is on HP port p. Everything runs on FCLK_CLK0; rst_fclk0
 # (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets. Any CRITICAL WARNING or
-# ERROR raised while the block design is built and validated stops the build.
+# ERROR raised while the block design is built and validated stops the build (bd_exempt_ids
+# below lists the only exemptions, with their reasons).
 
 set script_dir [file dirname [file normalize [info script]]]
 set repo_dir [file dirname $script_dir]
