@@ -18,7 +18,7 @@ help:
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
-	@echo "make bitstream    Vivado build of the PYNQ-Z1 overlay (ENGINES=..., VIVADO=...); see docs/vivado.md"
+	@echo "make bitstream    Vivado build of the PL top overlay, two DMAs (ENGINES=..., VIVADO=...); see docs/vivado.md"
 	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
 	@echo "make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
 	@echo "make setup        create .venv (pinned packages) and install Icarus/tclsh if missing"

@@ -3,8 +3,33 @@
 vivado/build.tcl runs under a plain tclsh with recording stubs of the Vivado commands
 (tests/tcl_stubs/vivado_stubs.tcl): every call is logged as one JSON line, and environment
 variables set what the stubs return (slack, the PS7's actual FCLK, ...). The tests then check the
-recorded flow: the part, the PS7 (HP0, HP1, GP0, FCLK0 and its read-back), the DMAs, that every
+recorded flow: the part, the PS7 (HP0, HP1, GP0, FCLK0 and its read-back), the PL top `overlay`
+as one module reference with one AXI DMA per HP port, the DMA stream widths from the manifest,
+the clock association of aclk, that block-design critical warnings stop the build, that every
 generated source is added, and that the timing gate stops the build before write_bitstream.
+
+Property names. The stubs refuse a CONFIG.* property of processing_system7, axi_dma,
+axi_interconnect or proc_sys_reset that is not in tests/tcl_stubs/ip_param_names.tcl, and
+test_every_ip_property_is_a_real_parameter checks the recorded flow against the same list. The
+names were taken from these public sources (repository, path, commit: what was taken):
+  - Xilinx/PYNQ, boards/Pynq-Z1/base/base.tcl, 19a33c76c661274bae441281456dc111cdf67a91: the
+    processing_system7 parameter names of the PYNQ-Z1 base overlay (its PS7 dump: PCW_UIPARAM_DDR_*,
+    PCW_MIO_*_PULLUP, PCW_QSPI_*, PCW_ENET0_*, PCW_USB0_*, PCW_SD0_*, PCW_UART*, PCW_EN_CLK0_PORT,
+    PCW_FPGA0_PERIPHERAL_FREQMHZ, PCW_S_AXI_HP*_DATA_WIDTH, PCW_USE_*, ...), axi_interconnect
+    NUM_MI, proc_sys_reset (no properties set);
+  - Xilinx/PYNQ-HelloWorld, boards/Pynq-Z1/resizer/resizer.tcl,
+    7d30bb7df66a5f1b8c9f6b81a99574e963139c24 (Vivado 2020.2): PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ,
+    PCW_FPGA_FCLK0..3_ENABLE; axi_dma c_include_sg, c_sg_length_width, c_mm2s_burst_size,
+    c_s2mm_burst_size, c_sg_include_stscntrl_strm; axi_interconnect NUM_SI, NUM_MI;
+  - Xilinx/embeddedsw, XilinxProcessorIPLib/drivers/axidma/data/axidma.tcl,
+    056ac087e6ed7780b63639e7871f7cbdc0beff4c: the axi_dma parameters C_INCLUDE_MM2S(_DRE),
+    C_INCLUDE_S2MM(_DRE), C_M_AXI_MM2S_DATA_WIDTH, C_M_AXI_S2MM_DATA_WIDTH, C_INCLUDE_SG,
+    C_MICRO_DMA, c_addr_width, c_sg_length_width, C_ENABLE_MULTI_CHANNEL, C_NUM_*_CHANNELS;
+  - AMD PG022 (AXI DataMover, inside AXI DMA), User Parameters table: c_m_axis_mm2s_tdata_width,
+    c_s_axis_s2mm_tdata_width (the AXI DMA stream widths; set on axi_dma 7.1 cells in public Tcl,
+    e.g. MEEPproject/aurora-dma, ip/axi_dma.tcl).
+PCW_SINGLE_QSPI_DATA_MODE, which the flow used to set, is in neither PYNQ-Z1 source and was
+dropped (the IP default stands).
 """
 from __future__ import annotations
 
@@ -26,6 +51,7 @@ VIVADO_DIR = REPO / "vivado"
 STUBS = REPO / "tests" / "tcl_stubs"
 RUNNER = STUBS / "run_stubbed.tcl"
 BUILD_TCL = VIVADO_DIR / "build.tcl"
+PARAM_NAMES = STUBS / "ip_param_names.tcl"
 TCLSH = shutil.which("tclsh")
 PART = "xc7z020clg400-1"
 
@@ -36,32 +62,102 @@ _spec.loader.exec_module(engines_py)
 
 pytestmark = pytest.mark.skipif(TCLSH is None, reason="tclsh is not installed (apt-get install tcl)")
 
+# The PL top (design `overlay`, docs/overlay.md).
+OVERLAY_TOP = "pynq_overlay"
+OVERLAY_STREAMS = [
+    {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
+    {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32},
+]
+ACLK_PARAMETER = ("ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, ASSOCIATED_RESET aresetn, "
+                  "FREQ_HZ 142857142")
+
 
 # ------------------------------------------------------------------------------------------
-# Engines: the real generator. fake_render is only injected by the tests of engines.py's own
-# checks (shared files, stream widths, missing sources), never as a fallback.
+# Stand-in designs for the error paths of engines.py and build.tcl (deliberate fakes, each
+# with the port list a generator writes); the flow itself is tested on the real generator.
 # ------------------------------------------------------------------------------------------
-def fake_render(design: str, params: Dict[str, Any], out_dir: str) -> Dict[str, Any]:
+def axis_ports(prefix: str, direction: str, width: int) -> List[str]:
+    inp, out = ("input ", "output") if direction == "in" else ("output", "input ")
+    return [f"    {inp} wire [{width - 1}:0] {prefix}_tdata,",
+            f"    {inp} wire [{width // 8 - 1}:0] {prefix}_tkeep,",
+            f"    {inp} wire {prefix}_tvalid,",
+            f"    {out} wire {prefix}_tready,",
+            f"    {inp} wire {prefix}_tlast,"]
+
+
+def verilog_top(top: str, pairs: List[tuple], aclk_parameter: Optional[str]) -> str:
+    lines = ["`resetall", "`default_nettype none", f"module {top} ("]
+    if aclk_parameter is not None:
+        lines.append('    (* X_INTERFACE_INFO = "xilinx.com:signal:clock:1.0 aclk CLK" *)')
+        lines.append(f'    (* X_INTERFACE_PARAMETER = "{aclk_parameter}" *)')
+    lines.append("    input  wire aclk,")
+    lines.append('    (* X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW" *)')
+    lines.append("    input  wire aresetn,")
+    for s_name, s_w, m_name, m_w in pairs:
+        lines += axis_ports(s_name, "in", s_w) + axis_ports(m_name, "out", m_w)
+    lines[-1] = lines[-1].rstrip(",")
+    lines += [");", "endmodule", "`resetall", ""]
+    return "\n".join(lines)
+
+
+def fake_render(design: str, params: Dict[str, Any], out_dir: str, s_width: int = 64,
+                m_width: int = 32) -> Dict[str, Any]:
+    """A single engine: s_axis/m_axis, no manifest streams."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     top = design.replace("-", "_")
     sources = ["sync_fifo.v", "delay_line.v", f"{top}.v"]
-    for name in sources:
+    for name in sources[:2]:
         (out / name).write_text(f"module {Path(name).stem}; endmodule\n")
+    (out / f"{top}.v").write_text(verilog_top(top, [("s_axis", s_width, "m_axis", m_width)],
+                                              None))
     manifest = {"design": design, "top": top, "sources": sources,
-                "parameters": dict(params, bytes=8), "latency": 6}
+                "parameters": dict(params), "latency": 6}
     (out / "manifest.json").write_text(json.dumps(manifest))
     return manifest
 
 
+def standin_overlay_render(design: str, params: Dict[str, Any], out_dir: str,
+                           aclk_parameter: Optional[str] = ACLK_PARAMETER,
+                           verilog_widths: tuple = (64, 32)) -> Dict[str, Any]:
+    """The PL top's interface (ports, manifest streams) as the overlay generator writes it."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s_w, m_w = verilog_widths
+    (out / "sync_fifo.v").write_text("module sync_fifo; endmodule\n")
+    (out / f"{OVERLAY_TOP}.v").write_text(verilog_top(
+        OVERLAY_TOP, [("s0_axis", s_w, "m0_axis", m_w), ("s1_axis", s_w, "m1_axis", m_w)],
+        aclk_parameter))
+    manifest = {"design": "overlay", "top": OVERLAY_TOP,
+                "sources": ["sync_fifo.v", f"{OVERLAY_TOP}.v"], "parameters": dict(params),
+                "latency": 7, "streams": [dict(st) for st in OVERLAY_STREAMS]}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+# ------------------------------------------------------------------------------------------
+# The real generator
+# ------------------------------------------------------------------------------------------
+def manifest_sources(out: Path, design_dir: str) -> Dict[str, Any]:
+    manifest = json.loads((out / design_dir / "manifest.json").read_text())
+    sources = [str((out / design_dir / s).resolve()) for s in manifest["sources"]]
+    return {"sources": sources, "top": manifest["top"], "manifest": manifest}
+
+
 @pytest.fixture(scope="module")
-def stage4(tmp_path_factory):
-    """engines.tcl for the default engine list (two ternary engines) and its manifest sources."""
+def overlay(tmp_path_factory) -> Dict[str, Any]:
+    """engines.tcl of the default build: the PL top `overlay`, from the real generator."""
     out = tmp_path_factory.mktemp("engines") / "vivado" / "engines"
+    tcl = engines_py.write_engines_tcl(list(engines_py.DEFAULT_ENGINES), out)
+    return dict(manifest_sources(out, "overlay"), tcl=tcl)
+
+
+@pytest.fixture(scope="module")
+def stage4(tmp_path_factory) -> Dict[str, Any]:
+    """engines.tcl for two single ternary engines (the write-up's Stage 4), real generator."""
+    out = tmp_path_factory.mktemp("engines4") / "vivado" / "engines"
     tcl = engines_py.write_engines_tcl(["ternary-engine", "ternary-engine"], out)
-    manifest = json.loads((out / "ternary-engine" / "manifest.json").read_text())
-    sources = [str((out / "ternary-engine" / s).resolve()) for s in manifest["sources"]]
-    return {"tcl": tcl, "sources": sources, "top": manifest["top"]}
+    return dict(manifest_sources(out, "ternary-engine"), tcl=tcl)
 
 
 # ------------------------------------------------------------------------------------------
@@ -118,9 +214,9 @@ def run_build(tmp: Path, engines_tcl: Path, env: Optional[Dict[str, str]] = None
 
 
 @pytest.fixture(scope="module")
-def good(tmp_path_factory, stage4) -> Flow:
-    """The default build with positive slack (the write-up's fixed design: WNS +0.062 ns)."""
-    flow = run_build(tmp_path_factory.mktemp("good"), stage4["tcl"], {"STUB_WNS": "0.062"})
+def good(tmp_path_factory, overlay) -> Flow:
+    """The default build (the PL top) with positive slack (the write-up's WNS +0.062 ns)."""
+    flow = run_build(tmp_path_factory.mktemp("good"), overlay["tcl"], {"STUB_WNS": "0.062"})
     assert flow.rc == 0, flow.stdout + flow.proc.stderr
     return flow
 
@@ -138,17 +234,17 @@ def test_project_targets_the_zynq_7020_part(good):
     assert "No PYNQ-Z1 board files installed" in good.stdout
 
 
-def test_board_part_is_used_only_when_installed(tmp_path, stage4):
+def test_board_part_is_used_only_when_installed(tmp_path, overlay):
     bp = "www.digilentinc.com:pynq-z1:part0:1.0"
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_BOARD_PART": bp})
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_BOARD_PART": bp})
     assert flow.rc == 0, flow.stdout
     assert any(c["args"][:2] == ["board_part", bp] for c in flow.of("set_property"))
     # the explicit PS7 settings are applied either way
     assert flow.props("/ps7")["CONFIG.PCW_UIPARAM_DDR_PARTNO"] == "MT41K256M16 RE-125"
 
 
-def test_missing_part_fails_clearly(tmp_path, stage4):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_NO_PART": "1"})
+def test_missing_part_fails_clearly(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_NO_PART": "1"})
     assert flow.rc != 0
     assert "part xc7z020clg400-1 is not installed" in flow.stdout
     assert "create_project" not in flow.cmds()
@@ -193,23 +289,23 @@ def test_ps7_enables_hp0_hp1_gp0_and_fclk0_at_142_857(good):
 
 
 @pytest.mark.parametrize("actual", ["125.000000", "142.000000", "100.000000", ""])
-def test_fclk_readback_mismatch_fails_the_build(tmp_path, stage4, actual):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_FCLK0_ACT": actual or "none"})
+def test_fclk_readback_mismatch_fails_the_build(tmp_path, overlay, actual):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_FCLK0_ACT": actual or "none"})
     assert flow.rc != 0
     assert "FCLK_CLK0 is" in flow.stdout and "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ" in flow.stdout
     assert "launch_runs" not in flow.cmds()
     assert "write_bitstream" not in flow.cmds()
 
 
-def test_fclk_option_is_checked_against_readback(tmp_path, stage4):
+def test_fclk_option_is_checked_against_readback(tmp_path, overlay):
     # asking for 100 MHz while the PS7 reports 142.857 must fail too
-    flow = run_build(tmp_path, stage4["tcl"], extra=["--fclk-mhz", "100"])
+    flow = run_build(tmp_path, overlay["tcl"], extra=["--fclk-mhz", "100"])
     assert flow.rc != 0
     assert "requested 100 MHz" in flow.stdout
 
 
 # ------------------------------------------------------------------------------------------
-# DMAs, interconnect, engines
+# The PL top, DMAs, interconnect
 # ------------------------------------------------------------------------------------------
 def test_ip_versions_are_looked_up_not_pinned(good):
     patterns = [c["args"][-1] for c in good.of("get_ipdefs")]
@@ -219,39 +315,68 @@ def test_ip_versions_are_looked_up_not_pinned(good):
     assert not re.search(r"xilinx\.com:ip:\w+:\d", text), "a hard-pinned IP version"
 
 
-def test_two_dmas_in_simple_mode(good):
+def test_the_pl_top_is_one_module_reference(good, overlay):
+    assert overlay["top"] == OVERLAY_TOP
+    refs = [a for a in good.joined("create_bd_cell") if "-type module" in a]
+    assert refs == [f"-type module -reference {OVERLAY_TOP} overlay"]
+    assert "overlay: overlay (top pynq_overlay)" in good.stdout
+
+
+def test_two_dmas_in_simple_mode_with_the_manifest_widths(good, overlay):
     cells = good.joined("create_bd_cell")
-    dmas = [a for a in cells if "axi_dma" in a]
-    assert len(dmas) == 2
-    for i in (0, 1):
-        p = good.props(f"/dma_{i}")
+    assert len([a for a in cells if "axi_dma" in a]) == 2
+    streams = overlay["manifest"]["streams"]
+    assert [(st["port"], st["s_axis"], st["m_axis"]) for st in streams] == [
+        (0, "s0_axis", "m0_axis"), (1, "s1_axis", "m1_axis")]
+    for st in streams:
+        p = good.props(f"/dma_{st['port']}")
         assert p["CONFIG.C_INCLUDE_SG"] == "0"
         assert p["CONFIG.C_SG_LENGTH_WIDTH"] == "26"
+        assert p["CONFIG.C_MICRO_DMA"] == "0"
         assert p["CONFIG.C_INCLUDE_MM2S"] == "1"
         assert p["CONFIG.C_INCLUDE_S2MM"] == "1"
-        assert p["CONFIG.C_M_AXIS_MM2S_TDATA_WIDTH"] == "64"
+        assert p["CONFIG.C_M_AXIS_MM2S_TDATA_WIDTH"] == str(st["s_axis_width"]) == "64"
         assert p["CONFIG.C_M_AXI_MM2S_DATA_WIDTH"] == "64"
-        assert p["CONFIG.C_S_AXIS_S2MM_TDATA_WIDTH"] == "32"
-        assert p["CONFIG.C_MICRO_DMA"] == "0"
+        assert p["CONFIG.C_S_AXIS_S2MM_TDATA_WIDTH"] == str(st["m_axis_width"]) == "32"
+        assert p["CONFIG.C_M_AXI_S2MM_DATA_WIDTH"] == "32"
 
 
-def test_engines_are_module_references_on_the_dma_streams(good, stage4):
-    refs = [a for a in good.joined("create_bd_cell") if "-type module" in a]
+def test_dma_p_feeds_stream_pair_p_on_hp_port_p(good):
+    nets = good.joined("connect_bd_intf_net")
+    for p in (0, 1):
+        assert f"/dma_{p}/M_AXIS_MM2S /overlay/s{p}_axis" in nets
+        assert f"/overlay/m{p}_axis /dma_{p}/S_AXIS_S2MM" in nets
+        assert f"/dma_{p}/M_AXI_MM2S /hp{p}_ic/S00_AXI" in nets
+        assert f"/dma_{p}/M_AXI_S2MM /hp{p}_ic/S01_AXI" in nets
+        assert f"/hp{p}_ic/M00_AXI /ps7/S_AXI_HP{p}" in nets
+        assert good.props(f"/hp{p}_ic")["CONFIG.NUM_SI"] == "2"
+        assert f"MM2S on HP{p}, S2MM on HP{p}" in good.stdout
+    assert len(nets) == 3 + 3 * 2 + 3 * 2  # DDR, FIXED_IO, GP0; per DMA 3; per HP 3
+
+
+def test_aclk_carries_the_stream_and_reset_association(good, overlay):
+    """The top's Verilog (the overlay generator writes it) names every stream interface."""
+    top_v = next(Path(s) for s in overlay["sources"] if Path(s).name == f"{OVERLAY_TOP}.v")
+    ports = engines_py.top_ports(top_v, OVERLAY_TOP)
+    params = engines_py.interface_parameters(ports["aclk"]["attrs"]["X_INTERFACE_PARAMETER"])
+    assert params["ASSOCIATED_BUSIF"].split(":") == ["s0_axis", "m0_axis", "s1_axis", "m1_axis"]
+    assert params["ASSOCIATED_RESET"] == "aresetn"
+    assert "overlay/aclk: ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, " \
+           "ASSOCIATED_RESET aresetn" in good.stdout
+
+
+def test_single_engines_still_build_one_dma_each(tmp_path, stage4):
+    flow = run_build(tmp_path, stage4["tcl"])
+    assert flow.rc == 0, flow.stdout
+    refs = [a for a in flow.joined("create_bd_cell") if "-type module" in a]
     assert refs == [f"-type module -reference {stage4['top']} engine_0",
                     f"-type module -reference {stage4['top']} engine_1"]
-    nets = good.joined("connect_bd_intf_net")
+    nets = flow.joined("connect_bd_intf_net")
     for i in (0, 1):
         assert f"/dma_{i}/M_AXIS_MM2S /engine_{i}/s_axis" in nets
         assert f"/engine_{i}/m_axis /dma_{i}/S_AXIS_S2MM" in nets
-
-
-def test_each_dma_on_its_own_hp_port(good):
-    nets = good.joined("connect_bd_intf_net")
-    for i in (0, 1):
         assert f"/dma_{i}/M_AXI_MM2S /hp{i}_ic/S00_AXI" in nets
-        assert f"/dma_{i}/M_AXI_S2MM /hp{i}_ic/S01_AXI" in nets
-        assert f"/hp{i}_ic/M00_AXI /ps7/S_AXI_HP{i}" in nets
-        assert good.props(f"/hp{i}_ic")["CONFIG.NUM_SI"] == "2"
+    assert "engine_0: aclk carries no X_INTERFACE_PARAMETER" in flow.stdout
 
 
 def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path):
@@ -261,6 +386,18 @@ def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path):
     nets = flow.joined("connect_bd_intf_net")
     assert "/dma_0/M_AXI_MM2S /hp0_ic/S00_AXI" in nets
     assert "/dma_0/M_AXI_S2MM /hp1_ic/S00_AXI" in nets
+
+
+def test_attention_engine_at_48_macs_gets_a_128_bit_dma(tmp_path):
+    """The width comes from the Verilog port, not from a `bytes` parameter the design lacks."""
+    tcl = engines_py.write_engines_tcl(["attention-engine:macs=48:max_context=64"],
+                                       tmp_path / "e" / "engines")
+    flow = run_build(tmp_path, tcl)
+    assert flow.rc == 0, flow.stdout
+    p = flow.props("/dma_0")
+    assert p["CONFIG.C_M_AXIS_MM2S_TDATA_WIDTH"] == "128"
+    assert p["CONFIG.C_M_AXI_MM2S_DATA_WIDTH"] == "128"
+    assert "TDATA_NUM_BYTES" not in flow.stdout
 
 
 def test_axi_lite_control_from_gp0(good):
@@ -281,15 +418,14 @@ def test_clocks_and_resets_are_wired_explicitly(good):
     nets = {a.split()[0]: a.split()[1:] for a in good.joined("connect_bd_net")}
     clk = nets["/ps7/FCLK_CLK0"]
     for pin in ("/ps7/M_AXI_GP0_ACLK", "/ps7/S_AXI_HP0_ACLK", "/ps7/S_AXI_HP1_ACLK",
-                "/rst_fclk0/slowest_sync_clk", "/ctrl_ic/ACLK"):
+                "/rst_fclk0/slowest_sync_clk", "/ctrl_ic/ACLK", "/overlay/aclk"):
         assert pin in clk
     rst = nets["/rst_fclk0/peripheral_aresetn"]
+    assert "/overlay/aresetn" in rst
     for i in (0, 1):
         for pin in ("s_axi_lite_aclk", "m_axi_mm2s_aclk", "m_axi_s2mm_aclk"):
             assert f"/dma_{i}/{pin}" in clk
-        assert f"/engine_{i}/aclk" in clk
         assert f"/dma_{i}/axi_resetn" in rst
-        assert f"/engine_{i}/aresetn" in rst
         assert f"/hp{i}_ic/ACLK" in clk and f"/hp{i}_ic/M00_ACLK" in clk
         assert f"/hp{i}_ic/ARESETN" in nets["/rst_fclk0/interconnect_aresetn"]
     assert nets["/ps7/FCLK_RESET0_N"] == ["/rst_fclk0/ext_reset_in"]
@@ -297,14 +433,14 @@ def test_clocks_and_resets_are_wired_explicitly(good):
     assert good.index("validate_bd_design") < good.index("generate_target")
 
 
-def test_every_generated_source_is_added(good, stage4):
+def test_every_generated_source_is_added(good, overlay):
     added = []
     for c in good.of("add_files"):
         a = c["args"]
         if a[a.index("-fileset") + 1] == "sources_1":
             for word in a[a.index("-fileset") + 2:]:
                 added.extend(word.split())
-    for src in stage4["sources"]:
+    for src in overlay["sources"]:
         assert src in added, f"{src} not added"
     assert good.index("add_files") < good.index("create_bd_design")
     constrs = [c for c in good.of("add_files") if "constrs_1" in c["args"]]
@@ -313,13 +449,178 @@ def test_every_generated_source_is_added(good, stage4):
     assert str(REPO / "constraints" / "clocks.xdc") in xdcs
 
 
-def test_missing_generated_source_fails(tmp_path, stage4):
-    text = stage4["tcl"].read_text()
+def test_missing_generated_source_fails(tmp_path, overlay):
+    text = overlay["tcl"].read_text()
     bad = tmp_path / "engines.tcl"
-    bad.write_text(text.replace(stage4["sources"][0], str(tmp_path / "gone.v")))
+    bad.write_text(text.replace(overlay["sources"][0], str(tmp_path / "gone.v")))
     flow = run_build(tmp_path, bad)
     assert flow.rc != 0
     assert "gone.v is missing" in flow.stdout
+
+
+# ------------------------------------------------------------------------------------------
+# Block-design critical warnings stop the build
+# ------------------------------------------------------------------------------------------
+def test_bd_critical_warnings_are_counted_around_the_block_design(good):
+    cmds = good.cmds()
+    raised = [c["args"] for c in good.of("set_msg_config")]
+    assert ["-id", "BD 41-237", "-new_severity", "ERROR"] in raised
+    assert cmds.index("set_msg_config") < cmds.index("create_bd_design")
+    counts = [i for i, c in enumerate(cmds) if c == "get_msg_config"]
+    assert counts and min(counts) < cmds.index("create_bd_design")
+    assert max(counts) > cmds.index("validate_bd_design")
+    assert max(counts) < cmds.index("save_bd_design")
+    assert "Block design: validated, no critical warnings." in good.stdout
+
+
+def test_tdata_width_mismatch_stops_the_build(tmp_path, overlay):
+    """dma_0 configured for 128 bit against the top's 64-bit s0_axis: TDATA_NUM_BYTES."""
+    text = overlay["tcl"].read_text()
+    bad = tmp_path / "engines.tcl"
+    mutated = re.sub(r"(\{name dma_0 .*?s_axis_width )64", r"\g<1>128", text)
+    assert mutated != text
+    bad.write_text(mutated)
+    flow = run_build(tmp_path, bad)
+    assert flow.rc != 0
+    assert "ERROR: [BD 41-237] Bus Interface property TDATA_NUM_BYTES does not match between " \
+           "/overlay/s0_axis(8) and /dma_0/M_AXIS_MM2S(16)" in flow.stdout
+    assert "the block design raised 1 critical warning(s) or error(s)" in flow.stdout
+    assert "save_bd_design" not in flow.cmds() and "launch_runs" not in flow.cmds()
+
+
+def test_any_bd_critical_warning_stops_the_build(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_BD_CRITICAL_WARNINGS": "2"})
+    assert flow.rc != 0
+    assert "CRITICAL WARNING: [BD 41-1356]" in flow.stdout
+    assert "the block design raised 2 critical warning(s) or error(s)" in flow.stdout
+    assert "launch_runs" not in flow.cmds()
+
+
+def test_only_the_unused_ddr_lanes_negative_skew_is_exempt(good, tmp_path, overlay):
+    """The PYNQ-Z1 values give lanes 2 and 3 (unused on the 16-bit bus) a negative DQS-to-clock
+    delay: PSU-3 and PSU-4 are raised and do not stop the build; the same on lane 0 does."""
+    assert "CRITICAL WARNING: [PSU-3] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2 has " \
+           "negative value -0.009" in good.stdout
+    assert "[PSU-4]" in good.stdout and "[PSU-1]" not in good.stdout
+    assert [c["args"] for c in good.of("get_msg_config") if "-id" in c["args"]] == [
+        ["-count", "-id", "PSU-3"], ["-count", "-id", "PSU-4"]] * 2
+    mutant = tmp_path / "vivado"
+    shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
+    ps7 = mutant / "ps7_pynq_z1.tcl"
+    text = ps7.read_text()
+    assert text.count("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}") == 1
+    ps7.write_text(text.replace("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}",
+                                "CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {-0.040}"))
+    flow = run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
+                                          str(overlay["tcl"]), "--xdc",
+                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path)
+    assert flow.rc != 0
+    assert "[PSU-1]" in flow.stdout
+    assert "the block design raised 1 critical warning(s) or error(s)" in flow.stdout
+
+
+def test_an_interface_the_top_does_not_have_is_an_error(tmp_path, overlay):
+    text = overlay["tcl"].read_text()
+    bad = tmp_path / "engines.tcl"
+    bad.write_text(text.replace("s_axis s1_axis", "s_axis s9_axis"))
+    flow = run_build(tmp_path, bad)
+    assert flow.rc != 0
+    assert "s9_axis is not in the ASSOCIATED_BUSIF of aclk" in flow.stdout
+
+
+def test_build_tcl_refuses_a_pl_top_without_clock_association(tmp_path, overlay):
+    text = overlay["tcl"].read_text()
+    bad = tmp_path / "engines.tcl"
+    mutated = re.sub(r"aclk_busif \{[^}]*\}", "aclk_busif {}", text)
+    assert mutated != text
+    bad.write_text(mutated)
+    flow = run_build(tmp_path, bad)
+    assert flow.rc != 0
+    assert "overlay: aclk has no X_INTERFACE_PARAMETER ASSOCIATED_BUSIF" in flow.stdout
+    assert "create_project" not in flow.cmds()
+
+
+# ------------------------------------------------------------------------------------------
+# Property names: the stubs know Vivado's names
+# ------------------------------------------------------------------------------------------
+def real_param_names() -> Dict[str, List[str]]:
+    script = (f"source {{{PARAM_NAMES}}}\n"
+              "foreach ip [lsort [array names stub::ip_params]] {"
+              "puts [join [concat $ip $stub::ip_params($ip)]]}\n")
+    out = subprocess.run([TCLSH], input=script, capture_output=True, text=True, check=True)
+    names = {}
+    for line in out.stdout.splitlines():
+        ip, *rest = line.split()
+        names[ip] = [n.upper() for n in rest]
+    return names
+
+
+def unknown_ip_properties(flow: Flow) -> List[str]:
+    """Every CONFIG.* set on a cell of the four IPs that is not in ip_param_names.tcl."""
+    names = real_param_names()
+    ip_of = {}
+    for c in flow.of("create_bd_cell"):
+        a = c["args"]
+        if "-vlnv" in a:
+            ip_of["/" + a[-1]] = a[a.index("-vlnv") + 1].split(":")[2]
+    bad = []
+    for c in flow.of("set_property"):
+        for obj in c["objects"]:
+            ip = ip_of.get(obj)
+            if ip is None:
+                continue
+            for prop in c["props"]:
+                if prop.upper().removeprefix("CONFIG.") not in names[ip]:
+                    bad.append(f"{ip} {obj} {prop}")
+    return bad
+
+
+def test_the_name_list_covers_the_four_ips():
+    names = real_param_names()
+    assert set(names) == {"processing_system7", "axi_dma", "axi_interconnect", "proc_sys_reset"}
+    assert names["proc_sys_reset"] == []
+    assert {"NUM_SI", "NUM_MI"} == set(names["axi_interconnect"])
+    text = PARAM_NAMES.read_text()
+    for source in ("Xilinx/PYNQ, boards/Pynq-Z1/base/base.tcl",
+                   "Xilinx/PYNQ-HelloWorld, boards/Pynq-Z1/resizer/resizer.tcl",
+                   "Xilinx/embeddedsw, XilinxProcessorIPLib/drivers/axidma/data/axidma.tcl",
+                   "PG022"):
+        assert source in text and source.split(",")[0] in __doc__
+
+
+def test_every_ip_property_is_a_real_parameter(good):
+    cells = {c["args"][-1] for c in good.of("create_bd_cell") if "-vlnv" in c["args"]}
+    assert {"ps7", "rst_fclk0", "ctrl_ic", "hp0_ic", "hp1_ic", "dma_0", "dma_1"} <= cells
+    assert len([c for c in good.of("set_property") if "/dma_0" in c["objects"]]) >= 1
+    assert unknown_ip_properties(good) == []
+
+
+@pytest.mark.parametrize("path, good_text, typo, ip", [
+    ("build.tcl", "CONFIG.c_include_sg {0}", "CONFIG.c_inculde_sg {0}", "axi_dma"),
+    ("build.tcl", "CONFIG.c_m_axis_mm2s_tdata_width $in_w",
+     "CONFIG.c_m_axis_mm2s_data_width $in_w", "axi_dma"),
+    ("build.tcl", "CONFIG.NUM_SI {1}", "CONFIG.NUM_SLAVES {1}", "axi_interconnect"),
+    ("build.tcl", "CONFIG.PCW_USE_S_AXI_HP1 {1}", "CONFIG.PCW_USE_S_AXI_HP_1 {1}",
+     "processing_system7"),
+    ("ps7_pynq_z1.tcl", "CONFIG.PCW_UIPARAM_DDR_BOARD_DELAY0 {0.223}",
+     "CONFIG.PCW_UIPARAM_DDR_BOARD_DELAYO {0.223}", "processing_system7"),
+    ("build.tcl", "add_ip proc_sys_reset rst_fclk0",
+     "set_property CONFIG.C_EXT_RST_WIDTH {4} [add_ip proc_sys_reset rst_fclk0]",
+     "proc_sys_reset"),
+])
+def test_a_misspelt_config_key_fails(tmp_path, overlay, path, good_text, typo, ip):
+    """Mutants of the flow with one wrong property name: the stubs stop it, as Vivado does."""
+    mutant = tmp_path / "vivado"
+    shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (mutant / path).read_text()
+    assert text.count(good_text) == 1
+    (mutant / path).write_text(text.replace(good_text, typo))
+    flow = run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
+                                          str(overlay["tcl"]), "--xdc",
+                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path)
+    assert flow.rc != 0
+    assert f"is not a parameter of {ip}" in flow.stdout
+    assert "launch_runs" not in flow.cmds()
 
 
 # ------------------------------------------------------------------------------------------
@@ -357,8 +658,8 @@ def test_positive_slack_writes_bitstream_and_hwh(good):
     ({"STUB_CLK_PERIOD": "10.000"}, "clock clk_fpga_0 has period 10.000 ns, expected 7.000 ns"),
     ({"STUB_NO_CLOCK": "1"}, "clock clk_fpga_0 not found"),
 ])
-def test_timing_gate_stops_before_the_bitstream(tmp_path, stage4, env, expect):
-    flow = run_build(tmp_path, stage4["tcl"], env)
+def test_timing_gate_stops_before_the_bitstream(tmp_path, overlay, env, expect):
+    flow = run_build(tmp_path, overlay["tcl"], env)
     assert flow.rc != 0
     assert expect in flow.stdout
     assert "TIMING GATE FAILED" in flow.stdout
@@ -371,29 +672,29 @@ def test_timing_gate_stops_before_the_bitstream(tmp_path, stage4, env, expect):
     assert (flow.out / "timing_failed.rpt").is_file()
 
 
-def test_failed_setup_prints_the_worst_paths(tmp_path, stage4):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_WNS": "-0.502"})
+def test_failed_setup_prints_the_worst_paths(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_WNS": "-0.502"})
     rt = flow.joined("report_timing")
     assert any("-delay_type max" in a and "-return_string" in a for a in rt)
     assert "Worst setup paths" in flow.stdout and "Slack: -0.502 ns" in flow.stdout
 
 
-def test_zero_slack_passes(tmp_path, stage4):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_WNS": "0.000", "STUB_WHS": "-0.000"})
+def test_zero_slack_passes(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_WNS": "0.000", "STUB_WHS": "-0.000"})
     assert flow.rc == 0, flow.stdout
     assert "write_bitstream" in flow.cmds()
 
 
-def test_failed_run_stops_the_build(tmp_path, stage4):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_RUN_PROGRESS": "50%"})
+def test_failed_run_stops_the_build(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_RUN_PROGRESS": "50%"})
     assert flow.rc != 0
     assert "run synth_1 did not complete" in flow.stdout
     assert "open_run" not in flow.cmds()
 
 
 @pytest.mark.parametrize("layout, ok", [("gen", True), ("srcs", True), ("none", False)])
-def test_hwh_comes_from_hw_handoff(tmp_path, stage4, layout, ok):
-    flow = run_build(tmp_path, stage4["tcl"], {"STUB_HWH_LAYOUT": layout})
+def test_hwh_comes_from_hw_handoff(tmp_path, overlay, layout, ok):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_HWH_LAYOUT": layout})
     assert (flow.rc == 0) == ok, flow.stdout
     assert (flow.out / "pynq_ternary.hwh").is_file() == ok
     if not ok:
@@ -438,10 +739,25 @@ def test_engine_list_parsing():
         ("ternary-engine", {}), ("ternary-engine", {})]
     assert engines_py.parse_engine_list(["int8-engine", "ternary-engine:max_k=1024"]) == [
         ("int8-engine", {}), ("ternary-engine", {"max_k": "1024"})]
+    assert engines_py.DEFAULT_ENGINES == ("overlay",)
     with pytest.raises(engines_py.EngineError):
         engines_py.parse_engine_list([" , "])
     with pytest.raises(engines_py.EngineError):
         engines_py.parse_engine_list(["ternary-engine:max_k"])
+
+
+def read_engines_tcl(tcl: Path, tmp_path: Path) -> List[str]:
+    script = tmp_path / "read.tcl"
+    script.write_text(
+        "source [lindex $argv 0]\n"
+        "foreach e $ENGINES {puts [list E [dict get $e name] [dict get $e top] "
+        "[llength [dict get $e sources]] [dict get $e aclk_busif] [dict get $e aclk_reset]]}\n"
+        "foreach d $DMAS {puts [list D [dict get $d name] [dict get $d cell] "
+        "[dict get $d s_axis] [dict get $d s_axis_width] [dict get $d m_axis] "
+        "[dict get $d m_axis_width] [dict get $d hp_mm2s] [dict get $d hp_s2mm]]}\n"
+        "foreach s $ENGINE_SOURCES {puts [list S [file exists $s]]}\n")
+    return subprocess.run([TCLSH, str(script), str(tcl)], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
 
 
 def test_engines_tcl_renders_each_design_once_and_quotes_paths(tmp_path):
@@ -456,18 +772,78 @@ def test_engines_tcl_renders_each_design_once_and_quotes_paths(tmp_path):
                                        out, render=render)
     assert tcl == out.parent / "engines.tcl"
     assert calls == [("ternary-engine", {}), ("int8-engine", {})]
-    script = tmp_path / "read.tcl"
-    script.write_text(
-        "source [lindex $argv 0]\n"
-        "foreach e $ENGINES {puts [list [dict get $e name] [dict get $e top] "
-        "[dict get $e s_axis_width] [llength [dict get $e sources]]]}\n"
-        "foreach s $ENGINE_SOURCES {puts [file exists $s]}\n")
-    lines = subprocess.run([TCLSH, str(script), str(tcl)], capture_output=True, text=True,
-                           check=True).stdout.splitlines()
-    assert lines[:3] == ["engine_0 ternary_engine 64 3", "engine_1 ternary_engine 64 3",
-                         "engine_2 int8_engine 64 3"]
+    lines = read_engines_tcl(tcl, tmp_path)
+    assert lines[:6] == [
+        "E engine_0 ternary_engine 3 {} {}", "E engine_1 ternary_engine 3 {} {}",
+        "E engine_2 int8_engine 3 {} {}",
+        "D dma_0 engine_0 s_axis 64 m_axis 32 0 0", "D dma_1 engine_1 s_axis 64 m_axis 32 1 1",
+        "D dma_2 engine_2 s_axis 64 m_axis 32 0 0"]
     # sync_fifo.v and delay_line.v are shared (same content): once; then the two tops
-    assert lines[3:] == ["1"] * 4
+    assert lines[6:] == ["S 1"] * 4
+
+
+def test_the_pl_top_gets_one_dma_per_declared_stream(tmp_path):
+    tcl = engines_py.write_engines_tcl(["overlay"], tmp_path / "engines",
+                                       render=standin_overlay_render)
+    assert read_engines_tcl(tcl, tmp_path) == [
+        "E overlay pynq_overlay 2 {s0_axis m0_axis s1_axis m1_axis} aresetn",
+        "D dma_0 overlay s0_axis 64 m0_axis 32 0 0",
+        "D dma_1 overlay s1_axis 64 m1_axis 32 1 1",
+        "S 1", "S 1"]
+
+
+def test_stream_widths_come_from_the_manifest_and_the_verilog_never_from_bytes(tmp_path):
+    def render(design, params, out_dir):  # a 128-bit engine whose parameters say bytes=8
+        m = fake_render(design, params, out_dir, s_width=128)
+        m["parameters"]["bytes"] = 8
+        return m
+
+    tcl = engines_py.write_engines_tcl(["attention-engine"], tmp_path / "a" / "engines",
+                                       render=render)
+    assert "s_axis_width 128" in tcl.read_text()
+
+    def wide_manifest(design, params, out_dir):  # manifest says 128, the Verilog has 64
+        m = standin_overlay_render(design, params, out_dir)
+        m["streams"][0]["s_axis_width"] = 128
+        return m
+
+    with pytest.raises(engines_py.EngineError, match="manifest says s0_axis is 128 bit, the "
+                       "Verilog port s0_axis_tdata is 64 bit"):
+        engines_py.write_engines_tcl(["overlay"], tmp_path / "b" / "engines",
+                                     render=wide_manifest)
+
+    def odd_width(design, params, out_dir):
+        return fake_render(design, params, out_dir, s_width=24)
+
+    with pytest.raises(engines_py.EngineError, match="AXI DMA"):
+        engines_py.write_engines_tcl(["x"], tmp_path / "c" / "engines", render=odd_width)
+
+
+def test_pl_top_without_clock_association_is_refused(tmp_path):
+    def no_attr(design, params, out_dir):
+        return standin_overlay_render(design, params, out_dir, aclk_parameter=None)
+
+    with pytest.raises(engines_py.EngineError, match="aclk must carry X_INTERFACE_PARAMETER"):
+        engines_py.write_engines_tcl(["overlay"], tmp_path / "a" / "engines", render=no_attr)
+
+    def partial(design, params, out_dir):
+        return standin_overlay_render(design, params, out_dir,
+                                      aclk_parameter="ASSOCIATED_BUSIF s0_axis:m0_axis")
+
+    with pytest.raises(engines_py.EngineError, match="found ASSOCIATED_BUSIF s0_axis:m0_axis, "
+                       "ASSOCIATED_RESET none"):
+        engines_py.write_engines_tcl(["overlay"], tmp_path / "b" / "engines", render=partial)
+
+
+def test_the_pl_top_is_built_alone(tmp_path):
+    def render(design, params, out_dir):
+        if design == "overlay":
+            return standin_overlay_render(design, params, out_dir)
+        return fake_render(design, params, out_dir)
+
+    with pytest.raises(engines_py.EngineError, match="built alone"):
+        engines_py.write_engines_tcl(["overlay", "ternary-engine"], tmp_path / "engines",
+                                     render=render)
 
 
 def test_shared_file_with_different_content_is_refused(tmp_path):
@@ -489,22 +865,6 @@ def test_conflicting_configurations_of_one_module_are_refused(tmp_path):
             tmp_path / "engines", render=fake_render)
 
 
-def test_stream_width_follows_bytes_and_is_checked(tmp_path):
-    def render(bytes_):
-        def _r(design, params, out_dir):
-            m = fake_render(design, params, out_dir)
-            m["parameters"]["bytes"] = bytes_
-            return m
-        return _r
-
-    tcl = engines_py.write_engines_tcl(["ternary-engine"], tmp_path / "a" / "engines",
-                                       render=render(16))
-    assert "s_axis_width 128" in tcl.read_text()
-    with pytest.raises(engines_py.EngineError, match="AXI DMA"):
-        engines_py.write_engines_tcl(["ternary-engine"], tmp_path / "b" / "engines",
-                                     render=render(3))
-
-
 def test_manifest_with_missing_source_is_refused(tmp_path):
     def render(design, params, out_dir):
         m = fake_render(design, params, out_dir)
@@ -516,12 +876,12 @@ def test_manifest_with_missing_source_is_refused(tmp_path):
 
 
 def test_engines_py_cli_with_the_real_generator(tmp_path):
-    proc = subprocess.run([sys.executable, str(VIVADO_DIR / "engines.py"), "--engines",
-                           "ternary-engine,ternary-engine", "--out",
+    proc = subprocess.run([sys.executable, str(VIVADO_DIR / "engines.py"), "--out",
                            str(tmp_path / "vivado" / "engines")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "vivado" / "engines.tcl").is_file()
+    text = (tmp_path / "vivado" / "engines.tcl").read_text()
+    assert "# Engines: overlay" in text and "top pynq_overlay" in text
 
 
 # ------------------------------------------------------------------------------------------
@@ -657,3 +1017,26 @@ exec {TCLSH} {RUNNER} "$script" "$@"
     assert (build / "vivado" / "engines.tcl").is_file()
     args = (tmp_path / "vivado_args.txt").read_text()
     assert "-mode batch" in args and "--jobs 3" in args
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_bitstream_dryrun_builds_the_pl_top(tmp_path):
+    """`make bitstream-dryrun` as a user runs it: the real generator's overlay, on the stubs."""
+    build = tmp_path / "build"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STUB_")}
+    proc = subprocess.run([*_make_args(), "bitstream-dryrun", f"BUILD_DIR={build}",
+                           f"PY={sys.executable}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "overlay: overlay (top pynq_overlay)" in out
+    assert "dma_0: overlay/s0_axis 64 bit in, overlay/m0_axis 32 bit out, MM2S on HP0" in out
+    assert "dma_1: overlay/s1_axis 64 bit in, overlay/m1_axis 32 bit out, MM2S on HP1" in out
+    assert "overlay/aclk: ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis" in out
+    assert "Block design: validated, no critical warnings." in out and "BUILD OK" in out
+    flow = Flow(subprocess.CompletedProcess([], 0, out, ""),
+                build / "dryrun" / "vivado_calls.jsonl", build / "dryrun")
+    refs = [a for a in flow.joined("create_bd_cell") if "-type module" in a]
+    assert refs == ["-type module -reference pynq_overlay overlay"]
+    assert unknown_ip_properties(flow) == []
+    assert (build / "dryrun" / "pynq_ternary.bit").is_file()

@@ -1,8 +1,8 @@
 # Vivado build of the PYNQ-Z1 overlay. Included by the top Makefile (include vivado/bitstream.mk);
 # also works alone: make -f vivado/bitstream.mk bitstream
 #
-#   make bitstream                                   the write-up's Stage 4: two ternary engines
-#   make bitstream ENGINES="int8-engine ternary-engine:max_k=1024"
+#   make bitstream                                   the PL top `overlay` (docs/overlay.md), 2 DMAs
+#   make bitstream ENGINES="ternary-engine ternary-engine"   single engines, one DMA each
 #   make bitstream VIVADO=/tools/Xilinx/Vivado/2020.2/bin/vivado JOBS=4
 #   make bitstream-dryrun                            the same flow under tclsh with Vivado stubs
 #   make lint-tcl                                    tclint and tclfmt --check on the Tcl and XDC
@@ -11,7 +11,7 @@
 # the Vivado project and log in $(BUILD_DIR)/vivado. See docs/vivado.md.
 
 VIVADO ?= vivado
-ENGINES ?= ternary-engine ternary-engine
+ENGINES ?= overlay
 JOBS ?= 2
 PY ?= .venv/bin/python
 BUILD_DIR ?= build

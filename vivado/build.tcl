@@ -3,14 +3,14 @@
 # Written for Vivado 2020.2 (the PYNQ 2.7 tool version); IP versions are not pinned, each IP is
 # looked up in the catalogue. Run through `make bitstream`, or by hand:
 #
-#   .venv/bin/python vivado/engines.py --engines ternary-engine,ternary-engine \
-#       --out build/vivado/engines
+#   .venv/bin/python vivado/engines.py --engines overlay --out build/vivado/engines
 #   vivado -mode batch -source vivado/build.tcl -tclargs --out build \
 #       --engines-tcl build/vivado/engines.tcl --jobs 2
 #
 # Options (after -tclargs):
 #   --out DIR           where the .bit, .hwh, .xsa and reports go (default: build)
-#   --engines-tcl FILE  the engine list written by engines.py (default: DIR/vivado/engines.tcl)
+#   --engines-tcl FILE  the cell and DMA list written by engines.py
+#                       (default: DIR/vivado/engines.tcl)
 #   --proj-dir DIR      the Vivado project (default: DIR/vivado/project)
 #   --name NAME         overlay base name: NAME.bit and NAME.hwh (default: pynq_ternary)
 #   --part PART         FPGA part (default: xc7z020clg400-1)
@@ -18,12 +18,16 @@
 #   --fclk-mhz MHZ      fabric clock FCLK_CLK0 (default: 142.857, i.e. 7.000 ns)
 #   --xdc "F1 F2"       constraint files (default: every constraints/*.xdc)
 #
-# The block design, for each engine i (engine_i, a module reference of the generated top):
+# The block design: one module-reference cell per design in the list (the PL top `overlay`,
+# top module pynq_overlay, by default; or engine_i for single engines) and one AXI DMA per
+# s_axis/m_axis pair of a cell (engines.tcl's DMAS):
 #   ps7 M_AXI_GP0 -> ctrl_ic (AXI interconnect) -> dma_i/S_AXI_LITE at 0x4040_0000 + i*64K
-#   dma_i/M_AXIS_MM2S (64-bit) -> engine_i/s_axis;  engine_i/m_axis (32-bit) -> dma_i/S_AXIS_S2MM
-#   dma_i/M_AXI_MM2S and M_AXI_S2MM -> hp<i mod 2>_ic -> ps7/S_AXI_HP<i mod 2>
-# With a single engine its MM2S goes to HP0 and its S2MM to HP1. Everything runs on FCLK_CLK0;
-# rst_fclk0 (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets.
+#   dma_i/M_AXIS_MM2S -> CELL/<s_axis>;  CELL/<m_axis> -> dma_i/S_AXIS_S2MM (widths from DMAS)
+#   dma_i/M_AXI_MM2S -> hp<hp_mm2s>_ic -> ps7/S_AXI_HP<hp_mm2s>; M_AXI_S2MM likewise (hp_s2mm)
+# For the PL top, dma_p is on HP port p. Everything runs on FCLK_CLK0; rst_fclk0
+# (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets. Any CRITICAL WARNING or
+# ERROR raised while the block design is built and validated stops the build (bd_exempt_ids
+# below lists the only exemptions, with their reasons).
 
 set script_dir [file dirname [file normalize [info script]]]
 set repo_dir [file dirname $script_dir]
@@ -96,22 +100,61 @@ if {![file exists $engines_tcl]} {
     build_fail "engine list $engines_tcl not found; run vivado/engines.py (make bitstream does)"
 }
 set ENGINES {}
+set DMAS {}
 set ENGINE_SOURCES {}
 source $engines_tcl
 if {[llength $ENGINES] == 0} {
     build_fail "$engines_tcl lists no engines"
+}
+if {[llength $DMAS] == 0} {
+    build_fail "$engines_tcl lists no DMAs"
 }
 foreach src $ENGINE_SOURCES {
     if {![file exists $src]} {
         build_fail "generated source $src is missing; re-run vivado/engines.py"
     }
 }
-set n_engines [llength $ENGINES]
+set n_dmas [llength $DMAS]
 
-puts "Building overlay '$overlay' for $part with $n_engines engine(s):"
+puts "Building overlay '$overlay' for $part:"
 foreach e $ENGINES {
-    puts "  [dict get $e name]: [dict get $e design] (top [dict get $e top],\
-        in [dict get $e s_axis_width] bit, out [dict get $e m_axis_width] bit)"
+    puts "  [dict get $e name]: [dict get $e design] (top [dict get $e top])"
+}
+foreach d $DMAS {
+    puts "  [dict get $d name]: [dict get $d cell]/[dict get $d s_axis]\
+        [dict get $d s_axis_width] bit in, [dict get $d cell]/[dict get $d m_axis]\
+        [dict get $d m_axis_width] bit out, MM2S on HP[dict get $d hp_mm2s],\
+        S2MM on HP[dict get $d hp_s2mm]"
+}
+
+# Every stream interface a DMA meets must be associated with the cell's aclk, and aclk with
+# aresetn, through X_INTERFACE_PARAMETER in the Verilog (engines.py reads it from the top
+# module). Required for a design that declares its streams (the PL top).
+foreach e $ENGINES {
+    set cell [dict get $e name]
+    set busif [dict get $e aclk_busif]
+    if {[llength $busif] == 0} {
+        if {[dict get $e streams_declared]} {
+            build_fail "$cell: aclk has no X_INTERFACE_PARAMETER ASSOCIATED_BUSIF"
+        }
+        puts "WARNING: $cell: aclk carries no X_INTERFACE_PARAMETER; Vivado infers the\
+            clock association of s_axis and m_axis from their names."
+        continue
+    }
+    foreach d $DMAS {
+        if {[dict get $d cell] ne $cell} {
+            continue
+        }
+        foreach intf [list [dict get $d s_axis] [dict get $d m_axis]] {
+            if {$intf ni $busif} {
+                build_fail "$cell: $intf is not in the ASSOCIATED_BUSIF of aclk ($busif)"
+            }
+        }
+    }
+    if {[dict get $e aclk_reset] ne "aresetn"} {
+        build_fail "$cell: aclk has ASSOCIATED_RESET '[dict get $e aclk_reset]', not aresetn"
+    }
+    puts "  $cell/aclk: ASSOCIATED_BUSIF [join $busif :], ASSOCIATED_RESET aresetn"
 }
 
 set version [version -short]
@@ -138,12 +181,30 @@ proc add_ip {name cell} {
     return [create_bd_cell -type ip -vlnv [ipdef $name] $cell]
 }
 
-# The HP port (0 or 1) of DMA i's channel (mm2s or s2mm).
-proc hp_port_of {i channel n_dma} {
-    if {$n_dma == 1} {
-        return [expr {$channel eq "mm2s" ? 0 : 1}]
+# Critical warnings that do not stop the build, each with its reason. Nothing else is exempt.
+#   PSU-3, PSU-4: "PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2/_3 has negative value": byte lanes 2 and 3,
+#   which the PYNQ-Z1's 16-bit DDR bus does not use (the bus width is checked below); the
+#   values are those of the PYNQ-Z1 base overlay. PSU-1 and PSU-2 (lanes 0 and 1) do stop it.
+set bd_exempt_ids {PSU-3 PSU-4}
+
+# Critical warnings and errors raised so far in this Vivado process (the block design is built
+# here, not in a run's sub-process, so get_msg_config counts its messages), less the exempt ones.
+proc bd_problem_count {} {
+    global bd_exempt_ids
+    set n 0
+    foreach severity {{CRITICAL WARNING} ERROR} {
+        set c [get_msg_config -count -severity $severity]
+        if {[string is integer -strict $c]} {
+            incr n $c
+        }
     }
-    return [expr {$i % 2}]
+    foreach id $bd_exempt_ids {
+        set c [get_msg_config -count -id $id]
+        if {[string is integer -strict $c]} {
+            incr n [expr {-$c}]
+        }
+    }
+    return $n
 }
 
 # ------------------------------------------------------------------------------------------
@@ -169,6 +230,11 @@ update_compile_order -fileset sources_1
 # ------------------------------------------------------------------------------------------
 # Block design
 # ------------------------------------------------------------------------------------------
+# A stream width mismatch between a DMA and the module reference (TDATA_NUM_BYTES) is a
+# CRITICAL WARNING in IP integrator, which does not stop a batch build: raise it to an error,
+# and fail below on any critical warning or error of the block design.
+set_msg_config -id {BD 41-237} -new_severity ERROR
+set bd_problems_before [bd_problem_count]
 create_bd_design $bd_name
 
 # Processing system: PYNQ-Z1 settings, GP0 master, HP0 and HP1 slaves (64 bit), FCLK_CLK0.
@@ -223,7 +289,7 @@ add_ip proc_sys_reset rst_fclk0
 
 # AXI-Lite control: GP0 -> one AXI interconnect -> every DMA's S_AXI_LITE.
 set ctrl_ic [add_ip axi_interconnect ctrl_ic]
-set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI $n_engines] $ctrl_ic
+set_property -dict [list CONFIG.NUM_SI {1} CONFIG.NUM_MI $n_dmas] $ctrl_ic
 connect_bd_intf_net [get_bd_intf_pins ps7/M_AXI_GP0] [get_bd_intf_pins ctrl_ic/S00_AXI]
 
 set clock_pins {rst_fclk0/slowest_sync_clk ps7/M_AXI_GP0_ACLK ps7/S_AXI_HP0_ACLK
@@ -233,14 +299,28 @@ set ic_resets {ctrl_ic/ARESETN}
 set hp_masters(0) {}
 set hp_masters(1) {}
 
-# One DMA (simple mode, no scatter-gather) per engine.
-set i 0
+# The module-reference cells: the generated top modules.
 foreach e $ENGINES {
-    set engine [dict get $e name]
-    set dma dma_$i
-    set in_w [dict get $e s_axis_width]
-    set out_w [dict get $e m_axis_width]
+    set cell [dict get $e name]
+    create_bd_cell -type module -reference [dict get $e top] $cell
+    lappend clock_pins $cell/aclk
+    lappend periph_resets $cell/aresetn
+}
+
+# One DMA (simple mode, no scatter-gather) per stream pair.
+set i 0
+foreach d $DMAS {
+    set dma [dict get $d name]
+    set cell [dict get $d cell]
+    set in_w [dict get $d s_axis_width]
+    set out_w [dict get $d m_axis_width]
     set mm2s_mm_w [expr {$in_w > 64 ? $in_w : 64}]
+    set s2mm_mm_w [expr {$out_w > 32 ? $out_w : 32}]
+    foreach hp [list [dict get $d hp_mm2s] [dict get $d hp_s2mm]] {
+        if {$hp ni {0 1}} {
+            build_fail "$dma: HP port '$hp' is not 0 or 1"
+        }
+    }
 
     set dma_cell [add_ip axi_dma $dma]
     set_property -dict [list \
@@ -254,24 +334,24 @@ foreach e $ENGINES {
         CONFIG.c_include_mm2s_dre {0} \
         CONFIG.c_mm2s_burst_size {256} \
         CONFIG.c_include_s2mm {1} \
-        CONFIG.c_m_axi_s2mm_data_width {32} \
+        CONFIG.c_m_axi_s2mm_data_width $s2mm_mm_w \
         CONFIG.c_s_axis_s2mm_tdata_width $out_w \
         CONFIG.c_include_s2mm_dre {0} \
         CONFIG.c_s2mm_burst_size {16}] $dma_cell
 
-    create_bd_cell -type module -reference [dict get $e top] $engine
-
-    connect_bd_intf_net [get_bd_intf_pins $dma/M_AXIS_MM2S] [get_bd_intf_pins $engine/s_axis]
-    connect_bd_intf_net [get_bd_intf_pins $engine/m_axis] [get_bd_intf_pins $dma/S_AXIS_S2MM]
+    connect_bd_intf_net [get_bd_intf_pins $dma/M_AXIS_MM2S] \
+        [get_bd_intf_pins $cell/[dict get $d s_axis]]
+    connect_bd_intf_net [get_bd_intf_pins $cell/[dict get $d m_axis]] \
+        [get_bd_intf_pins $dma/S_AXIS_S2MM]
     connect_bd_intf_net [get_bd_intf_pins ctrl_ic/[format M%02d_AXI $i]] \
         [get_bd_intf_pins $dma/S_AXI_LITE]
 
-    lappend hp_masters([hp_port_of $i mm2s $n_engines]) $dma/M_AXI_MM2S
-    lappend hp_masters([hp_port_of $i s2mm $n_engines]) $dma/M_AXI_S2MM
+    lappend hp_masters([dict get $d hp_mm2s]) $dma/M_AXI_MM2S
+    lappend hp_masters([dict get $d hp_s2mm]) $dma/M_AXI_S2MM
 
     lappend clock_pins $dma/s_axi_lite_aclk $dma/m_axi_mm2s_aclk $dma/m_axi_s2mm_aclk \
-        $engine/aclk ctrl_ic/[format M%02d_ACLK $i]
-    lappend periph_resets $dma/axi_resetn $engine/aresetn ctrl_ic/[format M%02d_ARESETN $i]
+        ctrl_ic/[format M%02d_ACLK $i]
+    lappend periph_resets $dma/axi_resetn ctrl_ic/[format M%02d_ARESETN $i]
     incr i
 }
 
@@ -305,7 +385,7 @@ connect_bd_net [get_bd_pins rst_fclk0/peripheral_aresetn] [get_bd_pins $periph_r
 connect_bd_net [get_bd_pins rst_fclk0/interconnect_aresetn] [get_bd_pins $ic_resets]
 
 # Addresses: DMA registers at fixed places in GP0 space, then DDR for every DMA master.
-for {set i 0} {$i < $n_engines} {incr i} {
+for {set i 0} {$i < $n_dmas} {incr i} {
     set offset [format 0x%08X [expr {0x40400000 + $i * 0x10000}]]
     assign_bd_address -offset $offset -range 64K \
         -target_address_space [get_bd_addr_spaces ps7/Data] \
@@ -314,6 +394,13 @@ for {set i 0} {$i < $n_engines} {incr i} {
 assign_bd_address
 
 validate_bd_design
+set bd_problems [expr {[bd_problem_count] - $bd_problems_before}]
+if {$bd_problems > 0} {
+    build_fail "the block design raised $bd_problems critical warning(s) or error(s)\
+        (for example a TDATA_NUM_BYTES mismatch between a DMA and the PL top);\
+        see the log above"
+}
+puts "Block design: validated, no critical warnings."
 save_bd_design
 
 # ------------------------------------------------------------------------------------------

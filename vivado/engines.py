@@ -1,26 +1,41 @@
 #!/usr/bin/env python3
-"""Render the engines that go into the overlay and write the engine list for vivado/build.tcl.
+"""Render the PL top (or single engines) and write the cell and DMA list for vivado/build.tcl.
 
+    .venv/bin/python vivado/engines.py --engines overlay --out build/vivado/engines
     .venv/bin/python vivado/engines.py --engines ternary-engine,ternary-engine \
         --out build/vivado/engines
 
-renders each distinct engine once with ``generators.render`` into ``OUT/<design>`` and writes
+renders each distinct design once with ``generators.render`` into ``OUT/<design>`` and writes
 ``build/vivado/engines.tcl`` (beside OUT), which build.tcl sources:
 
     set ENGINES {
-        {name engine_0 design ternary-engine top ternary_engine s_axis_width 64 m_axis_width 32
-         latency 7 dir /abs/OUT/ternary-engine sources {/abs/a.v /abs/b.v}}
-        ...
+        {name overlay design overlay top pynq_overlay latency 7 dir /abs/OUT/overlay
+         sources {/abs/a.v ...} streams_declared 1
+         aclk_busif {s0_axis m0_axis s1_axis m1_axis} aclk_reset aresetn}
+    }
+    set DMAS {
+        {name dma_0 cell overlay s_axis s0_axis s_axis_width 64 m_axis m0_axis
+         m_axis_width 32 hp_mm2s 0 hp_s2mm 0}
+        {name dma_1 cell overlay s_axis s1_axis ... hp_mm2s 1 hp_s2mm 1}
     }
     set ENGINE_SOURCES {/abs/a.v /abs/b.v}
 
-Each entry is a Tcl dict; ENGINE_SOURCES is every source once, in compile order (a shared
+ENGINES has one Tcl dict per module-reference cell, DMAS one per AXI DMA (one DMA per
+s_axis/m_axis pair of a cell), ENGINE_SOURCES every source once, in compile order (a shared
 rtl/ file that several designs copy is listed once).
 
-An engine is ``DESIGN`` or ``DESIGN:NAME=VALUE[:NAME=VALUE...]`` (generator parameters), e.g.
-``ternary-engine:max_k=1024``. Engines are separated by commas or spaces. Two different
-configurations of the same design would define the same Verilog module twice in one Vivado
-project, so that is refused.
+Stream widths are never guessed. A design whose manifest has ``streams`` (the PL top
+``overlay``, docs/overlay.md) names its stream pairs, their widths and their HP port
+there; a single engine without ``streams`` has one pair, ``s_axis``/``m_axis``. Either way the
+widths are checked against the port declarations of the generated top module, so that the DMA
+is configured for the width the Verilog has. A design with ``streams`` is the whole PL: it is
+built alone, and its ``aclk`` must carry ``X_INTERFACE_PARAMETER`` with ``ASSOCIATED_BUSIF``
+naming every stream interface and ``ASSOCIATED_RESET aresetn``.
+
+A design is ``DESIGN`` or ``DESIGN:NAME=VALUE[:NAME=VALUE...]`` (generator parameters), e.g.
+``ternary-engine:max_k=1024``, separated by commas or spaces. Two different configurations of
+the same design would define the same Verilog module twice in one Vivado project, so that is
+refused.
 """
 from __future__ import annotations
 
@@ -34,9 +49,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
-DEFAULT_ENGINES = ("ternary-engine", "ternary-engine")
-DEFAULT_S_AXIS_WIDTH = 64  # DESIGN.md section 3: s_axis_tdata[63:0]
-DEFAULT_M_AXIS_WIDTH = 32  # m_axis_tdata[31:0]
+DEFAULT_ENGINES = ("overlay",)  # the PL top (docs/overlay.md)
+HP_PORTS = (0, 1)  # S_AXI_HP0 and S_AXI_HP1 of the PS7
 AXIS_WIDTHS = (8, 16, 32, 64, 128, 256, 512, 1024)  # what AXI DMA accepts on its streams
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
@@ -107,20 +121,140 @@ def _slug(design: str, params: Dict[str, Any]) -> str:
     return f"{design}-{hashlib.sha1(key).hexdigest()[:8]}"
 
 
-def _stream_width(manifest: Dict[str, Any], key: str, default: int, what: str) -> int:
-    params = manifest.get("parameters") or {}
-    if key in manifest:
-        width = manifest[key]
-    elif key == "s_axis_width" and "bytes" in params:
-        width = 8 * int(params["bytes"])  # the ternary engine's beat width follows `bytes`
-    else:
-        width = default
-    width = int(width)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ATTR = re.compile(r"\(\*(.*?)\*\)", re.S)
+_PORT = re.compile(
+    r"((?:\(\*.*?\*\)\s*)*)\b(input|output|inout)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?"
+    r"(\[[^\]]*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)", re.S)
+_RANGE = re.compile(r"\[\s*(\d+)\s*:\s*0\s*\]")
+
+
+def top_ports(path: Path, top: str) -> Dict[str, Dict[str, Any]]:
+    """The ports of module TOP in PATH: {name: {"dir", "width" (None if not literal), "attrs"}}.
+
+    Reads the ANSI port list of the module header (what the generators write); "attrs" are
+    the Verilog attributes on the port, e.g. {"X_INTERFACE_PARAMETER": "ASSOCIATED_BUSIF ..."}.
+    """
+    text = _COMMENT.sub(" ", path.read_text())
+    m = re.search(r"\bmodule\s+" + re.escape(top) + r"\b", text)
+    if not m:
+        raise EngineError(f"module {top} not found in {path}")
+    rest = text[m.end():]
+    if rest.lstrip().startswith("#"):  # skip the parameter list #( ... )
+        depth, i = 0, rest.index("(")
+        for i in range(i, len(rest)):
+            depth += {"(": 1, ")": -1}.get(rest[i], 0)
+            if depth == 0:
+                break
+        rest = rest[i + 1:]
+    header = rest[:rest.find(");") + 1] if ");" in rest else rest
+    ports: Dict[str, Dict[str, Any]] = {}
+    for pm in _PORT.finditer(header):
+        attrs: Dict[str, str] = {}
+        for am in _ATTR.finditer(pm.group(1) or ""):
+            for item in re.finditer(r'(\w+)\s*=\s*"([^"]*)"', am.group(1)):
+                attrs[item.group(1)] = item.group(2)
+        rng = pm.group(3)
+        if rng is None:
+            width: Optional[int] = 1
+        else:
+            rm = _RANGE.fullmatch(rng.strip())
+            width = int(rm.group(1)) + 1 if rm else None
+        ports[pm.group(4)] = {"dir": pm.group(2), "width": width, "attrs": attrs}
+    return ports
+
+
+def interface_parameters(value: str) -> Dict[str, str]:
+    """"ASSOCIATED_BUSIF a:b, ASSOCIATED_RESET aresetn" -> {"ASSOCIATED_BUSIF": "a:b", ...}."""
+    out = {}
+    for item in value.split(","):
+        key, _, val = item.strip().partition(" ")
+        if key:
+            out[key] = val.strip()
+    return out
+
+
+def _port_width(ports: Dict[str, Dict[str, Any]], name: str, direction: str, design: str) -> int:
+    port = ports.get(name)
+    if port is None or port["dir"] != direction:
+        raise EngineError(f"{design}: the top module has no {direction} port {name}")
+    if port["width"] is None:
+        raise EngineError(f"{design}: {name} has no literal [N:0] range; the DMA width cannot "
+                          "be read from the Verilog")
+    return port["width"]
+
+
+def _check_axis_width(design: str, what: str, width: int) -> int:
     if width not in AXIS_WIDTHS:
         raise EngineError(
-            f"{manifest.get('design', '?')}: {what} width {width} bit is not one that AXI DMA "
-            f"supports ({', '.join(map(str, AXIS_WIDTHS))})")
+            f"{design}: {what} is {width} bit, not a width that AXI DMA supports "
+            f"({', '.join(map(str, AXIS_WIDTHS))})")
     return width
+
+
+def stream_pairs(manifest: Dict[str, Any], ports: Dict[str, Dict[str, Any]],
+                 design: str) -> List[Dict[str, Any]]:
+    """The s_axis/m_axis pairs of a design, one AXI DMA each, widths checked against ports.
+
+    From the manifest's ``streams`` when it has them (each {"port", "s_axis", "s_axis_width",
+    "m_axis", "m_axis_width"}); else the single pair s_axis/m_axis, with the widths of the
+    top module's port declarations. Never from a ``bytes`` parameter.
+    """
+    declared = manifest.get("streams")
+    if declared is None:
+        specs = [{"port": None, "s_axis": "s_axis", "m_axis": "m_axis",
+                  "s_axis_width": None, "m_axis_width": None}]
+    else:
+        if not isinstance(declared, list) or not declared:
+            raise EngineError(f"{design}: manifest 'streams' must be a non-empty list")
+        specs = []
+        for st in declared:
+            try:
+                specs.append({k: st[k] for k in ("port", "s_axis", "s_axis_width", "m_axis",
+                                                 "m_axis_width")})
+            except (KeyError, TypeError) as exc:
+                raise EngineError(f"{design}: stream {st!r} lacks {exc}") from None
+    pairs = []
+    seen_ports = set()
+    for st in specs:
+        for side in ("s_axis", "m_axis"):
+            if not isinstance(st[side], str) or not _IDENT.match(st[side]):
+                raise EngineError(f"{design}: stream interface {st[side]!r} is not a name")
+        s_w = _port_width(ports, st["s_axis"] + "_tdata", "input", design)
+        m_w = _port_width(ports, st["m_axis"] + "_tdata", "output", design)
+        for side, width in (("s_axis", s_w), ("m_axis", m_w)):
+            if st[f"{side}_width"] is not None and int(st[f"{side}_width"]) != width:
+                raise EngineError(
+                    f"{design}: manifest says {st[side]} is {st[side + '_width']} bit, the "
+                    f"Verilog port {st[side]}_tdata is {width} bit")
+            _check_axis_width(design, f"{st[side]}_tdata", width)
+        port = st["port"]
+        if port is not None:
+            if port not in HP_PORTS or port in seen_ports:
+                raise EngineError(f"{design}: stream port {port!r} is not one of the free HP "
+                                  f"ports {HP_PORTS}")
+            seen_ports.add(port)
+        pairs.append({"port": port, "s_axis": st["s_axis"], "s_axis_width": s_w,
+                      "m_axis": st["m_axis"], "m_axis_width": m_w})
+    return pairs
+
+
+def clock_association(ports: Dict[str, Dict[str, Any]]) -> Tuple[List[str], str]:
+    """ASSOCIATED_BUSIF (as a list) and ASSOCIATED_RESET of the top's aclk, or ([], "")."""
+    aclk = ports.get("aclk")
+    if aclk is None:
+        return [], ""
+    params = interface_parameters(aclk["attrs"].get("X_INTERFACE_PARAMETER", ""))
+    busif = [b for b in params.get("ASSOCIATED_BUSIF", "").split(":") if b]
+    return busif, params.get("ASSOCIATED_RESET", "")
+
+
+def _top_file(sources: List[Path], top: str, design: str) -> Path:
+    pattern = re.compile(r"\bmodule\s+" + re.escape(top) + r"\b")
+    for src in sources:
+        if pattern.search(_COMMENT.sub(" ", src.read_text())):
+            return src
+    raise EngineError(f"{design}: no source defines the top module {top}")
 
 
 def _check_manifest(manifest: Dict[str, Any], out_dir: Path, design: str) -> List[Path]:
@@ -172,6 +306,22 @@ def render_engines(engine_list: Sequence[EngineSpec], out_dir: Union[str, Path],
                     f"two configurations define Verilog module {top!r} ({tops[top]} and {slug}); "
                     "one Vivado project can hold only one of them")
             tops[top] = slug
+            ports = top_ports(_top_file(sources, top, design), top)
+            for name in ("aclk", "aresetn"):
+                if name not in ports or ports[name]["dir"] != "input":
+                    raise EngineError(f"{design}: the top module has no input {name}")
+            pairs = stream_pairs(manifest, ports, design)
+            busif, reset = clock_association(ports)
+            declared = manifest.get("streams") is not None
+            if declared:
+                missing = [i for p in pairs for i in (p["s_axis"], p["m_axis"])
+                           if i not in busif]
+                if missing or reset != "aresetn":
+                    raise EngineError(
+                        f"{design}: aclk must carry X_INTERFACE_PARAMETER \"ASSOCIATED_BUSIF "
+                        f"{':'.join(i for p in pairs for i in (p['s_axis'], p['m_axis']))}, "
+                        f"ASSOCIATED_RESET aresetn\" (found ASSOCIATED_BUSIF "
+                        f"{':'.join(busif) or 'none'}, ASSOCIATED_RESET {reset or 'none'})")
             rendered[slug] = {
                 "design": manifest.get("design", design),
                 "top": top,
@@ -179,13 +329,41 @@ def render_engines(engine_list: Sequence[EngineSpec], out_dir: Union[str, Path],
                 "sources": sources,
                 "parameters": manifest.get("parameters", params),
                 "latency": manifest.get("latency"),
-                "s_axis_width": _stream_width(manifest, "s_axis_width",
-                                              DEFAULT_S_AXIS_WIDTH, "input stream"),
-                "m_axis_width": _stream_width(manifest, "m_axis_width",
-                                              DEFAULT_M_AXIS_WIDTH, "output stream"),
+                "streams": pairs,
+                "streams_declared": declared,
+                "aclk_busif": busif,
+                "aclk_reset": reset,
             }
         engines.append(dict(rendered[slug], name=f"engine_{index}"))
+    if any(e["streams_declared"] for e in engines):
+        if len(engines) != 1:
+            raise EngineError("a design with manifest 'streams' (the PL top) is the whole PL "
+                              "and is built alone, not with other engines")
+        engines[0]["name"] = engines[0]["design"].replace("-", "_").replace(".", "_")
     return engines
+
+
+def assign_dmas(engines: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One AXI DMA per stream pair: dma_<i>, with the HP port of each of its two channels.
+
+    A pair with a declared port uses that HP port for both channels (the PL top: dma_p on
+    HP p). Otherwise DMA i uses HP (i mod 2); a lone DMA reads through HP0 and writes
+    through HP1.
+    """
+    pairs = [(e, p) for e in engines for p in e["streams"]]
+    dmas = []
+    for i, (e, p) in enumerate(pairs):
+        if p["port"] is not None:
+            hp_mm2s = hp_s2mm = p["port"]
+        elif len(pairs) == 1:
+            hp_mm2s, hp_s2mm = 0, 1
+        else:
+            hp_mm2s = hp_s2mm = i % 2
+        dmas.append({"name": f"dma_{i}", "cell": e["name"], "s_axis": p["s_axis"],
+                     "s_axis_width": p["s_axis_width"], "m_axis": p["m_axis"],
+                     "m_axis_width": p["m_axis_width"], "hp_mm2s": hp_mm2s,
+                     "hp_s2mm": hp_s2mm})
+    return dmas
 
 
 # ------------------------------------------------------------------------------------------
@@ -233,7 +411,7 @@ def unique_sources(engines: Sequence[Dict[str, Any]]) -> List[Path]:
 
 def engines_tcl_text(engines: Sequence[Dict[str, Any]], spec_text: str = "") -> str:
     lines = [
-        "# Generated by vivado/engines.py: the engines of the overlay, for vivado/build.tcl.",
+        "# Generated by vivado/engines.py: the cells and DMAs of the overlay, for build.tcl.",
         "# DO NOT EDIT: `make bitstream` (or vivado/engines.py) rewrites it.",
     ]
     if spec_text:
@@ -242,19 +420,29 @@ def engines_tcl_text(engines: Sequence[Dict[str, Any]], spec_text: str = "") -> 
         params = ", ".join(f"{k}={v}" for k, v in (e["parameters"] or {}).items())
         lines.append(f"#   {e['name']}: {e['design']} ({params or 'defaults'}), "
                      f"latency {e['latency']} cycles")
+        for p in e["streams"]:
+            lines.append(f"#     {p['s_axis']} {p['s_axis_width']} bit in, "
+                         f"{p['m_axis']} {p['m_axis_width']} bit out")
     lines.append("set ENGINES {")
     for e in engines:
         fields = [
             ("name", tcl_word(e["name"])),
             ("design", tcl_word(e["design"])),
             ("top", tcl_word(e["top"])),
-            ("s_axis_width", str(e["s_axis_width"])),
-            ("m_axis_width", str(e["m_axis_width"])),
             ("latency", tcl_word(e["latency"] if e["latency"] is not None else "")),
             ("dir", tcl_word(e["dir"])),
             ("sources", tcl_list(e["sources"])),
+            ("streams_declared", "1" if e["streams_declared"] else "0"),
+            ("aclk_busif", tcl_list(e["aclk_busif"])),
+            ("aclk_reset", tcl_word(e["aclk_reset"]) if e["aclk_reset"] else "{}"),
         ]
         lines.append("    {" + " ".join(f"{k} {v}" for k, v in fields) + "}")
+    lines.append("}")
+    lines.append("set DMAS {")
+    for d in assign_dmas(engines):
+        lines.append("    {" + " ".join(f"{k} {tcl_word(d[k])}" for k in (
+            "name", "cell", "s_axis", "s_axis_width", "m_axis", "m_axis_width", "hp_mm2s",
+            "hp_s2mm")) + "}")
     lines.append("}")
     all_sources = unique_sources(engines)
     lines.append("set ENGINE_SOURCES {")
@@ -291,8 +479,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engines", nargs="+", default=None,
-                    help="engines, comma- or space-separated, each DESIGN[:NAME=VALUE...] "
-                         f"(default: {','.join(DEFAULT_ENGINES)}, the write-up's Stage 4)")
+                    help="designs, comma- or space-separated, each DESIGN[:NAME=VALUE...] "
+                         f"(default: {','.join(DEFAULT_ENGINES)}, the PL top)")
     ap.add_argument("--out", default="build/vivado/engines",
                     help="where the generated Verilog goes (default: %(default)s)")
     ap.add_argument("--tcl", default=None,

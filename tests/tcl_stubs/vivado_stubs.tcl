@@ -17,12 +17,38 @@
 #   STUB_RUN_PROGRESS  PROGRESS of every run                   (default 100%)
 #   STUB_HWH_LAYOUT    gen (2020.2, default), srcs (older Vivado) or none: where generate_target
 #                      puts the hardware handoff
+#   STUB_BD_CRITICAL_WARNINGS  critical warnings validate_bd_design raises (default 0)
+# Like Vivado, the stubs also check what they can:
+#   - set_property/get_property of a CONFIG.* name that is not a real parameter of the cell's IP
+#     (tests/tcl_stubs/ip_param_names.tcl, with its public sources) is an error;
+#   - connect_bd_intf_net between an AXI DMA stream and a module reference compares the DMA's
+#     stream width with the port width in the Verilog added by add_files, and raises
+#     CRITICAL WARNING [BD 41-237] on a TDATA_NUM_BYTES mismatch (ERROR after set_msg_config);
+#     a module-reference interface with no such port is an error;
+#   - processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative
+#     PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_<n>, as Vivado does;
+#   - get_msg_config -count -severity S (or -id ID) counts the messages raised.
 # Files that Vivado would write (reports with -file, the bitstream, the hwh) are created with
 # placeholder text so that the flow's copies and checks run for real.
 
 namespace eval stub {
     variable props
     array set props {}
+    # cell -> IP name (create_bd_cell -type ip) or module (-type module -reference)
+    variable cell_ip
+    array set cell_ip {}
+    variable cell_ref
+    array set cell_ref {}
+    # module,port -> width in bits, from the Verilog files given to add_files
+    variable module_ports
+    array set module_ports {}
+    # messages raised so far, by severity; severity overrides from set_msg_config -id
+    variable msg_count
+    array set msg_count {{CRITICAL WARNING} 0 ERROR 0}
+    variable msg_severity
+    array set msg_severity {}
+    variable msg_id_count
+    array set msg_id_count {}
     variable proj_dir ""
     variable proj_name ""
     variable bd_name ""
@@ -31,6 +57,8 @@ namespace eval stub {
         smartconnect 1.0
     }
 }
+
+source [file join [file dirname [file normalize [info script]]] ip_param_names.tcl]
 
 proc stub::env {name default} {
     if {[info exists ::env($name)] && $::env($name) ne ""} {
@@ -135,11 +163,21 @@ proc set_property {args} {
             lappend flat_objects $x
         }
     }
+    foreach {name value} $pairs {
+        foreach o $flat_objects {
+            stub::check_param $o $name set_property
+        }
+    }
     set props_json {}
     foreach {name value} $pairs {
         lappend props_json "[stub::json_str [string toupper $name]]: [stub::json_str $value]"
         foreach o $flat_objects {
             set stub::props([string toupper $name],$o) $value
+        }
+    }
+    foreach {name value} $pairs {
+        foreach o $flat_objects {
+            stub::ps7_checks $o [string toupper $name] $value
         }
     }
     set extra ", \"props\": \{[join $props_json {, }]\},"
@@ -148,11 +186,63 @@ proc set_property {args} {
     return ""
 }
 
+# A CONFIG.* property of an IP cell must be a real parameter of that IP (ip_param_names.tcl).
+proc stub::check_param {obj name cmd} {
+    if {![string match -nocase CONFIG.* $name] || ![info exists stub::cell_ip($obj)]} {
+        return
+    }
+    set ip $stub::cell_ip($obj)
+    if {![info exists stub::ip_params($ip)]} {
+        return
+    }
+    set param [string range $name 7 end]
+    foreach known $stub::ip_params($ip) {
+        if {[string equal -nocase $known $param]} {
+            return
+        }
+    }
+    stub::raise ERROR "Common 17-69" "$cmd: '$param' is not a parameter of $ip ($obj);\
+        see tests/tcl_stubs/ip_param_names.tcl"
+    error "$cmd: CONFIG.$param is not a parameter of $ip"
+}
+
+# processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative DQS-to-clock delay of
+# byte lane n.
+proc stub::ps7_checks {obj name value} {
+    if {![info exists stub::cell_ip($obj)] || $stub::cell_ip($obj) ne "processing_system7"} {
+        return
+    }
+    if {
+        [regexp {^CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_([0-3])$} $name -> lane]
+        && [string is double -strict $value] && $value < 0
+    } {
+        stub::raise {CRITICAL WARNING} "PSU-[expr {$lane + 1}]" "Parameter :\
+            PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_$lane has negative value $value . PS DDR\
+            interfaces might fail when entering negative DQS skew values."
+    }
+}
+
+# Print a Vivado-style message and count it (with the severity set_msg_config gave its id).
+proc stub::raise {severity id text} {
+    if {[info exists stub::msg_severity($id)]} {
+        set severity $stub::msg_severity($id)
+    }
+    if {[info exists stub::msg_count($severity)]} {
+        incr stub::msg_count($severity)
+    }
+    if {![info exists stub::msg_id_count($id)]} {
+        set stub::msg_id_count($id) 0
+    }
+    incr stub::msg_id_count($id)
+    puts "$severity: \[$id\] $text"
+}
+
 proc get_property {args} {
     stub::record get_property $args
     set argl [stub::strip_flags $args]
     set name [string toupper [lindex $argl 0]]
     set obj [lindex $argl 1]
+    stub::check_param $obj $name get_property
     switch -- $name {
         CONFIG.PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ {
             return [stub::env STUB_FCLK0_ACT 142.857132]
@@ -285,7 +375,124 @@ proc current_bd_design {args} {
 proc create_bd_cell {args} {
     stub::record create_bd_cell $args
     set name [lindex [stub::positional $args {-type -vlnv -reference}] 0]
+    set type [stub::opt $args -type]
+    if {$type eq "ip"} {
+        set stub::cell_ip(/$name) [lindex [split [stub::opt $args -vlnv] :] 2]
+    } elseif {$type eq "module"} {
+        set module [stub::opt $args -reference]
+        if {[llength [array names stub::module_ports $module,*]] == 0} {
+            stub::raise ERROR "BD 41-1665" "module reference $module: no such module in the\
+                sources added to the project"
+            error "create_bd_cell: module $module not found"
+        }
+        set stub::cell_ref(/$name) $module
+    }
     return "/$name"
+}
+
+# Port widths of the modules in a Verilog file (ANSI headers, literal [N:0] ranges).
+proc stub::read_module_ports {path} {
+    if {![string match *.v $path] || ![file exists $path]} {
+        return
+    }
+    set fh [open $path]
+    set text [read $fh]
+    close $fh
+    set module ""
+    foreach line [split $text "\n"] {
+        if {[regexp {^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)} $line -> name]} {
+            set module $name
+            set stub::module_ports($module,) 0
+        }
+        if {$module eq ""} {
+            continue
+        }
+        set re {^\s*(?:\(\*.*\*\)\s*)*(input|output)\s+(?:wire\s+|reg\s+)?}
+        append re {(?:\[\s*(\d+)\s*:\s*0\s*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)}
+        if {[regexp $re $line -> dir msb port]} {
+            set stub::module_ports($module,$port) [expr {$msb eq "" ? 1 : $msb + 1}]
+        }
+    }
+}
+
+proc add_files {args} {
+    stub::record add_files $args
+    foreach word [stub::positional $args {-fileset -of_objects}] {
+        foreach path $word {
+            stub::read_module_ports $path
+        }
+    }
+    return ""
+}
+
+# The DMA stream width against the module reference's port width (TDATA_NUM_BYTES).
+proc stub::check_stream {dma_pin cell_pin} {
+    set dma [file dirname $dma_pin]
+    set cell [file dirname $cell_pin]
+    if {![info exists stub::cell_ref($cell)] || ![info exists stub::cell_ip($dma)]} {
+        return
+    }
+    set prop [dict get {M_AXIS_MM2S C_M_AXIS_MM2S_TDATA_WIDTH \
+        S_AXIS_S2MM C_S_AXIS_S2MM_TDATA_WIDTH} [file tail $dma_pin]]
+    set module $stub::cell_ref($cell)
+    set intf [file tail $cell_pin]
+    if {![info exists stub::module_ports($module,${intf}_tdata)]} {
+        stub::raise ERROR "BD 5-106" "connect_bd_intf_net: $cell_pin is not an interface of\
+            module $module (no port ${intf}_tdata)"
+        error "connect_bd_intf_net: no interface $cell_pin"
+    }
+    set cell_bits $stub::module_ports($module,${intf}_tdata)
+    set dma_bits 32
+    if {[info exists stub::props(CONFIG.$prop,$dma)]} {
+        set dma_bits $stub::props(CONFIG.$prop,$dma)
+    }
+    if {$cell_bits != $dma_bits} {
+        stub::raise {CRITICAL WARNING} "BD 41-237" "Bus Interface property TDATA_NUM_BYTES does\
+            not match between ${cell_pin}([expr {$cell_bits / 8}]) and\
+            ${dma_pin}([expr {$dma_bits / 8}])"
+    }
+}
+
+proc connect_bd_intf_net {args} {
+    stub::record connect_bd_intf_net $args
+    set pins [stub::positional $args {-intf_net -boundary_type}]
+    foreach {a b} [list [lindex $pins 0] [lindex $pins 1] [lindex $pins 1] [lindex $pins 0]] {
+        if {[file tail $a] in {M_AXIS_MM2S S_AXIS_S2MM}} {
+            stub::check_stream $a $b
+        }
+    }
+    return ""
+}
+
+proc set_msg_config {args} {
+    stub::record set_msg_config $args
+    set id [stub::opt $args -id]
+    set severity [stub::opt $args -new_severity]
+    if {$id ne "" && $severity ne ""} {
+        set stub::msg_severity($id) $severity
+    }
+    return ""
+}
+
+proc get_msg_config {args} {
+    stub::record get_msg_config $args
+    set severity [stub::opt $args -severity]
+    set id [stub::opt $args -id]
+    if {"-count" in $args && [info exists stub::msg_count($severity)]} {
+        return $stub::msg_count($severity)
+    }
+    if {"-count" in $args && [info exists stub::msg_id_count($id)]} {
+        return $stub::msg_id_count($id)
+    }
+    return 0
+}
+
+proc validate_bd_design {args} {
+    stub::record validate_bd_design $args
+    for {set i 0} {$i < [stub::env STUB_BD_CRITICAL_WARNINGS 0]} {incr i} {
+        stub::raise {CRITICAL WARNING} "BD 41-1356" "stub critical warning [expr {$i + 1}]"
+    }
+    return ""
 }
 
 proc stub::bd_get {cmd args} {
@@ -439,10 +646,10 @@ proc stub::record_only {cmd args} {
     return ""
 }
 
-foreach cmd {add_files import_files update_compile_order update_ip_catalog
-    connect_bd_net connect_bd_intf_net disconnect_bd_net apply_bd_automation
-    assign_bd_address validate_bd_design save_bd_design close_bd_design open_bd_design
+foreach cmd {import_files update_compile_order update_ip_catalog
+    connect_bd_net disconnect_bd_net apply_bd_automation
+    assign_bd_address save_bd_design close_bd_design open_bd_design
     regenerate_bd_layout launch_runs wait_on_run reset_run open_run close_project
-    set_msg_config create_clock set_clock_groups} {
+    create_clock set_clock_groups} {
     interp alias {} $cmd {} stub::record_only $cmd
 }
