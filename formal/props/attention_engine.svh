@@ -15,6 +15,7 @@
 
 localparam F_DEPTH = 1 << ($bits(f_fifo_count) - 1);
 localparam F_QB    = 8;                  // the y dividers' quotient bits (pipeline QB + 1)
+localparam F_WPB   = NY / (G * RB);      // result words per beat of a row (fh counts them)
 
 reg f_att_pv = 1'b0;
 always @(posedge aclk) f_att_pv <= 1'b1;
@@ -37,7 +38,7 @@ endfunction
 
 // y words in flight (issued, not yet counted by ycnt) and still to issue in ph_y
 wire [15:0] f_inflight = {15'd0, y1v} + f_pop(f_ysr) + {15'd0, yr1v} + {15'd0, yreg_v};
-wire [15:0] f_issued   = ((fg * RB + fb) << 1) + fh;
+wire [15:0] f_issued   = (fg * RB + fb) * F_WPB + fh;
 wire [15:0] f_to_issue = ph_y ? (NY - f_issued) : 16'd0;
 wire        f_fin_busy = ph_y || ph_zw || ph_zout || ph_stat;
 wire [15:0] f_left = {15'd0, wr_en}
@@ -56,7 +57,7 @@ always @(*) begin
         att_inv_onehot:        assert (f_phases != 0 && (f_phases & (f_phases - 1)) == 0);
         att_inv_ypipe:         assert (yv0 == f_ysr[F_QB]);
         att_inv_zstart:        assert (!zstart || (ph_y && f_issued == 0 && f_inflight == 0));
-        att_inv_counters:      assert (!ph_y || (fg < G && fb < RB));
+        att_inv_counters:      assert (!ph_y || (fg < G && fb < RB && fh < F_WPB));
         att_inv_ycount:        assert (!(ph_y || ph_zw) || zstart
                                        || (ydone ? (f_inflight + f_to_issue == 0)
                                                  : (ycnt + f_inflight + f_to_issue == NY)));
