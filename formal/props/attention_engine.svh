@@ -9,11 +9,11 @@
 // overflow from a state no run reaches. The invariant below counts the writes still to come
 // (f_left) from the finisher's state and bounds count + f_left by the depth.
 //
-// The FIFO's count lives in the sync_fifo instance: the harness connects f_fifo_count to it
-// after flattening (the "xmr" line below; yosys has no hierarchical references).
+// The FIFO's count and depth live in the sync_fifo instance: the harness declares the two
+// wires below (32 bits) and connects them after flattening (the "xmr" lines; yosys has no
+// hierarchical references).
 //! xmr f_fifo_count = out_fifo.count
-
-localparam F_DEPTH = 1 << ($bits(f_fifo_count) - 1);
+//! xmr f_fifo_depth = out_fifo.f_depth
 localparam F_QB    = 8;                  // the y dividers' quotient bits (pipeline QB + 1)
 localparam F_WPB   = NY / (G * RB);      // result words per beat of a row (fh counts them)
 
@@ -50,7 +50,7 @@ wire [5:0]  f_phases = {ph_wait, ph_room, ph_y, ph_zw, ph_zout, ph_stat};
 always @(*) begin
     if (f_att_pv) begin
         // the property: every word still to come fits in the FIFO
-        att_writes_fit:        assert (f_fifo_count + f_left <= F_DEPTH);
+        att_writes_fit:        assert (f_fifo_count + f_left <= f_fifo_depth);
         // no word is dropped by the write mux (one source per cycle)
         att_one_write_per_cycle: assert (!(yv && (z_write || st_write)) && !(z_write && st_write));
         // invariants that close the induction

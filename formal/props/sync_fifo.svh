@@ -7,6 +7,9 @@
 // starts from unreachable states (count != wr_ptr - rd_ptr, count > DEPTH, vld or one out of
 // step with count, room true with the FIFO nearly full) and fails on those.
 
+// the depth as a wire, for the properties of an enclosing module (their "xmr" lines)
+(* keep *) wire [31:0] f_depth = DEPTH;
+
 reg f_fifo_pv = 1'b0;
 always @(posedge clk) f_fifo_pv <= 1'b1;
 
