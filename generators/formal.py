@@ -493,6 +493,8 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     res.seconds["elaborate"] = time.monotonic() - t0
     k, cdepth = DEPTHS.get(res.design, DEFAULT_DEPTH)
     k = depth or k
+    # the covers need the first output word: a short frame plus the design's latency
+    cdepth = max(cdepth, int(man.get("latency", 0)) + 40)
     res.depth = k
     status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, timeout, connects)
     res.seconds["prove"] = dt
