@@ -427,12 +427,13 @@ def run_sby(workdir: Path, name: str, mode: str, depth: int,
 # the flow
 
 #: k-induction depth per design (enough for the pipeline state the invariants do not pin
-#: down; docs/formal.md) and the cover depth (the first output word and a refused input).
+#: down; docs/formal.md) and the cover depth (BMC stops once every cover is reached: the
+#: solver reaches them with short or rejected frames, whose status word comes early).
 DEPTHS = {
     "probe": (6, 30),
     "int8-engine": (12, 40),
     "ternary-engine": (12, 40),
-    "attention-engine": (12, 60),
+    "attention-engine": (12, 40),
 }
 DEFAULT_DEPTH = (20, 40)
 
@@ -493,8 +494,6 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     res.seconds["elaborate"] = time.monotonic() - t0
     k, cdepth = DEPTHS.get(res.design, DEFAULT_DEPTH)
     k = depth or k
-    # the covers need the first output word: a short frame plus the design's latency
-    cdepth = max(cdepth, int(man.get("latency", 0)) + 40)
     res.depth = k
     status, failed, _, dt, _ = run_sby(fdir, "prove", "prove", k, timeout, connects)
     res.seconds["prove"] = dt
