@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -440,6 +441,12 @@ DEFAULT_DEPTH = (20, 40)
 Mutant = Callable[[str, str], str]   # (file name, text) -> mutated text
 
 
+def _child_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes (yosys, SBY, the solver)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
           mutant: Optional[Mutant] = None, depth: Optional[int] = None,
           cover: bool = True, cover_depth: Optional[int] = None, workdir: Optional[Path] = None,
@@ -451,6 +458,7 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     workdir = Path(workdir or BUILD_DIR / f"{design}-{tag}")
     res = Result(design, label, params, "ERROR", workdir=workdir)
     t0 = time.monotonic()
+    cpu0 = _child_cpu()
     if workdir.exists():
         shutil.rmtree(workdir)
     src = workdir / "src"
@@ -505,6 +513,7 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
         res.covers = covers
         if cst != "PASS":
             res.note = (res.note + "; " if res.note else "") + f"cover {cst}"
+    res.seconds["cpu"] = _child_cpu() - cpu0
     if [f for f in res.failed if not f.startswith("induction:")]:
         res.status = "FAIL"
     elif status == "PASS":
@@ -561,14 +570,16 @@ def _parse_params(items: Sequence[str]) -> Dict[str, str]:
 
 
 def table(results: Sequence[Result]) -> str:
-    rows = [("design", "configuration", "result", "k", "prove s", "cover s", "covers reached",
-             "failed / note")]
+    rows = [("design", "configuration", "result", "k", "elaborate s", "prove s", "cover s",
+             "CPU s", "covers reached", "failed / note")]
     for r in results:
         cfg = r.label + (": " if r.label and r.params else "") + " ".join(
             f"{k}={v}" for k, v in r.params.items())
         reached = sum(1 for v in r.covers.values() if v != "unreached")
         rows.append((r.design, cfg or "defaults", r.status, str(r.depth or ""),
+                     f"{r.seconds.get('elaborate', 0):.1f}",
                      f"{r.seconds.get('prove', 0):.1f}", f"{r.seconds.get('cover', 0):.1f}",
+                     f"{r.seconds.get('cpu', 0):.1f}",
                      f"{reached}/{len(r.covers)}" if r.covers else "",
                      ", ".join(r.failed) or r.note))
     w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -605,7 +616,8 @@ def main(argv=None) -> int:
         r = prove(design, params, label, mutant=mutant, depth=args.depth,
                   cover=not args.no_cover, manifest_dir=args.manifest_dir)
         results.append(r)
-        print(f"[formal]   {r.status} in {sum(r.seconds.values()):.1f} s"
+        wall = sum(v for k, v in r.seconds.items() if k != "cpu")
+        print(f"[formal]   {r.status} in {wall:.1f} s ({r.seconds.get('cpu', 0):.1f} s CPU)"
               + (f" ({', '.join(r.failed)})" if r.failed else "")
               + (f" - {r.note}" if r.note else ""), flush=True)
     print()
