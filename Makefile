@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-quick lint sim-full report fusesoc-lint clean decode
+.PHONY: help setup sim sim-icarus test test-quick lint sim-full report fusesoc-lint clean decode formal
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
+	@echo "make formal       prove the stream handshake and no lost word (SymbiYosys, k-induction): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
 	@echo "make bitstream    Vivado build of the PL top overlay, two DMAs (ENGINES=..., VIVADO=...); see docs/vivado.md"
 	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
@@ -51,6 +52,8 @@ sim-full: setup
 
 decode: setup
 	@$(ENV) python -m generators.runtime.bench --sim $(SIM)
+formal: setup
+	@$(ENV) python -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
 report: setup
 	@$(ENV) python -m generators.report
