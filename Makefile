@@ -52,6 +52,7 @@ sim-full: setup
 
 decode: setup
 	@$(ENV) python -m generators.runtime.bench --sim $(SIM)
+
 formal: setup
 	@$(ENV) python -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
