@@ -25,7 +25,7 @@ help:
 	@echo "Variables: SIM=verilator|icarus (make sim), WAVES=1 (FST/VCD per test), JOBS_TEST=2"
 
 setup: .venv/.requirements.sha1
-.venv/.requirements.sha1: requirements.txt tools/setup.sh
+.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt tools/setup.sh
 	@tools/setup.sh
 
 sim: setup
