@@ -1,0 +1,88 @@
+"""Quantisers of the runtime (docs/runtime.md, "Numerics").
+
+* Weights, ternary: BitNet b1.58 absmean per matrix, ``W ~= trits * scale`` (scale kept).
+* Weights, INT8: absmax per row, ``W[r] ~= q[r] * scale[r]``, ``scale[r] = max|W[r]| / 127``.
+* Activations: BitNet absmax INT8 per token, ``x ~= q / s``, ``s = 127 / max|x|``, round half
+  to even (``np.rint``), as ``generators.packing.absmax_quantize_activations``.
+* KV cache: INT8 per (layer, KV head), one step for K and one for V, the running absmax
+  (:class:`KVCache`).
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+from generators.packing import absmax_quantize_activations, absmean_quantize
+
+__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache"]
+
+
+def quantise_ternary(W: np.ndarray) -> Tuple[np.ndarray, float]:
+    """BitNet b1.58 absmean per matrix: (trits int8 (N, K), scale); W ~= trits * scale."""
+    trits, scale = absmean_quantize(np.asarray(W, np.float64))
+    return trits, float(scale)
+
+
+def quantise_int8_rows(W: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Absmax per row: (q int8 (N, K), scale (N,) float64); W[r] ~= q[r] * scale[r].
+
+    A row that is all zero gets scale 0 and zero weights."""
+    W = np.asarray(W, np.float64)
+    amax = np.max(np.abs(W), axis=1)
+    scale = amax / 127.0
+    safe = np.where(scale > 0, scale, 1.0)
+    q = np.clip(np.rint(W / safe[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def quantise_activations(x: np.ndarray) -> Tuple[np.ndarray, float]:
+    """Per token absmax INT8 (round half to even): (q int8, s) with x ~= q / s."""
+    return absmax_quantize_activations(np.asarray(x, np.float64))
+
+
+class KVCache:
+    """INT8 K and V cache of every (layer, KV head), one step (real value per unit) for K and
+    one for V per (layer, KV head).
+
+    The attention engine computes q.k over the whole context with ONE score scale per query
+    head, so every cached row of a KV head must share one step. The step is the running absmax:
+    when a new row holds a value above 127 * step, the step becomes max|row| / 127 and the rows
+    already cached are requantised in place, ``rint(q * old / new)`` (|q| only shrinks, so no
+    clipping); the new row is then ``clip(rint(row / step), -127, 127)``. After the first
+    tokens the step rarely moves. A step of 0 (nothing but zeros so far) stores zeros.
+    """
+
+    def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int):
+        self.K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
+        self.V = np.zeros_like(self.K)
+        self.k_step = np.zeros((layers, kv_heads))
+        self.v_step = np.zeros((layers, kv_heads))
+        self.length = np.zeros(layers, np.int64)
+        self.max_context = max_context
+
+    @staticmethod
+    def _append(store, steps, layer, head, t, row):
+        m = float(np.max(np.abs(row)))
+        old = steps[layer, head]
+        if m > 127.0 * old:
+            new = m / 127.0
+            if old > 0 and t:
+                blk = store[layer, head, :t].astype(np.float64)
+                store[layer, head, :t] = np.rint(blk * (old / new)).astype(np.int8)
+            steps[layer, head] = old = new
+        if old > 0:
+            store[layer, head, t] = np.clip(np.rint(row / old), -127, 127).astype(np.int8)
+        else:
+            store[layer, head, t] = 0
+
+    def append(self, layer: int, k: np.ndarray, v: np.ndarray) -> int:
+        """Append one position's k and v (kv_heads, head_dim), real values; return the new L."""
+        t = int(self.length[layer])
+        if t >= self.max_context:
+            raise ValueError(f"KV cache of layer {layer} is full ({self.max_context} positions)")
+        for h in range(k.shape[0]):
+            self._append(self.K, self.k_step, layer, h, t, np.asarray(k[h], np.float64))
+            self._append(self.V, self.v_step, layer, h, t, np.asarray(v[h], np.float64))
+        self.length[layer] = t + 1
+        return t + 1
