@@ -1,4 +1,5 @@
-"""Command line: `python -m generators list` and `python -m generators render DESIGN ...`."""
+"""Command line: `python -m generators list`, `python -m generators render DESIGN ...` and
+`python -m generators chat` (the real model on the engines, generators/runtime/chat.py)."""
 from __future__ import annotations
 
 import argparse
@@ -58,10 +59,17 @@ def main(argv=None) -> int:
     r.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a parameter")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--json", action="store_true", help="print the manifest")
+    from .runtime import chat
+    chat.add_parser(sub)
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "chat":
+            return chat.run(args)
         return cmd_list(args) if args.cmd == "list" else cmd_render(args)
     except ParameterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except chat.USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -248,7 +248,9 @@ def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
 def load_gguf(path):
     """The runtime's Checkpoint for a GGUF file (what ``load_checkpoint(path)`` returns).
 
-    The raw quantised blocks ride along as ``ckpt.raw`` ({HF name: RawTensor}).
+    The raw quantised blocks ride along as ``ckpt.raw`` ({HF name: RawTensor}), the file's
+    metadata as ``ckpt.metadata`` (``Tokenizer.from_metadata(ckpt.metadata)`` reads it again
+    without parsing the file twice).
     """
     from .checkpoint import Checkpoint, ModelConfig
     g = read_gguf(path)
@@ -256,6 +258,7 @@ def load_gguf(path):
                       source=f"{path} (GGUF)", bitnet=False)
     ckpt.raw = g.raw
     ckpt.gguf_types = g.types
+    ckpt.metadata = g.metadata
     return ckpt
 
 
