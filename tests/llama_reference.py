@@ -70,12 +70,18 @@ class Reference:
             w[f"blk.{i}.attn_k.weight"] = _unpermute(w[f"blk.{i}.attn_k.weight"], cfg["kv"])
         if "output.weight" not in w:
             w["output.weight"] = w["token_embd.weight"]
+        return cls(cfg, w).with_weights(weights)
+
+    def with_weights(self, weights):
+        """The same model with its matrices (LM head included, embedding lookup not)
+        quantised and dequantised: "float" (as read), "int8" (absmax per row) or "ternary"
+        (BitNet absmean per matrix)."""
         q = {"float": None, "int8": int8_rows, "ternary": ternary_absmean}[weights]
-        if q is not None:
-            for name in list(w):
-                if w[name].ndim == 2 and name != "token_embd.weight":
-                    w[name] = q(w[name])
-        return cls(cfg, w)
+        if q is None:
+            return self
+        w = {name: (q(v) if v.ndim == 2 and name != "token_embd.weight" else v)
+             for name, v in self.w.items()}
+        return Reference(self.cfg, w)
 
     def logits(self, ids):
         c, w = self.cfg, self.w
