@@ -17,6 +17,13 @@
 // zeroed at the same address, so no stale x of an earlier frame can leak into a row.
 // s_axis_tready is the back end's registered `room` flag and nothing else.
 //
+// Two formats (FORMAT_B != 0): a frame whose header format byte is FORMAT_B is accepted too
+// and sequenced with WPB_B weights per byte. One of WPB, WPB_B is 1, the other the bank count
+// NBANKS; x is written the same way for both (beat j to bank j mod NBANKS, address
+// j / NBANKS). A frame of NBANKS weights per byte reads every bank per row beat; a frame of one
+// weight per byte reads one bank per row beat in turn, named by the one-hot lane_xsel that
+// comes with lane_x. lane_fmt_b marks the beats of FORMAT_B frames.
+//
 // Depth: every decision is taken on registered flags. The header checks are registered on the
 // header beat and acted on from the next beat (an x beat, written harmlessly if the header was
 // bad); "last x beat", "last beat of the row", "last row" and the byte masks are computed one
@@ -34,16 +41,22 @@ module mv_stream_ctrl #
     parameter WPB = 1,
     // The row format this engine computes (header byte 6): 8'h08 INT8, 8'h03 ternary
     parameter FORMAT = 8'h08,
+    // A second accepted format (8'h00: none)
+    parameter FORMAT_B = 8'h00,
+    // Weights per weight byte of FORMAT_B frames
+    parameter WPB_B = 1,
+    // x banks: the larger weights-per-byte of the accepted formats
+    parameter NBANKS = (FORMAT_B != 8'h00 && WPB_B > WPB) ? WPB_B : WPB,
     // Largest K accepted
     parameter MAX_K = 512,
     // Input data width
     parameter DW = BYTES*8,
     // x elements per lane beat, in bits
-    parameter XW = DW*WPB,
+    parameter XW = DW*NBANKS,
     // Header beats: the 8-byte header padded to whole beats
     parameter HDR_BEATS = (8 + BYTES - 1) / BYTES,
     // Words per x bank
-    parameter X_DEPTH = (MAX_K + BYTES*WPB - 1) / (BYTES*WPB),
+    parameter X_DEPTH = (MAX_K + BYTES*NBANKS - 1) / (BYTES*NBANKS),
     // Address width of the x banks
     parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH),
     // x store in block RAM (1) or distributed RAM (0)
@@ -68,11 +81,19 @@ module mv_stream_ctrl #
     output reg  [DW-1:0]    lane_w,
     output wire [XW-1:0]    lane_x,
     output reg  [BYTES-1:0] lane_bmask,
-    output reg  [15:0]      lane_status
+    output reg  [15:0]      lane_status,
+    // FORMAT_B frame (stage 1, with lane_valid)
+    output reg              lane_fmt_b,
+    // one-hot bank of lane_x a one-weight-per-byte beat uses (all banks otherwise)
+    output reg  [NBANKS-1:0] lane_xsel
 );
 
 localparam [15:0] MAGIC = 16'hB158;
+localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam LANE_ELEMS = BYTES * WPB;
+localparam LANE_ELEMS_B = BYTES * WPB_B;
+localparam [16:0] ELEMS_A17 = LANE_ELEMS;
+localparam [16:0] ELEMS_B17 = LANE_ELEMS_B;
 
 
 // flag bits of the status word
@@ -87,6 +108,12 @@ initial begin
     end
     if (WPB != 1 && WPB != 5) begin
         $display("mv_stream_ctrl: WPB=%0d, must be 1 or 5", WPB);
+        $finish;
+    end
+    if (HAS_B && !((WPB == 1 && WPB_B == NBANKS) || (WPB_B == 1 && WPB == NBANKS))
+        || (HAS_B && FORMAT_B == FORMAT)) begin
+        $display("mv_stream_ctrl: formats %0h (WPB %0d) and %0h (WPB %0d) cannot share the banks",
+                 FORMAT, WPB, FORMAT_B, WPB_B);
         $finish;
     end
     if (MAX_K < 1 || MAX_K > 65535) begin
@@ -124,6 +151,8 @@ reg  [BYTES-1:0] bmask_q;        // byte mask of the next row beat
 reg  [15:0] rows_left;           // rows after the current one
 reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
+reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
+reg         fmt_b;               // the frame is FORMAT_B
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
@@ -154,12 +183,13 @@ end else begin : g_kfull
 end
 endgenerate
 
+wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_xmask;
 integer b;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = (b * WPB < h_k);
+        h_bmask[b] = h_fmt_b ? (b * WPB_B < h_k) : (b * WPB < h_k);
         h_xmask[b] = (b < h_k);
     end
 end
@@ -220,12 +250,16 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
+        bmask_next[b] = fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
+                              : (rrem32 > b * WPB + LANE_ELEMS);
     end
 end
 
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
+// this frame's lane beat: elements per beat, and whether it reads one bank at a time
+wire [16:0] elems   = fmt_b ? ELEMS_B17 : ELEMS_A17;
+wire        narrow  = (NBANKS > 1) && (fmt_b ? (WPB_B == 1) : (WPB == 1));
 wire frame_end_rows = row_beat && row_last_q && last_row_q;
 
 // ---------------------------------------------------------------- end of frame
@@ -252,6 +286,8 @@ always @(posedge aclk) begin
     lane_first  <= row_first_q;
     lane_last   <= row_last_q;
     lane_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
+    lane_fmt_b  <= fmt_b;
+    lane_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
     e_in_x        <= st_x;
@@ -264,8 +300,9 @@ always @(posedge aclk) begin
             n_reg      <= h_n;
             chk_magic  <= (hdr_word[15:0] != MAGIC);
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
-            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT);
-            k_one_beat <= (h_k <= LANE_ELEMS);
+            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
+            fmt_b      <= h_fmt_b;
+            k_one_beat <= h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS);
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -282,7 +319,7 @@ always @(posedge aclk) begin
             row_last_q <= k_one_beat;
             bmask_q    <= bmask_k;
         end else begin
-            row_last_q <= (rrem <= 2 * LANE_ELEMS);
+            row_last_q <= (rrem <= {elems[15:0], 1'b0});
             bmask_q    <= bmask_next;
         end
     end
@@ -307,6 +344,8 @@ always @(posedge aclk) begin
         xaddr       <= 0;
         xbank       <= 0;
         raddr       <= 0;
+        rsel        <= 1;
+        fmt_b       <= 1'b0;
     end else begin
         lane_valid <= row_beat;
         eof_d      <= accept && s_axis_tlast;
@@ -331,13 +370,14 @@ always @(posedge aclk) begin
         end
         if (accept && st_x) begin
             xrem <= xrem - BYTES;
-            if (xbank == WPB - 1) begin
+            if (xbank == NBANKS - 1) begin
                 xbank <= 0;
                 xaddr <= xaddr + 1'b1;
             end else begin
                 xbank <= xbank + 1'b1;
             end
             raddr       <= 0;
+            rsel        <= 1;
             row_first_q <= 1'b1;
             rrem        <= {1'b0, k_reg};
             rows_left   <= n_reg - 1'b1;
@@ -346,14 +386,20 @@ always @(posedge aclk) begin
         if (accept && st_row) begin
             if (row_last_q) begin
                 raddr       <= 0;
+                rsel        <= 1;
                 row_first_q <= 1'b1;
                 rrem        <= {1'b0, k_reg};
                 rows_left   <= rows_left - 1'b1;
                 last_row_q  <= (rows_left == 1);
             end else begin
-                raddr       <= raddr + 1'b1;
+                if (!narrow || rsel[NBANKS-1]) begin
+                    raddr   <= raddr + 1'b1;
+                end
+                if (narrow) begin
+                    rsel    <= (rsel << 1) | (rsel >> (NBANKS - 1));
+                end
                 row_first_q <= 1'b0;
-                rrem        <= rrem - LANE_ELEMS;
+                rrem        <= rrem - elems;
             end
         end
     end

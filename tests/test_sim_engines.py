@@ -27,7 +27,8 @@ def run(design, params, sim, module, tests, beats=3000, **kw):
 @pytest.mark.parametrize("design,params", [
     ("int8-engine", {"max_k": 300}),
     ("ternary-engine", {"max_k": 700}),
-], ids=["int8", "ternary"])
+    ("mv-engine", {"max_k": 300}),
+], ids=["int8", "ternary", "dual"])
 def test_mv_full_suite(design, params, sim):
     r = run(design, params, sim, MV, ALL_MV, beats=4000 if sim == "verilator" else 2500)
     assert r["tests"] == len(ALL_MV)

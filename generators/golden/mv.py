@@ -60,8 +60,19 @@ def ternary_weights(row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return digits.reshape(*row.shape[:-1], -1), bad
 
 
-def mv_frame(frame: Sequence[int], beat_bytes: int, fmt: int, max_k: int) -> List[Word]:
-    """Expected output words of one input frame (a list of beat integers)."""
+def _accepted(fmt) -> Tuple[int, ...]:
+    """The formats an engine computes: one format code or a collection of them."""
+    if isinstance(fmt, int):
+        return (fmt,)
+    return tuple(int(f) for f in fmt)
+
+
+def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int) -> List[Word]:
+    """Expected output words of one input frame (a list of beat integers).
+
+    `fmt` is the format code the engine computes, or a collection of codes when it computes
+    several (the frame's own format byte then picks how its rows are read)."""
+    accepted = _accepted(fmt)
     raw = b"".join(int(d).to_bytes(beat_bytes, "little") for d in frame)
     hdr_beats = -(-8 // beat_bytes)
     if len(frame) < hdr_beats:
@@ -76,10 +87,11 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt: int, max_k: int) -> Lis
     flags = 0
     if k == 0 or k > max_k or n == 0:
         flags |= BAD_SHAPE
-    if f != fmt:
+    if f not in accepted:
         flags |= BAD_FORMAT
     if flags:
         return [(status_word(tag, flags, 0), True)]
+    fmt = f
 
     body = np.frombuffer(raw[hdr_beats * beat_bytes:], dtype=np.uint8)
     x_len = -(-k // beat_bytes) * beat_bytes
@@ -116,8 +128,8 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt: int, max_k: int) -> Lis
     return out
 
 
-def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt: int, max_k: int) -> List[Word]:
-    """Expected output words for a whole stream of frames."""
+def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt, max_k: int) -> List[Word]:
+    """Expected output words for a whole stream of frames (`fmt`: a code or a collection)."""
     out: List[Word] = []
     for fr in split_frames(beats):
         out.extend(mv_frame(fr, beat_bytes, fmt, max_k))

@@ -1,4 +1,5 @@
-"""cocotb tests of a generated matrix-vector engine (int8-engine or ternary-engine).
+"""cocotb tests of a generated matrix-vector engine (int8-engine, ternary-engine or the
+two-format mv-engine, whose frames take either format at random, interleaved).
 
 The design under test is described by the manifest in $TB_MANIFEST. Every output word is
 compared with the numpy golden model in generators.golden.mv, which shares no code with the
@@ -22,32 +23,39 @@ BEAT_BUDGET = int(os.environ.get("TB_BEATS", "4000"))
 class MVTB(StreamTB):
     def __init__(self, dut):
         super().__init__(dut)
-        self.fmt = int(self.man["format"])
-        self.ternary = self.fmt == golden.FMT_TERNARY
-        self.fmt_name = "ternary" if self.ternary else "int8"
+        self.formats = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
+        self.fmt = self.formats          # what the golden model accepts
+        self.ternary = golden.FMT_TERNARY in self.formats   # some frames are ternary
         self.max_k = int(self.man["parameters"]["max_k"])
         self.latency = int(self.man["latency"])
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
 
     # ---------------------------------------------------------------- frames
-    def weights(self, n, k):
-        if self.ternary:
+    def pick(self, fmt=None):
+        """The format of the next frame: the one given, or one of the engine's at random."""
+        return self.rng.choice(self.formats) if fmt is None else fmt
+
+    def weights(self, n, k, fmt):
+        if fmt == golden.FMT_TERNARY:
             return self.np_rng.integers(-1, 2, size=(n, k), dtype=np.int8)
         return self.np_rng.integers(-128, 128, size=(n, k), dtype=np.int8)
 
-    def frame(self, k, n, tag=None, x=None, w=None, garbage=True):
+    def frame(self, k, n, tag=None, x=None, w=None, garbage=True, fmt=None):
+        fmt = self.pick(fmt)
         x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8) if x is None else x
-        w = self.weights(n, k) if w is None else w
+        w = self.weights(n, k, fmt) if w is None else w
         tag = self.rng.randrange(256) if tag is None else tag
-        return build_frame(x, w, self.fmt_name, tag=tag, beat_bytes=self.bytes,
+        name = "ternary" if fmt == golden.FMT_TERNARY else "int8"
+        return build_frame(x, w, name, tag=tag, beat_bytes=self.bytes,
                            pad_fill=self.np_rng if garbage else None)
 
-    def row_beats(self, k):
-        per_beat = self.bytes * (5 if self.ternary else 1)
+    def row_beats(self, k, fmt=None):
+        fmt = self.formats[0] if fmt is None else fmt
+        per_beat = self.bytes * (5 if fmt == golden.FMT_TERNARY else 1)
         return -(-k // per_beat)
 
-    def frame_beats(self, k, n):
-        return -(-8 // self.bytes) + -(-k // self.bytes) + n * self.row_beats(k)
+    def frame_beats(self, k, n, fmt=None):
+        return -(-8 // self.bytes) + -(-k // self.bytes) + n * self.row_beats(k, fmt)
 
     # ---------------------------------------------------------------- checking
     async def run_check(self, frames, timeout_us=200_000):
@@ -67,15 +75,16 @@ def edge_ks(tb):
 
 
 def random_frames(tb, budget):
-    """Frames of random shape (edge K values first), about `budget` beats in all."""
+    """Frames of random shape and format (edge K values first, in every format), about
+    `budget` beats in all."""
     frames, used = [], 0
-    ks = edge_ks(tb)
+    edges = [(k, f) for k in edge_ks(tb) for f in tb.formats]
     while used < budget:
-        k = ks.pop(0) if ks else tb.rng.randint(1, tb.max_k)
-        max_n = max(1, min(300, (budget - used) // max(1, tb.row_beats(k))))
+        k, fmt = edges.pop(0) if edges else (tb.rng.randint(1, tb.max_k), tb.pick())
+        max_n = max(1, min(300, (budget - used) // max(1, tb.row_beats(k, fmt))))
         n = tb.rng.randint(1, max_n)
-        frames.append(tb.frame(k, n))
-        used += tb.frame_beats(k, n)
+        frames.append(tb.frame(k, n, fmt=fmt))
+        used += tb.frame_beats(k, n, fmt)
     return frames
 
 
@@ -97,45 +106,47 @@ async def test_tready_duty_and_latency(dut):
     await tb.reset()
     tb.set_pauses(0, 0)
     shapes = [(tb.max_k, 4), (1, 3), (min(tb.max_k, 3 * tb.bytes + 1), 40)]
-    for k, n in shapes:
+    for (k, n), fmt in [(s, f) for s in shapes for f in tb.formats]:
         tb.mon.clear()
-        fr = tb.frame(k, n)
+        fr = tb.frame(k, n, fmt=fmt)
         await tb.run_check([fr])
-        beats = tb.frame_beats(k, n)
+        beats = tb.frame_beats(k, n, fmt)
         hs = tb.mon.in_hs
         assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
         span = hs[-1] - hs[0] + 1
         assert span == beats, (f"K={k} N={n}: {beats} beats took {span} cycles; s_axis_tready "
                                f"fell during the frame")
         assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
-        row0_last = hs[-(-8 // tb.bytes) + -(-k // tb.bytes) + tb.row_beats(k) - 1]
+        row0_last = hs[-(-8 // tb.bytes) + -(-k // tb.bytes) + tb.row_beats(k, fmt) - 1]
         out = tb.mon.out_hs
         assert out[0] - row0_last == tb.latency, (
             f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
             f"{tb.latency}")
         assert out[-1] - hs[-1] == tb.latency + 1, (
             f"status {out[-1] - hs[-1]} cycles after the last beat, expected {tb.latency + 1}")
-        dut._log.info("K=%d N=%d: %d beats in %d cycles (tready duty 100%%), latency %d",
-                      k, n, beats, span, tb.latency)
+        dut._log.info("format %#04x K=%d N=%d: %d beats in %d cycles (tready duty 100%%), "
+                      "latency %d", fmt, k, n, beats, span, tb.latency)
 
 
-def bad_frames(tb):
-    """One frame of each error class; each is followed by a good frame."""
+def bad_frames(tb, fmt=None):
+    """One frame of each error class (rows of format `fmt`, the engine's first by default);
+    each is followed by a good frame."""
+    fmt = tb.formats[0] if fmt is None else fmt
     k = min(tb.max_k, 2 * tb.bytes + 3)
     n = 5
-    good = tb.frame(k, n)
+    good = tb.frame(k, n, fmt=fmt)
     hb = -(-8 // tb.bytes) * tb.bytes
-    row = tb.row_beats(k) * tb.bytes
+    row = tb.row_beats(k, fmt) * tb.bytes
     xlen = -(-k // tb.bytes) * tb.bytes
     pad = lambda b: bytes(b) + bytes((-len(b)) % tb.bytes)
-    other_fmt = 0x03 if not tb.ternary else 0x08
+    other_fmt = [f for f in (0x03, 0x08, 0x04) if f not in tb.formats][0]
     cases = {
-        "BAD_MAGIC": pad(header_bytes(k, n, tb.fmt, 0x11, magic=0x1234, beat_bytes=tb.bytes))
+        "BAD_MAGIC": pad(header_bytes(k, n, fmt, 0x11, magic=0x1234, beat_bytes=tb.bytes))
                      + bytes(xlen),
-        "BAD_SHAPE K=0": header_bytes(0, n, tb.fmt, 0x12, beat_bytes=tb.bytes) + bytes(xlen),
-        "BAD_SHAPE K>max": header_bytes(min(tb.max_k + 1, 65535), n, tb.fmt, 0x13,
+        "BAD_SHAPE K=0": header_bytes(0, n, fmt, 0x12, beat_bytes=tb.bytes) + bytes(xlen),
+        "BAD_SHAPE K>max": header_bytes(min(tb.max_k + 1, 65535), n, fmt, 0x13,
                                         beat_bytes=tb.bytes) + bytes(xlen),
-        "BAD_SHAPE N=0": header_bytes(k, 0, tb.fmt, 0x14, beat_bytes=tb.bytes) + bytes(xlen),
+        "BAD_SHAPE N=0": header_bytes(k, 0, fmt, 0x14, beat_bytes=tb.bytes) + bytes(xlen),
         "BAD_FORMAT": header_bytes(k, n, other_fmt, 0x15, beat_bytes=tb.bytes) + bytes(xlen),
         "SHORT in rows": good[:hb + xlen + 2 * row + tb.bytes],
         "SHORT in x": good[:hb + tb.bytes] if xlen > tb.bytes else good[:hb],
@@ -144,8 +155,8 @@ def bad_frames(tb):
     }
     if tb.max_k == 65535:
         del cases["BAD_SHAPE K>max"]
-    if tb.ternary:
-        bad = bytearray(tb.frame(k, n))
+    if fmt == golden.FMT_TERNARY:
+        bad = bytearray(good)
         bad[hb + xlen + row + 1] = 250      # a bad byte in row 1, within K
         cases["BAD_TRIT"] = bytes(bad)
     if tb.bytes < 8:
@@ -158,9 +169,9 @@ async def test_bad_frames(dut):
     """Every error class of the contract, each followed by a good frame (no reset between)."""
     tb = MVTB(dut)
     await tb.reset()
-    for pauses in ((0, 0), (0.3, 0.3)):
+    for pauses, fmt in zip(((0, 0), (0.3, 0.3)), tb.formats * 2):
         tb.set_pauses(*pauses)
-        for name, fr in bad_frames(tb).items():
+        for name, fr in bad_frames(tb, fmt).items():
             good = tb.frame(tb.rng.randint(1, tb.max_k), tb.rng.randint(1, 6))
             got = await tb.run_check([fr, good])
             status = [w for w, last in got if last][0]
@@ -176,7 +187,7 @@ async def test_output_stall(dut):
     tb.set_pauses(0, 0)
     tb.sink.pause = True
     k = min(tb.max_k, tb.bytes)
-    fr = tb.frame(k, 300)
+    fr = tb.frame(k, 300, fmt=tb.formats[-1])
     beats = tb.beats_of([fr])
     expected = golden.mv_stream(beats, tb.bytes, tb.fmt, tb.max_k)
     tb.mon.clear()
@@ -200,7 +211,7 @@ async def test_reset_mid_frame(dut):
     tb = MVTB(dut)
     await tb.reset()
     tb.set_pauses(0, 0)
-    big = tb.frame(tb.max_k, 8)
+    big = tb.frame(tb.max_k, 8, fmt=tb.formats[0])
     await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 8) // 2 + 3)
     await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 7), tb.frame(1, 1)])
 
@@ -212,13 +223,15 @@ async def test_worst_case_sums(dut):
     await tb.reset()
     k = tb.max_k
     x = np.full(k, -128, dtype=np.int8)
-    if tb.ternary:
-        w = np.stack([np.full(k, -1), np.full(k, 1), np.zeros(k)]).astype(np.int8)
-        x2 = np.full(k, 127, dtype=np.int8)
-    else:
-        w = np.stack([np.full(k, -128), np.full(k, 127), np.zeros(k)]).astype(np.int8)
-        x2 = np.full(k, 127, dtype=np.int8)
-    await tb.run_check([tb.frame(k, 3, x=x, w=w), tb.frame(k, 3, x=x2, w=w)])
+    x2 = np.full(k, 127, dtype=np.int8)
+    frames = []
+    for fmt in tb.formats:
+        if fmt == golden.FMT_TERNARY:
+            w = np.stack([np.full(k, -1), np.full(k, 1), np.zeros(k)]).astype(np.int8)
+        else:
+            w = np.stack([np.full(k, -128), np.full(k, 127), np.zeros(k)]).astype(np.int8)
+        frames += [tb.frame(k, 3, x=x, w=w, fmt=fmt), tb.frame(k, 3, x=x2, w=w, fmt=fmt)]
+    await tb.run_check(frames)
 
 
 @cocotb.test()

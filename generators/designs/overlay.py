@@ -1,0 +1,128 @@
+"""`overlay`: the PYNQ-Z1 PL top `pynq_overlay`, everything between the two AXI DMAs and the
+engines (CONTRACTS.md section A, docs/overlay.md).
+
+Per HP port p: a register slice on s{p}_axis, a frame router, a two-format matrix engine
+(`mv-engine`: one module definition, two instances); the attention engine (`attention-engine`,
+48 MACs, 128-bit s_axis) fed by a joiner from both routers; port 0's output merger orders the
+matrix and attention output frames as their input frames came. The engines are rendered by
+their own designs; each file of the union is written once (sync_fifo.v and delay_line.v are
+copied by both engines).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import jinja2
+
+from ..core import RTL_DIR, TEMPLATE_DIR, Design, Param, ParameterError, build, register
+
+OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order_merge.v"]
+MATRIX_MAGIC = 0xB158
+ATTENTION_MAGIC = 0xA77E
+ATTENTION_ROUTE_MAGIC = 0xA77F
+FCLK_HZ = 142857142
+ATT_MACS = 48
+ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}
+
+
+@register
+class Overlay(Design):
+    name = "overlay"
+    top = "pynq_overlay"
+    summary = ("PYNQ-Z1 PL top: two DMA ports, a two-format matrix engine per port, the 48-MAC "
+               "attention engine fed from both ports through a joiner")
+    params = (
+        Param("max_k", int, 2048, "matrix engines: largest K (SmolLM2's largest is 1536)",
+              min=1, max=65535),
+        Param("max_context", int, 2048, "attention engine: largest context length", min=1,
+              max=65535),
+        Param("order_depth", int, 16, "frame-order FIFO entries of port 0's output merger "
+              "(frames accepted but not yet answered)", min=8, max=1024, power_of_two=True),
+    )
+
+    # ---------------------------------------------------------------- sub-designs
+    def matrix(self) -> Design:
+        return build("mv-engine", {"max_k": self.p["max_k"]})
+
+    def attention(self) -> Design:
+        return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
+
+    def check(self) -> None:
+        self.matrix()
+        att = self.attention()
+        if att.bb != 16:
+            raise ParameterError("overlay: the attention engine must take 16-byte beats")
+
+    def latency(self) -> int:
+        return self.matrix().latency()
+
+    def context(self) -> Dict[str, Any]:
+        return {"top": self.top, "summary": self.summary, "fclk_hz": FCLK_HZ, "order_aw": self.p["order_depth"].bit_length() - 1,
+                "mat_top": self.matrix().top, "att_top": self.attention().top,
+                "matrix_magic": MATRIX_MAGIC, "attention_magic": ATTENTION_MAGIC,
+                "route_magic": ATTENTION_ROUTE_MAGIC}
+
+    def templates(self) -> List[Tuple[str, str]]:
+        return [("overlay.v.j2", f"{self.top}.v")]
+
+    # ---------------------------------------------------------------- files
+    def collect(self) -> List[Tuple[str, bytes]]:
+        """(file name, content) of every source in compile order; one copy of each name.
+
+        A name two designs both bring must have the same content (rtl/ copies), else the
+        module definitions would collide."""
+        files: Dict[str, bytes] = {}
+        order: List[str] = []
+
+        def add(name: str, data: bytes, who: str) -> None:
+            if name in files:
+                if files[name] != data:
+                    raise ParameterError(f"overlay: {who} brings a {name} that differs from the "
+                                         "one already collected (module name collision)")
+                return
+            files[name] = data
+            order.append(name)
+
+        for sub in (self.matrix(), self.attention()):
+            for f in sub.rtl_files():
+                add(f, (RTL_DIR / f).read_bytes(), sub.name)
+            for fname, text in sub.render_texts().items():
+                add(fname, text.encode(), sub.name)
+        for f in OVERLAY_RTL:
+            add(f, (RTL_DIR / f).read_bytes(), self.name)
+        for fname, text in self.render_texts().items():
+            add(fname, text.encode(), self.name)
+        return [(n, files[n]) for n in order]
+
+    def write(self, out_dir) -> Dict[str, Any]:
+        files = self.collect()          # may raise: nothing written yet
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files:
+            (out / name).write_bytes(data)
+        man = self.manifest([n for n, _ in files])
+        (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+        return man
+
+    def extra_manifest(self) -> Dict[str, Any]:
+        mat, att = self.matrix(), self.attention()
+        ap = att.p
+        return {
+            "streams": [{"port": p, "s_axis": f"s{p}_axis", "s_axis_width": 64,
+                         "m_axis": f"m{p}_axis", "m_axis_width": 32} for p in (0, 1)],
+            "matrix": {"formats": [8, 3], "max_k": mat.p["max_k"], "bytes": 8,
+                       "latency": mat.latency(), "module": mat.top},
+            "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],
+                          "max_context": ap["max_context"], "macs": ap["macs"],
+                          "beat_bytes": att.bb, "latency": att.latency(),
+                          "exp_depth": ap["exp_depth"], "exp_width": ap["exp_width"],
+                          "exp_steps_per_octave": ap["exp_steps_per_octave"],
+                          "scale_frac_bits": ap["scale_frac_bits"],
+                          "fifo_depth": ap["fifo_depth"], "module": att.top},
+            "route": {"matrix_magic": MATRIX_MAGIC, "attention_magic": ATTENTION_MAGIC,
+                      "attention_route_magic": ATTENTION_ROUTE_MAGIC},
+            "fclk_hz": FCLK_HZ,
+        }

@@ -1,0 +1,83 @@
+// Output merger of one overlay port: whole output frames of two engines, in input order.
+//
+// Part of the ternary-pynq overlay (hand-written, parameterized; not generated).
+// The port's router pushes a token per input frame that answers on this port (0: input 0, the
+// matrix engine; 1: input 1, the attention engine) into a frame-order FIFO. The head token
+// picks the input whose words are forwarded, up to and including its tlast; then the token is
+// popped. A frame whose output is not there yet holds back later frames of the other engine:
+// the port answers in the order it accepted frames (CONTRACTS.md section A).
+// The output is a register slice (axis_skid): no combinational path from m_ready to the
+// inputs' ready or to m_valid/m_data. tok_room is the FIFO's registered room flag.
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module axis_order_merge #
+(
+    // Word width of both inputs and the output
+    parameter DW = 32,
+    // log2 of the frame-order FIFO depth (frames accepted but not yet answered)
+    parameter ORDER_AW = 4
+)
+(
+    input  wire          clk,
+    input  wire          rst_n,
+
+    input  wire          tok_push,
+    input  wire          tok_data,
+    output wire          tok_room,
+
+    input  wire [DW-1:0] s0_data,
+    input  wire          s0_last,
+    input  wire          s0_valid,
+    output wire          s0_ready,
+
+    input  wire [DW-1:0] s1_data,
+    input  wire          s1_last,
+    input  wire          s1_valid,
+    output wire          s1_ready,
+
+    output wire [DW-1:0] m_data,
+    output wire          m_last,
+    output wire          m_valid,
+    input  wire          m_ready
+);
+
+wire tok_valid;
+wire tok;
+wire o_ready;
+
+wire sel_valid = tok_valid && (tok ? s1_valid : s0_valid);
+wire sel_last  = tok ? s1_last : s0_last;
+wire fwd       = sel_valid && o_ready;
+wire pop       = fwd && sel_last;
+
+assign s0_ready = tok_valid && !tok && o_ready;
+assign s1_ready = tok_valid && tok && o_ready;
+
+// two writes can be in flight when the registered room flag falls
+sync_fifo #(
+    .WIDTH(1),
+    .ADDR_W(ORDER_AW),
+    .MARGIN(2)
+) order (
+    .clk(clk),
+    .rst_n(rst_n),
+    .wr_en(tok_push),
+    .wr_data(tok_data),
+    .m_data(tok),
+    .m_valid(tok_valid),
+    .m_ready(pop),
+    .room(tok_room)
+);
+
+axis_skid #(.DATA_W(DW)) out_slice (
+    .clk(clk), .rst_n(rst_n),
+    .s_data(tok ? s1_data : s0_data), .s_last(sel_last), .s_valid(sel_valid), .s_ready(o_ready),
+    .m_data(m_data), .m_last(m_last), .m_valid(m_valid), .m_ready(m_ready)
+);
+
+endmodule
+
+`resetall

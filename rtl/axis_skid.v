@@ -1,0 +1,100 @@
+// AXI-Stream register slice with a skid buffer: every output of both sides is a register.
+//
+// Part of the ternary-pynq overlay (hand-written, parameterized; not generated).
+// The verilog-axis `axis_register` (REG_TYPE 2) structure: an output register and a temporary
+// register that catches the beat accepted in the cycle the output stalls. s_ready is a
+// register, so no combinational path runs from m_ready to s_ready, nor from any input to
+// m_valid or m_data. Full throughput: one beat per clock with m_ready high.
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module axis_skid #
+(
+    // Payload width in bits (tdata and any sideband packed together, tlast separate)
+    parameter DATA_W = 64
+)
+(
+    input  wire              clk,
+    input  wire              rst_n,
+
+    input  wire [DATA_W-1:0] s_data,
+    input  wire              s_last,
+    input  wire              s_valid,
+    output wire              s_ready,
+
+    output wire [DATA_W-1:0] m_data,
+    output wire              m_last,
+    output wire              m_valid,
+    input  wire              m_ready
+);
+
+initial begin
+    if (DATA_W < 1) begin
+        $display("axis_skid: DATA_W=%0d must be >= 1", DATA_W);
+        $finish;
+    end
+end
+
+reg              s_ready_reg;
+reg [DATA_W:0]   out_reg;
+reg              out_valid;
+reg [DATA_W:0]   tmp_reg;
+reg              tmp_valid;
+
+// ready next cycle: the output will move, or both registers will not be full
+wire s_ready_early = m_ready || (!tmp_valid && (!out_valid || !s_valid));
+
+reg out_valid_next, tmp_valid_next;
+reg in_to_out, in_to_tmp, tmp_to_out;
+
+always @* begin
+    out_valid_next = out_valid;
+    tmp_valid_next = tmp_valid;
+    in_to_out      = 1'b0;
+    in_to_tmp      = 1'b0;
+    tmp_to_out     = 1'b0;
+    if (s_ready_reg) begin
+        if (m_ready || !out_valid) begin
+            out_valid_next = s_valid;
+            in_to_out      = 1'b1;
+        end else begin
+            tmp_valid_next = s_valid;
+            in_to_tmp      = 1'b1;
+        end
+    end else if (m_ready) begin
+        out_valid_next = tmp_valid;
+        tmp_valid_next = 1'b0;
+        tmp_to_out     = 1'b1;
+    end
+end
+
+always @(posedge clk) begin
+    if (in_to_out) begin
+        out_reg <= {s_last, s_data};
+    end else if (tmp_to_out) begin
+        out_reg <= tmp_reg;
+    end
+    if (in_to_tmp) begin
+        tmp_reg <= {s_last, s_data};
+    end
+    if (!rst_n) begin
+        s_ready_reg <= 1'b0;
+        out_valid   <= 1'b0;
+        tmp_valid   <= 1'b0;
+    end else begin
+        s_ready_reg <= s_ready_early;
+        out_valid   <= out_valid_next;
+        tmp_valid   <= tmp_valid_next;
+    end
+end
+
+assign s_ready = s_ready_reg;
+assign m_valid = out_valid;
+assign m_data  = out_reg[DATA_W-1:0];
+assign m_last  = out_reg[DATA_W];
+
+endmodule
+
+`resetall

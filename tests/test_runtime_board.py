@@ -1,0 +1,50 @@
+"""The board backend's host code on PYNQ's own DMA driver (pynq 3.1.2, x86, a venv of its own).
+
+pynq<4 pins numpy 1.26, so it never goes into the project's .venv: this test creates
+build/pynq-venv once (pip from PyPI: pynq==3.1.2, pycparser<2.22, jinja2, safetensors; about
+a minute the first time, then reused) and runs tests/runtime_board_check.py there. Without
+PyPI access the venv cannot be made and the test is skipped, saying so.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / "build" / "pynq-venv"
+PACKAGES = ["pynq==3.1.2", "pycparser<2.22", "jinja2==3.1.6", "safetensors==0.7.0"]
+STAMP = VENV / ".packages"
+
+
+def pynq_python() -> Path:
+    py = VENV / "bin" / "python"
+    if STAMP.exists() and STAMP.read_text() == "\n".join(PACKAGES) and py.exists():
+        return py
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", *PACKAGES],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot install {PACKAGES} into {VENV} (PyPI access?): {r.stderr[-500:]}")
+    STAMP.write_text("\n".join(PACKAGES))
+    return py
+
+
+def test_board_host_code_on_pynq_dma_driver():
+    py = pynq_python()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([str(py), str(REPO / "tests" / "runtime_board_check.py")],
+                       capture_output=True, text=True, env=env, cwd=str(REPO), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["pynq"] == "3.1.2"
+    for fmt in ("int8", "ternary"):
+        assert res[fmt]["golden"] == res[fmt]["pynq"], res
+        assert res[fmt]["identical"], f"{fmt}: engine words differ through PYNQ's DMA driver"
+        assert res[fmt]["calls"] > 50
+    assert "did not finish within" in res["timeout"]
