@@ -111,11 +111,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=0, help="only the first N tokens of the text")
     ap.add_argument("--formats", default="int8,ternary", help="engine rows ('' for none)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="recompute the engine rows (default: reuse build/quality/rows/ when it "
+                         "was made for the same token ids)")
     ap.add_argument("--dump-ids", help="write the text's token ids and the model path (JSON) "
                                        "and stop (for make quality-llamacpp)")
     args = ap.parse_args(argv)
 
-    from generators.runtime.chat import load_model
     from generators.runtime.checkpoint import load_checkpoint
     from generators.runtime.gguf import smollm2_path
     from generators.runtime.model import convert
@@ -153,16 +155,26 @@ def main(argv=None) -> int:
     del ref
 
     fmts = [f for f in args.formats.split(",") if f]
-    if fmts:
-        ckpt = load_checkpoint(path)
-        for fmt in fmts:
+    cache = OUT / "rows"
+    cache.mkdir(exist_ok=True)
+    ckpt = None
+    for fmt in fmts:
+        cf = cache / f"engines-{fmt}.npz"
+        old = dict(np.load(cf)) if cf.is_file() and not args.fresh else {}
+        if "ids" in old and old["ids"].tolist() == ids:
+            print(f"[quality] {fmt} on golden: reusing {cf.relative_to(REPO)} (--fresh to "
+                  f"recompute)", file=sys.stderr)
+            m = metrics(np.array(old["logits"]), ids, ref_argmax)
+        else:
+            ckpt = ckpt or load_checkpoint(path)
             model = convert(ckpt, fmt)
             lg = engine_logits(model, ids, f"{fmt} on golden")
+            np.savez(cf, ids=np.array(ids), logits=lg.astype(np.float32))
             m = metrics(lg, ids, ref_argmax)
-            m.update(weights={"int8": "INT8, absmax per row", "ternary": "ternary, absmean"}[fmt],
-                     numerics="engines (golden = RTL): INT8 activations per token, INT8 KV, "
-                              "fixed-point softmax", wall=fmt, kind=f"engines-{fmt}")
-            res["rows"].append(m)
+        m.update(weights={"int8": "INT8, absmax per row", "ternary": "ternary, absmean"}[fmt],
+                 numerics="engines (golden = RTL): INT8 activations per token, INT8 KV, "
+                          "fixed-point softmax", wall=fmt, kind=f"engines-{fmt}")
+        res["rows"].append(m)
     lc = OUT / "llamacpp.json"
     if lc.is_file():
         d = json.loads(lc.read_text())

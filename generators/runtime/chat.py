@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "FCLK_HZ",
+__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats", "FCLK_HZ",
            "TERNARY_WARNING", "USER_ERRORS"]
 
 FCLK_HZ = 1e9 / 7
@@ -117,11 +117,14 @@ class Streamer:
 
 
 class ProgressBackend:
-    """A backend wrapper that draws a bar of the engine beats of the current token (stderr)."""
+    """A backend wrapper that draws a bar of the engine beats of the current token (stderr).
 
-    def __init__(self, be, model, out=None, width=40):
+    ``total``: the beats of one token (:func:`token_beats`), for the bar and the percentage."""
+
+    def __init__(self, be, model, out=None, width=30, total=None):
         self.be, self.out, self.width = be, out or sys.stderr, width
         self.name = getattr(be, "name", "?")
+        self.total = total
         self.done, self.token = 0, 0
         self.t0 = time.perf_counter()
 
@@ -131,8 +134,13 @@ class ProgressBackend:
     def _tick(self, beats, label):
         self.done += beats
         el = time.perf_counter() - self.t0
-        self.out.write(f"\r  token {self.token + 1}: {label:<9} {self.done / 1e6:7.2f} M beats, "
-                       f"{el:6.0f} s")
+        bar = ""
+        if self.total:
+            f = min(self.done / self.total, 1.0)
+            n = int(round(f * self.width))
+            bar = f"[{'#' * n}{'.' * (self.width - n)}] {100 * f:5.1f}% "
+        self.out.write(f"\r  step {self.token}: {bar}{self.done / 1e6:6.2f} M beats "
+                       f"({label}), {el:6.0f} s")
         self.out.flush()
 
     def next_token(self):
@@ -149,8 +157,18 @@ class ProgressBackend:
 
     def attention(self, frames):
         out = self.be.attention(frames)
-        self._tick(sum(len(f) for f, _ in frames) // 16, "attention")
+        self._tick(sum(len(f) for f, _ in frames) // 8, "attention")
         return out
+
+
+def token_beats(model, context: int) -> int:
+    """8-byte input beats of one token at ``context`` cached positions (both ports): every
+    matrix image and the attention frames of every layer and KV head."""
+    c = model.config
+    mats = sum(len(i) for m in model.matrices.values() for i in m.images) // 8
+    d, G = c.head_dim, c.group
+    att = (16 + G * d + 2 * context * d) // 8 * c.num_key_value_heads * c.num_hidden_layers
+    return mats + att
 
 
 def _cycles(be):
@@ -227,7 +245,7 @@ def run(args) -> int:
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
     target = make_backend(args.backend, model, **kw)
     if args.progress:
-        target = ProgressBackend(target, model)
+        target = ProgressBackend(target, model, total=token_beats(model, 64))
     first = make_backend("golden", model) if prefill == "golden" and args.backend != "golden" \
         else target
     dec = Decoder(model, first)
