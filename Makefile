@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-quick lint sim-full report fusesoc-lint clean
+.PHONY: help setup sim sim-icarus test test-quick lint sim-full report fusesoc-lint clean decode
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-quick   the tests without the engine simulations"
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
+	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
 	@echo "make bitstream    Vivado build of the PYNQ-Z1 overlay (ENGINES=..., VIVADO=...); see docs/vivado.md"
 	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
@@ -50,6 +51,9 @@ test-quick: setup
 
 sim-full: setup
 	@$(ENV) python sim/full_scale.py
+
+decode: setup
+	@$(ENV) python -m generators.runtime.bench --sim $(SIM)
 
 report: setup
 	@$(ENV) python -m generators.report

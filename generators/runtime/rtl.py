@@ -80,7 +80,9 @@ class RtlBackend(DmaHost):
                                          "sim.runtime.test_runtime", name="runtime",
                                          extra_env={"TB_RT_SOCKET": sock,
                                                     "TB_RT_DDR": str(tmp / "ddr"),
-                                                    "TB_RT_DDR_SIZE": str(size)})
+                                                    "TB_RT_DDR_SIZE": str(size),
+                                                    "TB_RT_DIRECT": "1" if simulator ==
+                                                    "verilator" else "0"})
             except BaseException as exc:       # reported by __init__ or close()
                 self._error = exc
 
@@ -102,24 +104,28 @@ class RtlBackend(DmaHost):
         listener.close()
         dmas = [SimpleDma(RemoteMmio(self.conn, p)) for p in (0, 1)]
         self.cycles = {"matrix": 0, "attention": 0}
+        self.beats = {"matrix": 0, "attention": 0}
         super().__init__(model, dmas, self.memory.allocate, timeout_s,
                          beat_bytes=man["streams"][0]["s_axis_width"] // 8)
 
-    def sim_cycles(self) -> int:
+    def sim_counts(self):
+        """(clock cycles simulated, input beats accepted on both ports) so far."""
         self.conn.send(("c",))
-        return self.conn.recv()[0]
+        return self.conn.recv()[:2]
+
+    def _counted(self, kind, fn, arg):
+        c0, b0 = self.sim_counts()
+        out = fn(arg)
+        c1, b1 = self.sim_counts()
+        self.cycles[kind] += c1 - c0
+        self.beats[kind] += b1 - b0
+        return out
 
     def matrices(self, calls):
-        c0 = self.sim_cycles()
-        out = super().matrices(calls)
-        self.cycles["matrix"] += self.sim_cycles() - c0
-        return out
+        return self._counted("matrix", super().matrices, calls)
 
     def attention(self, frames):
-        c0 = self.sim_cycles()
-        out = super().attention(frames)
-        self.cycles["attention"] += self.sim_cycles() - c0
-        return out
+        return self._counted("attention", super().attention, frames)
 
     def close(self):
         if getattr(self, "conn", None) is not None:

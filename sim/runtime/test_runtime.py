@@ -31,6 +31,24 @@ import numpy as np
 from generators.runtime.dma import AxiDmaRegs, Memory
 from sim.common.axis_tb import CLOCK_PS
 
+#: Verilator applies an input written in the clock-edge callback at its next evaluation, so the
+#: 64-bit tdata may be written straight through the GPI handle (no scheduled write); Icarus
+#: keeps cocotb's scheduled writes (TB_RT_DIRECT=0). rtl == golden on every word checks both.
+DIRECT_WRITES = os.environ.get("TB_RT_DIRECT", "0") == "1"
+
+
+def _direct64(h):
+    f = h._handle.set_signal_val_binstr
+    n = len(h)
+    return lambda v: f(0, format(v, f"0{n}b"))
+
+
+def _scheduled(h):
+    def w(v):
+        h.value = v
+    return w
+
+
 #: clock cycles one poll may run without any transfer completing (the host's timeout decides)
 POLL_CYCLES = 200_000
 
@@ -77,35 +95,46 @@ class RtlFabric:
             if rv is not None and not rv[3]:
                 rv[3] = True
                 m[p][3].value = 1
+        # the per-clock loop reads the handshake signals through the GPI handle directly
+        # (an int, no Logic object): about twice the speed of .value
+        rdy = [s[0][3]._handle.get_signal_val_long, s[1][3]._handle.get_signal_val_long]
+        val = [m[0][1]._handle.get_signal_val_long, m[1][1]._handle.get_signal_val_long]
+        dat = [m[0][0]._handle.get_signal_val_long, m[1][0]._handle.get_signal_val_long]
+        lst = [m[0][2]._handle.get_signal_val_long, m[1][2]._handle.get_signal_val_long]
+        if DIRECT_WRITES:
+            wdat = [_direct64(s[0][0]), _direct64(s[1][0])]
+        else:
+            wdat = [_scheduled(s[0][0]), _scheduled(s[1][0])]
+        sends, recvs = self.sends, self.recvs
         events = 0
         n = 0
-        clk = self.dut.aclk
+        edge = RisingEdge(self.dut.aclk)
         while not events and n < POLL_CYCLES:
-            await RisingEdge(clk)
+            await edge
             n += 1
             for p in (0, 1):
-                st = self.sends[p]
-                if st is not None and s[p][3].value:
+                st = sends[p]
+                if st is not None and rdy[p]():
                     i = st[1] + 1
                     st[1] = i
                     beats = st[0]
                     if i == len(beats):
                         s[p][1].value = 0
                         s[p][2].value = 0
-                        self.sends[p] = None
+                        sends[p] = None
                         self.beats_in += i
                         st[2]()
                         events += 1
                     else:
-                        s[p][0].value = beats[i]
+                        wdat[p](beats[i])
                         if i == len(beats) - 1:
                             s[p][2].value = 1
-                rv = self.recvs[p]
-                if rv is not None and m[p][1].value:
-                    rv[2].append(int(m[p][0].value))
-                    if m[p][2].value:
+                rv = recvs[p]
+                if rv is not None and val[p]():
+                    rv[2].append(dat[p]() & 0xFFFFFFFF)
+                    if lst[p]():
                         m[p][3].value = 0
-                        self.recvs[p] = None
+                        recvs[p] = None
                         rv[1](np.array(rv[2], dtype="<u4").view(np.uint8))
                         events += 1
         self.cycles += n

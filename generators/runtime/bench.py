@@ -1,0 +1,114 @@
+"""`make decode`: a SmolLM2-135M-shaped checkpoint (random weights, seeded) on the rtl backend.
+
+    python -m generators.runtime.bench [--tokens 2] [--fmt ternary] [--sim verilator]
+
+Writes build/decode/smollm2-135m-random/ (the full shapes: 30 layers, 576/1536, 9/3 heads,
+vocab 49,152), converts it, runs the prompt [1] and N tokens on the golden backend (tok/s of
+this machine) and on the rtl backend (the overlay in the PYNQ-Z1 configuration: max_k 2048,
+max_context 2048), and prints per token the simulated engine cycles, the tok/s they give at
+142.857 MHz with the 1.97 GB/s DDR wall and the write-up's 4.2 ms of small ops, beside
+`make report`'s decoder model. A printed figure, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+FCLK = 1e9 / 7
+WALL = 1.97e9
+SMALL_OPS_S = 4.2e-3
+
+
+def main(argv=None) -> int:
+    from generators.report.decoder_model import ModelShape, Platform, decoder_row
+    from . import Decoder, convert, load_checkpoint, make_backend
+    from .checkpoint import PYNQ_Z1_ENGINES
+    from .synthetic import SMOLLM2_135M, write_checkpoint
+
+    ap = argparse.ArgumentParser(prog="python -m generators.runtime.bench")
+    ap.add_argument("--tokens", type=int, default=2)
+    ap.add_argument("--fmt", choices=("int8", "ternary"), default="ternary")
+    ap.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    ap.add_argument("--out", default=str(REPO / "build" / "decode"))
+    args = ap.parse_args(argv)
+    t_all = time.perf_counter()
+    folder = Path(args.out) / "smollm2-135m-random"
+    if not (folder / "model.safetensors").exists():
+        t0 = time.perf_counter()
+        write_checkpoint(folder, SMOLLM2_135M, seed=135)
+        print(f"[decode] wrote {folder} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    t0 = time.perf_counter()
+    ck = load_checkpoint(folder, PYNQ_Z1_ENGINES)
+    model = convert(ck, args.fmt, PYNQ_Z1_ENGINES)
+    del ck
+    print(f"[decode] SmolLM2-135M shapes, random weights, {args.fmt}: converted in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    prompt = [1]
+
+    # golden on this machine
+    gold = Decoder(model, make_backend("golden", model))
+    g_tokens, g_times = [], []
+    gold.reset()
+    logits = None
+    for i in range(args.tokens):
+        t0 = time.perf_counter()
+        logits = gold.step(prompt[0] if i == 0 else g_tokens[-1])
+        g_times.append(time.perf_counter() - t0)
+        g_tokens.append(int(np.argmax(logits)))
+    print(f"[decode] golden backend on this machine: {1 / np.mean(g_times):.2f} tok/s "
+          f"({np.mean(g_times) * 1e3:.0f} ms per token), tokens {g_tokens}", flush=True)
+
+    # rtl
+    t0 = time.perf_counter()
+    be = make_backend("rtl", model, simulator=args.sim)
+    print(f"[decode] rtl backend ({args.sim}, overlay max_k {PYNQ_Z1_ENGINES.max_k}, "
+          f"max_context {PYNQ_Z1_ENGINES.max_context}) up in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+    rows = []
+    try:
+        dec = Decoder(model, be)
+        dec.reset()
+        r_tokens = []
+        for i in range(args.tokens):
+            c0, b0 = dict(be.cycles), dict(be.beats)
+            t0 = time.perf_counter()
+            logits = dec.step(prompt[0] if i == 0 else r_tokens[-1])
+            wall_s = time.perf_counter() - t0
+            r_tokens.append(int(np.argmax(logits)))
+            c = {k: be.cycles[k] - c0[k] for k in c0}
+            b = {k: be.beats[k] - b0[k] for k in b0}
+            t_mat = max(c["matrix"] / FCLK, b["matrix"] * 8 / WALL)
+            t_att = max(c["attention"] / FCLK, b["attention"] * 8 / WALL)
+            tok_s = 1.0 / (t_mat + t_att + SMALL_OPS_S)
+            model_row = decoder_row(ModelShape(), dec.pos, "pl", platform=Platform())
+            rows.append((i + 1, dec.pos, r_tokens[-1], c["matrix"], c["attention"],
+                         b["matrix"] + b["attention"], t_mat * 1e3, t_att * 1e3, tok_s,
+                         model_row["tok_s"], wall_s))
+            print(f"[decode] token {i + 1}: id {r_tokens[-1]}, context {dec.pos}, simulated "
+                  f"cycles matrix {c['matrix']:,} attention {c['attention']:,} "
+                  f"({wall_s:.0f} s of simulation)", flush=True)
+    finally:
+        be.close()
+    ok = r_tokens == g_tokens
+    print()
+    print(f"SmolLM2-135M shapes (random weights), {args.fmt} weights, rtl backend on {args.sim} "
+          f"(SIMULATED), 142.857 MHz, two HP ports, DDR wall 1.97 GB/s, small ops 4.2 ms")
+    hdr = ("token", "context", "id", "matrix cycles", "attention cycles", "beats in",
+           "matrix ms", "attention ms", "tok/s (sim)", "tok/s (report model)", "sim wall s")
+    print(" | ".join(hdr))
+    for r in rows:
+        print(" | ".join([f"{r[0]}", f"{r[1]}", f"{r[2]}", f"{r[3]:,}", f"{r[4]:,}", f"{r[5]:,}",
+                          f"{r[6]:.2f}", f"{r[7]:.3f}", f"{r[8]:.1f}", f"{r[9]:.1f}",
+                          f"{r[10]:.0f}"]))
+    print(f"golden backend on this machine: {1 / np.mean(g_times):.2f} tok/s; rtl tokens "
+          f"{'equal' if ok else 'DIFFER from'} golden ({r_tokens} vs {g_tokens}); "
+          f"make decode took {time.perf_counter() - t_all:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
