@@ -6,6 +6,7 @@ runtime, once for the float64 reference of tests/llama_reference.py, which share
 with the runtime; 37 prompt tokens and the answer on the golden models).
 """
 import io
+import re
 import json
 from pathlib import Path
 
@@ -123,3 +124,19 @@ def test_chat_ternary_warns_and_streams(tiny, capsys):
     assert "was not trained for ternary weights" in cap.err
     assert "ternary weights, backend golden" in cap.err
     assert "3 new; tok/s:" in cap.err and "host time" in cap.err
+
+
+def test_chat_cli_refuses_a_long_prompt_before_any_backend(tiny, capsys, monkeypatch):
+    from generators.runtime import chat
+    from generators.runtime.checkpoint import EngineConfig as E
+    real = chat.load_model
+    monkeypatch.setattr(chat, "load_model",
+                        lambda p, f: real(p, f, engines=E(max_k=512, max_context=32)))
+    started = []
+    monkeypatch.setattr("generators.runtime.backends.make_backend",
+                        lambda *a, **k: started.append(a))
+    assert main(["chat", "--model", str(tiny), "--prompt", "hello world " * 8]) == 2
+    cap = capsys.readouterr()
+    assert re.search(r"error: prompt of \d+ tokens is longer than the attention engine's "
+                     r"max_context 32", cap.err), cap.err
+    assert cap.out == "" and started == []

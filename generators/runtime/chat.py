@@ -31,11 +31,12 @@ __all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "to
 FCLK_HZ = 1e9 / 7
 
 def _user_errors():
+    from .backends import BackendError
     from .checkpoint import CheckpointError
     from .decoder import ContextError
     from .gguf import GGUFError
     from .tokenizer import TokenizerError
-    return (CheckpointError, ContextError, GGUFError, TokenizerError)
+    return (BackendError, CheckpointError, ContextError, GGUFError, TokenizerError)
 
 
 #: errors of the user's input (file, prompt): printed as "error: ..." by the CLI, exit code 2
@@ -225,6 +226,15 @@ def tok_s_line(backend: str, r: dict) -> str:
            f"{r['prefill_s']:.1f} s"
 
 
+def check_prompt(ids, model) -> None:
+    """ContextError unless the prompt fits the attention engine's context (the Decoder's own
+    check, made here before any backend starts)."""
+    from .decoder import ContextError
+    if len(ids) > model.engines.max_context:
+        raise ContextError(f"prompt of {len(ids)} tokens is longer than the attention engine's "
+                           f"max_context {model.engines.max_context}")
+
+
 def run(args) -> int:
     from .backends import make_backend
     from .decoder import Decoder
@@ -240,8 +250,12 @@ def run(args) -> int:
     kw = {}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
-    if args.backend == "board":
+    if args.backend == "board" and args.bitfile:
         kw["bitfile"] = args.bitfile
+    first_ids = None
+    if args.prompt is not None:          # a prompt that cannot run fails before any backend
+        first_ids = tok.chat_ids(args.prompt, system=args.system)
+        check_prompt(first_ids, model)
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
     target = make_backend(args.backend, model, **kw)
     if args.progress:
@@ -254,7 +268,8 @@ def run(args) -> int:
         for prompt in prompts:
             if not prompt.strip():
                 continue
-            ids = tok.chat_ids(prompt, system=args.system)
+            ids = first_ids if first_ids is not None else tok.chat_ids(prompt, system=args.system)
+            check_prompt(ids, model)
             dec.be = first
             r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
                        else None, temperature=args.temperature, top_k=args.top_k,
