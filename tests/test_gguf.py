@@ -159,3 +159,20 @@ def test_template_runs_in_the_sandbox(f32_file):
     tok.chat_template = "{{ raise_exception('only user turns') }}"
     with pytest.raises(TokenizerError, match="only user turns"):
         tok.apply_chat_template([{"role": "user", "content": "x"}])
+
+
+def test_tokenizer_from_hf_folder(f32_file, tmp_path):
+    import json
+    p, _ = f32_file
+    g = Tokenizer.from_gguf(p)
+    g._tk.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "chat_template": gguf_files.TEMPLATE, "eos_token": "<|im_end|>",
+        "bos_token": {"content": "<|im_start|>"}}))
+    tok = Tokenizer.from_folder(tmp_path)
+    text = "<|im_start|>user\nhello world 42<|im_end|>"
+    assert tok.encode(text) == g.encode(text)
+    assert tok.eos_ids == (2,) and tok.bos_token == "<|im_start|>"
+    assert tok.chat_ids("hi") == g.chat_ids("hi")
+    with pytest.raises(TokenizerError, match="no tokenizer.json"):
+        Tokenizer.from_folder(tmp_path / "missing")
