@@ -101,8 +101,8 @@ def table(res: dict) -> str:
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         w = wall[r["wall"]]
-        lines.append(f"| {r['weights']} | {r['numerics']} | {r['mean_ll']:.3f} | {r['ppl']:.2f} "
-                     f"| {r['top1']} | {r.get('agree', '-')} | {w['bytes_per_weight']:.3g} "
+        lines.append(f"| {r['weights']} | {r['numerics']} | {r['mean_ll']:.3f} | {r['ppl']:.4g} "
+                     f"| {r['top1']} | {r.get('agree', 'reference')} | {w['bytes_per_weight']:.3g} "
                      f"| {w['wall_tok_s']:.1f} ({w['bound_tok_s']:.1f}) |")
     return "\n".join(lines)
 
@@ -116,7 +116,14 @@ def main(argv=None) -> int:
                          "was made for the same token ids)")
     ap.add_argument("--dump-ids", help="write the text's token ids and the model path (JSON) "
                                        "and stop (for make quality-llamacpp)")
+    ap.add_argument("--table", action="store_true",
+                    help="print the table of build/quality/quality.json again and stop")
     args = ap.parse_args(argv)
+    if args.table:
+        t = table(json.loads((OUT / "quality.json").read_text()))
+        (OUT / "quality.md").write_text(t + "\n")
+        print(t)
+        return 0
 
     from generators.runtime.checkpoint import load_checkpoint
     from generators.runtime.gguf import smollm2_path
@@ -146,7 +153,7 @@ def main(argv=None) -> int:
     ref_argmax = base["argmax"]
     for w, wall in (("float", "fp16"), ("int8", "int8"), ("ternary", "ternary")):
         lg = ref_logits if w == "float" else ref.with_weights(w).logits(ids)[:-1]
-        m = metrics(lg, ids, ref_argmax)
+        m = metrics(lg, ids, None if w == "float" else ref_argmax)
         m.update(weights={"float": "float (the file's Q4_1, dequantised)",
                           "int8": "INT8, absmax per row", "ternary": "ternary, absmean"}[w],
                  numerics="float64 (reference)", wall=wall, kind=f"reference-{w}")
