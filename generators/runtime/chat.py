@@ -250,7 +250,11 @@ def run(args) -> int:
     kw = {}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
-    if args.backend == "board" and args.bitfile:
+    if args.backend == "board":
+        if not args.bitfile:
+            from .backends import BackendError
+            raise BackendError("--backend board needs --bitfile PATH (the overlay's .bit, with "
+                               "its .hwh beside it), on the PYNQ-Z1")
         kw["bitfile"] = args.bitfile
     first_ids = None
     if args.prompt is not None:          # a prompt that cannot run fails before any backend
