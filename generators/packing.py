@@ -33,7 +33,7 @@ little-endian integers (byte j of a beat is ``tdata[8j+7:8j]``).
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
@@ -444,3 +444,20 @@ def parse_frame(frame_bytes: bytes, beat_bytes: int = 8, *, strict: bool = True)
         w, mask = unpack_trits(rows, k, strict=strict, return_mask=True)
         bad = bool(mask.any())
     return dict(h, fmt=fmt, x=x, w=w, bad_trit=bad)
+
+
+# --------------------------------------------------------------------------- overlay (two ports)
+OVERLAY_ROUTE_MAGIC = 0xA77F
+
+
+def split_attention_frame(frame: bytes, context: int = 0, tag: int = 0) -> Tuple[bytes, bytes]:
+    """Split a 16-byte-beat attention frame into the two DMA halves of the overlay
+    (CONTRACTS.md section A): port 0 gets bytes 16i..16i+7 of every beat (the header word with
+    magic 0xA77E first), port 1 a route word ([15:0] 0xA77F, [31:16] L, [63:56] tag) followed by
+    bytes 16i+8..16i+15. Each half is sent as one DMA transfer (tlast on its last word)."""
+    if len(frame) % 16:
+        raise ValueError(f"attention frame of {len(frame)} bytes is not whole 16-byte beats")
+    even = b"".join(frame[i:i + 8] for i in range(0, len(frame), 16))
+    odd = b"".join(frame[i + 8:i + 16] for i in range(0, len(frame), 16))
+    route = (OVERLAY_ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56))
+    return even, route.to_bytes(8, "little") + odd

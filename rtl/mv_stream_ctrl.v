@@ -184,12 +184,15 @@ end
 endgenerate
 
 wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
+// Per-format compares are written as AND-OR of two constant compares, not `fmt ? a : b`:
+// yosys's opt_share would merge a mux of two compares into one compare of a muxed constant,
+// which puts LUT levels in front of the carry chain.
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_xmask;
 integer b;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = h_fmt_b ? (b * WPB_B < h_k) : (b * WPB < h_k);
+        h_bmask[b] = (h_fmt_b & (b * WPB_B < h_k)) | (!h_fmt_b & (b * WPB < h_k));
         h_xmask[b] = (b < h_k);
     end
 end
@@ -250,8 +253,8 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_next[b] = fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
-                              : (rrem32 > b * WPB + LANE_ELEMS);
+        bmask_next[b] = (fmt_b & (rrem32 > b * WPB_B + LANE_ELEMS_B))
+                      | (!fmt_b & (rrem32 > b * WPB + LANE_ELEMS));
     end
 end
 
@@ -302,7 +305,7 @@ always @(posedge aclk) begin
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
             chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
             fmt_b      <= h_fmt_b;
-            k_one_beat <= h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS);
+            k_one_beat <= (h_fmt_b & (h_k <= LANE_ELEMS_B)) | (!h_fmt_b & (h_k <= LANE_ELEMS));
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -319,7 +322,7 @@ always @(posedge aclk) begin
             row_last_q <= k_one_beat;
             bmask_q    <= bmask_k;
         end else begin
-            row_last_q <= (rrem <= {elems[15:0], 1'b0});
+            row_last_q <= (fmt_b & (rrem <= 2 * LANE_ELEMS_B)) | (!fmt_b & (rrem <= 2 * LANE_ELEMS));
             bmask_q    <= bmask_next;
         end
     end

@@ -175,6 +175,9 @@ def test_attention_split_over_two_ports():
     w = np.frombuffer(fr, "<u8")
     assert len(even) == len(w) // 2 and np.array_equal(even, w[0::2])
     assert int(odd[0]) == 0xA77F | (5 << 16) | (9 << 56) and np.array_equal(odd[1:], w[1::2])
+    from generators.packing import split_attention_frame as overlay_split   # branch overlay's
+    e2, o2 = overlay_split(fr, 5, 9)
+    assert e2 == even.tobytes() and o2 == odd.tobytes()
 
 
 # ------------------------------------------------------------------ bad input
@@ -267,3 +270,14 @@ def test_against_float64_reference(ckdir, models, fmt):
           f"min {np.min(cors):.5f}")
     assert len(seq) == 18
     assert agree >= TOP1_FLOOR and min(cors) >= CORR_FLOOR
+
+
+def test_decode_cli(ckdir, capsys):
+    from generators.__main__ import main
+    rc = main(["decode", "--checkpoint", str(ckdir), "--backend", "golden", "--prompt-ids",
+               "1,2,3", "--tokens", "3", "--max-k", "512", "--max-context", "32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("[decode] token ") == 3 and "[decode] ids: " in out
+    rc = main(["decode", "--checkpoint", str(ckdir), "--prompt-ids", ",".join(["1"] * 33),
+               "--tokens", "1", "--max-k", "512", "--max-context", "32"])
+    assert rc == 2 and "max_context 32" in capsys.readouterr().err

@@ -66,7 +66,9 @@ class MVDualEngine(MVEngine):
         return {"int8": 1 + self.int8_lane_latency(), "ternary": self.ternary_lane_latency()}
 
     def lane_latency(self) -> int:
-        return max(self.paths().values())
+        # the longer path, then the register of the partial sum chosen by the frame's format
+        # (the choice would otherwise add a LUT level in front of the accumulator)
+        return max(self.paths().values()) + 1
 
     def lane_tree(self):   # for MVEngine.check: the wider partial sum decides the overflow
         t8, tt = self.int8_tree(), self.ternary_tree()
@@ -76,7 +78,8 @@ class MVDualEngine(MVEngine):
         p = self.paths()
         return (f"INT8: bank select (1) + {self.p['bytes']} DSP multiplies and tree "
                 f"({self.int8_lane_latency()}); ternary: trit decode and {5 * self.p['bytes']}-term "
-                f"tree ({p['ternary']}); the shorter delayed to {self.lane_latency()}")
+                f"tree ({p['ternary']}); the shorter delayed to {max(p.values())}, then the "
+                f"chosen partial sum registered")
 
     def check(self) -> None:
         hi = 3 + tree_depth(self.p["bytes"])
@@ -100,7 +103,7 @@ class MVDualEngine(MVEngine):
         ctx.update(
             psum_w=max(t8.out.width, tt.out.width),
             psum8_w=t8.out.width, psumt_w=tt.out.width,
-            delay8=self.lane_latency() - p["int8"], delayt=self.lane_latency() - p["ternary"],
+            delay8=max(p.values()) - p["int8"], delayt=max(p.values()) - p["ternary"],
             int8_module="int8_lane", ternary_module="ternary_lane",
             format_b=0x08, sext=sext,
         )

@@ -54,13 +54,16 @@ def main(argv=None) -> int:
     g_tokens, g_times = [], []
     gold.reset()
     logits = None
-    for i in range(args.tokens):
+    for i in range(args.tokens + 1):            # the first step also unpacks the weights
         t0 = time.perf_counter()
         logits = gold.step(prompt[0] if i == 0 else g_tokens[-1])
         g_times.append(time.perf_counter() - t0)
         g_tokens.append(int(np.argmax(logits)))
+    g_tokens = g_tokens[:args.tokens]
+    g_times = g_times[1:]
     print(f"[decode] golden backend on this machine: {1 / np.mean(g_times):.2f} tok/s "
-          f"({np.mean(g_times) * 1e3:.0f} ms per token), tokens {g_tokens}", flush=True)
+          f"({np.mean(g_times) * 1e3:.0f} ms per token after the first, which unpacks the "
+          f"weights), tokens {g_tokens}", flush=True)
 
     # rtl
     t0 = time.perf_counter()

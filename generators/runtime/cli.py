@@ -79,6 +79,12 @@ def run(args) -> int:
         kw["simulator"] = args.sim
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
+    from .backends import BackendError
+    from .decoder import ContextError, EngineError
+    if len(prompt) > model.engines.max_context:
+        print(f"error: prompt of {len(prompt)} tokens is longer than the attention engine's "
+              f"max_context {model.engines.max_context}", file=sys.stderr)
+        return 2
     be = make_backend(args.backend, model, **kw)
     dec = Decoder(model, be)
     out = []
@@ -98,6 +104,9 @@ def run(args) -> int:
             print(f"[decode] token {i + 1}/{args.tokens}: id {t}{text} "
                   f"(context {dec.pos}, {now - last:.2f} s{extra})", flush=True)
             last = now
+    except (ContextError, EngineError, BackendError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         if hasattr(be, "close"):
             be.close()

@@ -47,8 +47,9 @@ class StreamMonitor:
     before its handshake, tdata or tlast changed while stalled) and X/Z on control outputs.
     """
 
-    def __init__(self, dut):
+    def __init__(self, dut, s_prefix: str = "s_axis", m_prefix: str = "m_axis"):
         self.dut = dut
+        self.s_prefix, self.m_prefix = s_prefix, m_prefix
         self.cycle = 0
         self.in_hs = []          # cycles of s_axis handshakes
         self.in_last = []        # cycles of s_axis handshakes with tlast
@@ -78,6 +79,11 @@ class StreamMonitor:
 
     async def _run(self):
         d = self.dut
+        s, m = self.s_prefix, self.m_prefix
+        self._s_valid, self._s_ready = getattr(d, f"{s}_tvalid"), getattr(d, f"{s}_tready")
+        self._s_last = getattr(d, f"{s}_tlast")
+        self._m_valid, self._m_ready = getattr(d, f"{m}_tvalid"), getattr(d, f"{m}_tready")
+        self._m_data, self._m_last = getattr(d, f"{m}_tdata"), getattr(d, f"{m}_tlast")
         held = None
         while True:
             await RisingEdge(d.aclk)
@@ -86,10 +92,10 @@ class StreamMonitor:
             if _bit(d.aresetn) != 1:
                 held = None
                 continue
-            sv, sr, sl = _bit(d.s_axis_tvalid), _bit(d.s_axis_tready), _bit(d.s_axis_tlast)
-            mv, mr = _bit(d.m_axis_tvalid), _bit(d.m_axis_tready)
+            sv, sr, sl = _bit(self._s_valid), _bit(self._s_ready), _bit(self._s_last)
+            mv, mr = _bit(self._m_valid), _bit(self._m_ready)
             if sr not in (0, 1) or mv not in (0, 1):
-                self.faults.append((self.cycle, "X/Z on s_axis_tready or m_axis_tvalid"))
+                self.faults.append((self.cycle, f"X/Z on {s}_tready or {m}_tvalid"))
                 continue
             if sr == 0:
                 self.tready_low += 1
@@ -100,16 +106,16 @@ class StreamMonitor:
             elif sv == 1:
                 self.in_refused.append(self.cycle)
             if mv == 1:
-                data = (int(d.m_axis_tdata.value), _bit(d.m_axis_tlast))
+                data = (int(self._m_data.value), _bit(self._m_last))
                 if held is not None and data != held:
-                    self.faults.append((self.cycle, "m_axis data changed while stalled"))
+                    self.faults.append((self.cycle, f"{m} data changed while stalled"))
                 if mr == 1:
                     self.out_hs.append(self.cycle)
                     held = None
                 else:
                     held = data
             elif held is not None:
-                self.faults.append((self.cycle, "m_axis_tvalid dropped before its handshake"))
+                self.faults.append((self.cycle, f"{m}_tvalid dropped before its handshake"))
                 held = None
 
 
