@@ -176,3 +176,17 @@ def test_tokenizer_from_hf_folder(f32_file, tmp_path):
     assert tok.chat_ids("hi") == g.chat_ids("hi")
     with pytest.raises(TokenizerError, match="no tokenizer.json"):
         Tokenizer.from_folder(tmp_path / "missing")
+
+
+def test_wrong_or_missing_tensor_is_named(tmp_path):
+    from generators.runtime import CheckpointError, load_checkpoint
+    t = gguf_files.hf_tensors(layers=1, vocab=len(gguf_files.vocabulary()))
+    t["blk.0.ffn_up.weight"] = t["blk.0.ffn_up.weight"][:128]
+    gguf_files.write_llama(tmp_path / "shape.gguf", layers=1, tensors=t)
+    with pytest.raises(CheckpointError, match=r"'model.layers.0.mlp.up_proj.weight' has shape "
+                                              r"\(128, 192\), expected \(256, 192\)"):
+        load_checkpoint(tmp_path / "shape.gguf", engines=None)
+    del t["blk.0.ffn_up.weight"]
+    gguf_files.write_llama(tmp_path / "missing.gguf", layers=1, tensors=t)
+    with pytest.raises(CheckpointError, match=r"'model.layers.0.mlp.up_proj.weight' missing"):
+        load_checkpoint(tmp_path / "missing.gguf", engines=None)

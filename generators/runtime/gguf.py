@@ -252,9 +252,17 @@ def load_gguf(path):
     metadata as ``ckpt.metadata`` (``Tokenizer.from_metadata(ckpt.metadata)`` reads it again
     without parsing the file twice).
     """
-    from .checkpoint import Checkpoint, ModelConfig
+    from .checkpoint import Checkpoint, CheckpointError, ModelConfig, expected_shapes
     g = read_gguf(path)
-    ckpt = Checkpoint(config=ModelConfig(**g.config), tensors=g.tensors,
+    cfg = ModelConfig(**g.config)
+    for name, shape in expected_shapes(cfg).items():
+        if name not in g.tensors:
+            raise CheckpointError(f"{path}: tensor {name!r} missing")
+        if tuple(g.tensors[name].shape) != shape:
+            raise CheckpointError(f"{path}: tensor {name!r} has shape "
+                                  f"{tuple(g.tensors[name].shape)}, expected {shape} from the "
+                                  f"metadata")
+    ckpt = Checkpoint(config=cfg, tensors=g.tensors,
                       source=f"{path} (GGUF)", bitnet=False)
     ckpt.raw = g.raw
     ckpt.gguf_types = g.types
