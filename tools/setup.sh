@@ -36,13 +36,14 @@ for tool in g++ make perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
 done
 
-want=$(sha1sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-nodeps.txt | sha1sum | cut -d' ' -f1)
 have=$(cat .venv/.requirements.sha1 2>/dev/null || true)
 if [ ! -x .venv/bin/python ] || [ "$want" != "$have" ]; then
   say "creating .venv with the pinned packages of requirements.txt (a few minutes the first time)"
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -r requirements.txt || die "pip install -r requirements.txt failed"
+  .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt || die "pip install --no-deps -r requirements-nodeps.txt failed"
   rm -f .venv/.project.sha1
   echo "$want" > .venv/.requirements.sha1
 fi

