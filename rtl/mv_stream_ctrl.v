@@ -136,6 +136,10 @@ reg  [7:0]  tag_reg;
 reg         chk_magic, chk_shape, chk_format;
 // per-frame constants computed from the header
 reg         k_one_beat;          // a row is one lane beat
+reg         k_one_beat_b;        // the same for a FORMAT_B frame
+reg  [BYTES-1:0] bmask_k_b;      // the same for a FORMAT_B frame
+reg  [17*BYTES-1:0] bthr_q;      // FORMAT_B: byte b of the next beat holds weights if rrem > bthr[b]
+reg  [16:0] rthr_q;              // FORMAT_B: the next beat ends the row if rrem <= rthr
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
 // x capture
@@ -185,18 +189,28 @@ end
 endgenerate
 
 wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
-// Per-format compares are written as AND-OR of two constant compares, not `fmt ? a : b`:
-// yosys's opt_share would merge a mux of two compares into one compare of a muxed constant,
-// which puts LUT levels in front of the carry chain.
+// Two formats: every per-format figure is computed for both formats and registered, or held in
+// a per-frame register, so no compare's operand is chosen by a mux in front of its carry
+// chain (synthesis merges two exclusive compares into one compare of a muxed operand).
 reg  [BYTES-1:0] h_bmask;
+reg  [BYTES-1:0] h_bmask_b;
 reg  [BYTES-1:0] h_xmask;
+reg  [17*BYTES-1:0] h_bthr;
 integer b;
+/* verilator lint_off UNUSEDSIGNAL */
+integer thr;   // bits [16:0] used: thresholds are at most 2 * 16 * 5
+/* verilator lint_on UNUSEDSIGNAL */
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = (h_fmt_b & (b * WPB_B < h_k)) | (!h_fmt_b & (b * WPB < h_k));
-        h_xmask[b] = (b < h_k);
+        h_bmask[b]   = (b * WPB < h_k);
+        h_bmask_b[b] = (b * WPB_B < h_k);
+        h_xmask[b]   = (b < h_k);
+        thr = h_fmt_b ? b * WPB_B + LANE_ELEMS_B : b * WPB + LANE_ELEMS;
+        h_bthr[17*b +: 17] = thr[16:0];
     end
 end
+localparam [16:0] RTHR_A = 2 * LANE_ELEMS;
+localparam [16:0] RTHR_B = 2 * LANE_ELEMS_B;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
@@ -254,8 +268,11 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_next[b] = (fmt_b & (rrem32 > b * WPB_B + LANE_ELEMS_B))
-                      | (!fmt_b & (rrem32 > b * WPB + LANE_ELEMS));
+        if (HAS_B) begin
+            bmask_next[b] = (rrem > bthr_q[17*b +: 17]);
+        end else begin
+            bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
+        end
     end
 end
 
@@ -306,7 +323,11 @@ always @(posedge aclk) begin
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
             chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
             fmt_b      <= h_fmt_b;
-            k_one_beat <= (h_fmt_b & (h_k <= LANE_ELEMS_B)) | (!h_fmt_b & (h_k <= LANE_ELEMS));
+            k_one_beat <= (h_k <= LANE_ELEMS);
+            k_one_beat_b <= (h_k <= LANE_ELEMS_B);
+            bmask_k_b  <= h_bmask_b;
+            bthr_q     <= h_bthr;
+            rthr_q     <= h_fmt_b ? RTHR_B : RTHR_A;
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -320,10 +341,10 @@ always @(posedge aclk) begin
     if (accept && (st_x || st_row)) begin
         if ((st_x && x_last_q) || (st_row && row_last_q)) begin
             // a row starts with the next beat
-            row_last_q <= k_one_beat;
-            bmask_q    <= bmask_k;
+            row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
+            bmask_q    <= (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
         end else begin
-            row_last_q <= (fmt_b & (rrem <= 2 * LANE_ELEMS_B)) | (!fmt_b & (rrem <= 2 * LANE_ELEMS));
+            row_last_q <= HAS_B ? (rrem <= rthr_q) : (rrem <= RTHR_A);
             bmask_q    <= bmask_next;
         end
     end
