@@ -24,6 +24,11 @@
 // weight per byte reads one bank per row beat in turn, named by the one-hot lane_xsel that
 // comes with lane_x. lane_fmt_b marks the beats of FORMAT_B frames.
 //
+// Grouped rows (GROUP != 0, FORMAT frames only; the 4-bit lane): a row is a scale beat ahead
+// of every GROUP code beats (the last group may be shorter). A scale beat holds no weights: it
+// reads no x, counts no elements, and comes to the lane with an all-zero lane_bmask (a code
+// beat always has a weight of index < K, so its mask is never zero).
+//
 // Depth: every decision is taken on registered flags. The header checks are registered on the
 // header beat and acted on from the next beat (an x beat, written harmlessly if the header was
 // bad); "last x beat", "last beat of the row", "last row" and the byte masks are computed one
@@ -45,6 +50,8 @@ module mv_stream_ctrl #
     parameter FORMAT_B = 8'h00,
     // Weights per weight byte of FORMAT_B frames
     parameter WPB_B = 1,
+    // FORMAT rows: a scale beat ahead of every GROUP code beats (0: no scale beats)
+    parameter GROUP = 0,
     // x banks: the larger weights-per-byte of the accepted formats
     parameter NBANKS = (FORMAT_B != 8'h00 && WPB_B > WPB) ? WPB_B : WPB,
     // Largest K accepted
@@ -106,14 +113,18 @@ initial begin
         $display("mv_stream_ctrl: BYTES=%0d, must be 4, 8 or 16", BYTES);
         $finish;
     end
-    if (WPB != 1 && WPB != 5) begin
-        $display("mv_stream_ctrl: WPB=%0d, must be 1 or 5", WPB);
+    if (WPB != 1 && WPB != 2 && WPB != 5) begin
+        $display("mv_stream_ctrl: WPB=%0d, must be 1, 2 or 5", WPB);
         $finish;
     end
     if (HAS_B && !((WPB == 1 && WPB_B == NBANKS) || (WPB_B == 1 && WPB == NBANKS))
         || (HAS_B && FORMAT_B == FORMAT)) begin
         $display("mv_stream_ctrl: formats %0h (WPB %0d) and %0h (WPB %0d) cannot share the banks",
                  FORMAT, WPB, FORMAT_B, WPB_B);
+        $finish;
+    end
+    if (GROUP < 0 || GROUP > 7) begin
+        $display("mv_stream_ctrl: GROUP=%0d out of range 0..7", GROUP);
         $finish;
     end
     if (MAX_K < 1 || MAX_K > 65535) begin
@@ -153,6 +164,13 @@ reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
 reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
 reg         fmt_b;               // the frame is FORMAT_B
+// grouped rows (GROUP != 0)
+reg         grp_f;               // the frame's rows have scale beats
+reg         scale_q;             // the next row beat is a scale beat
+reg  [2:0]  gcnt;                // code beats of the current group before this beat
+localparam HAS_G = (GROUP != 0) ? 1 : 0;
+localparam [2:0] GROUP_LAST = (GROUP != 0) ? GROUP[2:0] - 3'd1 : 3'd0;
+wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
@@ -245,11 +263,13 @@ endgenerate
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
 reg  [BYTES-1:0] bmask_next;
+reg  [BYTES-1:0] bmask_here;     // mask of a code beat that follows a scale beat
 wire [31:0] xrem32 = {15'd0, xrem};
 wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
+        bmask_here[b] = (rrem32 > b * WPB);
         bmask_next[b] = fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
                               : (rrem32 > b * WPB + LANE_ELEMS);
     end
@@ -302,7 +322,8 @@ always @(posedge aclk) begin
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
             chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
             fmt_b      <= h_fmt_b;
-            k_one_beat <= h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS);
+            k_one_beat <= h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS) && !HAS_G;
+            grp_f      <= HAS_G && !h_fmt_b;
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -315,9 +336,15 @@ always @(posedge aclk) begin
     end
     if (accept && (st_x || st_row)) begin
         if ((st_x && x_last_q) || (st_row && row_last_q)) begin
-            // a row starts with the next beat
+            // a row starts with the next beat (a scale beat in a grouped frame)
             row_last_q <= k_one_beat;
-            bmask_q    <= bmask_k;
+            bmask_q    <= grp_f ? {BYTES{1'b0}} : bmask_k;
+        end else if (st_row && scale_q) begin
+            row_last_q <= (rrem <= elems);
+            bmask_q    <= bmask_here;
+        end else if (st_row && grp_f && grp_end) begin
+            row_last_q <= 1'b0;          // a scale beat comes next
+            bmask_q    <= {BYTES{1'b0}};
         end else begin
             row_last_q <= (rrem <= {elems[15:0], 1'b0});
             bmask_q    <= bmask_next;
@@ -346,6 +373,8 @@ always @(posedge aclk) begin
         raddr       <= 0;
         rsel        <= 1;
         fmt_b       <= 1'b0;
+        scale_q     <= 1'b0;
+        gcnt        <= 3'd0;
     end else begin
         lane_valid <= row_beat;
         eof_d      <= accept && s_axis_tlast;
@@ -382,6 +411,8 @@ always @(posedge aclk) begin
             rrem        <= {1'b0, k_reg};
             rows_left   <= n_reg - 1'b1;
             last_row_q  <= n_one;
+            scale_q     <= grp_f;
+            gcnt        <= 3'd0;
         end
         if (accept && st_row) begin
             if (row_last_q) begin
@@ -391,6 +422,11 @@ always @(posedge aclk) begin
                 rrem        <= {1'b0, k_reg};
                 rows_left   <= rows_left - 1'b1;
                 last_row_q  <= (rows_left == 1);
+                scale_q     <= grp_f;
+                gcnt        <= 3'd0;
+            end else if (scale_q) begin
+                row_first_q <= 1'b0;     // a scale beat: no x read, no elements
+                scale_q     <= 1'b0;
             end else begin
                 if (!narrow || rsel[NBANKS-1]) begin
                     raddr   <= raddr + 1'b1;
@@ -400,6 +436,10 @@ always @(posedge aclk) begin
                 end
                 row_first_q <= 1'b0;
                 rrem        <= rrem - elems;
+                if (grp_f) begin
+                    scale_q <= grp_end;
+                    gcnt    <= grp_end ? 3'd0 : gcnt + 1'b1;
+                end
             end
         end
     end
