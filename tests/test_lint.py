@@ -16,6 +16,7 @@ CONFIGS = [
     ("ternary-engine", {"reg_every": 8, "max_k": 5}),
     ("ternary-tree", {}), ("ternary-tree", {"terms": 2, "x_width": 2, "reg_every": 1}),
     ("ternary-tree", {"terms": 129, "x_width": 16, "reg_every": 5}),
+    ("q4-engine", {}), ("q4-engine", {"max_k": 1}), ("q4-engine", {"max_k": 65535}),
 ]
 ATTENTION_EXTREMES = [
     {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 1},

@@ -1,16 +1,12 @@
 """The Q4_1 lane (`q4-engine`): host packing against llama.cpp's block layout, the golden
-model's rounding against numpy, and the cocotb suite on Verilator and Icarus."""
+model's rounding against numpy (the simulations are in test_sim_q4.py)."""
 import numpy as np
 import pytest
 
 import generators
 from generators import q4 as host
 from generators.golden import q4 as golden
-from sim.common import runner
 
-Q4 = "sim.q4_engine.test_q4_engine"
-ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
-          "test_bad_frames", "test_output_stall", "test_reset_mid_frame"]
 
 
 # ------------------------------------------------------------ host functions and golden model
@@ -117,12 +113,3 @@ def test_acc_width():
         worst = -(-k // 32) * 2047 * 2**29 * (32 * 15 * 128 + 32 * 128)   # every block at max
         assert worst < 2**(w - 1) and (w == 59 or worst >= 2**(w - 2))
     assert [q4_acc_width(k) for k in (32, 2048, 65535)] == [59, 63, 68]
-
-
-# ------------------------------------------------------------ simulations
-@pytest.mark.parametrize("sim", ["verilator", "icarus"])
-def test_q4_engine_suite(sim):
-    r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
-                   extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
-    assert r["tests"] == len(ALL_Q4)
-    assert r["manifest"]["latency"] == 14

@@ -123,6 +123,25 @@ async def test_extreme_scales(dut):
         d = r.choice(ext, size=(4, nb)).astype(np.uint16)
         m = r.choice(ext, size=(4, nb)).astype(np.uint16)
         frames.append(tb.frame(k, 4, d=d, m=m))
+    # exact ties of float32 rounding: d*S = 2^(sh+10), m*X = 2^(sh-14) with S = X = 1, so the
+    # row is 2^(sh+10) + 2^(sh-14) (a half unit below a 24-bit significand, even: stays)
+    # and, with a second block adding 2^(sh-13), an odd significand plus a half (rounds up)
+    x = np.zeros(k, dtype=np.int8)
+    x[0] = 1
+    q = np.zeros((1, nb, 32), dtype=np.uint8)
+    q[0, 0, 0] = 1
+    for sh in range(24, 30):
+        for sign in (0, 0x8000):
+            d = np.zeros((1, nb), np.uint16)
+            m = np.zeros((1, nb), np.uint16)
+            d[0, 0] = sign | (sh + 1) << 10
+            m[0, 0] = sign | (sh - 24 + 1) << 10
+            frames.append(tb.frame(k, 1, x=x, q=q, d=d, m=m, via_raw=False))
+            if k > 32:
+                x2, q2, d2 = x.copy(), q.copy(), d.copy()
+                x2[32], q2[0, 1, 0] = 1, 1
+                d2[0, 1] = sign | (sh - 24 + 2) << 10
+                frames.append(tb.frame(k, 1, x=x2, q=q2, d=d2, m=m, via_raw=False))
     await tb.run_check(frames)
 
 

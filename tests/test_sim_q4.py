@@ -1,0 +1,45 @@
+"""The Q4_1 engine (`q4-engine`) on Verilator and Icarus: every output word against
+generators.golden.q4 (random shapes, extreme fp16 scales, bad frames, backpressure, reset)."""
+import re
+
+import pytest
+
+from sim.common import runner
+
+Q4 = "sim.q4_engine.test_q4_engine"
+ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
+          "test_bad_frames", "test_output_stall", "test_reset_mid_frame"]
+
+
+@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+def test_q4_engine_suite(sim):
+    r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
+                   extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
+    assert r["tests"] == len(ALL_Q4)
+    assert r["manifest"]["latency"] == 14
+
+
+def _mutate(pattern, repl, fname):
+    def f(gen_dir):
+        p = gen_dir / fname
+        text = p.read_text()
+        new = re.sub(pattern, repl, text, count=1)
+        assert new != text, f"{pattern!r} not found in {fname}"
+        p.write_text(new)
+    return f
+
+
+@pytest.mark.parametrize("name,pattern,repl,fname,tests", [
+    ("latency+1", r"localparam LANE_LAT = (\d+);", lambda m: f"localparam LANE_LAT = {int(m.group(1)) + 1};",
+     "q4_engine.v", ["test_tready_duty_and_latency"]),
+    ("round-half-up", r"guard && \(sticky \|\| mant\[0\]\)", "guard", "q4_lane.v",
+     ["test_extreme_scales"]),
+    ("subnormal-as-normal", r"\(e != 5'd0\), h\[9:0\]", "1'b1, h[9:0]", "q4_lane.v",
+     ["test_extreme_scales"]),
+], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
+def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
+    """A latency one cycle off, ties rounded up, subnormal scales read as normal: the same
+    tests fail on each (Icarus, a small build)."""
+    with pytest.raises(AssertionError, match="cocotb tests failed"):
+        runner.run("q4-engine", {"max_k": 300}, "icarus", Q4, tests, variant=name,
+                   mutate=_mutate(pattern, repl, fname), extra_env={"TB_BEATS": "400"})
