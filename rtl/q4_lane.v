@@ -17,14 +17,15 @@
 // (Inf, NaN) in a block holding a weight of index < K counts as zero and raises `bad`.
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
-// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 12
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 13
 // cycles after stage 1:
 //   A  scale beat held; code beat: 16 products q*x (LUTs, shift-add), x registered
 //   B  sums of four          C  beat sums S_beat, X_beat
 //   D  block sums, fp16 decode          E  d*S and m*X (2 DSP48)
 //   F  shifted by the exponents         G  the two terms added
 //   H  row accumulator (ACC_W bits)     R1 sign, magnitude
-//   R2 leading-one position             R3 normalised          R4 rounded, packed
+//   R2 per 8-bit chunk: nonzero, top bit R3 leading-one position
+//   R4 normalised                       R5 rounded, packed
 
 `resetall
 `timescale 1ns / 1ps
@@ -32,8 +33,9 @@
 
 module q4_lane #
 (
-    // Row accumulator width (from the generator: the exact worst case of max_k)
-    parameter ACC_W = 64
+    // Row accumulator width (from the generator: the exact worst case of max_k; 63 bits
+    // at max_k = 2048)
+    parameter ACC_W = 63
 )
 (
     input  wire                 aclk,
@@ -229,7 +231,7 @@ always @(posedge aclk) begin
     h_sum <= acc_next;
 end
 
-// ---------------------------------------------------------------- R1..R4: round to float32
+// ---------------------------------------------------------------- R1..R5: round to float32
 reg               r1_row, r1_bad, r1_neg;
 reg  [PW-1:0]     r1_mag;
 always @(posedge aclk) begin
@@ -238,55 +240,78 @@ always @(posedge aclk) begin
     r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
 end
 
-// leading one: position p of the top set bit (0 when zero)
-reg  [LZW-1:0]    lead;
-integer j;
-always @* begin
-    lead = {LZW{1'b0}};
-    for (j = 0; j < PW; j = j + 1) begin
-        if (r1_mag[j]) lead = j[LZW-1:0];
-    end
-end
-
+// leading one, in two steps: per 8-bit chunk a nonzero flag and the position of its top set
+// bit (R2), then the highest nonzero chunk and the position in it (R3)
+localparam NCH = (PW + 7) / 8;
+wire [NCH*8-1:0]  mag_pad = {{(NCH*8-PW){1'b0}}, r1_mag};
 reg               r2_row, r2_bad, r2_neg, r2_zero;
 reg  [PW-1:0]     r2_mag;
-reg  [LZW-1:0]    r2_lead;
+reg  [NCH-1:0]    r2_nz;
+reg  [NCH*3-1:0]  r2_pos;
+generate
+for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
+    wire [7:0] ch = mag_pad[8*gi +: 8];
+    wire [2:0] pos = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
+                   : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
+    always @(posedge aclk) begin
+        r2_nz[gi]          <= |ch;
+        r2_pos[3*gi +: 3]  <= pos;
+    end
+end
+endgenerate
 always @(posedge aclk) begin
     r2_row <= r1_row; r2_bad <= r1_bad; r2_neg <= r1_neg;
     r2_zero <= (r1_mag == {PW{1'b0}});
     r2_mag  <= r1_mag;
-    r2_lead <= lead;
+end
+
+reg  [LZW-1:0]    lead;
+integer j;
+always @* begin
+    lead = {LZW{1'b0}};
+    for (j = 0; j < NCH; j = j + 1) begin
+        if (r2_nz[j]) lead = {j[LZW-4:0], r2_pos[3*j +: 3]};
+    end
+end
+
+reg               r3_row, r3_bad, r3_neg, r3_zero;
+reg  [PW-1:0]     r3_mag;
+reg  [LZW-1:0]    r3_lead;
+always @(posedge aclk) begin
+    r3_row <= r2_row; r3_bad <= r2_bad; r3_neg <= r2_neg; r3_zero <= r2_zero;
+    r3_mag  <= r2_mag;
+    r3_lead <= lead;
 end
 
 // normalised: the leading one at bit PW-1
 localparam [LZW-1:0] TOP = PW - 1;
-reg               r3_row, r3_bad, r3_neg, r3_zero;
-reg  [PW-1:0]     r3_norm;
-reg  [LZW-1:0]    r3_lead;
+reg               r4_row, r4_bad, r4_neg, r4_zero;
+reg  [PW-1:0]     r4_norm;
+reg  [LZW-1:0]    r4_lead;
 always @(posedge aclk) begin
-    r3_row <= r2_row; r3_bad <= r2_bad; r3_neg <= r2_neg; r3_zero <= r2_zero;
-    r3_norm <= r2_mag << (TOP - r2_lead);
-    r3_lead <= r2_lead;
+    r4_row <= r3_row; r4_bad <= r3_bad; r4_neg <= r3_neg; r4_zero <= r3_zero;
+    r4_norm <= r3_mag << (TOP - r3_lead);
+    r4_lead <= r3_lead;
 end
 
 // round to nearest even at 24 significant bits; exponent field = lead - 24 + 127
-wire [23:0]       mant   = r3_norm[PW-1 -: 24];
-wire              guard  = r3_norm[PW-25];
-wire              sticky = |r3_norm[PW-26:0];
+wire [23:0]       mant   = r4_norm[PW-1 -: 24];
+wire              guard  = r4_norm[PW-25];
+wire              sticky = |r4_norm[PW-26:0];
 wire [24:0]       mant_r = {1'b0, mant} + {24'd0, guard && (sticky || mant[0])};
-wire [7:0]        expo   = {1'b0, r3_lead} + 8'd103 + {7'd0, mant_r[24]};
+wire [7:0]        expo   = {1'b0, r4_lead} + 8'd103 + {7'd0, mant_r[24]};
 wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
-reg  [31:0]       r4_word;
-reg               r4_row, r4_bad;
+reg  [31:0]       r5_word;
+reg               r5_row, r5_bad;
 always @(posedge aclk) begin
-    r4_row  <= r3_row;
-    r4_bad  <= r3_bad;
-    r4_word <= r3_zero ? 32'd0 : {r3_neg, expo, frac};
+    r5_row  <= r4_row;
+    r5_bad  <= r4_bad;
+    r5_word <= r4_zero ? 32'd0 : {r4_neg, expo, frac};
 end
 
-assign psum = r4_row ? r4_word : 32'd0;
+assign psum = r5_row ? r5_word : 32'd0;
 assign ci   = 1'b0;
-assign bad  = r4_bad;
+assign bad  = r5_bad;
 
 endmodule
 

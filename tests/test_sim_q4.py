@@ -16,7 +16,7 @@ def test_q4_engine_suite(sim):
     r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
                    extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
     assert r["tests"] == len(ALL_Q4)
-    assert r["manifest"]["latency"] == 14
+    assert r["manifest"]["latency"] == 15
 
 
 def _mutate(pattern, repl, fname):

@@ -3,7 +3,7 @@
 
 The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
 every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
-The lane's pipeline is fixed (12 stages); the generator computes the row accumulator's width
+The lane's pipeline is fixed (13 stages); the generator computes the row accumulator's width
 from max_k and the latency once, here.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ FORMAT_Q4 = 0x04
 BLOCK = 32                  # weights per Q4_1 block
 GROUP = 64                  # weights per scale beat (two blocks)
 #: lane stages: products, sums of 4, beat sums, block sums and fp16 decode, multiplies,
-#: shifts, term sum, row accumulator, sign/magnitude, leading one, normalise, round
+#: shifts, term sum, row accumulator, sign/magnitude, leading one (2), normalise, round
 LANE_STAGES = ("A products", "B sums of 4", "C beat sums", "D block sums, fp16 decode",
                "E d*S, m*X", "F shifts", "G term sum", "H accumulate",
-               "R1 magnitude", "R2 leading one", "R3 normalise", "R4 round")
+               "R1 magnitude", "R2 chunk flags", "R3 leading one", "R4 normalise", "R5 round")
 SIG_MAX = 2047              # largest fp16 significand
 SH_MAX = 29                 # largest fp16 exponent shift (value = sig * 2^(sh - 24))
 

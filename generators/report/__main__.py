@@ -31,6 +31,7 @@ from .decoder_model import (
     format_table,
     matmul_frame_beats,
     matrices,
+    weight_format_rows,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,6 +98,9 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
         out.append(dict(design="ternary-engine", params={"decode_bram": False}, kind="sweep"))
         out.append(dict(design="ternary-engine", params={}, kind="lane",
                         top="ternary_lane", sources=["delay_line.v", "ternary_tree.v", "ternary_lane.v"]))
+    if "q4-engine" in designs:
+        out.append(dict(design="q4-engine", params={}, kind="lane", top="q4_lane",
+                        sources=["q4_lane.v"]))
     if "int8-engine" in designs:
         for p in (3, 4, 6):
             out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
@@ -177,6 +181,8 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
             terms = r.get("terms")
             note = (f"{terms}-term lane vs goal {lane_goal} LUT: "
                     f"{r['LUT'] / lane_goal:.2f}x" if terms else f"vs goal {lane_goal} LUT")
+            if r["design"] == "q4-engine":
+                note = "Q4_1 lane (docs/q4.md): 16 4-bit products, 2 DSP48, float32 rounding"
         rows.append(dict(design=lab, params=params, LUT=r.get("LUT"), FF=r.get("FF"),
                          CARRY4=r.get("CARRY4"), DSP48E1=r.get("DSP48E1"), BRAM=r.get("BRAM"),
                          lut_levels=r.get("lut_levels"), carry4_chain=r.get("carry4_chain"),
@@ -327,6 +333,14 @@ def decoder_tables(attention_latency: Optional[float] = None,
             "latency_source": "measured" if attention_latency is not None else "placeholder"}
 
 
+WF_COLUMNS = ["format", "bits_per_weight", "stream_mb", "matmul_ms", "bound", "matmul_tok_s",
+              "tok_s"]
+WF_HEADERS = {"bits_per_weight": "bits/weight", "stream_mb": "MB streamed/token",
+              "matmul_tok_s": "tok/s matmul only", "tok_s": "tok/s"}
+WF_FORMATS = {"bits_per_weight": ".2f", "stream_mb": ".1f", "matmul_ms": ".2f",
+              "matmul_tok_s": ".1f", "tok_s": ".1f"}
+
+
 FIG6_COLUMNS = ["context", "matmul_ms", "attention_ms", "small_ops_ms", "total_ms", "tok_s",
                 "writeup_tok_s", "error_pct", "pl_share"]
 FIG6_FORMATS = {"error_pct": "+.1f", "pl_share": lambda v: f"{100 * v:.1f} %"}
@@ -459,7 +473,12 @@ def main(argv=None) -> int:
             + f"\nAttention on the CPU vs on the PL (two engines, cycles per frame = beats + "
               f"{dec['latency']} ({dec['latency_source']} latency), capped by the DDR wall) "
               f"and the wall bound (every weight and KV byte once at 1.97 GB/s + small ops):\n\n"
-            + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS))
+            + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS)
+            + "\nWeight formats side by side (SmolLM2-135M, context 512, attention on the PL as "
+              "above, two matrix engines at 8 B/clock capped by the wall; bits/weight = streamed "
+              "row bytes; q4 = llama.cpp Q4_1 on the q4-engine, docs/q4.md):\n\n"
+            + format_table(weight_format_rows(None, 512, engine_cycles=att_latency),
+                           WF_COLUMNS, WF_HEADERS, WF_FORMATS))
 
     # plots
     from . import plots
