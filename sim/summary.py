@@ -21,8 +21,12 @@ PYNQ_Z1 = [
     ("probe", {}, "sim.probe.test_probe"),
     ("int8-engine", {}, "sim.mv_engine.test_mv_engine"),
     ("ternary-engine", {}, "sim.mv_engine.test_mv_engine"),
+    ("mv-engine", {}, "sim.mv_engine.test_mv_engine"),
 ]
 ATTENTION = ("attention-engine", {"macs": 48}, "sim.attention.test_attention")  # 16-byte beats, 48 MACs/clock
+#: the PL top of the bitstream (defaults: max_k 2048, max_context 2048); its latency column is
+#: the matrix latency through port 0 / port 1, its duty over both ports' input frames
+OVERLAY = ("overlay", {}, "sim.overlay.test_overlay")
 
 
 def configs():
@@ -30,6 +34,7 @@ def configs():
     out = list(PYNQ_Z1)
     if "attention-engine" in generators.list_designs():
         out.append(ATTENTION)
+        out.append(OVERLAY)
     return out
 
 
@@ -63,7 +68,8 @@ def main(argv=None) -> int:
         p = ", ".join(f"{k}={v}" for k, v in man["parameters"].items())
         rows.append((design, p, res.get("rows", "-"), res.get("mismatches", "FAILED"),
                      f"{res['duty']:.1f}" if "duty" in res else "-",
-                     f"{res.get('latency', '-')} (gen {man['latency']})"))
+                     f"{res.get('latency', '-')} (gen "
+                     f"{'/'.join(map(str, man['matrix']['port_latency'])) if 'matrix' in man else man['latency']})"))
         print(f"[sim] {design}: {'ok' if ok else 'FAILED'} in {time.time() - t0:.1f} s", flush=True)
     head = ("design", "parameters", "rows checked", "mismatches", "tready duty %",
             "latency cycles (simulated)")

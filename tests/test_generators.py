@@ -11,7 +11,7 @@ from generators import ParameterError
 from generators.adder_tree import build_tree, cadence_registers, signed_width, spread_registers, tree_depth
 
 REPO = Path(__file__).resolve().parents[1]
-DESIGNS = ["probe", "int8-engine", "ternary-engine", "ternary-tree"]
+DESIGNS = ["probe", "int8-engine", "ternary-engine", "ternary-tree", "mv-engine"]
 
 
 def test_list_designs():

@@ -30,8 +30,11 @@ ATTENTION_EXTREMES = [
     {"macs": 48, "head_dim": 48, "max_context": 2, "exp_width": 2, "exp_depth": 16,
      "exp_steps_per_octave": 1, "scale_frac_bits": 0},
 ]
+CONFIGS += [("mv-engine", {}), ("mv-engine", {"bytes": 4, "pipeline": 3, "decode_bram": False}),
+            ("mv-engine", {"bytes": 16, "pipeline": 7, "reg_every": 1, "max_k": 65535})]
 if "attention-engine" in generators.list_designs():
     CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
+    CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8})]
 
 
 @pytest.mark.parametrize("design,params", CONFIGS, ids=lambda v: str(v))

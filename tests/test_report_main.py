@@ -108,3 +108,20 @@ def test_figure_inputs():
     de = rep.figure5_designs([_synth("ternary-engine"), _synth("probe"),
                               _synth("int8-engine", {"pipeline": 3}, "sweep")])
     assert [d["name"] for d in de][-1] == "yosys ternary-engine" and len(de) == 3
+
+
+def test_top_rows_whole_overlay_against_the_7020():
+    res = [_synth("overlay", LUT=20000, FF=15000, DSP48E1=70, BRAM=30.0),
+           _synth("mv-engine", LUT=3000, FF=2000, DSP48E1=8, BRAM=3.0),
+           _synth("attention-engine", {"macs": 48}, "sweep", LUT=8000, FF=6000, DSP48E1=52,
+                  BRAM=20.0)]
+    assert rep.top_rows(res[1:]) == []          # no overlay synthesised: no table
+    rows = {r["part"].split(" (")[0]: r for r in rep.top_rows(res)}
+    glue = rows["glue: slices, routers, joiner, merger"]
+    assert (glue["LUT"], glue["FF"], glue["DSP48E1"], glue["BRAM"]) == (6000, 5000, 2, 4.0)
+    total = rows["total PL"]
+    assert total["LUT"] == 20000 + 2 * 2050 + 3 * 2130 and total["DSP48E1"] == 70
+    assert rows["share of the 7020"]["DSP48E1"] == f"{100 * 70 / 220:.1f} %"
+    assert all("published" in r["source"] for p, r in rows.items() if p.startswith("AXI"))
+    text = format_table(rep.top_rows(res), rep.TOP_COLUMNS, {}, {"BRAM": rep._top_bram_fmt})
+    assert "53200" in text.replace(",", "") and "published" in text

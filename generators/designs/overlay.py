@@ -59,6 +59,12 @@ class Overlay(Design):
     def latency(self) -> int:
         return self.matrix().latency()
 
+    def port_latency(self) -> List[int]:
+        """Matrix latency seen at each port (last input word's handshake on s{p}_axis to the
+        first result's on m{p}_axis, free output): the input slice and the router's slice add
+        one cycle each; port 0's merger slice one more."""
+        return [self.latency() + 3, self.latency() + 2]
+
     def context(self) -> Dict[str, Any]:
         return {"top": self.top, "summary": self.summary, "fclk_hz": FCLK_HZ, "order_aw": self.p["order_depth"].bit_length() - 1,
                 "mat_top": self.matrix().top, "att_top": self.attention().top,
@@ -114,7 +120,8 @@ class Overlay(Design):
             "streams": [{"port": p, "s_axis": f"s{p}_axis", "s_axis_width": 64,
                          "m_axis": f"m{p}_axis", "m_axis_width": 32} for p in (0, 1)],
             "matrix": {"formats": [8, 3], "max_k": mat.p["max_k"], "bytes": 8,
-                       "latency": mat.latency(), "module": mat.top},
+                       "latency": mat.latency(), "port_latency": self.port_latency(),
+                       "module": mat.top},
             "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],
                           "max_context": ap["max_context"], "macs": ap["macs"],
                           "beat_bytes": att.bb, "latency": att.latency(),

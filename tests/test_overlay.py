@@ -1,0 +1,88 @@
+"""The `overlay` design (CONTRACTS.md section A) without simulation: manifest, sources, module
+names, port attributes, parameter errors; and the golden model's joiner on its own."""
+import re
+
+import pytest
+
+import generators
+from generators import ParameterError
+from generators.golden import overlay as gov
+from generators.packing import split_attention_frame
+
+
+@pytest.fixture(scope="module")
+def pynq(tmp_path_factory):
+    d = tmp_path_factory.mktemp("overlay")
+    return generators.render("overlay", {}, d), d
+
+
+def test_manifest_contract(pynq):
+    man, _ = pynq
+    assert man["design"] == "overlay" and man["top"] == "pynq_overlay"
+    assert man["streams"] == [
+        {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
+        {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
+    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["max_k"] == 2048
+    assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
+    a = man["attention"]
+    assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
+        == (3, 64, 2048, 48, 16)
+    for k in ("latency", "exp_depth", "exp_width", "exp_steps_per_octave", "scale_frac_bits"):
+        assert isinstance(a[k], int)
+    assert man["route"] == {"matrix_magic": 0xB158, "attention_magic": 0xA77E,
+                            "attention_route_magic": 0xA77F}
+
+
+def test_one_definition_per_module(pynq):
+    man, d = pynq
+    assert len(man["sources"]) == len(set(man["sources"]))
+    names = []
+    for src in man["sources"]:
+        names += re.findall(r"^module\s+(\w+)", (d / src).read_text(), re.M)
+    assert len(names) == len(set(names)), sorted(names)
+    top = (d / "pynq_overlay.v").read_text()
+    # one matrix-engine definition, two instances
+    assert names.count("mv_engine") == 1
+    assert len(re.findall(r"^mv_engine matrix[01] \(", top, re.M)) == 2
+    assert len(re.findall(r"^attention_engine attention \(", top, re.M)) == 1
+
+
+def test_port_attributes(pynq):
+    _, d = pynq
+    top = (d / "pynq_overlay.v").read_text()
+    assert ('(* X_INTERFACE_INFO = "xilinx.com:signal:clock:1.0 aclk CLK" *)' in top)
+    assert ('(* X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, '
+            'ASSOCIATED_RESET aresetn, FREQ_HZ 142857142" *)') in top
+    assert '(* X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW" *)' in top
+    for p in (0, 1):
+        for sig, w in (("s", "[63:0]"), ("m", "[31:0]")):
+            assert re.search(rf"wire {re.escape(w)}\s+{sig}{p}_axis_tdata", top)
+
+
+@pytest.mark.parametrize("params,needle", [
+    ({"max_k": 0}, "max_k=0"), ({"max_context": 0}, "max_context=0"),
+    ({"order_depth": 12}, "power of two"), ({"macs": 24}, "unknown parameter"),
+])
+def test_bad_parameters_write_nothing(params, needle, tmp_path):
+    out = tmp_path / "o"
+    with pytest.raises(ParameterError, match=needle):
+        generators.render("overlay", params, out)
+    assert not out.exists()
+
+
+def test_golden_joiner():
+    a = [(1, False), (2, False), (3, True), (4, False), (5, True)]
+    b = [(10, False), (20, True), (30, False), (40, False), (50, True)]
+    # frame 1: B ends first -> joined tlast on beat 2, A's word 3 dropped; frame 2: A ends
+    # first -> B's word 50 dropped
+    assert gov.join(a, b) == [(1 | 10 << 64, False), (2 | 20 << 64, True),
+                              (4 | 30 << 64, False), (5 | 40 << 64, True)]
+
+
+def test_split_attention_frame():
+    frame = bytes(range(48))
+    even, odd = split_attention_frame(frame, context=5, tag=0x9A)
+    assert even == bytes(range(0, 8)) + bytes(range(16, 24)) + bytes(range(32, 40))
+    route = int.from_bytes(odd[:8], "little")
+    assert route == 0xA77F | (5 << 16) | (0x9A << 56)
+    assert odd[8:] == bytes(range(8, 16)) + bytes(range(24, 32)) + bytes(range(40, 48))
