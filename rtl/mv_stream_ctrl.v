@@ -24,8 +24,12 @@
 // weight per byte reads one bank per row beat in turn, named by the one-hot lane_xsel that
 // comes with lane_x. lane_fmt_b marks the beats of FORMAT_B frames.
 //
-// Grouped rows (GROUP != 0, FORMAT frames only; the 4-bit lane): a row is a scale beat ahead
-// of every GROUP code beats (the last group may be shorter). A scale beat holds no weights: it
+// A third format (FORMAT_C != 0, the 4-bit lane next to the other two): WPB_C weights per
+// byte, x written to banks 0 .. WPB_C-1 only (beat j to bank j mod WPB_C, address j / WPB_C),
+// so one address of those banks holds a lane beat's x; lane_fmt_c marks its beats.
+//
+// Grouped rows (GROUP != 0; FORMAT_C frames, or FORMAT frames when there is no FORMAT_C): a
+// row is a scale beat ahead of every GROUP code beats (the last group may be shorter). A scale beat holds no weights: it
 // reads no x, counts no elements, and comes to the lane with an all-zero lane_bmask (a code
 // beat always has a weight of index < K, so its mask is never zero).
 //
@@ -50,8 +54,11 @@ module mv_stream_ctrl #
     parameter FORMAT_B = 8'h00,
     // Weights per weight byte of FORMAT_B frames
     parameter WPB_B = 1,
-    // FORMAT rows: a scale beat ahead of every GROUP code beats (0: no scale beats)
+    // Grouped rows: a scale beat ahead of every GROUP code beats (0: no scale beats)
     parameter GROUP = 0,
+    // A third accepted format (8'h00: none), and its weights per byte (x in that many banks)
+    parameter FORMAT_C = 8'h00,
+    parameter WPB_C = 2,
     // x banks: the larger weights-per-byte of the accepted formats
     parameter NBANKS = (FORMAT_B != 8'h00 && WPB_B > WPB) ? WPB_B : WPB,
     // Largest K accepted
@@ -63,7 +70,9 @@ module mv_stream_ctrl #
     // Header beats: the 8-byte header padded to whole beats
     parameter HDR_BEATS = (8 + BYTES - 1) / BYTES,
     // Words per x bank
-    parameter X_DEPTH = (MAX_K + BYTES*NBANKS - 1) / (BYTES*NBANKS),
+    parameter X_DEPTH = (FORMAT_C != 8'h00 && WPB_C < NBANKS)
+                      ? (MAX_K + BYTES*WPB_C - 1) / (BYTES*WPB_C)
+                      : (MAX_K + BYTES*NBANKS - 1) / (BYTES*NBANKS),
     // Address width of the x banks
     parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH),
     // x store in block RAM (1) or distributed RAM (0)
@@ -92,11 +101,18 @@ module mv_stream_ctrl #
     // FORMAT_B frame (stage 1, with lane_valid)
     output reg              lane_fmt_b,
     // one-hot bank of lane_x a one-weight-per-byte beat uses (all banks otherwise)
-    output reg  [NBANKS-1:0] lane_xsel
+    output reg  [NBANKS-1:0] lane_xsel,
+    // FORMAT_C frame (stage 1, with lane_valid)
+    output reg              lane_fmt_c
 );
 
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
+localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
+localparam LANE_ELEMS_C = BYTES * WPB_C;
+localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
+localparam [2:0] WRAP_A = NBANKS - 1;
+localparam [2:0] WRAP_C = WPB_C - 1;
 localparam LANE_ELEMS = BYTES * WPB;
 localparam LANE_ELEMS_B = BYTES * WPB_B;
 localparam [16:0] ELEMS_A17 = LANE_ELEMS;
@@ -121,6 +137,10 @@ initial begin
         || (HAS_B && FORMAT_B == FORMAT)) begin
         $display("mv_stream_ctrl: formats %0h (WPB %0d) and %0h (WPB %0d) cannot share the banks",
                  FORMAT, WPB, FORMAT_B, WPB_B);
+        $finish;
+    end
+    if (HAS_C && (WPB_C < 1 || WPB_C > NBANKS || FORMAT_C == FORMAT || FORMAT_C == FORMAT_B)) begin
+        $display("mv_stream_ctrl: FORMAT_C %0h with WPB_C=%0d does not fit", FORMAT_C, WPB_C);
         $finish;
     end
     if (GROUP < 0 || GROUP > 7) begin
@@ -164,6 +184,8 @@ reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
 reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
 reg         fmt_b;               // the frame is FORMAT_B
+reg         fmt_c;               // the frame is FORMAT_C
+reg  [2:0]  xwrap;               // the frame's last x bank
 // grouped rows (GROUP != 0)
 reg         grp_f;               // the frame's rows have scale beats
 reg         scale_q;             // the next row beat is a scale beat
@@ -202,12 +224,13 @@ end
 endgenerate
 
 wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
+wire        h_fmt_c   = HAS_C && (hdr_word[55:48] == FORMAT_C);
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_xmask;
 integer b;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = h_fmt_b ? (b * WPB_B < h_k) : (b * WPB < h_k);
+        h_bmask[b] = h_fmt_c ? (b * WPB_C < h_k) : h_fmt_b ? (b * WPB_B < h_k) : (b * WPB < h_k);
         h_xmask[b] = (b < h_k);
     end
 end
@@ -269,17 +292,18 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_here[b] = (rrem32 > b * WPB);
-        bmask_next[b] = fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
+        bmask_next[b] = fmt_c ? (rrem32 > b * WPB_C + LANE_ELEMS_C)
+                      : fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
                               : (rrem32 > b * WPB + LANE_ELEMS);
+        bmask_here[b] = fmt_c ? (rrem32 > b * WPB_C) : (rrem32 > b * WPB);
     end
 end
 
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
 // this frame's lane beat: elements per beat, and whether it reads one bank at a time
-wire [16:0] elems   = fmt_b ? ELEMS_B17 : ELEMS_A17;
-wire        narrow  = (NBANKS > 1) && (fmt_b ? (WPB_B == 1) : (WPB == 1));
+wire [16:0] elems   = fmt_c ? ELEMS_C17 : fmt_b ? ELEMS_B17 : ELEMS_A17;
+wire        narrow  = (NBANKS > 1) && (fmt_c ? (WPB_C == 1) : fmt_b ? (WPB_B == 1) : (WPB == 1));
 wire frame_end_rows = row_beat && row_last_q && last_row_q;
 
 // ---------------------------------------------------------------- end of frame
@@ -307,6 +331,7 @@ always @(posedge aclk) begin
     lane_last   <= row_last_q;
     lane_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
     lane_fmt_b  <= fmt_b;
+    lane_fmt_c  <= fmt_c;
     lane_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
@@ -320,10 +345,15 @@ always @(posedge aclk) begin
             n_reg      <= h_n;
             chk_magic  <= (hdr_word[15:0] != MAGIC);
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
-            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
+            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b
+                          && !h_fmt_c;
             fmt_b      <= h_fmt_b;
-            k_one_beat <= h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS) && !HAS_G;
-            grp_f      <= HAS_G && !h_fmt_b;
+            fmt_c      <= h_fmt_c;
+            xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
+            grp_f      <= HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
+            k_one_beat <= (HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b)) ? 1'b0
+                        : h_fmt_c ? (h_k <= LANE_ELEMS_C)
+                        : h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS);
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -373,6 +403,7 @@ always @(posedge aclk) begin
         raddr       <= 0;
         rsel        <= 1;
         fmt_b       <= 1'b0;
+        fmt_c       <= 1'b0;
         scale_q     <= 1'b0;
         gcnt        <= 3'd0;
     end else begin
@@ -399,7 +430,7 @@ always @(posedge aclk) begin
         end
         if (accept && st_x) begin
             xrem <= xrem - BYTES;
-            if (xbank == NBANKS - 1) begin
+            if (xbank == xwrap) begin
                 xbank <= 0;
                 xaddr <= xaddr + 1'b1;
             end else begin

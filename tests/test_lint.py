@@ -17,6 +17,8 @@ CONFIGS = [
     ("ternary-tree", {}), ("ternary-tree", {"terms": 2, "x_width": 2, "reg_every": 1}),
     ("ternary-tree", {"terms": 129, "x_width": 16, "reg_every": 5}),
     ("q4-engine", {}), ("q4-engine", {"max_k": 1}), ("q4-engine", {"max_k": 65535}),
+    ("mv-engine", {"q4": True}), ("mv-engine", {"q4": True, "max_k": 1, "pipeline": 3}),
+    ("mv-engine", {"q4": True, "max_k": 65535, "decode_bram": False}),
 ]
 ATTENTION_EXTREMES = [
     {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 1},

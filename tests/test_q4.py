@@ -113,3 +113,17 @@ def test_acc_width():
         worst = -(-k // 32) * 2047 * 2**29 * (32 * 15 * 128 + 32 * 128)   # every block at max
         assert worst < 2**(w - 1) and (w == 59 or worst >= 2**(w - 2))
     assert [q4_acc_width(k) for k in (32, 2048, 65535)] == [59, 63, 68]
+
+
+def test_decoder_model_weight_formats():
+    """SmolLM2-135M per token: Q4_1 streams 5 bits per weight (every K is a multiple of 64),
+    INT8 8, ternary 8/5 padded to beats; the wall decides the order of the tok/s."""
+    from generators.report.decoder_model import matrices, weight_format_rows
+    rows = {r["format"]: r for r in weight_format_rows()}
+    weights = sum(m["weights"] for m in matrices())
+    assert rows["q4"]["bits_per_weight"] == 5.0 and rows["int8"]["bits_per_weight"] == 8.0
+    assert rows["q4"]["stream_mb"] * 1e6 > weights * 5 / 8
+    assert all(r["bound"] == "wall" for r in rows.values())
+    assert (rows["ternary"]["tok_s"] > rows["q4"]["tok_s"] > rows["q4 + int8 head"]["tok_s"]
+            > rows["int8"]["tok_s"])
+    assert 19 < rows["q4"]["tok_s"] < 21 and 23 < rows["q4"]["matmul_tok_s"] < 24

@@ -8,7 +8,10 @@ from sim.common import runner
 
 Q4 = "sim.q4_engine.test_q4_engine"
 ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
-          "test_bad_frames", "test_output_stall", "test_reset_mid_frame"]
+          "test_bad_frames", "test_output_stall", "test_reset_mid_frame", "test_mixed_formats"]
+MV = "sim.mv_engine.test_mv_engine"
+ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
+          "test_output_stall", "test_reset_mid_frame", "test_worst_case_sums"]
 
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
@@ -17,6 +20,17 @@ def test_q4_engine_suite(sim):
                    extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
     assert r["tests"] == len(ALL_Q4)
     assert r["manifest"]["latency"] == 15
+
+
+@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+def test_mv_engine_three_lanes(sim):
+    """mv-engine q4=true: the Q4_1 suite (with INT8/ternary frames mixed in) and the INT8 and
+    ternary suite, on one build."""
+    params = {"max_k": 300, "q4": True}
+    beats = "1600" if sim == "verilator" else "800"
+    r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
+    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 15
+    runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
 def _mutate(pattern, repl, fname):

@@ -487,6 +487,10 @@ WEIGHT_FORMATS = {
     "ternary": lambda k: _ceil_div(_ceil_div(k, 5), 8),
     "q4": lambda k: _ceil_div(k, 64) + _ceil_div(k, 16),
 }
+#: the rows of the table: (layer matrices' format, LM head's format). SmolLM2's GGUF stores its
+#: tied embedding (the LM head) in Q8_0, which runs as INT8 rows: the last row.
+FORMAT_ROWS = {"int8": ("int8", "int8"), "ternary": ("ternary", "ternary"), "q4": ("q4", "q4"),
+               "q4 + int8 head": ("q4", "int8")}
 
 
 def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
@@ -506,9 +510,10 @@ def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
     p = platform or Platform()
     att = attention_costs(s, context, attention_on, p, engine_cycles)
     out = []
-    for fmt, beats_of_row in WEIGHT_FORMATS.items():
+    for fmt, (layer_fmt, head_fmt) in FORMAT_ROWS.items():
         beats = row_beats = 0
         for m in matrices(s):
+            beats_of_row = WEIGHT_FORMATS[head_fmt if m["name"] == "lm_head" else layer_fmt]
             rb = m["n"] * beats_of_row(m["k"])
             row_beats += rb * m["count"]
             beats += (1 + _ceil_div(m["k"], p.beat_bytes) + rb) * m["count"]

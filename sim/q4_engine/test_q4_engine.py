@@ -1,8 +1,10 @@
-"""cocotb tests of the generated Q4_1 engine (`q4-engine`).
+"""cocotb tests of a generated Q4_1 engine: `q4-engine`, or `mv-engine` with q4=true (Q4_1
+rows on a third lane next to INT8 and ternary rows; then mixed traffic of all three too).
 
 Every output word is compared with generators.golden.q4 (exact integers, one rounding to
-float32, no code shared with the RTL or the host packing module); the frames are built with
-the host functions of generators.q4 from llama.cpp-layout Q4_1 blocks.
+float32, no code shared with the RTL or the host packing module; reached through
+generators.golden.mv for the frames of every format); the frames are built with the host
+functions of generators.q4 from llama.cpp-layout Q4_1 blocks.
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import numpy as np
 from cocotb.triggers import ClockCycles, with_timeout
 
 from generators.golden import q4 as golden
+from generators.golden import mv as golden_mv
 from generators.golden.mv import decode_status
+from generators.packing import build_frame
 from generators.q4 import (build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_1_blocks_to_raw,
                            q4_row_beats)
 from sim.common.axis_tb import StreamTB, compare_words
@@ -29,6 +33,8 @@ class Q4TB(StreamTB):
         self.max_k = int(self.man["parameters"]["max_k"])
         self.latency = int(self.man["latency"])
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
+        self.accepted = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
+        assert golden.FMT_Q4 in self.accepted
 
     def scales(self, shape, kind="mixed"):
         """fp16 bit patterns: 'typical' (weights of a trained model), 'wild' (any finite
@@ -63,10 +69,20 @@ class Q4TB(StreamTB):
     def frame_beats(self, k, n):
         return 1 + -(-k // 8) + n * q4_row_beats(k)
 
+    def other_frame(self, k, n, fmt):
+        """An INT8 (0x08) or ternary (0x03) frame, for an engine that computes those too."""
+        r = self.np_rng
+        x = r.integers(-128, 128, size=k, dtype=np.int8)
+        if fmt == 0x03:
+            return build_frame(x, r.integers(-1, 2, size=(n, k), dtype=np.int8), "ternary",
+                               tag=self.rng.randrange(256), pad_fill=r)
+        return build_frame(x, r.integers(-128, 128, size=(n, k), dtype=np.int8), "int8",
+                           tag=self.rng.randrange(256), pad_fill=r)
+
     async def run_check(self, frames, timeout_us=200_000):
         return await super().run_check(
-            frames, lambda beats: golden.q4_stream(beats, self.max_k), golden.flag_names,
-            timeout_us)
+            frames, lambda beats: golden_mv.mv_stream(beats, 8, self.accepted, self.max_k),
+            golden.flag_names, timeout_us)
 
 
 def edge_ks(tb):
@@ -194,8 +210,9 @@ def bad_frames(tb):
         "BAD_SHAPE K=0": hdr(0, n, 4, 0x12) + bytes(xlen),
         "BAD_SHAPE K>max": hdr(min(tb.max_k + 1, 65535), n, 4, 0x13) + bytes(xlen),
         "BAD_SHAPE N=0": hdr(k, 0, 4, 0x14) + bytes(xlen),
-        "BAD_FORMAT int8": hdr(k, n, 8, 0x15) + bytes(xlen),
-        "BAD_FORMAT ternary": hdr(k, n, 3, 0x16) + bytes(xlen),
+        "BAD_FORMAT": hdr(k, n, [f for f in (8, 3, 5) if f not in tb.accepted][0], 0x15)
+                      + bytes(xlen),
+        "BAD_FORMAT 0x00": hdr(k, n, 0, 0x16) + bytes(xlen),
         "SHORT in rows": good[:8 + xlen + 2 * row + 16],
         "SHORT in x": good[:16] if xlen > 8 else good[:8],
         "SHORT header only": good[:8],
@@ -245,6 +262,24 @@ async def test_output_stall(dut):
     tb.assert_no_faults()
     tb.set_pauses(0.2, 0.6)
     await tb.run_check(random_frames(tb, 500))
+
+
+@cocotb.test()
+async def test_mixed_formats(dut):
+    """Q4_1 frames interleaved with the engine's other formats (INT8, ternary), random
+    shapes, with and without pauses: each frame's rows go to its own lane."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    others = [f for f in tb.accepted if f != golden.FMT_Q4]
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        frames = []
+        for _ in range(16):
+            k = tb.rng.randint(1, tb.max_k)
+            n = tb.rng.randint(1, 6)
+            fmt = tb.rng.choice(others + [golden.FMT_Q4] * max(1, len(others)))
+            frames.append(tb.frame(k, n) if fmt == golden.FMT_Q4 else tb.other_frame(k, n, fmt))
+        await tb.run_check(frames)
 
 
 @cocotb.test()
