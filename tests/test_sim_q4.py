@@ -36,7 +36,7 @@ def test_mv_engine_three_lanes(sim):
     params = {"max_k": 300, "q4": True}
     beats = "2400" if sim == "verilator" else "800"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
-    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 15
+    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 16
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 

@@ -76,7 +76,9 @@ class MVDualEngine(MVEngine):
         return list(FORMATS) + ([FORMAT_Q4] if self.p["q4"] else [])
 
     def lane_latency(self) -> int:
-        return max(self.paths().values())
+        # the longer path, then the register of the partial sum chosen by the frame's format
+        # (the choice would otherwise add a LUT level in front of the accumulator)
+        return max(self.paths().values()) + 1
 
     def lane_tree(self):   # for MVEngine.check: the wider partial sum decides the overflow
         t8, tt = self.int8_tree(), self.ternary_tree()
@@ -86,7 +88,8 @@ class MVDualEngine(MVEngine):
         p = self.paths()
         return (f"INT8: bank select (1) + {self.p['bytes']} DSP multiplies and tree "
                 f"({self.int8_lane_latency()}); ternary: trit decode and {5 * self.p['bytes']}-term "
-                f"tree ({p['ternary']}); the shorter delayed to {self.lane_latency()}")
+                f"tree ({p['ternary']}); the shorter delayed to {max(p.values())}, then the "
+                f"chosen partial sum registered")
 
     def check(self) -> None:
         if self.p["q4"] and self.p["bytes"] != 8:
@@ -113,14 +116,14 @@ class MVDualEngine(MVEngine):
         ctx.update(
             psum_w=max(t8.out.width, tt.out.width),
             psum8_w=t8.out.width, psumt_w=tt.out.width,
-            delay8=self.lane_latency() - p["int8"], delayt=self.lane_latency() - p["ternary"],
+            delay8=max(p.values()) - p["int8"], delayt=max(p.values()) - p["ternary"],
             int8_module="int8_lane", ternary_module="ternary_lane",
             format_b=0x08, sext=sext, q4=self.p["q4"],
         )
         if self.p["q4"]:
             from .q4 import q4_acc_width
             ctx.update(psum_w=32, acc_w=q4_acc_width(self.p["max_k"]),
-                       delayq=self.lane_latency() - p["q4"])
+                       delayq=max(p.values()) - p["q4"])
         return ctx
 
     def _lane_ctx(self, kind: str) -> Dict[str, Any]:
