@@ -99,6 +99,8 @@ def test_decode_words():
 def test_bad_parameters():
     with pytest.raises(generators.ParameterError):
         generators.render("q4-engine", {"fifo_depth": 16}, "/nonexistent/never-written")
+    with pytest.raises(generators.ParameterError, match="bytes=8"):
+        generators.render("mv-engine", {"q4": True, "bytes": 4}, "/nonexistent/never-written")
     with pytest.raises(ValueError):
         host.pack_q4_rows(np.full((1, 1, 32), 16), np.zeros((1, 1), np.uint16),
                           np.zeros((1, 1), np.uint16), 32)
