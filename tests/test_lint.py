@@ -36,7 +36,8 @@ CONFIGS += [("mv-engine", {}), ("mv-engine", {"bytes": 4, "pipeline": 3, "decode
             ("mv-engine", {"bytes": 16, "pipeline": 7, "reg_every": 1, "max_k": 65535})]
 if "attention-engine" in generators.list_designs():
     CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
-    CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8})]
+    CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8}),
+                ("overlay", {"q4": True})]
 
 
 @pytest.mark.parametrize("design,params", CONFIGS, ids=lambda v: str(v))
