@@ -40,6 +40,16 @@ def test_mv_engine_three_lanes(sim):
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
+@pytest.mark.skipif(not BOTH, reason="the overlay with q4=true: Q4_SIMS=both (a large build)")
+def test_overlay_q4():
+    """The PL top with q4=true: Q4_1, INT8 and ternary matrix frames on both ports mixed with
+    attention frames, every word of both ports against generators.golden.overlay."""
+    r = runner.run("overlay", {"max_k": 64, "max_context": 8, "q4": True}, "verilator",
+                   "sim.overlay.test_overlay", testcase=["test_mixed_traffic", "test_bad_frames"],
+                   extra_env={"TB_BEATS": "900"})
+    assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
+
+
 def _mutate(pattern, repl, fname):
     def f(gen_dir):
         p = gen_dir / fname
