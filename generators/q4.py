@@ -30,7 +30,8 @@ import numpy as np
 
 __all__ = ["FORMAT_Q4", "Q4_1_BLOCK_BYTES", "q4_row_beats", "q4_row_bytes",
            "q4_1_blocks_to_raw", "q4_1_raw_to_blocks", "pack_q4_rows", "pack_q4_rows_raw",
-           "q4_dequantize", "build_q4_frame", "decode_q4_words", "quantize_q4_1"]
+           "q4_dequantize", "build_q4_frame", "decode_q4_words", "quantize_q4_1",
+           "q4_images"]
 
 FORMAT_Q4 = 0x04
 Q4_1_BLOCK_BYTES = 20
@@ -177,3 +178,26 @@ def build_q4_frame(x, rows, k: int, tag: int = 0) -> bytes:
 def decode_q4_words(words) -> np.ndarray:
     """The result words of a Q4 frame (status word excluded) -> float32 values."""
     return np.asarray(words, dtype=np.uint32).view(np.float32)
+
+
+def q4_images(raw, names=None):
+    """Row images of every Q4_1 matrix of a GGUF checkpoint, once, for the weight file.
+
+    ``raw``: {name: tensor} with ``.qtype`` (GGML type name), ``.shape`` (rows, cols) and
+    ``.blocks`` ((rows, bytes per row) uint8, rows in the Hugging Face order), as the GGUF
+    reader's ``RawTensor``; ``names``: the matrices wanted (default: all 2-D ones). Returns
+    ``(images, other)``: {name: (rows, q4_row_bytes(cols)) uint8} for the Q4_1 tensors, and
+    the sorted names of the tensors of any other type (Q8_0, F16, ...), which the runtime runs
+    in the nearest format the engines compute (INT8 rows), not on the Q4_1 lane.
+    """
+    images, other = {}, []
+    for name in (sorted(raw) if names is None else names):
+        t = raw[name]
+        if len(t.shape) != 2:
+            continue
+        if t.qtype != "Q4_1":
+            other.append(name)
+            continue
+        rows, cols = (int(v) for v in t.shape)
+        images[name] = pack_q4_rows_raw(np.asarray(t.blocks, dtype=np.uint8), rows, cols)
+    return images, sorted(other)

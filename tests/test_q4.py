@@ -129,3 +129,20 @@ def test_decoder_model_weight_formats():
     assert (rows["ternary"]["tok_s"] > rows["q4"]["tok_s"] > rows["q4 + int8 head"]["tok_s"]
             > rows["int8"]["tok_s"])
     assert 19 < rows["q4"]["tok_s"] < 21 and 23 < rows["q4"]["matmul_tok_s"] < 24
+
+
+def test_q4_images_from_raw_tensors():
+    """What the runtime calls on the GGUF reader's raw tensors: Q4_1 matrices packed, the
+    others named for the INT8 path."""
+    from collections import namedtuple
+    Raw = namedtuple("Raw", "qtype shape blocks")
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, 16, size=(6, 4, 32), dtype=np.uint8)
+    d = rng.normal(0, 0.01, size=(6, 4)).astype(np.float16)
+    m = rng.normal(0, 0.01, size=(6, 4)).astype(np.float16)
+    raw = {"a.weight": Raw("Q4_1", (6, 128), host.q4_1_blocks_to_raw(q, d, m)),
+           "emb.weight": Raw("Q8_0", (6, 128), np.zeros((6, 136), np.uint8)),
+           "norm.weight": Raw("F32", (128,), np.zeros(512, np.uint8))}
+    images, other = host.q4_images(raw)
+    assert other == ["emb.weight"] and list(images) == ["a.weight"]
+    assert (images["a.weight"] == host.pack_q4_rows(q, d, m, 128)).all()
