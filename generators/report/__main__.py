@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -68,11 +69,12 @@ SIM_MODULES = {
     "probe": "sim.probe.test_probe",
     "int8-engine": "sim.mv_engine.test_mv_engine",
     "ternary-engine": "sim.mv_engine.test_mv_engine",
+    "q4-engine": "sim.q4_engine.test_q4_engine",
     "attention-engine": "sim.attention.test_attention",
 }
 #: weights per byte of each design's weight stream (None: no weights: the probe computes
-#: nothing, the attention engine streams q and the KV cache)
-WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5,
+#: nothing, the attention engine streams q and the KV cache; Q4_1: 64 weights in 40 bytes)
+WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5, "q4-engine": Fraction(8, 5),
                     "attention-engine": None}
 
 
@@ -530,7 +532,7 @@ def main(argv=None) -> int:
                 f"low on random bursts of 1-8 cycles (about 80 % of cycles): the input then "
                 f"waits only where rows are short (random K down to 1, one result per beat). GB/s = {FCLK_HZ / 1e6:.3f} MHz x {BEAT_BYTES} B x beats/cycle, per "
                 f"port; two ports = two engines, capped by the {WALL_BYTES_PER_S / 1e9:.2f} GB/s "
-                f"DDR wall. Weights/s = bytes/s x weights per byte (INT8 1, ternary 5; none for the "
+                f"DDR wall. Weights/s = bytes/s x weights per byte (INT8 1, ternary 5, Q4_1 1.6; none for the "
                 f"probe and the attention engine).")
         fr = frame_rows(latencies)
         if fr:
