@@ -13,6 +13,9 @@
 // short of room the first word waits.
 // Both outputs are register slices (axis_skid): s_ready depends on their registered ready
 // flags, the registered order-FIFO room and the input word, never on a downstream ready.
+// s_att is the magic compare of the word (bits [15:0] == this port's attention magic), made
+// in front of the register slice that feeds the router, so the decision starts from a
+// register (a 16-bit compare takes two LUT levels).
 
 `resetall
 `timescale 1ns / 1ps
@@ -33,6 +36,7 @@ module axis_frame_router #
     input  wire          rst_n,
 
     input  wire [DW-1:0] s_data,
+    input  wire          s_att,      // s_data[15:0] is this port's attention magic
     input  wire          s_last,
     input  wire          s_valid,
     output wire          s_ready,
@@ -55,15 +59,9 @@ module axis_frame_router #
     input  wire          tok_room
 );
 
-localparam [15:0] ATT_MAGIC = (PORT == 0) ? 16'hA77E : 16'hA77F;
-
 initial begin
     if (PORT != 0 && PORT != 1) begin
         $display("axis_frame_router: PORT=%0d must be 0 or 1", PORT);
-        $finish;
-    end
-    if (DW < 16) begin
-        $display("axis_frame_router: DW=%0d must hold the 16-bit magic", DW);
         $finish;
     end
 end
@@ -72,7 +70,7 @@ reg  in_frame;      // a frame's first word has been taken
 reg  dest_att_q;    // its destination
 
 wire first     = !in_frame;
-wire is_att    = (s_data[15:0] == ATT_MAGIC);
+wire is_att    = s_att;
 wire dest_att  = first ? is_att : dest_att_q;
 wire drop      = first && is_att && (PORT == 1);          // the route word
 wire need_tok  = (ORDER != 0) && first && !drop;

@@ -225,12 +225,18 @@ endgenerate
 
 wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
 wire        h_fmt_c   = HAS_C && (hdr_word[55:48] == FORMAT_C);
+// the frame's rows are grouped (scale beats)
+wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
+// Per-format compares are written as AND-OR of two constant compares, not `fmt ? a : b`:
+// yosys's opt_share would merge a mux of two compares into one compare of a muxed constant,
+// which puts LUT levels in front of the carry chain.
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_xmask;
 integer b;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = h_fmt_c ? (b * WPB_C < h_k) : h_fmt_b ? (b * WPB_B < h_k) : (b * WPB < h_k);
+        h_bmask[b] = (h_fmt_c & (b * WPB_C < h_k)) | (h_fmt_b & (b * WPB_B < h_k))
+                   | (!h_fmt_b & !h_fmt_c & (b * WPB < h_k));
         h_xmask[b] = (b < h_k);
     end
 end
@@ -292,10 +298,10 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_next[b] = fmt_c ? (rrem32 > b * WPB_C + LANE_ELEMS_C)
-                      : fmt_b ? (rrem32 > b * WPB_B + LANE_ELEMS_B)
-                              : (rrem32 > b * WPB + LANE_ELEMS);
-        bmask_here[b] = fmt_c ? (rrem32 > b * WPB_C) : (rrem32 > b * WPB);
+        bmask_next[b] = (fmt_c & (rrem32 > b * WPB_C + LANE_ELEMS_C))
+                      | (fmt_b & (rrem32 > b * WPB_B + LANE_ELEMS_B))
+                      | (!fmt_b & !fmt_c & (rrem32 > b * WPB + LANE_ELEMS));
+        bmask_here[b] = (fmt_c & (rrem32 > b * WPB_C)) | (!fmt_c & (rrem32 > b * WPB));
     end
 end
 
@@ -350,10 +356,9 @@ always @(posedge aclk) begin
             fmt_b      <= h_fmt_b;
             fmt_c      <= h_fmt_c;
             xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
-            grp_f      <= HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
-            k_one_beat <= (HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b)) ? 1'b0
-                        : h_fmt_c ? (h_k <= LANE_ELEMS_C)
-                        : h_fmt_b ? (h_k <= LANE_ELEMS_B) : (h_k <= LANE_ELEMS);
+            grp_f      <= h_grp;
+            k_one_beat <= !h_grp & ((h_fmt_c & (h_k <= LANE_ELEMS_C)) | (h_fmt_b & (h_k <= LANE_ELEMS_B))
+                                    | (!h_fmt_b & !h_fmt_c & (h_k <= LANE_ELEMS)));
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -370,13 +375,14 @@ always @(posedge aclk) begin
             row_last_q <= k_one_beat;
             bmask_q    <= grp_f ? {BYTES{1'b0}} : bmask_k;
         end else if (st_row && scale_q) begin
-            row_last_q <= (rrem <= elems);
+            row_last_q <= (fmt_c & (rrem <= LANE_ELEMS_C)) | (!fmt_c & (rrem <= LANE_ELEMS));
             bmask_q    <= bmask_here;
         end else if (st_row && grp_f && grp_end) begin
             row_last_q <= 1'b0;          // a scale beat comes next
             bmask_q    <= {BYTES{1'b0}};
         end else begin
-            row_last_q <= (rrem <= {elems[15:0], 1'b0});
+            row_last_q <= (fmt_c & (rrem <= 2 * LANE_ELEMS_C)) | (fmt_b & (rrem <= 2 * LANE_ELEMS_B))
+                        | (!fmt_b & !fmt_c & (rrem <= 2 * LANE_ELEMS));
             bmask_q    <= bmask_next;
         end
     end
