@@ -29,9 +29,9 @@
 // so one address of those banks holds a lane beat's x; lane_fmt_c marks its beats.
 //
 // Grouped rows (GROUP != 0; FORMAT_C frames, or FORMAT frames when there is no FORMAT_C): a
-// row is a scale beat ahead of every GROUP code beats (the last group may be shorter). A scale beat holds no weights: it
-// reads no x, counts no elements, and comes to the lane with an all-zero lane_bmask (a code
-// beat always has a weight of index < K, so its mask is never zero).
+// row is a scale beat ahead of every GROUP code beats (the last group may be shorter). A scale
+// beat holds no weights: it reads no x, counts no elements, and comes to the lane with an
+// all-zero lane_bmask (a code beat always has a weight of index < K, so its mask is never zero).
 //
 // Depth: every decision is taken on registered flags. The header checks are registered on the
 // header beat and acted on from the next beat (an x beat, written harmlessly if the header was
@@ -109,6 +109,8 @@ module mv_stream_ctrl #
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
+// more than one format: per-format thresholds in per-frame registers
+localparam MULTI = (HAS_B || HAS_C) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -139,8 +141,10 @@ initial begin
                  FORMAT, WPB, FORMAT_B, WPB_B);
         $finish;
     end
-    if (HAS_C && (WPB_C < 1 || WPB_C > NBANKS || FORMAT_C == FORMAT || FORMAT_C == FORMAT_B)) begin
-        $display("mv_stream_ctrl: FORMAT_C %0h with WPB_C=%0d does not fit", FORMAT_C, WPB_C);
+    if (HAS_C && (WPB_C < 1 || WPB_C > NBANKS || FORMAT_C == FORMAT || FORMAT_C == FORMAT_B
+                  || GROUP == 0)) begin
+        $display("mv_stream_ctrl: FORMAT_C %0h with WPB_C=%0d does not fit (and needs GROUP)",
+                 FORMAT_C, WPB_C);
         $finish;
     end
     if (GROUP < 0 || GROUP > 7) begin
@@ -166,6 +170,12 @@ reg  [7:0]  tag_reg;
 reg         chk_magic, chk_shape, chk_format;
 // per-frame constants computed from the header
 reg         k_one_beat;          // a row is one lane beat
+reg         k_one_beat_b;        // the same for a FORMAT_B frame
+reg  [BYTES-1:0] bmask_k_b;      // the same for a FORMAT_B frame
+reg  [17*BYTES-1:0] bthr_q;      // FORMAT_B: byte b of the next beat holds weights if rrem > bthr[b]
+reg  [16:0] rthr_q;              // FORMAT_B: the next beat ends the row if rrem <= rthr
+reg  [17*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
+reg  [16:0] r1thr_q;             // grouped rows: the same for the row end
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
 // x capture
@@ -227,19 +237,36 @@ wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
 wire        h_fmt_c   = HAS_C && (hdr_word[55:48] == FORMAT_C);
 // the frame's rows are grouped (scale beats)
 wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
-// Per-format compares are written as AND-OR of two constant compares, not `fmt ? a : b`:
-// yosys's opt_share would merge a mux of two compares into one compare of a muxed constant,
-// which puts LUT levels in front of the carry chain.
+// Two or three formats: every per-format figure is computed for each format and registered, or
+// held in a per-frame register, so no compare's operand is chosen by a mux in front of its
+// carry chain (synthesis merges exclusive compares into one compare of a muxed operand).
 reg  [BYTES-1:0] h_bmask;
+reg  [BYTES-1:0] h_bmask_b;
 reg  [BYTES-1:0] h_xmask;
+reg  [17*BYTES-1:0] h_bthr;
+reg  [17*BYTES-1:0] h_hthr;
 integer b;
+/* verilator lint_off UNUSEDSIGNAL */
+integer thr;   // bits [16:0] used: thresholds are at most 2 * 16 * 5
+/* verilator lint_on UNUSEDSIGNAL */
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b] = (h_fmt_c & (b * WPB_C < h_k)) | (h_fmt_b & (b * WPB_B < h_k))
-                   | (!h_fmt_b & !h_fmt_c & (b * WPB < h_k));
-        h_xmask[b] = (b < h_k);
+        h_bmask[b]   = (b * WPB < h_k);
+        h_bmask_b[b] = (b * WPB_B < h_k);
+        h_xmask[b]   = (b < h_k);
+        thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
+            : b * WPB + LANE_ELEMS;
+        h_bthr[17*b +: 17] = thr[16:0];
+        thr = h_fmt_c ? b * WPB_C : b * WPB;
+        h_hthr[17*b +: 17] = thr[16:0];
     end
 end
+localparam [16:0] RTHR_A = 2 * LANE_ELEMS;
+localparam [16:0] RTHR_B = 2 * LANE_ELEMS_B;
+localparam [16:0] RTHR_C = 2 * LANE_ELEMS_C;
+// after a scale beat (grouped rows): the next code beat ends the row if rrem <= one beat
+localparam [16:0] R1THR_A = LANE_ELEMS;
+localparam [16:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
@@ -298,10 +325,13 @@ wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        bmask_next[b] = (fmt_c & (rrem32 > b * WPB_C + LANE_ELEMS_C))
-                      | (fmt_b & (rrem32 > b * WPB_B + LANE_ELEMS_B))
-                      | (!fmt_b & !fmt_c & (rrem32 > b * WPB + LANE_ELEMS));
-        bmask_here[b] = (fmt_c & (rrem32 > b * WPB_C)) | (!fmt_c & (rrem32 > b * WPB));
+        if (MULTI) begin
+            bmask_next[b] = (rrem > bthr_q[17*b +: 17]);
+            bmask_here[b] = (rrem > hthr_q[17*b +: 17]);
+        end else begin
+            bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
+            bmask_here[b] = (rrem32 > b * WPB);
+        end
     end
 end
 
@@ -357,8 +387,13 @@ always @(posedge aclk) begin
             fmt_c      <= h_fmt_c;
             xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
             grp_f      <= h_grp;
-            k_one_beat <= !h_grp & ((h_fmt_c & (h_k <= LANE_ELEMS_C)) | (h_fmt_b & (h_k <= LANE_ELEMS_B))
-                                    | (!h_fmt_b & !h_fmt_c & (h_k <= LANE_ELEMS)));
+            k_one_beat <= (h_k <= LANE_ELEMS) && !h_grp;
+            k_one_beat_b <= (h_k <= LANE_ELEMS_B);
+            bmask_k_b  <= h_bmask_b;
+            bthr_q     <= h_bthr;
+            hthr_q     <= h_hthr;
+            rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
+            r1thr_q    <= h_fmt_c ? R1THR_C : R1THR_A;
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -372,17 +407,16 @@ always @(posedge aclk) begin
     if (accept && (st_x || st_row)) begin
         if ((st_x && x_last_q) || (st_row && row_last_q)) begin
             // a row starts with the next beat (a scale beat in a grouped frame)
-            row_last_q <= k_one_beat;
-            bmask_q    <= grp_f ? {BYTES{1'b0}} : bmask_k;
+            row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
+            bmask_q    <= grp_f ? {BYTES{1'b0}} : (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
         end else if (st_row && scale_q) begin
-            row_last_q <= (fmt_c & (rrem <= LANE_ELEMS_C)) | (!fmt_c & (rrem <= LANE_ELEMS));
+            row_last_q <= MULTI ? (rrem <= r1thr_q) : (rrem <= R1THR_A);
             bmask_q    <= bmask_here;
         end else if (st_row && grp_f && grp_end) begin
             row_last_q <= 1'b0;          // a scale beat comes next
             bmask_q    <= {BYTES{1'b0}};
         end else begin
-            row_last_q <= (fmt_c & (rrem <= 2 * LANE_ELEMS_C)) | (fmt_b & (rrem <= 2 * LANE_ELEMS_B))
-                        | (!fmt_b & !fmt_c & (rrem <= 2 * LANE_ELEMS));
+            row_last_q <= MULTI ? (rrem <= rthr_q) : (rrem <= RTHR_A);
             bmask_q    <= bmask_next;
         end
     end
