@@ -9,8 +9,9 @@
 //   anything else     the frame goes to the matrix engine (which answers BAD_MAGIC for any
 //                     magic but 16'hB158, so no frame is lost without a status word).
 // Every frame that will answer on this port (ORDER = 1) pushes a token into the output
-// merger's frame-order FIFO on its first word: 0 matrix, 1 attention. With the order FIFO
-// short of room the first word waits.
+// merger's frame-order FIFO on its first word: 0 matrix, 1 attention; the push is registered
+// (it lands one cycle after the word, long before the frame's first output word). With the
+// order FIFO short of room the first word waits.
 // Both outputs are register slices (axis_skid): s_ready depends on their registered ready
 // flags, the registered order-FIFO room and the input word, never on a downstream ready.
 // s_att is the magic compare of the word (bits [15:0] == this port's attention magic), made
@@ -53,9 +54,9 @@ module axis_frame_router #
     output wire          att_valid,
     input  wire          att_ready,
 
-    // frame-order token: 0 matrix, 1 attention
-    output wire          tok_push,
-    output wire          tok_data,
+    // frame-order token: 0 matrix, 1 attention (registered)
+    output reg           tok_push,
+    output reg           tok_data,
     input  wire          tok_room
 );
 
@@ -82,8 +83,15 @@ wire to_att    = s_valid && tok_ok && dest_att && !drop;
 
 assign s_ready  = tok_ok && (drop || (dest_att ? r_att_ready : r_mat_ready));
 wire   hs       = s_valid && s_ready;
-assign tok_push = hs && need_tok;
-assign tok_data = dest_att;
+
+always @(posedge clk) begin
+    tok_data <= dest_att;
+    if (!rst_n) begin
+        tok_push <= 1'b0;
+    end else begin
+        tok_push <= hs && need_tok;
+    end
+end
 
 always @(posedge clk) begin
     if (!rst_n) begin

@@ -56,11 +56,12 @@ wire pop       = fwd && sel_last;
 assign s0_ready = tok_valid && !tok && o_ready;
 assign s1_ready = tok_valid && tok && o_ready;
 
-// two writes can be in flight when the registered room flag falls
+// three writes can be in flight when the registered room flag falls (the router registers
+// its push)
 sync_fifo #(
     .WIDTH(1),
     .ADDR_W(ORDER_AW),
-    .MARGIN(2)
+    .MARGIN(3)
 ) order (
     .clk(clk),
     .rst_n(rst_n),
