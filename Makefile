@@ -48,7 +48,7 @@ test: setup
 	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider tests
 
 test-quick: setup
-	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_runtime_rtl.py
+	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
 
 sim-full: setup
 	@$(ENV) python sim/full_scale.py

@@ -24,6 +24,15 @@
 // weight per byte reads one bank per row beat in turn, named by the one-hot lane_xsel that
 // comes with lane_x. lane_fmt_b marks the beats of FORMAT_B frames.
 //
+// A third format (FORMAT_C != 0, the 4-bit lane next to the other two): WPB_C weights per
+// byte, x written to banks 0 .. WPB_C-1 only (beat j to bank j mod WPB_C, address j / WPB_C),
+// so one address of those banks holds a lane beat's x; lane_fmt_c marks its beats.
+//
+// Grouped rows (GROUP != 0; FORMAT_C frames, or FORMAT frames when there is no FORMAT_C): a
+// row is a scale beat ahead of every GROUP code beats (the last group may be shorter). A scale
+// beat holds no weights: it reads no x, counts no elements, and comes to the lane with an
+// all-zero lane_bmask (a code beat always has a weight of index < K, so its mask is never zero).
+//
 // Depth: every decision is taken on registered flags. The header checks are registered on the
 // header beat and acted on from the next beat (an x beat: x_wr is gated by hdr_bad, so after a
 // bad header no x is written and the frame drains to tlast); "last x beat", "last beat of the
@@ -46,6 +55,11 @@ module mv_stream_ctrl #
     parameter FORMAT_B = 8'h00,
     // Weights per weight byte of FORMAT_B frames
     parameter WPB_B = 1,
+    // Grouped rows: a scale beat ahead of every GROUP code beats (0: no scale beats)
+    parameter GROUP = 0,
+    // A third accepted format (8'h00: none), and its weights per byte (x in that many banks)
+    parameter FORMAT_C = 8'h00,
+    parameter WPB_C = 2,
     // x banks: the larger weights-per-byte of the accepted formats
     parameter NBANKS = (FORMAT_B != 8'h00 && WPB_B > WPB) ? WPB_B : WPB,
     // Largest K accepted
@@ -57,7 +71,9 @@ module mv_stream_ctrl #
     // Header beats: the 8-byte header padded to whole beats
     parameter HDR_BEATS = (8 + BYTES - 1) / BYTES,
     // Words per x bank
-    parameter X_DEPTH = (MAX_K + BYTES*NBANKS - 1) / (BYTES*NBANKS),
+    parameter X_DEPTH = (FORMAT_C != 8'h00 && WPB_C < NBANKS)
+                      ? (MAX_K + BYTES*WPB_C - 1) / (BYTES*WPB_C)
+                      : (MAX_K + BYTES*NBANKS - 1) / (BYTES*NBANKS),
     // Address width of the x banks
     parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH),
     // x store in block RAM (1) or distributed RAM (0)
@@ -86,11 +102,20 @@ module mv_stream_ctrl #
     // FORMAT_B frame (stage 1, with lane_valid)
     output reg              lane_fmt_b,
     // one-hot bank of lane_x a one-weight-per-byte beat uses (all banks otherwise)
-    output reg  [NBANKS-1:0] lane_xsel
+    output reg  [NBANKS-1:0] lane_xsel,
+    // FORMAT_C frame (stage 1, with lane_valid)
+    output reg              lane_fmt_c
 );
 
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
+localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
+// more than one format: per-format thresholds in per-frame registers
+localparam MULTI = (HAS_B || HAS_C) ? 1 : 0;
+localparam LANE_ELEMS_C = BYTES * WPB_C;
+localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
+localparam [2:0] WRAP_A = NBANKS - 1;
+localparam [2:0] WRAP_C = WPB_C - 1;
 localparam LANE_ELEMS = BYTES * WPB;
 localparam LANE_ELEMS_B = BYTES * WPB_B;
 localparam [16:0] ELEMS_A17 = LANE_ELEMS;
@@ -107,14 +132,24 @@ initial begin
         $display("mv_stream_ctrl: BYTES=%0d, must be 4, 8 or 16", BYTES);
         $finish;
     end
-    if (WPB != 1 && WPB != 5) begin
-        $display("mv_stream_ctrl: WPB=%0d, must be 1 or 5", WPB);
+    if (WPB != 1 && WPB != 2 && WPB != 5) begin
+        $display("mv_stream_ctrl: WPB=%0d, must be 1, 2 or 5", WPB);
         $finish;
     end
     if (HAS_B && !((WPB == 1 && WPB_B == NBANKS) || (WPB_B == 1 && WPB == NBANKS))
         || (HAS_B && FORMAT_B == FORMAT)) begin
         $display("mv_stream_ctrl: formats %0h (WPB %0d) and %0h (WPB %0d) cannot share the banks",
                  FORMAT, WPB, FORMAT_B, WPB_B);
+        $finish;
+    end
+    if (HAS_C && (WPB_C < 1 || WPB_C > NBANKS || FORMAT_C == FORMAT || FORMAT_C == FORMAT_B
+                  || GROUP == 0)) begin
+        $display("mv_stream_ctrl: FORMAT_C %0h with WPB_C=%0d does not fit (and needs GROUP)",
+                 FORMAT_C, WPB_C);
+        $finish;
+    end
+    if (GROUP < 0 || GROUP > 7) begin
+        $display("mv_stream_ctrl: GROUP=%0d out of range 0..7", GROUP);
         $finish;
     end
     if (MAX_K < 1 || MAX_K > 65535) begin
@@ -140,6 +175,8 @@ reg         k_one_beat_b;        // the same for a FORMAT_B frame
 reg  [BYTES-1:0] bmask_k_b;      // the same for a FORMAT_B frame
 reg  [17*BYTES-1:0] bthr_q;      // FORMAT_B: byte b of the next beat holds weights if rrem > bthr[b]
 reg  [16:0] rthr_q;              // FORMAT_B: the next beat ends the row if rrem <= rthr
+reg  [17*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
+reg  [16:0] r1thr_q;             // grouped rows: the same for the row end
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
 // x capture
@@ -158,6 +195,15 @@ reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
 reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
 reg         fmt_b;               // the frame is FORMAT_B
+reg         fmt_c;               // the frame is FORMAT_C
+reg  [2:0]  xwrap;               // the frame's last x bank
+// grouped rows (GROUP != 0)
+reg         grp_f;               // the frame's rows have scale beats
+reg         scale_q;             // the next row beat is a scale beat
+reg  [2:0]  gcnt;                // code beats of the current group before this beat
+localparam HAS_G = (GROUP != 0) ? 1 : 0;
+localparam [2:0] GROUP_LAST = (GROUP != 0) ? GROUP[2:0] - 3'd1 : 3'd0;
+wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
@@ -189,13 +235,17 @@ end
 endgenerate
 
 wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
-// Two formats: every per-format figure is computed for both formats and registered, or held in
-// a per-frame register, so no compare's operand is chosen by a mux in front of its carry
-// chain (synthesis merges two exclusive compares into one compare of a muxed operand).
+wire        h_fmt_c   = HAS_C && (hdr_word[55:48] == FORMAT_C);
+// the frame's rows are grouped (scale beats)
+wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
+// Two or three formats: every per-format figure is computed for each format and registered, or
+// held in a per-frame register, so no compare's operand is chosen by a mux in front of its
+// carry chain (synthesis merges exclusive compares into one compare of a muxed operand).
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_bmask_b;
 reg  [BYTES-1:0] h_xmask;
 reg  [17*BYTES-1:0] h_bthr;
+reg  [17*BYTES-1:0] h_hthr;
 integer b;
 /* verilator lint_off UNUSEDSIGNAL */
 integer thr;   // bits [16:0] used: thresholds are at most 2 * 16 * 5
@@ -205,12 +255,19 @@ always @* begin
         h_bmask[b]   = (b * WPB < h_k);
         h_bmask_b[b] = (b * WPB_B < h_k);
         h_xmask[b]   = (b < h_k);
-        thr = h_fmt_b ? b * WPB_B + LANE_ELEMS_B : b * WPB + LANE_ELEMS;
+        thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
+            : b * WPB + LANE_ELEMS;
         h_bthr[17*b +: 17] = thr[16:0];
+        thr = h_fmt_c ? b * WPB_C : b * WPB;
+        h_hthr[17*b +: 17] = thr[16:0];
     end
 end
 localparam [16:0] RTHR_A = 2 * LANE_ELEMS;
 localparam [16:0] RTHR_B = 2 * LANE_ELEMS_B;
+localparam [16:0] RTHR_C = 2 * LANE_ELEMS_C;
+// after a scale beat (grouped rows): the next code beat ends the row if rrem <= one beat
+localparam [16:0] R1THR_A = LANE_ELEMS;
+localparam [16:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
@@ -263,15 +320,18 @@ endgenerate
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
 reg  [BYTES-1:0] bmask_next;
+reg  [BYTES-1:0] bmask_here;     // mask of a code beat that follows a scale beat
 wire [31:0] xrem32 = {15'd0, xrem};
 wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        if (HAS_B) begin
+        if (MULTI) begin
             bmask_next[b] = (rrem > bthr_q[17*b +: 17]);
+            bmask_here[b] = (rrem > hthr_q[17*b +: 17]);
         end else begin
             bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
+            bmask_here[b] = (rrem32 > b * WPB);
         end
     end
 end
@@ -279,8 +339,8 @@ end
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
 // this frame's lane beat: elements per beat, and whether it reads one bank at a time
-wire [16:0] elems   = fmt_b ? ELEMS_B17 : ELEMS_A17;
-wire        narrow  = (NBANKS > 1) && (fmt_b ? (WPB_B == 1) : (WPB == 1));
+wire [16:0] elems   = fmt_c ? ELEMS_C17 : fmt_b ? ELEMS_B17 : ELEMS_A17;
+wire        narrow  = (NBANKS > 1) && (fmt_c ? (WPB_C == 1) : fmt_b ? (WPB_B == 1) : (WPB == 1));
 wire frame_end_rows = row_beat && row_last_q && last_row_q;
 
 // ---------------------------------------------------------------- end of frame
@@ -308,6 +368,7 @@ always @(posedge aclk) begin
     lane_last   <= row_last_q;
     lane_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
     lane_fmt_b  <= fmt_b;
+    lane_fmt_c  <= fmt_c;
     lane_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
@@ -321,13 +382,19 @@ always @(posedge aclk) begin
             n_reg      <= h_n;
             chk_magic  <= (hdr_word[15:0] != MAGIC);
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
-            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b;
+            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b
+                          && !h_fmt_c;
             fmt_b      <= h_fmt_b;
-            k_one_beat <= (h_k <= LANE_ELEMS);
+            fmt_c      <= h_fmt_c;
+            xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
+            grp_f      <= h_grp;
+            k_one_beat <= (h_k <= LANE_ELEMS) && !h_grp;
             k_one_beat_b <= (h_k <= LANE_ELEMS_B);
             bmask_k_b  <= h_bmask_b;
             bthr_q     <= h_bthr;
-            rthr_q     <= h_fmt_b ? RTHR_B : RTHR_A;
+            hthr_q     <= h_hthr;
+            rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
+            r1thr_q    <= h_fmt_c ? R1THR_C : R1THR_A;
             n_one      <= (h_n == 1);
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
@@ -340,11 +407,17 @@ always @(posedge aclk) begin
     end
     if (accept && (st_x || st_row)) begin
         if ((st_x && x_last_q) || (st_row && row_last_q)) begin
-            // a row starts with the next beat
+            // a row starts with the next beat (a scale beat in a grouped frame)
             row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
-            bmask_q    <= (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
+            bmask_q    <= grp_f ? {BYTES{1'b0}} : (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
+        end else if (st_row && scale_q) begin
+            row_last_q <= MULTI ? (rrem <= r1thr_q) : (rrem <= R1THR_A);
+            bmask_q    <= bmask_here;
+        end else if (st_row && grp_f && grp_end) begin
+            row_last_q <= 1'b0;          // a scale beat comes next
+            bmask_q    <= {BYTES{1'b0}};
         end else begin
-            row_last_q <= HAS_B ? (rrem <= rthr_q) : (rrem <= RTHR_A);
+            row_last_q <= MULTI ? (rrem <= rthr_q) : (rrem <= RTHR_A);
             bmask_q    <= bmask_next;
         end
     end
@@ -371,6 +444,9 @@ always @(posedge aclk) begin
         raddr       <= 0;
         rsel        <= 1;
         fmt_b       <= 1'b0;
+        fmt_c       <= 1'b0;
+        scale_q     <= 1'b0;
+        gcnt        <= 3'd0;
     end else begin
         lane_valid <= row_beat;
         eof_d      <= accept && s_axis_tlast;
@@ -395,7 +471,7 @@ always @(posedge aclk) begin
         end
         if (accept && st_x) begin
             xrem <= xrem - BYTES;
-            if (xbank == NBANKS - 1) begin
+            if (xbank == xwrap) begin
                 xbank <= 0;
                 xaddr <= xaddr + 1'b1;
             end else begin
@@ -407,6 +483,8 @@ always @(posedge aclk) begin
             rrem        <= {1'b0, k_reg};
             rows_left   <= n_reg - 1'b1;
             last_row_q  <= n_one;
+            scale_q     <= grp_f;
+            gcnt        <= 3'd0;
         end
         if (accept && st_row) begin
             if (row_last_q) begin
@@ -416,6 +494,11 @@ always @(posedge aclk) begin
                 rrem        <= {1'b0, k_reg};
                 rows_left   <= rows_left - 1'b1;
                 last_row_q  <= (rows_left == 1);
+                scale_q     <= grp_f;
+                gcnt        <= 3'd0;
+            end else if (scale_q) begin
+                row_first_q <= 1'b0;     // a scale beat: no x read, no elements
+                scale_q     <= 1'b0;
             end else begin
                 if (!narrow || rsel[NBANKS-1]) begin
                     raddr   <= raddr + 1'b1;
@@ -425,6 +508,10 @@ always @(posedge aclk) begin
                 end
                 row_first_q <= 1'b0;
                 rrem        <= rrem - elems;
+                if (grp_f) begin
+                    scale_q <= grp_end;
+                    gcnt    <= grp_end ? 3'd0 : gcnt + 1'b1;
+                end
             end
         end
     end

@@ -22,6 +22,7 @@ PYNQ_Z1 = [
     ("int8-engine", {}, "sim.mv_engine.test_mv_engine"),
     ("ternary-engine", {}, "sim.mv_engine.test_mv_engine"),
     ("mv-engine", {}, "sim.mv_engine.test_mv_engine"),
+    ("q4-engine", {}, "sim.q4_engine.test_q4_engine"),
 ]
 ATTENTION = ("attention-engine", {"macs": 48}, "sim.attention.test_attention")  # 16-byte beats, 48 MACs/clock
 #: the PL top of the bitstream (defaults: max_k 2048, max_context 2048); its latency column is

@@ -16,6 +16,9 @@ CONFIGS = [
     ("ternary-engine", {"reg_every": 8, "max_k": 5}),
     ("ternary-tree", {}), ("ternary-tree", {"terms": 2, "x_width": 2, "reg_every": 1}),
     ("ternary-tree", {"terms": 129, "x_width": 16, "reg_every": 5}),
+    ("q4-engine", {}), ("q4-engine", {"max_k": 1}), ("q4-engine", {"max_k": 65535}),
+    ("mv-engine", {"q4": True}), ("mv-engine", {"q4": True, "max_k": 1, "pipeline": 3}),
+    ("mv-engine", {"q4": True, "max_k": 65535, "decode_bram": False}),
 ]
 ATTENTION_EXTREMES = [
     {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 1},
@@ -33,7 +36,8 @@ CONFIGS += [("mv-engine", {}), ("mv-engine", {"bytes": 4, "pipeline": 3, "decode
             ("mv-engine", {"bytes": 16, "pipeline": 7, "reg_every": 1, "max_k": 65535})]
 if "attention-engine" in generators.list_designs():
     CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
-    CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8})]
+    CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8}),
+                ("overlay", {"q4": True})]
 
 
 @pytest.mark.parametrize("design,params", CONFIGS, ids=lambda v: str(v))

@@ -1,5 +1,5 @@
 """Every design the generator knows; importing this package registers them."""
-from . import probe, int8, ternary, mv  # noqa: F401
+from . import probe, int8, ternary, mv, q4  # noqa: F401
 
 try:  # the attention engine registers itself when its module is present
     from . import attention  # noqa: F401

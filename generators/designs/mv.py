@@ -21,6 +21,7 @@ from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 from .ternary import TREE_MODULE, ternary_tree, trit_decode_table
 
 FORMATS = (0x08, 0x03)   # INT8 rows, ternary rows
+FORMAT_Q4 = 0x04         # with q4=true: llama.cpp Q4_1 rows on a third lane (docs/q4.md)
 
 
 @register
@@ -42,6 +43,8 @@ class MVDualEngine(MVEngine):
               "instead of LUTs"),
         P_FIFO,
         P_XSTORE,
+        Param("q4", bool, False, "a third lane for llama.cpp Q4_1 rows (format 0x04, float32 "
+              "results, docs/q4.md); 8-byte beats only"),
     )
 
     # ---------------------------------------------------------------- the two lanes
@@ -63,7 +66,14 @@ class MVDualEngine(MVEngine):
     def paths(self) -> Dict[str, int]:
         """Cycles from the controller's stage 1 to each lane's partial sum: the INT8 path has
         the registered bank select in front of its lane."""
-        return {"int8": 1 + self.int8_lane_latency(), "ternary": self.ternary_lane_latency()}
+        out = {"int8": 1 + self.int8_lane_latency(), "ternary": self.ternary_lane_latency()}
+        if self.p["q4"]:
+            from .q4 import LANE_STAGES
+            out["q4"] = len(LANE_STAGES)
+        return out
+
+    def formats(self) -> List[int]:
+        return list(FORMATS) + ([FORMAT_Q4] if self.p["q4"] else [])
 
     def lane_latency(self) -> int:
         # the longer path, then the register of the partial sum chosen by the frame's format
@@ -82,6 +92,9 @@ class MVDualEngine(MVEngine):
                 f"chosen partial sum registered")
 
     def check(self) -> None:
+        if self.p["q4"] and self.p["bytes"] != 8:
+            raise ParameterError(f"design {self.name}: q4=true needs bytes=8 (a Q4_1 scale beat "
+                                 f"is four fp16), not bytes={self.p['bytes']}")
         hi = 3 + tree_depth(self.p["bytes"])
         if self.p["pipeline"] > hi:
             raise ParameterError(
@@ -105,8 +118,12 @@ class MVDualEngine(MVEngine):
             psum8_w=t8.out.width, psumt_w=tt.out.width,
             delay8=max(p.values()) - p["int8"], delayt=max(p.values()) - p["ternary"],
             int8_module="int8_lane", ternary_module="ternary_lane",
-            format_b=0x08, sext=sext,
+            format_b=0x08, sext=sext, q4=self.p["q4"],
         )
+        if self.p["q4"]:
+            from .q4 import q4_acc_width
+            ctx.update(psum_w=32, acc_w=q4_acc_width(self.p["max_k"]),
+                       delayq=max(p.values()) - p["q4"])
         return ctx
 
     def _lane_ctx(self, kind: str) -> Dict[str, Any]:
@@ -144,7 +161,13 @@ class MVDualEngine(MVEngine):
     def templates(self) -> List[Tuple[str, str]]:
         return []   # rendered by render_texts with one context per lane
 
+    def rtl_files(self) -> List[str]:
+        return super().rtl_files() + (["q4_lane.v"] if self.p["q4"] else [])
+
     def extra_manifest(self) -> Dict[str, Any]:
-        return {"lane_latency": self.lane_latency(), "formats": list(FORMATS),
-                "bytes": self.p["bytes"], "paths": self.paths(),
-                "weights_per_byte": {"8": 1, "3": 5}}
+        out = {"lane_latency": self.lane_latency(), "formats": self.formats(),
+               "bytes": self.p["bytes"], "paths": self.paths(),
+               "weights_per_byte": {"8": 1, "3": 5}}
+        if self.p["q4"]:
+            out["weights_per_byte"]["4"] = 2
+        return out

@@ -41,11 +41,13 @@ class Overlay(Design):
               max=65535),
         Param("order_depth", int, 16, "frame-order FIFO entries of port 0's output merger "
               "(frames accepted but not yet answered)", min=8, max=1024, power_of_two=True),
+        Param("q4", bool, False, "matrix engines: a third lane for llama.cpp Q4_1 rows (format "
+              "0x04, docs/q4.md)"),
     )
 
     # ---------------------------------------------------------------- sub-designs
     def matrix(self) -> Design:
-        return build("mv-engine", {"max_k": self.p["max_k"]})
+        return build("mv-engine", {"max_k": self.p["max_k"], "q4": self.p["q4"]})
 
     def attention(self) -> Design:
         return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
@@ -119,7 +121,7 @@ class Overlay(Design):
         return {
             "streams": [{"port": p, "s_axis": f"s{p}_axis", "s_axis_width": 64,
                          "m_axis": f"m{p}_axis", "m_axis_width": 32} for p in (0, 1)],
-            "matrix": {"formats": [8, 3], "max_k": mat.p["max_k"], "bytes": 8,
+            "matrix": {"formats": mat.formats(), "max_k": mat.p["max_k"], "bytes": 8,
                        "latency": mat.latency(), "port_latency": self.port_latency(),
                        "module": mat.top},
             "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],

@@ -13,6 +13,7 @@ import numpy as np
 MAGIC = 0xB158
 FMT_INT8 = 0x08
 FMT_TERNARY = 0x03
+FMT_Q4 = 0x04
 
 BAD_MAGIC = 1 << 0
 BAD_SHAPE = 1 << 1
@@ -91,6 +92,10 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int) -> List[Wor
         flags |= BAD_FORMAT
     if flags:
         return [(status_word(tag, flags, 0), True)]
+    if f == FMT_Q4:           # llama.cpp Q4_1 rows: their own golden model (golden/q4.py)
+        from .q4 import q4_frame
+        assert beat_bytes == 8, "Q4_1 rows are laid out in 8-byte beats"
+        return q4_frame(frame, max_k)
     fmt = f
 
     body = np.frombuffer(raw[hdr_beats * beat_bytes:], dtype=np.uint8)

@@ -53,8 +53,10 @@ def join(a: Sequence[Word], b: Sequence[Word]) -> List[Tuple[int, bool]]:
 
 
 def overlay_outputs(port0: Sequence[Word], port1: Sequence[Word], max_k: int,
-                    att_cfg: att.AttentionConfig) -> Dict[int, List[Word]]:
-    """Expected output words of ports 0 and 1 for the whole input streams of both ports."""
+                    att_cfg: att.AttentionConfig, formats: Sequence[int] = FORMATS
+                    ) -> Dict[int, List[Word]]:
+    """Expected output words of ports 0 and 1 for the whole input streams of both ports
+    (`formats`: the matrix engines' formats, the manifest's matrix.formats; 0x04 with q4)."""
     order0: List[Tuple[str, object]] = []     # port 0's answers, in input order
     out1: List[Word] = []
     side_a: List[Word] = []
@@ -64,12 +66,12 @@ def overlay_outputs(port0: Sequence[Word], port1: Sequence[Word], max_k: int,
             side_a += fr
             order0.append(("attention", None))
         else:
-            order0.append(("matrix", mv.mv_frame([d for d, _ in fr], 8, FORMATS, max_k)))
+            order0.append(("matrix", mv.mv_frame([d for d, _ in fr], 8, formats, max_k)))
     for fr in _frames(port1):
         if fr[0][0] & 0xFFFF == ROUTE_MAGIC:
             side_b += fr[1:]                  # the route word goes nowhere
         else:
-            out1 += mv.mv_frame([d for d, _ in fr], 8, FORMATS, max_k)
+            out1 += mv.mv_frame([d for d, _ in fr], 8, formats, max_k)
     joined = join(side_a, side_b)
     att_out = [[(w, i == len(f) - 1) for i, w in enumerate(f)]
                for f in att.stream_outputs([d for d, _ in joined], [l for _, l in joined], att_cfg)]

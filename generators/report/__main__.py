@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -31,6 +32,7 @@ from .decoder_model import (
     format_table,
     matmul_frame_beats,
     matrices,
+    weight_format_rows,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,11 +69,12 @@ SIM_MODULES = {
     "probe": "sim.probe.test_probe",
     "int8-engine": "sim.mv_engine.test_mv_engine",
     "ternary-engine": "sim.mv_engine.test_mv_engine",
+    "q4-engine": "sim.q4_engine.test_q4_engine",
     "attention-engine": "sim.attention.test_attention",
 }
 #: weights per byte of each design's weight stream (None: no weights: the probe computes
-#: nothing, the attention engine streams q and the KV cache)
-WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5,
+#: nothing, the attention engine streams q and the KV cache; Q4_1: 64 weights in 40 bytes)
+WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5, "q4-engine": Fraction(8, 5),
                     "attention-engine": None}
 
 
@@ -109,6 +112,9 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
         out.append(dict(design="ternary-engine", params={"decode_bram": False}, kind="sweep"))
         out.append(dict(design="ternary-engine", params={}, kind="lane",
                         top="ternary_lane", sources=["delay_line.v", "ternary_tree.v", "ternary_lane.v"]))
+    if "q4-engine" in designs:
+        out.append(dict(design="q4-engine", params={}, kind="lane", top="q4_lane",
+                        sources=["q4_lane.v"]))
     if "int8-engine" in designs:
         for p in (3, 4, 6):
             out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
@@ -189,6 +195,8 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
             terms = r.get("terms")
             note = (f"{terms}-term lane vs goal {lane_goal} LUT: "
                     f"{r['LUT'] / lane_goal:.2f}x" if terms else f"vs goal {lane_goal} LUT")
+            if r["design"] == "q4-engine":
+                note = "Q4_1 lane (docs/q4.md): 16 4-bit products, 2 DSP48, float32 rounding"
         rows.append(dict(design=lab, params=params, LUT=r.get("LUT"), FF=r.get("FF"),
                          CARRY4=r.get("CARRY4"), DSP48E1=r.get("DSP48E1"), BRAM=r.get("BRAM"),
                          lut_levels=r.get("lut_levels"), carry4_chain=r.get("carry4_chain"),
@@ -394,6 +402,14 @@ def decoder_tables(attention_latency: Optional[float] = None,
             "latency_source": "measured" if attention_latency is not None else "placeholder"}
 
 
+WF_COLUMNS = ["format", "bits_per_weight", "stream_mb", "matmul_ms", "bound", "matmul_tok_s",
+              "tok_s"]
+WF_HEADERS = {"bits_per_weight": "bits/weight", "stream_mb": "MB streamed/token",
+              "matmul_tok_s": "tok/s matmul only", "tok_s": "tok/s"}
+WF_FORMATS = {"bits_per_weight": ".2f", "stream_mb": ".1f", "matmul_ms": ".2f",
+              "matmul_tok_s": ".1f", "tok_s": ".1f"}
+
+
 FIG6_COLUMNS = ["context", "matmul_ms", "attention_ms", "small_ops_ms", "total_ms", "tok_s",
                 "writeup_tok_s", "error_pct", "pl_share"]
 FIG6_FORMATS = {"error_pct": "+.1f", "pl_share": lambda v: f"{100 * v:.1f} %"}
@@ -516,7 +532,7 @@ def main(argv=None) -> int:
                 f"low on random bursts of 1-8 cycles (about 80 % of cycles): the input then "
                 f"waits only where rows are short (random K down to 1, one result per beat). GB/s = {FCLK_HZ / 1e6:.3f} MHz x {BEAT_BYTES} B x beats/cycle, per "
                 f"port; two ports = two engines, capped by the {WALL_BYTES_PER_S / 1e9:.2f} GB/s "
-                f"DDR wall. Weights/s = bytes/s x weights per byte (INT8 1, ternary 5; none for the "
+                f"DDR wall. Weights/s = bytes/s x weights per byte (INT8 1, ternary 5, Q4_1 1.6; none for the "
                 f"probe and the attention engine).")
         fr = frame_rows(latencies)
         if fr:
@@ -542,7 +558,12 @@ def main(argv=None) -> int:
             + f"\nAttention on the CPU vs on the PL (two engines, cycles per frame = beats + "
               f"{dec['latency']} ({dec['latency_source']} latency), capped by the DDR wall) "
               f"and the wall bound (every weight and KV byte once at 1.97 GB/s + small ops):\n\n"
-            + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS))
+            + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS)
+            + "\nWeight formats side by side (SmolLM2-135M, context 512, attention on the PL as "
+              "above, two matrix engines at 8 B/clock capped by the wall; bits/weight = streamed "
+              "row bytes; q4 = llama.cpp Q4_1 on the q4-engine, docs/q4.md):\n\n"
+            + format_table(weight_format_rows(None, 512, engine_cycles=att_latency),
+                           WF_COLUMNS, WF_HEADERS, WF_FORMATS))
 
     # plots
     from . import plots

@@ -474,3 +474,59 @@ def format_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None,
     sep = "|" + "|".join(("-" * (w + 1) + ":") if numeric[i] else ("-" * (w + 2))
                          for i, w in enumerate(widths)) + "|"
     return "\n".join([line(head), sep] + [line(b) for b in body]) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# weight formats side by side (INT8, ternary, Q4_1)
+
+#: row beats of one k-weight row per weight format at 8-byte beats: INT8 one weight per byte,
+#: ternary five per byte, Q4_1 (the q4-engine's layout, docs/q4.md) a scale beat per 64
+#: weights and a code beat per 16
+WEIGHT_FORMATS = {
+    "int8": lambda k: _ceil_div(k, 8),
+    "ternary": lambda k: _ceil_div(_ceil_div(k, 5), 8),
+    "q4": lambda k: _ceil_div(k, 64) + _ceil_div(k, 16),
+}
+#: the rows of the table: (layer matrices' format, LM head's format). SmolLM2's GGUF stores its
+#: tied embedding (the LM head) in Q8_0, which runs as INT8 rows: the last row.
+FORMAT_ROWS = {"int8": ("int8", "int8"), "ternary": ("ternary", "ternary"), "q4": ("q4", "q4"),
+               "q4 + int8 head": ("q4", "int8")}
+
+
+def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
+                       platform: Platform | None = None, engines: int = 2,
+                       attention_on: str = "pl", engine_cycles: EngineCycles = None
+                       ) -> list[dict]:
+    """Tokens per second of the decoder per weight format, from the engines' stream beats.
+
+    Per format: the beats of every matrix frame of one token (header + x + N rows in that
+    format's layout, 8-byte beats, every engine one beat per clock), shared by ``engines``
+    engines (one per HP port); the matmul time is the larger of the engines' cycles at
+    ``fclk_hz`` and the streamed bytes over the DDR wall. Attention (on the PL by default,
+    INT8 KV cache, the same for every format) and the small ops are added as in
+    :func:`decoder_row`. ``bits_per_weight`` counts the streamed row bytes only.
+    """
+    s = shape or ModelShape()
+    p = platform or Platform()
+    att = attention_costs(s, context, attention_on, p, engine_cycles)
+    out = []
+    for fmt, (layer_fmt, head_fmt) in FORMAT_ROWS.items():
+        beats = row_beats = 0
+        for m in matrices(s):
+            beats_of_row = WEIGHT_FORMATS[head_fmt if m["name"] == "lm_head" else layer_fmt]
+            rb = m["n"] * beats_of_row(m["k"])
+            row_beats += rb * m["count"]
+            beats += (1 + _ceil_div(m["k"], p.beat_bytes) + rb) * m["count"]
+        stream = beats * p.beat_bytes
+        engine_s = beats / engines / p.fclk_hz
+        wall_s = stream / p.wall_bytes_per_s
+        mat_ms = max(engine_s, wall_s) * 1e3
+        total = mat_ms + att["ms"] + p.small_ops_s * 1e3
+        weights = sum(m["weights"] for m in matrices(s))
+        out.append(dict(format=fmt, bits_per_weight=8 * row_beats * p.beat_bytes / weights,
+                        stream_mb=stream / 1e6, matmul_ms=mat_ms,
+                        bound="wall" if wall_s >= engine_s else "engine",
+                        matmul_tok_s=1e3 / mat_ms, attention_ms=att["ms"],
+                        small_ops_ms=p.small_ops_s * 1e3, total_ms=total, tok_s=1e3 / total,
+                        context=context))
+    return out

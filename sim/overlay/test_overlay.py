@@ -39,6 +39,7 @@ class OverlayTB:
         self.dut = dut
         self.man = load_manifest()
         self.max_k = int(self.man["matrix"]["max_k"])
+        self.formats = [int(f) for f in self.man["matrix"].get("formats", golden.FORMATS)]
         a = self.man["attention"]
         self.cfg = gatt.AttentionConfig(
             heads_per_group=a["heads_per_group"], head_dim=a["head_dim"],
@@ -85,8 +86,15 @@ class OverlayTB:
     def matrix(self, k=None, n=None, fmt=None, tag=None):
         k = self.rng.randint(1, self.max_k) if k is None else k
         n = self.rng.randint(1, 12) if n is None else n
-        fmt = self.rng.choice(golden.FORMATS) if fmt is None else fmt
+        fmt = self.rng.choice(self.formats) if fmt is None else fmt
         x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8)
+        if fmt == gmv.FMT_Q4:         # llama.cpp Q4_1 rows (overlay q4=true, docs/q4.md)
+            from generators.q4 import build_q4_frame, pack_q4_rows
+            nb = -(-k // 32)
+            q = self.np_rng.integers(0, 16, size=(n, nb, 32), dtype=np.uint8)
+            d, m = (self.np_rng.normal(0, 0.01, size=(n, nb)).astype(np.float16) for _ in "dm")
+            return build_q4_frame(x, pack_q4_rows(q, d, m, k), k,
+                                  self.rng.randrange(256) if tag is None else tag)
         if fmt == gmv.FMT_TERNARY:
             w = self.np_rng.integers(-1, 2, size=(n, k), dtype=np.int8)
         else:
@@ -159,7 +167,7 @@ class OverlayTB:
         every output word of both ports with the golden model; check that every input word
         was taken and that no port saw a protocol fault."""
         w0, w1 = self.words_of(frames0), self.words_of(frames1)
-        exp = golden.overlay_outputs(w0, w1, self.max_k, self.cfg)
+        exp = golden.overlay_outputs(w0, w1, self.max_k, self.cfg, self.formats)
         for m in self.mon:
             m.clear()
         senders = [cocotb.start_soon(self._send(p, fr, skew[p]))
@@ -217,12 +225,14 @@ def bad_cases(tb):
     good = tb.matrix(k, 3)
     L = min(tb.max_l, 3)
     h0, h1 = tb.attention(L)
+    bad_fmt = [f for f in (4, 5) if f not in tb.formats][0]
     cases = [
         ("bad magic on port 0", [bytes(header_bytes(k, 2, 8, 0x21, magic=0x1234)) + bytes(8)], []),
         ("bad magic on port 1", [], [bytes(header_bytes(k, 2, 3, 0x22, magic=0x0000)) + bytes(8)]),
         ("route magic on port 0", [bytes(header_bytes(k, 2, 8, 0x23, magic=0xA77F))], []),
         ("attention magic on port 1", [], [bytes(header_bytes(k, 2, 8, 0x24, magic=0xA77E))]),
-        ("BAD_FORMAT 0x04 on port 1", [], [bytes(header_bytes(k, 2, 4, 0x25)) + bytes(24)]),
+        (f"BAD_FORMAT {bad_fmt:#04x} on port 1", [], [bytes(header_bytes(k, 2, bad_fmt, 0x25))
+                                                      + bytes(24)]),
         ("matrix SHORT on port 0", [good[:-16]], []),
         ("matrix LONG on port 1", [], [good + bytes(16)]),
         ("attention SHORT (both halves)", [h0[:-8 * 8]], [h1[:-8 * 8]]),

@@ -1,0 +1,80 @@
+"""`q4-engine`: matrix-vector engine for llama.cpp Q4_1 rows (4-bit codes, fp16 d and m per
+32-weight block), header format 0x04, float32 results (docs/q4.md).
+
+The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
+every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
+The lane's pipeline is fixed (13 stages); the generator computes the row accumulator's width
+from max_k and the latency once, here.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ..core import ParameterError, register
+from .mv_common import P_FIFO, P_MAX_K, P_XSTORE, MV_RTL, MVEngine
+
+FORMAT_Q4 = 0x04
+BLOCK = 32                  # weights per Q4_1 block
+GROUP = 64                  # weights per scale beat (two blocks)
+#: lane stages: products, sums of 4, beat sums, block sums and fp16 decode, multiplies,
+#: shifts, term sum, row accumulator, sign/magnitude, leading one (2), normalise, round
+LANE_STAGES = ("A products", "B sums of 4", "C beat sums", "D block sums, fp16 decode",
+               "E d*S, m*X", "F shifts", "G term sum", "H accumulate",
+               "R1 magnitude", "R2 chunk flags", "R3 leading one", "R4 normalise", "R5 round")
+SIG_MAX = 2047              # largest fp16 significand
+SH_MAX = 29                 # largest fp16 exponent shift (value = sig * 2^(sh - 24))
+
+
+def q4_acc_width(max_k: int) -> int:
+    """Bits of the signed row accumulator (units of 2^-24) for rows of up to max_k weights:
+    per block |d*S| + |m*X| <= 2047 * 2^29 * (32*15*128 + 32*128)."""
+    blocks = -(-max_k // BLOCK)
+    worst = blocks * SIG_MAX * 2 ** SH_MAX * (BLOCK * 15 * 128 + BLOCK * 128)
+    return max(59, worst.bit_length() + 1)
+
+
+@register
+class Q4Engine(MVEngine):
+    name = "q4-engine"
+    top = "q4_engine"
+    summary = ("Q4_1 matrix-vector engine: 4-bit codes with fp16 d and m per 32 weights, "
+               "exact fixed-point sums, one float32 per row")
+    wpb = 2
+    format_code = FORMAT_Q4
+    lane_module = "q4_lane"
+    params = (P_MAX_K, P_FIFO, P_XSTORE)
+
+    def lane_latency(self) -> int:
+        return len(LANE_STAGES)
+
+    def lane_doc(self) -> str:
+        return ("16 4-bit x INT8 products (LUTs), beat and block sums, d*S and m*X on 2 DSP48, "
+                f"a {self.acc_w()}-bit exact row sum, rounded once to float32")
+
+    def acc_w(self) -> int:
+        return q4_acc_width(self.p["max_k"])
+
+    def check(self) -> None:
+        if self.fifo_margin() + 2 > self.p["fifo_depth"]:
+            raise ParameterError(
+                f"design {self.name}: fifo_depth={self.p['fifo_depth']} is too small for "
+                f"latency {self.latency()}; it needs more than {self.fifo_margin() + 2} entries")
+
+    def context(self) -> Dict[str, Any]:
+        return {
+            "top": self.top, "summary": self.summary, "format_code": self.format_code,
+            "lane_latency": self.lane_latency(), "lane_doc": self.lane_doc(),
+            "acc_w": self.acc_w(),
+            "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
+            "fifo_margin": self.fifo_margin(), "x_bram": int(self.x_bram()),
+        }
+
+    def rtl_files(self) -> List[str]:
+        return list(MV_RTL) + ["q4_lane.v"]
+
+    def templates(self) -> List[Tuple[str, str]]:
+        return [("q4_engine.v.j2", f"{self.top}.v")]
+
+    def extra_manifest(self) -> Dict[str, Any]:
+        return {"lane_latency": self.lane_latency(), "format": self.format_code, "bytes": 8,
+                "acc_w": self.acc_w(), "output": "float32"}

@@ -1,0 +1,160 @@
+"""Golden model of the Q4_1 matrix-vector engine (`q4-engine`, header format 0x04).
+
+Written from the contract (docs/q4.md) alone: it shares no code with the templates, the rtl/
+files or the host packing module. It reads the raw input beats, decodes every fp16 d and m
+exactly into integers, forms each row's value exactly (Python integers, units of 2^-24) and
+rounds it once, to nearest even, into a float32, with integer arithmetic only.
+
+Row layout: per 64 weights a scale beat (fp16 d0, m0, d1, m1, little-endian) followed by
+ceil(remaining / 16) (at most 4) code beats; code beat c of a group holds weights 16c..16c+15
+of it, weight 16c+j in nibble j (byte j//2, low nibble first).
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Sequence, Tuple
+
+import numpy as np
+
+from .mv import (BAD_FORMAT, BAD_MAGIC, BAD_SHAPE, LONG_FRAME, MAGIC, SHORT_FRAME,
+                 split_frames, status_word)
+
+FMT_Q4 = 0x04
+BAD_SCALE = 1 << 5          # an fp16 d or m with exponent 31 (Inf/NaN) in a block within K
+BEAT = 8
+
+Word = Tuple[int, bool]
+
+
+def f16_exact(h: int) -> Tuple[int, bool]:
+    """fp16 bits -> (value * 2^24 as an exact integer, bad). Inf/NaN -> (0, True)."""
+    s, e, f = h >> 15 & 1, h >> 10 & 0x1F, h & 0x3FF
+    if e == 31:
+        return 0, True
+    v = f if e == 0 else (1024 + f) << (e - 1)    # value = f*2^-24 or (1024+f)*2^(e-25)
+    return (-v if s else v), False
+
+
+def round_f32(a: int) -> int:
+    """float32 bits of a * 2^-24, rounded to nearest even (a: any integer with |a| < 2^150)."""
+    if a == 0:
+        return 0
+    sign = 1 if a < 0 else 0
+    mag = -a if a < 0 else a
+    p = mag.bit_length() - 1                  # leading one: mag in [2^p, 2^(p+1))
+    if p > 23:
+        sh = p - 23
+        q, rem = mag >> sh, mag & ((1 << sh) - 1)
+        half = 1 << (sh - 1)
+        if rem > half or (rem == half and q & 1):
+            q += 1
+        if q == 1 << 24:
+            q, p = q >> 1, p + 1
+    else:
+        q = mag << (23 - p)
+    e = p - 24 + 127
+    assert 1 <= e <= 254, "outside float32's normal range"
+    return sign << 31 | e << 23 | (q & 0x7FFFFF)
+
+
+def row_beats(k: int) -> int:
+    return -(-k // 64) + -(-k // 16)
+
+
+def _row_plan(k: int) -> List[Tuple[str, int, int]]:
+    """The beats of a row in order: ('s', group, 0) or ('c', group, code index)."""
+    plan = []
+    for g in range(-(-k // 64)):
+        plan.append(("s", g, 0))
+        for c in range(min(4, -(-(k - 64 * g) // 16))):
+            plan.append(("c", g, c))
+    return plan
+
+
+def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tuple[int, bool]:
+    """(exact integer sum in units of 2^-24, bad) of one row; with beats_seen, only the blocks
+    whose last beat is among the first beats_seen beats are checked for bad scales."""
+    plan = _row_plan(k)
+    beats_seen = len(plan) if beats_seen is None else beats_seen
+    xs = np.zeros(64 * -(-k // 64), dtype=np.int64)
+    xs[:k] = x[:k]
+    total, bad = 0, False
+    for b in range(-(-k // 32)):
+        g, half = divmod(b, 2)
+        # index in the plan of this block's last code beat
+        idx = [i for i, (t, gg, c) in enumerate(plan) if t == "c" and gg == g and c // 2 == half]
+        if idx[-1] >= beats_seen:
+            continue
+        s_at = plan.index(("s", g, 0))
+        sb = row[s_at * BEAT:(s_at + 1) * BEAT]
+        d = int.from_bytes(sb[4 * half:4 * half + 2], "little")
+        m = int.from_bytes(sb[4 * half + 2:4 * half + 4], "little")
+        q = []
+        for i in idx:
+            cb = row[i * BEAT:(i + 1) * BEAT]
+            for byte in cb:
+                q += [byte & 0xF, byte >> 4]
+        base = 64 * g + 32 * half
+        xb = xs[base:base + len(q)]
+        s = int(np.dot(np.array(q, dtype=np.int64), xb))
+        xsum = int(xb.sum())
+        dv, dbad = f16_exact(d)
+        mv, mbad = f16_exact(m)
+        bad |= dbad or mbad
+        total += dv * s + mv * xsum
+    return total, bad
+
+
+def q4_frame(frame: Sequence[int], max_k: int) -> List[Word]:
+    """Expected output words of one input frame (a list of 8-byte beat integers)."""
+    raw = b"".join(int(d).to_bytes(BEAT, "little") for d in frame)
+    if len(frame) < 1:
+        return [(status_word(0, SHORT_FRAME, 0), True)]
+    magic = int.from_bytes(raw[0:2], "little")
+    k = int.from_bytes(raw[2:4], "little")
+    n = int.from_bytes(raw[4:6], "little")
+    f, tag = raw[6], raw[7]
+    if magic != MAGIC:
+        return [(status_word(tag, BAD_MAGIC, 0), True)]
+    flags = 0
+    if k == 0 or k > max_k or n == 0:
+        flags |= BAD_SHAPE
+    if f != FMT_Q4:
+        flags |= BAD_FORMAT
+    if flags:
+        return [(status_word(tag, flags, 0), True)]
+    body = raw[BEAT:]
+    x_len = -(-k // BEAT) * BEAT
+    if len(body) < x_len:
+        return [(status_word(tag, SHORT_FRAME, 0), True)]
+    x = np.frombuffer(body[:k], dtype=np.int8).astype(np.int64)
+    rows = body[x_len:]
+    row_len = row_beats(k) * BEAT
+    out: List[Word] = []
+    flags = 0
+    complete = min(len(rows) // row_len, n)
+    for r in range(min(-(-len(rows) // row_len), n)):
+        row = rows[r * row_len:(r + 1) * row_len]
+        value, bad = row_value(row, x, k, len(row) // BEAT)
+        if bad:
+            flags |= BAD_SCALE
+        if r < complete:
+            out.append((round_f32(value), False))
+    if len(rows) < n * row_len:
+        flags |= SHORT_FRAME
+    elif len(rows) > n * row_len:
+        flags |= LONG_FRAME
+    out.append((status_word(tag, flags, complete), True))
+    return out
+
+
+def q4_stream(beats: Iterable[Tuple[int, bool]], max_k: int) -> List[Word]:
+    out: List[Word] = []
+    for fr in split_frames(beats):
+        out.extend(q4_frame(fr, max_k))
+    return out
+
+
+def flag_names(flags: int) -> List[str]:
+    names = {BAD_MAGIC: "BAD_MAGIC", BAD_SHAPE: "BAD_SHAPE", BAD_FORMAT: "BAD_FORMAT",
+             SHORT_FRAME: "SHORT_FRAME", LONG_FRAME: "LONG_FRAME", BAD_SCALE: "BAD_SCALE"}
+    return [v for b, v in names.items() if flags & b]

@@ -1,0 +1,318 @@
+// 4-bit lane: llama.cpp Q4_1 rows (w = d*q + m per 32-weight block), one beat per clock.
+//
+// Part of the ternary-pynq engines (hand-written, parameterized; not generated).
+//
+// Row layout (8-byte beats, built once by the host: generators.q4.pack_q4_rows): per 64
+// weights one scale beat {m1, d1, m0, d0} (fp16, d0 in bytes 0-1) ahead of four code beats;
+// code beat c of a group holds weights 16c .. 16c+15 of it, weight 16c+j in bits [4j+3:4j]
+// (unsigned 4-bit codes). Blocks: code beats 0-1 are block 0 (d0, m0), beats 2-3 block 1.
+// The stream controller (GROUP = 4) marks a scale beat with an all-zero byte mask and reads
+// 16 x elements (two banks) per code beat; x past K is zero.
+//
+// Numerics (docs/q4.md): per block the exact integers S = sum q*x and X = sum x; the block's
+// d and m converted exactly (fp16 = sig * 2^(sh-24), sig 11 bits signed by the sign bit,
+// sh 0..29); d*S*2^sh_d + m*X*2^sh_m summed exactly in an ACC_W-bit integer (units of 2^-24);
+// the row's sum rounded once, to nearest even, to float32 (every sum is a float32 normal or
+// zero: |value| < 2^(ACC_W-25), the smallest nonzero 2^-24). An fp16 d or m with exponent 31
+// (Inf, NaN) in a block holding a weight of index < K counts as zero and raises `bad`.
+//
+// Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 13
+// cycles after stage 1:
+//   A  scale beat held; code beat: 16 products q*x (LUTs, shift-add), x registered
+//   B  sums of four          C  beat sums S_beat, X_beat
+//   D  block sums, fp16 decode          E  d*S and m*X (2 DSP48)
+//   F  shifted by the exponents         G  the two terms added
+//   H  row accumulator (ACC_W bits)     R1 sign, magnitude
+//   R2 per 8-bit chunk: nonzero, top bit R3 leading-one position
+//   R4 normalised                       R5 rounded, packed
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module q4_lane #
+(
+    // Row accumulator width (from the generator: the exact worst case of max_k; 63 bits
+    // at max_k = 2048)
+    parameter ACC_W = 63
+)
+(
+    input  wire                 aclk,
+    input  wire                 in_valid,
+    input  wire                 in_first,
+    input  wire                 in_last,
+    input  wire [63:0]          in_w,
+    input  wire [127:0]         in_x,
+    input  wire [7:0]           in_bmask,
+    output wire signed [31:0]   psum,
+    output wire                 ci,
+    output wire                 bad
+);
+
+localparam PW = ACC_W;              // width of the row sum
+localparam LZW = 7;                 // bits of a position in it
+
+initial begin
+    if (ACC_W < 59 || ACC_W > 127) begin
+        $display("q4_lane: ACC_W=%0d out of range 59..127", ACC_W);
+        $finish;
+    end
+end
+
+// ---------------------------------------------------------------- stage 1 bookkeeping
+wire        in_scale = in_valid && (in_bmask == 8'd0);
+wire        in_code  = in_valid && (in_bmask != 8'd0);
+reg  [63:0] scale_r;                // the current group's {m1, d1, m0, d0}
+reg  [1:0]  cidx;                   // code beat index in its group
+reg         newrow;                 // the next block starts a row: the row sum resets
+
+always @(posedge aclk) begin
+    if (in_scale) begin
+        scale_r <= in_w;
+        cidx    <= 2'd0;
+        if (in_first) newrow <= 1'b1;
+    end else if (in_code) begin
+        cidx <= cidx + 2'd1;
+        if (cidx[0] || in_last) newrow <= 1'b0;
+    end
+end
+
+// ---------------------------------------------------------------- A: products
+reg               a_valid, a_end, a_second, a_first, a_last;
+reg  [31:0]       a_dm;
+// flat vectors; each field kept at the width of the sum it feeds (sign-extended)
+reg  [16*14-1:0]  a_p;              // q*x, 16 fields
+reg  [16*10-1:0]  a_x;              // x, 16 fields
+
+// q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s)
+function [11:0] qmul(input [3:0] q, input [7:0] x);
+    reg [11:0] xe;
+    begin
+        xe = {{4{x[7]}}, x};
+        qmul = (q[0] ? xe : 12'd0) + (q[1] ? {xe[10:0], 1'b0} : 12'd0)
+             + (q[2] ? {xe[9:0], 2'b0} : 12'd0) + (q[3] ? {xe[8:0], 3'b0} : 12'd0);
+    end
+endfunction
+
+genvar gi;
+generate
+for (gi = 0; gi < 16; gi = gi + 1) begin : g_prod
+    wire [11:0] p = qmul(in_w[4*gi +: 4], in_x[8*gi +: 8]);
+    always @(posedge aclk) begin
+        a_p[14*gi +: 14] <= {{2{p[11]}}, p};
+        a_x[10*gi +: 10] <= {{2{in_x[8*gi+7]}}, in_x[8*gi +: 8]};
+    end
+end
+endgenerate
+
+always @(posedge aclk) begin
+    a_valid  <= in_code;
+    a_end    <= cidx[0] || in_last;
+    a_second <= cidx[0];
+    a_first  <= newrow;
+    a_last   <= in_last;
+    a_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
+end
+
+// ---------------------------------------------------------------- B, C: beat sums
+reg               b_valid, b_end, b_second, b_first, b_last;
+reg  [31:0]       b_dm;
+reg  [4*16-1:0]   b_p;              // sums of four products, 4 fields
+reg  [4*12-1:0]   b_x;              // sums of four x, 4 fields
+generate
+for (gi = 0; gi < 4; gi = gi + 1) begin : g_four
+    wire [13:0] sp = a_p[14*(4*gi) +: 14] + a_p[14*(4*gi+1) +: 14]
+                   + a_p[14*(4*gi+2) +: 14] + a_p[14*(4*gi+3) +: 14];
+    wire [9:0]  sx = a_x[10*(4*gi) +: 10] + a_x[10*(4*gi+1) +: 10]
+                   + a_x[10*(4*gi+2) +: 10] + a_x[10*(4*gi+3) +: 10];
+    always @(posedge aclk) begin
+        b_p[16*gi +: 16] <= {{2{sp[13]}}, sp};
+        b_x[12*gi +: 12] <= {{2{sx[9]}}, sx};
+    end
+end
+endgenerate
+always @(posedge aclk) begin
+    b_valid <= a_valid; b_end <= a_end; b_second <= a_second; b_first <= a_first;
+    b_last <= a_last; b_dm <= a_dm;
+end
+
+reg               c_valid, c_end, c_second, c_first, c_last;
+reg  [31:0]       c_dm;
+reg  signed [15:0] c_s;
+reg  signed [11:0] c_x;
+always @(posedge aclk) begin
+    c_valid <= b_valid; c_end <= b_end; c_second <= b_second; c_first <= b_first;
+    c_last <= b_last; c_dm <= b_dm;
+    c_s <= b_p[15:0] + b_p[31:16] + b_p[47:32] + b_p[63:48];
+    c_x <= b_x[11:0] + b_x[23:12] + b_x[35:24] + b_x[47:36];
+end
+
+// ---------------------------------------------------------------- D: block sums, fp16 decode
+// fp16 h -> signed significand (12 bits) and shift: value = sig * 2^(sh - 24)
+function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
+    reg [4:0]  e;
+    reg [11:0] mag;
+    begin
+        e   = h[14:10];
+        mag = {1'b0, (e != 5'd0), h[9:0]};
+        if (e == 5'd31) begin
+            f16dec = {1'b1, 5'd0, 12'd0};
+        end else begin
+            f16dec = {1'b0, (e == 5'd0) ? 5'd0 : e - 5'd1, h[15] ? -mag : mag};
+        end
+    end
+endfunction
+
+reg  signed [15:0] hold_s;
+reg  signed [11:0] hold_x;
+reg               d_valid, d_first, d_last;
+reg  signed [16:0] d_s;
+reg  signed [12:0] d_x;
+reg  [17:0]       d_d, d_m;
+always @(posedge aclk) begin
+    if (c_valid && !c_second) begin
+        hold_s <= c_s;
+        hold_x <= c_x;
+    end
+    d_valid <= c_valid && c_end;
+    d_first <= c_first;
+    d_last  <= c_last;
+    d_s <= (c_second ? {hold_s[15], hold_s} : 17'sd0) + {c_s[15], c_s};
+    d_x <= (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
+    d_d <= f16dec(c_dm[15:0]);
+    d_m <= f16dec(c_dm[31:16]);
+end
+
+// ---------------------------------------------------------------- E: the two multiplies
+reg               e_valid, e_first, e_last, e_bad;
+reg  [4:0]        e_shd, e_shm;
+(* use_dsp = "yes" *) reg signed [27:0] e_pd;
+(* use_dsp = "yes" *) reg signed [23:0] e_pm;
+wire signed [11:0] sig_d = d_d[11:0];
+wire signed [11:0] sig_m = d_m[11:0];
+always @(posedge aclk) begin
+    e_valid <= d_valid;
+    e_first <= d_first;
+    e_last  <= d_last;
+    e_bad   <= d_valid && (d_d[17] || d_m[17]);
+    e_shd   <= d_d[16:12];
+    e_shm   <= d_m[16:12];
+    e_pd    <= sig_d * d_s;
+    e_pm    <= sig_m * d_x;
+end
+
+// ---------------------------------------------------------------- F, G: shifted, added
+reg               f_valid, f_first, f_last, f_bad;
+reg  signed [56:0] f_td;
+reg  signed [52:0] f_tm;
+always @(posedge aclk) begin
+    f_valid <= e_valid; f_first <= e_first; f_last <= e_last; f_bad <= e_bad;
+    f_td <= {{29{e_pd[27]}}, e_pd} <<< e_shd;
+    f_tm <= {{29{e_pm[23]}}, e_pm} <<< e_shm;
+end
+
+reg               g_valid, g_first, g_last, g_bad;
+reg  signed [57:0] g_t;
+always @(posedge aclk) begin
+    g_valid <= f_valid; g_first <= f_first; g_last <= f_last; g_bad <= f_bad;
+    g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
+end
+
+// ---------------------------------------------------------------- H: row accumulator
+reg  signed [PW-1:0] acc;
+reg               h_row, h_bad;
+reg  signed [PW-1:0] h_sum;
+wire signed [PW-1:0] acc_next = (g_first ? {PW{1'b0}} : acc) + {{(PW-58){g_t[57]}}, g_t};
+always @(posedge aclk) begin
+    if (g_valid) acc <= acc_next;
+    h_row <= g_valid && g_last;
+    h_bad <= g_bad;
+    h_sum <= acc_next;
+end
+
+// ---------------------------------------------------------------- R1..R5: round to float32
+reg               r1_row, r1_bad, r1_neg;
+reg  [PW-1:0]     r1_mag;
+always @(posedge aclk) begin
+    r1_row <= h_row; r1_bad <= h_bad;
+    r1_neg <= h_sum[PW-1];
+    r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
+end
+
+// leading one, in two steps: per 8-bit chunk a nonzero flag and the position of its top set
+// bit (R2), then the highest nonzero chunk and the position in it (R3)
+localparam NCH = (PW + 7) / 8;
+wire [NCH*8-1:0]  mag_pad = {{(NCH*8-PW){1'b0}}, r1_mag};
+reg               r2_row, r2_bad, r2_neg, r2_zero;
+reg  [PW-1:0]     r2_mag;
+reg  [NCH-1:0]    r2_nz;
+reg  [NCH*3-1:0]  r2_pos;
+generate
+for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
+    wire [7:0] ch = mag_pad[8*gi +: 8];
+    wire [2:0] pos = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
+                   : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
+    always @(posedge aclk) begin
+        r2_nz[gi]          <= |ch;
+        r2_pos[3*gi +: 3]  <= pos;
+    end
+end
+endgenerate
+always @(posedge aclk) begin
+    r2_row <= r1_row; r2_bad <= r1_bad; r2_neg <= r1_neg;
+    r2_zero <= (r1_mag == {PW{1'b0}});
+    r2_mag  <= r1_mag;
+end
+
+reg  [LZW-1:0]    lead;
+integer j;
+always @* begin
+    lead = {LZW{1'b0}};
+    for (j = 0; j < NCH; j = j + 1) begin
+        if (r2_nz[j]) lead = {j[LZW-4:0], r2_pos[3*j +: 3]};
+    end
+end
+
+reg               r3_row, r3_bad, r3_neg, r3_zero;
+reg  [PW-1:0]     r3_mag;
+reg  [LZW-1:0]    r3_lead;
+always @(posedge aclk) begin
+    r3_row <= r2_row; r3_bad <= r2_bad; r3_neg <= r2_neg; r3_zero <= r2_zero;
+    r3_mag  <= r2_mag;
+    r3_lead <= lead;
+end
+
+// normalised: the leading one at bit PW-1
+localparam [LZW-1:0] TOP = PW - 1;
+reg               r4_row, r4_bad, r4_neg, r4_zero;
+reg  [PW-1:0]     r4_norm;
+reg  [LZW-1:0]    r4_lead;
+always @(posedge aclk) begin
+    r4_row <= r3_row; r4_bad <= r3_bad; r4_neg <= r3_neg; r4_zero <= r3_zero;
+    r4_norm <= r3_mag << (TOP - r3_lead);
+    r4_lead <= r3_lead;
+end
+
+// round to nearest even at 24 significant bits; exponent field = lead - 24 + 127
+wire [23:0]       mant   = r4_norm[PW-1 -: 24];
+wire              guard  = r4_norm[PW-25];
+wire              sticky = |r4_norm[PW-26:0];
+wire [24:0]       mant_r = {1'b0, mant} + {24'd0, guard && (sticky || mant[0])};
+wire [7:0]        expo   = {1'b0, r4_lead} + 8'd103 + {7'd0, mant_r[24]};
+wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
+reg  [31:0]       r5_word;
+reg               r5_row, r5_bad;
+always @(posedge aclk) begin
+    r5_row  <= r4_row;
+    r5_bad  <= r4_bad;
+    r5_word <= r4_zero ? 32'd0 : {r4_neg, expo, frac};
+end
+
+assign psum = r5_row ? r5_word : 32'd0;
+assign ci   = 1'b0;
+assign bad  = r5_bad;
+
+endmodule
+
+`resetall

@@ -1,0 +1,328 @@
+"""cocotb tests of a generated Q4_1 engine: `q4-engine`, or `mv-engine` with q4=true (Q4_1
+rows on a third lane next to INT8 and ternary rows; then mixed traffic of all three too).
+
+Every output word is compared with generators.golden.q4 (exact integers, one rounding to
+float32, no code shared with the RTL or the host packing module; reached through
+generators.golden.mv for the frames of every format); the frames are built with the host
+functions of generators.q4 from llama.cpp-layout Q4_1 blocks.
+"""
+from __future__ import annotations
+
+import os
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, with_timeout
+
+from generators.golden import q4 as golden
+from generators.golden import mv as golden_mv
+from generators.golden.mv import decode_status
+from generators.packing import build_frame
+from generators.q4 import (build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_1_blocks_to_raw,
+                           q4_row_beats)
+from sim.common.axis_tb import StreamTB, compare_words
+
+BEAT_BUDGET = int(os.environ.get("TB_BEATS", "3000"))
+
+F16_MAX, F16_MIN_SUB, F16_INF, F16_NAN = 0x7BFF, 0x0001, 0x7C00, 0x7E00
+
+
+class Q4TB(StreamTB):
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.max_k = int(self.man["parameters"]["max_k"])
+        self.latency = int(self.man["latency"])
+        self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
+        self.accepted = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
+        assert golden.FMT_Q4 in self.accepted
+
+    def scales(self, shape, kind="mixed"):
+        """fp16 bit patterns: 'typical' (weights of a trained model), 'wild' (any finite
+        exponent, either sign, subnormals and zero), or a mix of both per row."""
+        r = self.np_rng
+        typical = (r.normal(0, 0.01, size=shape)).astype(np.float16).view(np.uint16)
+        e = r.integers(0, 31, size=shape, dtype=np.uint16)
+        wild = (r.integers(0, 2, size=shape, dtype=np.uint16) << 15) | (e << 10) \
+            | r.integers(0, 1024, size=shape, dtype=np.uint16)
+        if kind == "typical":
+            return typical
+        if kind == "wild":
+            return wild
+        pick = r.random(shape[:1]) < 0.5
+        return np.where(pick[:, None], typical, wild).astype(np.uint16)
+
+    def frame(self, k, n, tag=None, x=None, q=None, d=None, m=None, kind="mixed", via_raw=None):
+        r = self.np_rng
+        nb = -(-k // 32)
+        x = r.integers(-128, 128, size=k, dtype=np.int8) if x is None else x
+        q = r.integers(0, 16, size=(n, nb, 32), dtype=np.uint8) if q is None else q
+        d = self.scales((n, nb), kind) if d is None else d
+        m = self.scales((n, nb), kind) if m is None else m
+        tag = self.rng.randrange(256) if tag is None else tag
+        via_raw = (k % 32 == 0 and self.rng.random() < 0.5) if via_raw is None else via_raw
+        if via_raw:   # through llama.cpp's block_q4_1 bytes, as a GGUF file holds them
+            rows = pack_q4_rows_raw(q4_1_blocks_to_raw(q, d, m), n, k)
+        else:
+            rows = pack_q4_rows(q, d, m, k)
+        return build_q4_frame(x, rows, k, tag)
+
+    def frame_beats(self, k, n):
+        return 1 + -(-k // 8) + n * q4_row_beats(k)
+
+    def other_frame(self, k, n, fmt):
+        """An INT8 (0x08) or ternary (0x03) frame, for an engine that computes those too."""
+        r = self.np_rng
+        x = r.integers(-128, 128, size=k, dtype=np.int8)
+        if fmt == 0x03:
+            return build_frame(x, r.integers(-1, 2, size=(n, k), dtype=np.int8), "ternary",
+                               tag=self.rng.randrange(256), pad_fill=r)
+        return build_frame(x, r.integers(-128, 128, size=(n, k), dtype=np.int8), "int8",
+                           tag=self.rng.randrange(256), pad_fill=r)
+
+    async def run_check(self, frames, timeout_us=200_000):
+        return await super().run_check(
+            frames, lambda beats: golden_mv.mv_stream(beats, 8, self.accepted, self.max_k),
+            golden.flag_names, timeout_us)
+
+
+def edge_ks(tb):
+    ks = {1, 2, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, tb.max_k - 1, tb.max_k}
+    return sorted(k for k in ks if 1 <= k <= tb.max_k)
+
+
+def random_frames(tb, budget):
+    frames, used, edges = [], 0, edge_ks(tb)
+    while used < budget:
+        k = edges.pop(0) if edges else tb.rng.randint(1, tb.max_k)
+        n = tb.rng.randint(1, max(1, min(40, (budget - used) // q4_row_beats(k))))
+        frames.append(tb.frame(k, n))
+        used += tb.frame_beats(k, n)
+    return frames
+
+
+@cocotb.test()
+async def test_random_shapes(dut):
+    """Random K (edges first: not multiples of 16, 32, 64) and N, typical and wild fp16
+    scales, straight and through llama.cpp's block bytes; free output, then pauses."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    await tb.run_check(random_frames(tb, BEAT_BUDGET // 2))
+    tb.set_pauses(idle=0.3, backpressure=0.3)
+    await tb.run_check(random_frames(tb, BEAT_BUDGET // 2))
+
+
+@cocotb.test()
+async def test_extreme_scales(dut):
+    """Largest and smallest (subnormal) fp16, both signs, d = 0, m = 0, the largest |sums|
+    (x = -128 or 127, q = 15 or 0) at K = max_k; results near zero and cancelling terms."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    k = tb.max_k
+    nb = -(-k // 32)
+    full = lambda v: np.full((1, nb), v, dtype=np.uint16)
+    q15 = np.full((1, nb, 32), 15, dtype=np.uint8)
+    q0 = np.zeros((1, nb, 32), dtype=np.uint8)
+    frames = []
+    for xv in (-128, 127):
+        x = np.full(k, xv, dtype=np.int8)
+        for d, m in [(F16_MAX, F16_MAX), (F16_MAX | 0x8000, F16_MAX | 0x8000),
+                     (F16_MAX, F16_MAX | 0x8000), (F16_MIN_SUB, F16_MIN_SUB),
+                     (0x03FF, 0x8001), (0x0000, F16_MAX), (0x0000, 0x0000), (0x0400, 0x0000),
+                     (0x3C00, 0xCB80)]:    # d = 1, m = -15: w = q - 15
+            for q in (q15, q0):
+                frames.append(tb.frame(k, 1, x=x, q=q, d=full(d), m=full(m), via_raw=False))
+    # one row, every block a different extreme, and x random
+    ext = np.array([F16_MAX, F16_MAX | 0x8000, F16_MIN_SUB, 0x8001, 0, 0x8000, 0x0400, 0x3C00],
+                   dtype=np.uint16)
+    r = tb.np_rng
+    for _ in range(6):
+        d = r.choice(ext, size=(4, nb)).astype(np.uint16)
+        m = r.choice(ext, size=(4, nb)).astype(np.uint16)
+        frames.append(tb.frame(k, 4, d=d, m=m))
+    # exact ties of float32 rounding: d*S = 2^(sh+10), m*X = 2^(sh-14) with S = X = 1, so the
+    # row is 2^(sh+10) + 2^(sh-14) (a half unit below a 24-bit significand, even: stays)
+    # and, with a second block adding 2^(sh-13), an odd significand plus a half (rounds up)
+    x = np.zeros(k, dtype=np.int8)
+    x[0] = 1
+    q = np.zeros((1, nb, 32), dtype=np.uint8)
+    q[0, 0, 0] = 1
+    for sh in range(24, 30):
+        for sign in (0, 0x8000):
+            d = np.zeros((1, nb), np.uint16)
+            m = np.zeros((1, nb), np.uint16)
+            d[0, 0] = sign | (sh + 1) << 10
+            m[0, 0] = sign | (sh - 24 + 1) << 10
+            frames.append(tb.frame(k, 1, x=x, q=q, d=d, m=m, via_raw=False))
+            if k > 32:
+                x2, q2, d2 = x.copy(), q.copy(), d.copy()
+                x2[32], q2[0, 1, 0] = 1, 1
+                d2[0, 1] = sign | (sh - 24 + 2) << 10
+                frames.append(tb.frame(k, 1, x=x2, q=q2, d=d2, m=m, via_raw=False))
+    await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_tready_duty_and_latency(dut):
+    """With a free output, s_axis_tready is high on every cycle of a frame (exact count) and
+    the first result comes `latency` cycles after the last beat of its row."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    for k, n in [(tb.max_k, 4), (1, 3), (17, 40), (64, 5), (33, 2)]:
+        k = min(k, tb.max_k)
+        tb.mon.clear()
+        await tb.run_check([tb.frame(k, n)])
+        beats = tb.frame_beats(k, n)
+        hs = tb.mon.in_hs
+        assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
+        span = hs[-1] - hs[0] + 1
+        assert span == beats, f"K={k} N={n}: {beats} beats took {span} cycles"
+        assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
+        row0_last = hs[1 + -(-k // 8) + q4_row_beats(k) - 1]
+        out = tb.mon.out_hs
+        assert out[0] - row0_last == tb.latency, (
+            f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
+            f"{tb.latency}")
+        assert out[-1] - hs[-1] == tb.latency + 1
+        dut._log.info("K=%d N=%d: %d beats in %d cycles (tready duty 100%%), latency %d",
+                      k, n, beats, span, tb.latency)
+
+
+def bad_frames(tb):
+    k = min(tb.max_k, 45)
+    n = 4
+    nb = -(-k // 32)
+    good = tb.frame(k, n)
+    xlen = -(-k // 8) * 8
+    row = q4_row_beats(k) * 8
+    hdr = lambda kk, nn, fmt, tag, magic=0xB158: (
+        magic | kk << 16 | nn << 32 | fmt << 48 | tag << 56).to_bytes(8, "little")
+    d = tb.scales((n, nb), "typical")
+    d_inf = d.copy(); d_inf[1, nb - 1] = F16_INF           # row 1's last block: bad
+    m_nan = tb.scales((n, nb), "typical"); m_nan[2, 0] = F16_NAN
+    # a NaN scale of a block wholly past K (d1 of a one-block group) is never read
+    k1 = 20
+    past = np.zeros((2, 1), dtype=np.uint16)
+    rows_past = pack_q4_rows(np.zeros((2, 1, 32), np.uint8), past, past, k1)
+    rows_past[:, 4:6] = np.frombuffer(np.uint16(F16_NAN).tobytes(), np.uint8)
+    cases = {
+        "BAD_MAGIC": hdr(k, n, 4, 0x11, magic=0x1234) + bytes(xlen),
+        "BAD_SHAPE K=0": hdr(0, n, 4, 0x12) + bytes(xlen),
+        "BAD_SHAPE K>max": hdr(min(tb.max_k + 1, 65535), n, 4, 0x13) + bytes(xlen),
+        "BAD_SHAPE N=0": hdr(k, 0, 4, 0x14) + bytes(xlen),
+        "BAD_FORMAT": hdr(k, n, [f for f in (8, 3, 5) if f not in tb.accepted][0], 0x15)
+                      + bytes(xlen),
+        "BAD_FORMAT 0x00": hdr(k, n, 0, 0x16) + bytes(xlen),
+        "SHORT in rows": good[:8 + xlen + 2 * row + 16],
+        "SHORT in x": good[:16] if xlen > 8 else good[:8],
+        "SHORT header only": good[:8],
+        "LONG": good + bytes(24),
+        "BAD_SCALE inf d": tb.frame(k, n, d=d_inf),
+        "BAD_SCALE nan m": tb.frame(k, n, m=m_nan),
+        "NaN past K (no flag)": build_q4_frame(np.ones(k1, np.int8), rows_past, k1, 0x17),
+        "SHORT after a NaN": tb.frame(k, n, m=m_nan)[:8 + xlen + 3 * row - 8],
+    }
+    return cases
+
+
+@cocotb.test()
+async def test_bad_frames(dut):
+    """Every error class, each followed by a good frame (no reset between)."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        for name, fr in bad_frames(tb).items():
+            good = tb.frame(tb.rng.randint(1, tb.max_k), tb.rng.randint(1, 4))
+            got = await tb.run_check([fr, good])
+            status = [w for w, last in got if last][0]
+            dut._log.info("%-22s -> status flags %s", name,
+                          golden.flag_names(decode_status(status)[1]))
+
+
+@cocotb.test()
+async def test_output_stall(dut):
+    """Hold m_axis_tready low until the result FIFO fills: s_axis_tready falls, nothing lost."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    tb.sink.pause = True
+    fr = tb.frame(16, 300)
+    beats = tb.beats_of([fr])
+    expected = golden.q4_stream(beats, tb.max_k)
+    tb.mon.clear()
+    sender = cocotb.start_soon(tb.send_frames([fr]))
+    await ClockCycles(dut.aclk, 1000)
+    assert tb.mon.tready_low > 0, "the FIFO never filled: the stall did not reach the input"
+    assert len(tb.mon.in_hs) < len(beats), "the whole frame went in although the output was stalled"
+    tb.sink.pause = False
+    got = await with_timeout(tb.recv_words(1), 100_000, "us")
+    await sender
+    compare_words(got, expected, golden.flag_names)
+    tb.assert_no_faults()
+    tb.set_pauses(0.2, 0.6)
+    await tb.run_check(random_frames(tb, 500))
+
+
+@cocotb.test()
+async def test_mixed_formats(dut):
+    """Q4_1 frames interleaved with the engine's other formats (INT8, ternary), random
+    shapes, with and without pauses: each frame's rows go to its own lane."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    others = [f for f in tb.accepted if f != golden.FMT_Q4]
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        frames = []
+        for _ in range(16):
+            k = tb.rng.randint(1, tb.max_k)
+            n = tb.rng.randint(1, 6)
+            fmt = tb.rng.choice(others + [golden.FMT_Q4] * max(1, len(others)))
+            frames.append(tb.frame(k, n) if fmt == golden.FMT_Q4 else tb.other_frame(k, n, fmt))
+        await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_reset_mid_frame(dut):
+    """A reset in the middle of a row; the frames after it come out right."""
+    tb = Q4TB(dut)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    big = tb.frame(tb.max_k, 6)
+    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 6) // 2 + 3)
+    await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 5), tb.frame(1, 1)])
+
+
+@cocotb.test()
+async def test_summary(dut):
+    """The `make sim` / `make report` workload: random Q4_1 frames (and the engine's other
+    formats, interleaved) with a free output or $TB_SUMMARY_STALL backpressure; counts rows
+    checked and mismatches, measures the tready duty and the latency, writes $TB_RESULT."""
+    import json
+    tb = Q4TB(dut)
+    await tb.reset()
+    stall = float(os.environ.get("TB_SUMMARY_STALL", "0"))
+    tb.set_pauses(0, stall)
+    frames = random_frames(tb, int(os.environ.get("TB_SUMMARY_BEATS", "6000")))
+    beats = tb.beats_of(frames)
+    expected = golden_mv.mv_stream(beats, 8, tb.accepted, tb.max_k)
+    tb.mon.clear()
+    sender = cocotb.start_soon(tb.send_frames(frames))
+    got = await with_timeout(tb.recv_words(len(frames)), 1_000_000, "us")
+    await sender
+    rows = sum(1 for _, last in expected if not last)
+    mismatches = sum(1 for g, e in zip(got, expected) if g != e) + abs(len(got) - len(expected))
+    hs = list(tb.mon.in_hs)
+    span = sum(e - s + 1 for s, e in tb.mon.frame_spans())
+    tb.set_pauses(0, 0)
+    tb.mon.clear()
+    await tb.run_check([tb.frame(tb.max_k, 1)])
+    lat = tb.mon.out_hs[0] - tb.mon.in_hs[-1]
+    result = {"rows": rows, "mismatches": mismatches, "beats": len(hs), "cycles": span,
+              "stall": stall, "duty": 100.0 * len(hs) / span if span else 0.0, "latency": lat,
+              "faults": len(tb.mon.faults)}
+    if os.environ.get("TB_RESULT"):
+        with open(os.environ["TB_RESULT"], "w") as f:
+            json.dump(result, f)
+    assert mismatches == 0, f"{mismatches} mismatching words"
+    tb.assert_no_faults()

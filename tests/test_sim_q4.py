@@ -1,0 +1,74 @@
+"""The Q4_1 engine (`q4-engine`) on Verilator and Icarus: every output word against
+generators.golden.q4 (random shapes, extreme fp16 scales, bad frames, backpressure, reset)."""
+import os
+import re
+
+import pytest
+
+from sim.common import runner
+
+Q4 = "sim.q4_engine.test_q4_engine"
+ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
+          "test_bad_frames", "test_output_stall", "test_reset_mid_frame", "test_mixed_formats"]
+MV = "sim.mv_engine.test_mv_engine"
+ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
+          "test_output_stall", "test_reset_mid_frame", "test_worst_case_sums"]
+
+
+# The lane on both simulators: the standalone q4-engine on Icarus, the three-lane mv-engine on
+# Verilator (the two share the lane and the controller; each runs the whole Q4_1 suite).
+# Q4_SIMS=both runs each on both simulators (two more builds, a few minutes).
+BOTH = os.environ.get("Q4_SIMS") == "both"
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"] if BOTH else ["icarus"])
+def test_q4_engine_suite(sim):
+    r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
+                   extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
+    assert r["tests"] == len(ALL_Q4)
+    assert r["manifest"]["latency"] == 15
+
+
+@pytest.mark.parametrize("sim", ["verilator", "icarus"] if BOTH else ["verilator"])
+def test_mv_engine_three_lanes(sim):
+    """mv-engine q4=true: the Q4_1 suite (with INT8/ternary frames mixed in) and the INT8 and
+    ternary suite, on one build."""
+    params = {"max_k": 300, "q4": True}
+    beats = "2400" if sim == "verilator" else "800"
+    r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
+    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 16
+    runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
+
+
+@pytest.mark.skipif(not BOTH, reason="the overlay with q4=true: Q4_SIMS=both (a large build)")
+def test_overlay_q4():
+    """The PL top with q4=true: Q4_1, INT8 and ternary matrix frames on both ports mixed with
+    attention frames, every word of both ports against generators.golden.overlay."""
+    r = runner.run("overlay", {"max_k": 64, "max_context": 8, "q4": True}, "verilator",
+                   "sim.overlay.test_overlay", testcase=["test_mixed_traffic", "test_bad_frames"],
+                   extra_env={"TB_BEATS": "900"})
+    assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
+
+
+def _mutate(pattern, repl, fname):
+    def f(gen_dir):
+        p = gen_dir / fname
+        text = p.read_text()
+        new = re.sub(pattern, repl, text, count=1)
+        assert new != text, f"{pattern!r} not found in {fname}"
+        p.write_text(new)
+    return f
+
+
+@pytest.mark.parametrize("name,pattern,repl,fname,tests", [
+    ("latency+1", r"localparam LANE_LAT = (\d+);", lambda m: f"localparam LANE_LAT = {int(m.group(1)) + 1};",
+     "q4_engine.v", ["test_tready_duty_and_latency"]),
+    ("round-half-up", r"guard && \(sticky \|\| mant\[0\]\)", "guard", "q4_lane.v",
+     ["test_extreme_scales"]),
+], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
+def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
+    """A latency one cycle off, ties rounded up: the same tests fail on each (Icarus, a small
+    build; docs/q4.md lists the other mutants tried by hand)."""
+    with pytest.raises(AssertionError, match="cocotb tests failed"):
+        runner.run("q4-engine", {"max_k": 300}, "icarus", Q4, tests, variant=name,
+                   mutate=_mutate(pattern, repl, fname), extra_env={"TB_BEATS": "400"})
