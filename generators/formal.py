@@ -85,6 +85,7 @@ class Result:
     covers: Dict[str, str] = field(default_factory=dict)
     workdir: Optional[Path] = None
     note: str = ""
+    props: List[str] = field(default_factory=list)   # the formal/props files bound
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,40 +125,55 @@ def module_names(text: str) -> List[str]:
 
 
 XMR_RE = re.compile(r"^//! xmr\s+(\w+)\s*=\s*([\w.]+)\s*$", re.M)
+WHEN_RE = re.compile(r"^//! if-source-matches:\s*(.+?)\s*$", re.M)
 
 
-def xmrs(module: str, props_dir: Path = PROPS_DIR) -> List[Tuple[str, str]]:
-    """The `//! xmr wire = inst.reg` lines of a props file: wires the harness connects after
-    flattening to a register inside an instance (yosys has no hierarchical references)."""
-    f = props_dir / f"{module}.svh"
-    return XMR_RE.findall(f.read_text()) if f.is_file() else []
+def props_for(module: str, body: str, props_dir: Path = PROPS_DIR) -> List[Path]:
+    """The props files of a module: `<module>.svh` and `<module>.<variant>.svh`, each kept when
+    every `//! if-source-matches: REGEX` line of it matches the module's source (a variant for
+    one generation of a template, e.g. the attention engine's single-frame input side)."""
+    files = sorted(props_dir.glob(f"{module}.svh")) + sorted(props_dir.glob(f"{module}.*.svh"))
+    keep = []
+    for f in files:
+        conds = WHEN_RE.findall(f.read_text())
+        if all(re.search(c, body, re.M) for c in conds):
+            keep.append(f)
+    return keep
 
 
-def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, List[str]]:
-    """Insert `include "props_<m>.svh"` before the endmodule of every module m with a props
-    file (and declare its xmr wires, 32 bits, zero-extended from their target)."""
-    out, bound, pos = [], [], 0
+def xmrs(files: Sequence[Path]) -> List[Tuple[str, str]]:
+    """The `//! xmr wire = inst.signal` lines of props files: wires the harness connects after
+    flattening to a signal inside an instance (yosys has no hierarchical references)."""
+    return [x for f in files for x in XMR_RE.findall(f.read_text())]
+
+
+def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, Dict[str, List[Path]]]:
+    """Insert `include "props_<file>"` before the endmodule of every module with props files
+    (and declare their xmr wires, 32 bits, zero-extended from their target)."""
+    out, bound, pos = [], {}, 0
     for m in re.finditer(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M):
         name = m.group(1)
         end = re.compile(r"^\s*endmodule\b", re.M).search(text, m.end())
         if end is None:
             continue
-        if (props_dir / f"{name}.svh").is_file():
-            decl = "".join(f"(* keep *) wire [31:0] {w};\n" for w, _ in xmrs(name, props_dir))
+        files = props_for(name, text[m.start():end.start()], props_dir)
+        if files:
+            decl = "".join(f"(* keep *) wire [31:0] {w};\n" for w, _ in xmrs(files))
+            inc = "".join(f"`include \"props_{f.name}\"\n" for f in files)
             out.append(text[pos:end.start()])
-            out.append(f"\n`ifdef FORMAL\n{decl}`include \"props_{name}.svh\"\n`endif\n")
+            out.append(f"\n`ifdef FORMAL\n{decl}{inc}`endif\n")
             pos = end.start()
-            bound.append(name)
+            bound[name] = files
     out.append(text[pos:])
     return "".join(out), bound
 
 
-def xmr_connections(nl: Dict, modules: Sequence[str]) -> List[str]:
+def xmr_connections(nl: Dict, bound: Dict[str, List[Path]]) -> List[str]:
     """`connect -set` commands joining every xmr wire of the flattened formal_top to its target."""
     netnames = nl["modules"]["formal_top"].get("netnames", {})
     cmds = []
-    for mod in set(modules):
-        for wire, target in xmrs(mod):
+    for files in bound.values():
+        for wire, target in xmrs(files):
             for n, info in netnames.items():
                 if not n.endswith("." + target):
                     continue
@@ -497,15 +513,16 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     fdir.mkdir(parents=True)
     for f in PROPS_DIR.glob("*.svh"):
         shutil.copyfile(f, fdir / f"props_{f.name}")
-    modules = []
+    bound: Dict[str, List[Path]] = {}
     for f in sources:
-        text = (src / f).read_text()
-        modules += module_names(text)
-        (fdir / f).write_text(bind_props(text)[0])
+        text, b = bind_props((src / f).read_text())
+        bound.update(b)
+        (fdir / f).write_text(text)
     shutil.copyfile(FORMAL_DIR / "axis_check.sv", fdir / "axis_check.sv")
     (fdir / "formal_top.sv").write_text(wrapper(man["top"], ports, pairs))
     nl = elaborate(fdir, sources + ["axis_check.sv", "formal_top.sv"])
-    connects = xmr_connections(nl, modules)
+    connects = xmr_connections(nl, bound)
+    res.props = sorted({f.name for files in bound.values() for f in files})
     paths = comb_paths(nl, pairs)
     if paths:
         res.failed.append("comb_path")
