@@ -457,6 +457,8 @@ DEPTHS = {
     "int8-engine": (12, 40),
     "ternary-engine": (12, 40),
     "attention-engine": (12, 40),
+    "mv-engine": (12, 40),       # branch overlay: the two-format matrix engine
+    "overlay": (12, 40),         # branch overlay: the PL top (slices, router, joiner, merger)
 }
 DEFAULT_DEPTH = (20, 40)
 #: Wall-clock limit of a cover task in seconds (SBY's `timeout`): the 48-MAC attention
