@@ -304,8 +304,7 @@ class AttentionEngine(Design):
         }
 
     def rtl_files(self) -> List[str]:
-        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v",
-                "attention_qk_array.v", "attention_pv_array.v"]
+        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v"]
 
     def templates(self) -> List[Tuple[str, str]]:
         return [("attention_exp_rom.v.j2", f"{self.top}_exp_rom.v"),
