@@ -5,7 +5,9 @@ runs use max_context = 128 to keep the runtime modest; the PYNQ-Z1 configuration
 the 512 and 2048 contexts and the cycle measurement on Verilator.
 """
 import json
+import os
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -17,6 +19,8 @@ MOD = "sim.attention.test_attention"
 ALL = ["test_contexts", "test_special_values", "test_bad_frames", "test_reset_mid_frame",
        "test_output_stall", "test_cycles", "test_summary"]
 SMALL = {"max_context": 128}
+G1_D8 = {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 40, "exp_depth": 512,
+         "exp_steps_per_octave": 32}
 
 
 @pytest.mark.parametrize("sim", SIMS)
@@ -33,7 +37,22 @@ def test_attention_pynq_z1_max_context(tmp_path):
     assert r["tests"] == 2
     table = json.loads(out.read_text())
     assert [row["context"] for row in table["rows"]] == [1, 2, 63, 64, 65, 512, 2048]
-    assert table["latency"] == generators.build("attention-engine", {}).latency()
+    design = generators.build("attention-engine", {})
+    assert table["latency"] == design.latency()
+    _check_back_to_back(table, design)
+
+
+def _check_back_to_back(table, design):
+    """The cocotb test asserted every frame's cycles against the latency model; here the
+    steady-state figures: the period, and s_axis_tready never low across back-to-back frames
+    once a frame has at least latency - 2 beats."""
+    tm = design.timing()
+    for row in table["rows"]:
+        beats = row["beats"]
+        assert row["period_back_to_back"] == tm.period(beats)
+        assert row["tready_low_per_frame"] == tm.period(beats) - beats
+        if beats >= tm.to_finisher + tm.finisher_busy:
+            assert row["tready_low_per_frame"] == 0, row
 
 
 MACS48 = {"macs": 48, "max_context": 128}
@@ -55,6 +74,7 @@ def test_attention_48_macs_full_suite(tmp_path):
         L = row["context"]
         assert row["beats"] == 2 + 12 + 2 * L * 4          # header, q, K and V rows (16 B)
         assert row["cycles_alone"] == row["beats"] + design.latency()
+    _check_back_to_back(table, design)
 
 
 def test_attention_48_macs_icarus():
@@ -65,8 +85,7 @@ def test_attention_48_macs_icarus():
 
 
 @pytest.mark.parametrize("params", [
-    {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 40, "exp_depth": 512,
-     "exp_steps_per_octave": 32},
+    G1_D8,
     {"head_dim": 24, "max_context": 70, "exp_depth": 1000, "exp_width": 16,
      "exp_steps_per_octave": 64, "scale_frac_bits": 10, "fifo_depth": 128},
 ], ids=["G1-d8", "d24-small-table"])
@@ -93,19 +112,50 @@ def test_attention_bad_parameters(params, match, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _results(xml_path):
+    """(names of the tests run, names of the tests failed) from a cocotb results.xml."""
+    root = ET.parse(xml_path).getroot()
+    ran, failed = [], []
+    for case in root.iter("testcase"):
+        ran.append(case.get("name"))
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(case.get("name"))
+    return ran, failed
+
+
+def _run_results(params, test, mutate=None, variant=""):
+    """Run one named cocotb test on Verilator, pass or fail; return its results.xml counts."""
+    name = f"named-{variant or 'original'}"
+    try:
+        runner.run("attention-engine", params, "verilator", MOD, testcase=[test],
+                   mutate=mutate, variant=variant, name=name)
+    except AssertionError:
+        pass
+    xml = (runner.config_dir("attention-engine", params, variant) / "verilator"
+           / f"run-{name}-1-{os.getpid()}" / "results.xml")
+    assert xml.exists(), f"no results file {xml}: the simulation did not run"
+    return _results(xml)
+
+
 def _v_delay_minus_one(gen_dir):
+    """The latency model's V delay one cycle short in the generated Verilog."""
     top = gen_dir / "attention_engine.v"
     text = top.read_text()
-    m = re.search(r"\.DEPTH\((\d+)\)\) v_dl", text)
-    top.write_text(text.replace(m.group(0), f".DEPTH({int(m.group(1)) - 1})) v_dl"))
+    pat = r"localparam V_DELAY  = (\d+);"
+    m = re.search(pat, text)
+    assert m and len(re.findall(pat, text)) == 1, "V_DELAY not found once in the generated file"
+    design = generators.build("attention-engine", G1_D8)
+    assert int(m.group(1)) == design.timing().v_delay
+    top.write_text(text.replace(m.group(0), f"localparam V_DELAY  = {int(m.group(1)) - 1};"))
 
 
 def test_v_delay_one_short_is_caught():
-    """The write-up's bug class: the V delay line one cycle shorter than the weight unit (the
-    last head's weight is read before it is written). The same tests must fail on it. (One
-    cycle longer goes unnoticed at the defaults by design: the weights of row t + 1 replace
-    those of row t head_dim/8 cycles later, and head_dim/8 = 8 > G = 3.)"""
-    with pytest.raises(AssertionError, match="cocotb tests failed"):
-        runner.run("attention-engine", {"max_context": 40, "exp_depth": 1024,
-                                         "exp_steps_per_octave": 64}, "verilator", MOD,
-                   testcase=["test_contexts"], mutate=_v_delay_minus_one, variant="vdelay-1")
+    """The write-up's bug class: the V delay (AttentionTiming.v_delay) one cycle shorter than
+    the weight unit, so a row's weight is read before it is written. The original passes
+    test_contexts; on the mutant test_contexts runs and fails (counted in results.xml, not by
+    matching an exception text)."""
+    ran, failed = _run_results(G1_D8, "test_contexts")
+    assert ran == ["test_contexts"] and failed == [], (ran, failed)
+    ran, failed = _run_results(G1_D8, "test_contexts", mutate=_v_delay_minus_one,
+                               variant="vdelay-1")
+    assert ran == ["test_contexts"] and failed == ["test_contexts"], (ran, failed)

@@ -5,20 +5,16 @@ the golden model (generators/golden/attention.py) uses.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
+from ..adder_tree import Tree, build_tree, cadence_registers, tree_depth
 from ..attention_tables import check_table_params, exp_table
 from ..core import Design, Param, ParameterError, register
 
 BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
 MAGIC = 0xA77E
-# Fixed pipeline figures of the template (cycles); see docs/attention.md section 8.
-IN_REG = 1              # input register: the FSM sees a beat one cycle after its handshake
-TRIG_DELAY = 4          # V row start -> score RAM read: covers the K pipeline (max final)
-W_PIPE = 5              # weight pipeline: e, e*MULT+rnd, >>SHIFT, table read, p register
-FIN_WAIT_BASE = 3       # after the V MAC pipeline: product, RMW (sum registered), A; plus the
-                        # |acc| row maximum tree (log2(beat bytes) registered levels)
-OUT_REG = 1             # output words are registered before the FIFO write
+K_TREE_EVERY = 2         # the K adder tree is registered every 2 levels and at its output
 
 
 def _sx(sig: str, fw: int, tw: int) -> str:
@@ -33,6 +29,132 @@ def _zx(sig: str, fw: int, tw: int) -> str:
 
 def _clog2(n: int) -> int:
     return max(1, (n - 1).bit_length())
+
+
+# ---------------------------------------------------------------------------- latency model
+@dataclass(frozen=True)
+class AttentionTiming:
+    """The one latency model of the attention engine: every pipeline delay of the RTL is a
+    field or a derived figure here, passed to the Verilog as a parameter (nothing in the
+    template repeats a stage count). Cycle figures are register stages.
+
+    Timeline of one frame (cycle numbers relative to handshakes on the ports):
+
+    - input register: the FSM sees a beat `in_reg` cycles after its handshake.
+    - K pass: K1 (beat and q slice registered), K2 (products), the adder tree's registers,
+      K4 (row accumulate) and the score RAM write: a row's score is readable `k_visible`
+      cycles after the row's last beat leaves the input register.
+    - weight unit: a V row's first beat, `trig_delay` cycles after the V input register,
+      reads the score RAM (`score_read` cycles: BRAM read and output register), then per head,
+      one per clock, `w_pipe` stages (e, e*MULT, >>SHIFT, table read, table output register,
+      weight register).
+    - V pass: the V beats wait `v_delay` cycles so the last head's weight is there when the
+      row's first beat reaches the p*v products.
+    - drain: the finisher takes a frame `fin_wait` cycles after the FSM saw its tlast (A and S
+      final: product, read-modify-write, |acc| tree, A).
+    - finisher: room check, NY result words issued one per clock through the `y_latency`
+      divider pipeline while the Z dividers run `z_bits` steps, G scale words, status word.
+    """
+    heads: int              # G
+    row_beats: int          # Rb
+    beat_bytes: int         # 8 or 16
+    result_words: int       # NY = G*d/4
+    z_bits: int             # Z quotient bits (F + 8)
+    k_tree_regs: int        # registered levels of the per-head K adder tree
+    max_tree: int           # registered levels of the |acc| maximum tree (log2 beat bytes)
+    in_reg: int = 1         # input register in front of the FSM
+    score_read: int = 2     # score BRAM: read register + output register
+    w_stages: int = 6       # weight unit: e, e*MULT+rnd, shift, ROM read, ROM out reg, p reg
+    drain_base: int = 3     # after the V delay: product, accumulate (sum registered), A
+    y_latency: int = 12     # result path: acc read reg, divider input reg, 8 quotient
+                            # stages, rounding-bit register, result register
+    pending: int = 2        # drain delay line output -> pending register -> finisher take
+    out_reg: int = 1        # output words are registered before the FIFO write
+    fifo_out: int = 1       # FIFO: a written word is presented the next cycle
+
+    # ---------------------------------------------------------------- pipeline delays
+    @property
+    def k_visible(self) -> int:
+        """K1 output -> score (and running maximum) readable: product, tree registers,
+        row accumulate, RAM write."""
+        return 1 + self.k_tree_regs + 1 + 1
+
+    @property
+    def trig_delay(self) -> int:
+        """V input register (a row's first beat) -> score RAM read address: the K pipeline
+        has written the last score and the maximum by then (K1 and V0 are the same stage)."""
+        return self.k_visible
+
+    @property
+    def w_pipe(self) -> int:
+        """Score RAM read -> head 0's weight register written (visible the cycle after)."""
+        return self.score_read - 1 + self.w_stages
+
+    @property
+    def v_delay(self) -> int:
+        """V input register -> p*v stage: the last head's weight (head G-1, G-1 clocks after
+        head 0) is visible when the row's first beat arrives."""
+        return self.trig_delay + self.w_pipe + self.heads - 1
+
+    @property
+    def fin_wait(self) -> int:
+        """FSM sees tlast -> the frame's event leaves the drain delay line (every in-flight
+        beat landed, A and S final)."""
+        return self.v_delay + self.drain_base + self.max_tree
+
+    # ---------------------------------------------------------------- finisher and frame
+    @property
+    def to_finisher(self) -> int:
+        """E: tlast handshake -> the finisher's room phase (finisher idle)."""
+        return self.in_reg + self.fin_wait + self.pending
+
+    @property
+    def finisher_busy(self) -> int:
+        """T: room phase -> status word written (free output). The room check takes a cycle,
+        then NY result words are issued one per clock and leave the divider pipeline
+        `y_latency` cycles later (the last one counted a cycle after), while the Z dividers
+        (started with the first word) take `z_bits` steps (done seen 3 cycles after their
+        start); when both are done the G scale words and then the status word are written."""
+        y_seen = self.result_words + self.y_latency + 3
+        z_seen = self.z_bits + 4
+        return max(y_seen, z_seen) + self.heads - 1
+
+    @property
+    def finisher_turnaround(self) -> int:
+        """J: status word written -> the next frame's room phase (idle, take)."""
+        return 2
+
+    @property
+    def latency(self) -> int:
+        """tlast handshake -> status word handshake, one frame alone, free output."""
+        return self.to_finisher + self.finisher_busy + self.out_reg + self.fifo_out
+
+    @property
+    def output_words(self) -> int:
+        return self.result_words + self.heads + 1
+
+    def period(self, beats: int) -> float:
+        """Cycles per frame, back to back, free output (steady state): the input (one beat per
+        clock), the finisher (one frame at a time), or the two-frame handoff (a frame starts
+        only when the finisher has written the status of the frame before the previous one:
+        the accumulators, A, S and the scale words are double-buffered)."""
+        return max(beats, self.finisher_busy + self.finisher_turnaround,
+                   (beats + self.to_finisher + self.finisher_busy) / 2)
+
+    def schedule(self, beats: int, frames: int, first: int = 0) -> List[Dict[str, int]]:
+        """Cycle of every frame's first beat, tlast and status handshake, back to back with
+        a free output and a source that is always valid (the recurrences of the RTL)."""
+        out, stat = [], []            # stat[k]: cycle the status word of frame k is written
+        s = first
+        for k in range(frames):
+            t = s + beats - 1
+            room = t + self.to_finisher
+            if stat:
+                room = max(room, stat[-1] + self.finisher_turnaround)
+            stat.append(room + self.finisher_busy)
+            out.append({"first": s, "tlast": t, "status": stat[-1] + self.out_reg + self.fifo_out})
+            s = t + 1 if k == 0 else max(t + 1, stat[-2] + 1)
+        return out
 
 
 @register
@@ -115,39 +237,32 @@ class AttentionEngine(Design):
                 f"frame's {self.out_words + 1} output words plus a margin")
 
     # ------------------------------------------------------------------ latency
+    def k_tree(self, g: int = 0) -> Tree:
+        """The per-head K-pass adder tree over the beat's INT8 products q*k (leaves
+        kp<g>_<j>, range [-128*127, 128*128]), registered every K_TREE_EVERY levels and at
+        its output."""
+        bb = self.bb
+        leaves = [(f"kp{g}_{j}", -128 * 127, 128 * 128) for j in range(bb)]
+        return build_tree(leaves, cadence_registers(tree_depth(bb), K_TREE_EVERY),
+                          prefix=f"kt{g}_")
+
+    def timing(self) -> AttentionTiming:
+        """The latency model (one object; every delay of the RTL comes from it)."""
+        return AttentionTiming(heads=self.G, row_beats=self.rb, beat_bytes=self.bb,
+                               result_words=self.G * self.p["head_dim"] // 4,
+                               z_bits=self.p["scale_frac_bits"] + 8,
+                               k_tree_regs=self.k_tree().registers, max_tree=self.max_tree)
+
     def v_delay(self) -> int:
-        """Delay-line depth of the V beats (V input register -> MAC stage)."""
-        return TRIG_DELAY + self.G + W_PIPE - 1
+        return self.timing().v_delay
 
     def fin_wait(self) -> int:
-        """Cycles the finisher waits after tlast for every in-flight beat to land."""
-        return self.v_delay() + FIN_WAIT_BASE + self.max_tree
-
-    def y_latency(self) -> int:
-        """Result path: accumulator read register, divider input register, 8 quotient stages,
-        rounding-bit register, result register."""
-        return 1 + 1 + 8 + 2
-
-    def z_bits(self) -> int:
-        return self.p["scale_frac_bits"] + 8
+        return self.timing().fin_wait
 
     def latency(self) -> int:
         """Cycles from the tlast handshake of a good frame to the status word's handshake
-        with a free output (the frame's fixed overhead on top of its beats).
-
-        The FSM sees the tlast beat IN_REG cycles after its handshake. Then the finisher waits
-        fin_wait() cycles, checks the FIFO room (1 cycle) and
-        issues one result word per cycle (NY words); each word spends y_latency() cycles in
-        the divider and rounding registers before it is written to the FIFO. The Z dividers
-        start with the first result word and take z_bits() steps. When both are done (one
-        cycle to see it), the G scale words and the status word are written, one per cycle,
-        and the status word's handshake follows one cycle after its write, which is
-        registered (OUT_REG) in front of the FIFO.
-        """
-        ny = self.G * self.p["head_dim"] // 4
-        y_seen = ny + 1 + self.y_latency() + 2      # last result word written and counted
-        z_seen = self.z_bits() + 4                   # Z dividers done and seen
-        return IN_REG + self.fin_wait() + max(y_seen, z_seen) + self.G + 2 + OUT_REG
+        with a free output, one frame alone (AttentionTiming.latency)."""
+        return self.timing().latency
 
     # ------------------------------------------------------------------ rendering
     def context(self) -> Dict[str, Any]:
@@ -158,6 +273,7 @@ class AttentionEngine(Design):
         ab = max((L * ((1 << W) - 1) * 128).bit_length() + 1, W + 9)
         sw = (L * ((1 << W) - 1)).bit_length()
         F = self.p["scale_frac_bits"]
+        tm = self.timing()
         table = exp_table(self.p["exp_depth"], W, self.p["exp_steps_per_octave"])
         # scale word g: byte offset 8 + 4g -> (beat, byte within beat)
         bb = self.bb
@@ -171,7 +287,7 @@ class AttentionEngine(Design):
         fmt_mid = [(b, slots[b]) for b in sorted(slots) if b != self.hb - 1]
         return {
             "top": self.top, "G": G, "BB": bb, "MT": self.max_tree,
-            "PSB": (bb << 14).bit_length() + 1, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
+            "PSB": self.k_tree().out.width, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
             "TW": _clog2(L), "RBW": _clog2(self.rb), "GW": _clog2(G), "HBW": _clog2(self.hb),
             "SB": sb, "AB": ab, "AZP": -(-ab // 6),
             "P1W": min(48, _clog2(self.p["exp_depth"]) + 15), "SWID": sw, "W": W, "F": F,
@@ -179,8 +295,9 @@ class AttentionEngine(Design):
             "table": table, "scales": scales, "magic": MAGIC,
             "fmt_last_slots": fmt_last, "fmt_mid_beats": fmt_mid,
             "NY": G * d // 4, "NYW": _clog2(G * d // 4 + 1), "out_words": self.out_words,
-            "ZQ": self.z_bits(), "ZN": max(ab + F + 1, sw) + 1, "ZD": sw + 1,
-            "TRIG_DELAY": TRIG_DELAY, "V_DELAY": self.v_delay(), "FIN_WAIT": self.fin_wait(),
+            "ZQ": tm.z_bits, "ZN": max(ab + F + 1, sw) + 1, "ZD": sw + 1,
+            "TRIG_DELAY": tm.trig_delay, "V_DELAY": tm.v_delay, "FIN_WAIT": tm.fin_wait,
+            "ktrees": [self.k_tree(g) for g in range(G)], "tm": tm,
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.out_words + 2,
             "sx": _sx, "zx": _zx,
@@ -190,8 +307,15 @@ class AttentionEngine(Design):
         return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v"]
 
     def templates(self) -> List[Tuple[str, str]]:
-        return [("attention_engine.v.j2", f"{self.top}.v")]
+        return [("attention_exp_rom.v.j2", f"{self.top}_exp_rom.v"),
+                ("attention_engine.v.j2", f"{self.top}.v")]
 
     def extra_manifest(self) -> Dict[str, Any]:
+        tm = self.timing()
         return {"bytes": self.bb, "beat_bytes": self.bb, "macs": self.p["macs"],
-                "output_words": self.out_words + 1}
+                "output_words": self.out_words + 1,
+                "timing": {"v_delay": tm.v_delay, "trig_delay": tm.trig_delay,
+                           "fin_wait": tm.fin_wait, "to_finisher": tm.to_finisher,
+                           "finisher_busy": tm.finisher_busy,
+                           "finisher_turnaround": tm.finisher_turnaround,
+                           "out_reg": tm.out_reg, "fifo_out": tm.fifo_out}}
