@@ -8,12 +8,13 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-quick lint sim-full report fusesoc-lint clean decode formal
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
 	@echo "make test         lint + the whole pytest suite on Verilator and Icarus (budget: under 15 min on 2 cores)"
 	@echo "make test-quick   the tests without the engine simulations"
+	@echo "make test-long    the longer simulations (PYNQ-Z1-size builds, second simulators, variants); CI runs it after make test"
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
@@ -45,7 +46,10 @@ lint: setup
 
 test: setup
 	@$(MAKE) --no-print-directory lint
-	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider tests
+	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m "not long" --durations=15 tests
+
+test-long: setup
+	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m long --durations=15 tests
 
 test-quick: setup
 	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
-pytest.importorskip("tokenizers")
+import gguf  # installed by make setup (requirements.txt)
+import tokenizers  # noqa: F401
 
 from gguf import GGMLQuantizationType as T  # noqa: E402
 

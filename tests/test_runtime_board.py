@@ -30,7 +30,7 @@ def pynq_python() -> Path:
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", *PACKAGES],
                        capture_output=True, text=True)
     if r.returncode:
-        pytest.skip(f"cannot install {PACKAGES} into {VENV} (PyPI access?): {r.stderr[-500:]}")
+        pytest.fail(f"cannot install {PACKAGES} into {VENV} (PyPI access?): {r.stderr[-500:]}")
     STAMP.write_text("\n".join(PACKAGES))
     return py
 

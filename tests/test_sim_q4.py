@@ -1,6 +1,5 @@
 """The Q4_1 engine (`q4-engine`) on Verilator and Icarus: every output word against
 generators.golden.q4 (random shapes, extreme fp16 scales, bad frames, backpressure, reset)."""
-import os
 import re
 
 import pytest
@@ -17,11 +16,12 @@ ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames
 
 # The lane on both simulators: the standalone q4-engine on Icarus, the three-lane mv-engine on
 # Verilator (the two share the lane and the controller; each runs the whole Q4_1 suite).
-# Q4_SIMS=both runs each on both simulators (two more builds, a few minutes).
-BOTH = os.environ.get("Q4_SIMS") == "both"
+# `make test` runs the q4-engine on Icarus and the three-lane mv-engine on Verilator; the other
+# simulator of each, and the overlay with q4=true, are `long` (make test-long, run by CI after make test).
+LONG = pytest.mark.long
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"] if BOTH else ["icarus"])
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=LONG)])
 def test_q4_engine_suite(sim):
     r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
                    extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
@@ -29,7 +29,7 @@ def test_q4_engine_suite(sim):
     assert r["manifest"]["latency"] == 15
 
 
-@pytest.mark.parametrize("sim", ["verilator", "icarus"] if BOTH else ["verilator"])
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
 def test_mv_engine_three_lanes(sim):
     """mv-engine q4=true: the Q4_1 suite (with INT8/ternary frames mixed in) and the INT8 and
     ternary suite, on one build."""
@@ -40,7 +40,7 @@ def test_mv_engine_three_lanes(sim):
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
-@pytest.mark.skipif(not BOTH, reason="the overlay with q4=true: Q4_SIMS=both (a large build)")
+@LONG
 def test_overlay_q4():
     """The PL top with q4=true: Q4_1, INT8 and ternary matrix frames on both ports mixed with
     attention frames, every word of both ports against generators.golden.overlay."""
