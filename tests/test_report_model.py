@@ -235,3 +235,32 @@ def test_plots_write_pngs(tmp_path):
     for p in paths:
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------ attention on the PL, as built
+def test_pl_attention_follows_the_engine():
+    """The PL-attention rows come from the attention engine as built (48 MACs, 16-byte beats):
+    frame beats as the golden model's frame layout counts them (an independent model), cycles
+    per frame from the engine's back-to-back period (AttentionTiming, asserted to the cycle
+    against simulation by sim/attention test_cycles), and the deciding bound named."""
+    from generators.core import build
+    from generators.golden.attention import AttentionConfig, frame_beat_count
+    eng = dm.pl_attention()
+    timing = build("attention-engine", {"macs": 48}).timing()
+    cfg = AttentionConfig(beat_bytes=16)
+    for ctx in (1, 2, 64, 512, 2048):
+        beats = frame_beat_count(ctx, cfg)
+        assert eng.frame_beats(ctx) == beats
+        row = attention_costs(ModelShape(), ctx, "pl", engine_cycles=eng)
+        assert row["frame_cycles"] == max(timing.period(beats), beats + 1)
+        assert row["frames"] == 90 and row["stream_bytes"] == 90 * (16 * beats + 8)
+    # context 1: the finisher bounds the period, the engine decides; from 64 on the DDR wall
+    one = attention_costs(ModelShape(), 1, "pl", engine_cycles=eng)
+    assert one["bound"] == "engine" and one["frame_cycles"] > eng.frame_beats(1) + 1
+    for ctx in (64, 512, 2048):
+        assert attention_costs(ModelShape(), ctx, "pl", engine_cycles=eng)["bound"] == "wall"
+    # a slower engine changes the engine-bound figure: the rows follow the engine's model
+    slow = dm.PLAttention(eng.name, eng.beat_bytes, eng.header_beats, eng.q_beats,
+                          eng.row_beats, lambda b: eng.period(b) + 100)
+    assert (attention_costs(ModelShape(), 1, "pl", engine_cycles=slow)["ms"]
+            > one["ms"])

@@ -24,6 +24,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from .decoder_model import (
     ATTN_FIXED_LATENCY_PLACEHOLDER,
+    PLAttention,
+    attention_costs,
+    pl_attention,
     CONTEXTS,
     ModelShape,
     Platform,
@@ -382,11 +385,13 @@ FRAME_HEADERS = {"frame_beats": "beats/frame", "frame_cycles": "cycles/frame (= 
 # 3. decoder model
 
 
-def decoder_tables(attention_latency: Optional[float] = None,
+def decoder_tables(attention_latency=None,
                    contexts: Sequence[int] = CONTEXTS) -> Dict[str, list]:
     """Figure 6 reproduction (attention on the CPU vs the write-up), the full context
-    sweep with attention on the CPU and on the PL (engine cycles per frame = beats +
-    the measured attention latency, else the placeholder) and the wall bound."""
+    sweep with attention on the CPU and on the PL and the wall bound. ``attention_latency``:
+    a :class:`PLAttention` (the engine as built: frame beats and back-to-back cycles from its
+    latency model), a fixed latency in cycles (cycles per frame = beats + latency), or None
+    (the placeholder latency)."""
     cpu = decoder_table(None, contexts, "cpu")
     pl = decoder_table(None, contexts, "pl", engine_cycles=attention_latency)
     both = []
@@ -396,10 +401,22 @@ def decoder_tables(attention_latency: Optional[float] = None,
                          pl_attention_ms=p["attention_ms"], pl_tok_s=p["tok_s"],
                          small_ops_ms=c["small_ops_ms"], bound_ms=c["bound_ms"],
                          bound_tok_s=c["bound_tok_s"]))
+    if isinstance(attention_latency, PLAttention):
+        latency, source = attention_latency.name, "engine"
+    elif attention_latency is not None:
+        latency, source = attention_latency, "measured"
+    else:
+        latency, source = ATTN_FIXED_LATENCY_PLACEHOLDER, "placeholder"
     return {"figure6": figure6(), "cpu": cpu, "pl": pl, "both": both,
-            "latency": attention_latency if attention_latency is not None
-            else ATTN_FIXED_LATENCY_PLACEHOLDER,
-            "latency_source": "measured" if attention_latency is not None else "placeholder"}
+            "latency": latency, "latency_source": source}
+
+
+PL_ATT_COLUMNS = ["context", "frame_beats", "frame_cycles", "compute_ms", "wall_ms", "ms",
+                  "bound"]
+PL_ATT_HEADERS = {"frame_beats": "beats/frame", "frame_cycles": "cycles/frame (back to back)",
+                  "compute_ms": "engine ms/token", "wall_ms": "DDR-wall ms/token",
+                  "ms": "attention ms/token", "bound": "deciding bound"}
+PL_ATT_FORMATS = {"frame_cycles": ".0f", "compute_ms": ".3f", "wall_ms": ".3f", "ms": ".3f"}
 
 
 WF_COLUMNS = ["format", "bits_per_weight", "stream_mb", "matmul_ms", "bound", "matmul_tok_s",
@@ -516,15 +533,12 @@ def main(argv=None) -> int:
                     "here; their FF and BRAM are not counted. FF share excludes them.")
     # 2. speed
     latencies = {}
-    att_latency = None
     if sim_results:
         sp = speed_rows(sim_results)
         for row in sp:
             st = stalled.get(row["design"], {})
             row["bpc_stalled"] = st["duty"] / 100.0 if "duty" in st else None
         latencies = {r["design"]: r.get("latency") for r in sim_results if "latency" in r}
-        if "attention-engine" in latencies:
-            att_latency = latencies["attention-engine"]
         section("2. Speed (simulated, Verilator, free output)",
                 format_table(sp, SPEED_COLUMNS, SPEED_HEADERS, SPEED_FORMATS),
                 f"`test_summary` with TB_SUMMARY_BEATS={args.beats}. beats/cycle = duty/100 "
@@ -549,20 +563,32 @@ def main(argv=None) -> int:
                          {"mtrits_per_s": "M trits/s"}, {"seconds": ".3f", "mtrits_per_s": ".1f"}),
             "generators.packing on 10^7 random trits, best of 3 (numpy, one core).")
     # 3. decoder model
-    dec = decoder_tables(att_latency)
+    # the attention engine as built in the PL top: frame beats and back-to-back cycles per
+    # frame from its latency model (asserted to the cycle against simulation by test_cycles)
+    pl_att = pl_attention()
+    dec = decoder_tables(pl_att)
+    pl_rows = [attention_costs(None, c, "pl", engine_cycles=pl_att)
+               for c in (1, 64) + tuple(CONTEXTS)]
     section("3. Decoder model (modelled)",
             "Figure 6 reproduced (matmul on the PL at 9.16 G weights/s, attention on the CPU at "
             "0.21 G MAC/s, small ops 4.2 ms):\n\n"
             + format_table(dec["figure6"], FIG6_COLUMNS, {"writeup_tok_s": "write-up tok/s",
                                                           "error_pct": "error %"}, FIG6_FORMATS)
-            + f"\nAttention on the CPU vs on the PL (two engines, cycles per frame = beats + "
-              f"{dec['latency']} ({dec['latency_source']} latency), capped by the DDR wall) "
-              f"and the wall bound (every weight and KV byte once at 1.97 GB/s + small ops):\n\n"
+            + f"\nAttention on the PL: the PYNQ-Z1 top's {pl_att.name} (one engine fed by both HP "
+              f"ports through the joiner, {pl_att.beat_bytes} B per beat; 30 layers x 3 KV heads = "
+              f"90 frames per token). Cycles per frame back to back = the engine's period from its "
+              f"latency model (AttentionTiming.period, asserted to the cycle against the "
+              f"simulation by sim/attention test_cycles), at least beats + 1 (port 1's route "
+              f"word); the deciding bound is the larger of the engine time and the frames' bytes "
+              f"over the 1.97 GB/s DDR wall:\n\n"
+            + format_table(pl_rows, PL_ATT_COLUMNS, PL_ATT_HEADERS, PL_ATT_FORMATS)
+            + "\nAttention on the CPU vs on the PL (as above) and the wall bound (every weight "
+              "and KV byte once at 1.97 GB/s + small ops):\n\n"
             + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS)
             + "\nWeight formats side by side (SmolLM2-135M, context 512, attention on the PL as "
               "above, two matrix engines at 8 B/clock capped by the wall; bits/weight = streamed "
               "row bytes; q4 = llama.cpp Q4_1 on the q4-engine, docs/q4.md):\n\n"
-            + format_table(weight_format_rows(None, 512, engine_cycles=att_latency),
+            + format_table(weight_format_rows(None, 512, engine_cycles=pl_att),
                            WF_COLUMNS, WF_HEADERS, WF_FORMATS))
 
     # plots

@@ -42,6 +42,8 @@ __all__ = [
     "wall_bound",
     "figure6",
     "format_table",
+    "PLAttention",
+    "pl_attention",
 ]
 
 CONTEXTS = (128, 256, 512, 1024, 2048)
@@ -214,7 +216,47 @@ def _check_placement(placement: Mapping[str, str], names: Sequence[str]):
 # --------------------------------------------------------------------------------------
 # attention
 
-EngineCycles = Union[None, int, float, Callable[[int], float], Mapping[int, float]]
+@dataclass(frozen=True)
+class PLAttention:
+    """The attention engine as built in the PL top (docs/attention.md, docs/overlay.md): its
+    frame layout and its back-to-back cycles per frame, from the design's own latency model
+    (``AttentionTiming.period``, which ``sim/attention`` ``test_cycles`` asserts to the cycle
+    against the simulation). Make one with :func:`pl_attention`."""
+
+    name: str
+    beat_bytes: int          # bytes per joined beat (16 at 48 MACs: both HP ports)
+    header_beats: int
+    q_beats: int
+    row_beats: int           # beats per K (or V) row
+    period: Callable[[int], float]   # back-to-back cycles per frame of `beats` beats
+    #: 8-byte words the top adds per frame: port 1's route word in front of its half
+    extra_port_beats: int = 1
+
+    def frame_beats(self, context: int) -> int:
+        return self.header_beats + self.q_beats + 2 * context * self.row_beats
+
+    def frame_cycles(self, context: int) -> float:
+        """Back-to-back cycles per frame in the top: the engine's period, and at least one
+        cycle per 8-byte word on port 1 (its half plus the route word)."""
+        beats = self.frame_beats(context)
+        return max(self.period(beats), beats + self.extra_port_beats)
+
+
+def pl_attention(params: Mapping | None = None) -> PLAttention:
+    """The PYNQ-Z1 attention engine of the overlay (48 MACs, 16-byte beats fed by both HP
+    ports through the joiner), or another configuration of ``attention-engine``."""
+    from ..core import build   # the generator's own latency model, not a copy of it
+    values = {"macs": 48}
+    values.update(params or {})
+    d = build("attention-engine", values)
+    t = d.timing()
+    G, hd, bb = d.G, d.p["head_dim"], d.bb
+    return PLAttention(name=f"attention-engine macs={d.p['macs']}", beat_bytes=bb,
+                       header_beats=d.hb, q_beats=_ceil_div(G * hd, bb), row_beats=d.rb,
+                       period=t.period)
+
+
+EngineCycles = Union[None, int, float, Callable[[int], float], Mapping[int, float], PLAttention]
 
 
 def attention_frame_beats(shape: ModelShape | None, context: int, beat_bytes: int = 8) -> int:
@@ -276,6 +318,19 @@ def attention_costs(shape: ModelShape | None, context: int, where: str = "cpu",
     if where == "cpu":
         row.update(frames=0, beats=0, cycles=0, stream_bytes=0, compute_ms=None,
                    wall_ms=None, ms=macs / p.cpu_attention_macs_per_s * 1e3)
+    elif where == "pl" and isinstance(engine_cycles, PLAttention):
+        eng = engine_cycles
+        frames = s.layers * s.kv_heads
+        fbeats = eng.frame_beats(context)
+        cyc = eng.frame_cycles(context)
+        compute_s = frames * cyc / p.fclk_hz          # one engine, fed by both ports
+        stream_bytes = frames * (fbeats * eng.beat_bytes + 8 * eng.extra_port_beats)
+        wall_s = stream_bytes / p.wall_bytes_per_s
+        row.update(frames=frames, frame_beats=fbeats, frame_cycles=cyc,
+                   beats=frames * fbeats, cycles=frames * cyc, stream_bytes=stream_bytes,
+                   compute_ms=compute_s * 1e3, wall_ms=wall_s * 1e3,
+                   ms=max(compute_s, wall_s) * 1e3,
+                   bound="wall" if wall_s >= compute_s else "engine")
     elif where == "pl":
         frames = s.layers * s.kv_heads
         fbeats = attention_frame_beats(s, context, p.beat_bytes)
