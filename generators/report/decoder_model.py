@@ -318,25 +318,18 @@ def attention_costs(shape: ModelShape | None, context: int, where: str = "cpu",
     if where == "cpu":
         row.update(frames=0, beats=0, cycles=0, stream_bytes=0, compute_ms=None,
                    wall_ms=None, ms=macs / p.cpu_attention_macs_per_s * 1e3)
-    elif where == "pl" and isinstance(engine_cycles, PLAttention):
-        eng = engine_cycles
-        frames = s.layers * s.kv_heads
-        fbeats = eng.frame_beats(context)
-        cyc = eng.frame_cycles(context)
-        compute_s = frames * cyc / p.fclk_hz          # one engine, fed by both ports
-        stream_bytes = frames * (fbeats * eng.beat_bytes + 8 * eng.extra_port_beats)
-        wall_s = stream_bytes / p.wall_bytes_per_s
-        row.update(frames=frames, frame_beats=fbeats, frame_cycles=cyc,
-                   beats=frames * fbeats, cycles=frames * cyc, stream_bytes=stream_bytes,
-                   compute_ms=compute_s * 1e3, wall_ms=wall_s * 1e3,
-                   ms=max(compute_s, wall_s) * 1e3,
-                   bound="wall" if wall_s >= compute_s else "engine")
     elif where == "pl":
         frames = s.layers * s.kv_heads
-        fbeats = attention_frame_beats(s, context, p.beat_bytes)
-        cyc = _cycles_per_frame(engine_cycles, fbeats, context)
-        compute_s = frames * cyc / p.pl_attention_engines / p.fclk_hz
-        stream_bytes = frames * fbeats * p.beat_bytes
+        if isinstance(engine_cycles, PLAttention):   # the engine as built: one, both ports
+            eng = engine_cycles
+            fbeats, cyc, engines = eng.frame_beats(context), eng.frame_cycles(context), 1
+            stream_bytes = frames * (fbeats * eng.beat_bytes + 8 * eng.extra_port_beats)
+        else:
+            fbeats = attention_frame_beats(s, context, p.beat_bytes)
+            cyc = _cycles_per_frame(engine_cycles, fbeats, context)
+            engines = p.pl_attention_engines
+            stream_bytes = frames * fbeats * p.beat_bytes
+        compute_s = frames * cyc / engines / p.fclk_hz
         wall_s = stream_bytes / p.wall_bytes_per_s
         row.update(frames=frames, frame_beats=fbeats, frame_cycles=cyc,
                    beats=frames * fbeats, cycles=frames * cyc, stream_bytes=stream_bytes,
