@@ -29,6 +29,7 @@ def test_attention_full_suite(sim):
     assert r["tests"] == len(ALL)
 
 
+@pytest.mark.long   # the PYNQ-Z1 build (max_context 2048): make test-long
 def test_attention_pynq_z1_max_context(tmp_path):
     """The default configuration (max_context 2048): contexts 1 .. 2048, cycles per frame."""
     out = tmp_path / "cycles.json"
@@ -77,6 +78,7 @@ def test_attention_48_macs_full_suite(tmp_path):
     _check_back_to_back(table, design)
 
 
+@pytest.mark.long   # 48 MACs on Icarus: make test-long (make test runs it inside the overlay)
 def test_attention_48_macs_icarus():
     tests = ["test_contexts", "test_bad_frames", "test_cycles"]
     r = runner.run("attention-engine", {"macs": 48, "max_context": 65}, "icarus", MOD,
@@ -89,6 +91,7 @@ def test_attention_48_macs_icarus():
     {"head_dim": 24, "max_context": 70, "exp_depth": 1000, "exp_width": 16,
      "exp_steps_per_octave": 64, "scale_frac_bits": 10, "fifo_depth": 128},
 ], ids=["G1-d8", "d24-small-table"])
+@pytest.mark.long   # make test-long
 def test_attention_variants(params):
     tests = ["test_contexts", "test_bad_frames", "test_cycles", "test_special_values"]
     r = runner.run("attention-engine", params, "verilator", MOD, testcase=tests)
