@@ -452,7 +452,7 @@ OVERLAY_ROUTE_MAGIC = 0xA77F
 
 def split_attention_frame(frame: bytes, context: int = 0, tag: int = 0) -> Tuple[bytes, bytes]:
     """Split a 16-byte-beat attention frame into the two DMA halves of the overlay
-    (CONTRACTS.md section A): port 0 gets bytes 16i..16i+7 of every beat (the header word with
+    (docs/overlay.md): port 0 gets bytes 16i..16i+7 of every beat (the header word with
     magic 0xA77E first), port 1 a route word ([15:0] 0xA77F, [31:16] L, [63:56] tag) followed by
     bytes 16i+8..16i+15. Each half is sent as one DMA transfer (tlast on its last word)."""
     if len(frame) % 16:

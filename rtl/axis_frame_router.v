@@ -1,7 +1,7 @@
 // Frame router of one overlay port: the first 8-byte word of a frame picks its destination.
 //
 // Part of the ternary-pynq overlay (hand-written, parameterized; not generated).
-// Contract: CONTRACTS.md section A, docs/overlay.md. On the first word of a frame (the word
+// Contract: docs/overlay.md. On the first word of a frame (the word
 // after a tlast or reset), bits [15:0]:
 //   PORT 0, 16'hA77E  the frame goes to the attention side (the joiner's side A), this word too;
 //   PORT 1, 16'hA77F  a route word: consumed here, the rest of the frame goes to the attention

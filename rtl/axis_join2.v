@@ -1,7 +1,7 @@
 // Joiner: two 64-bit half streams of one attention frame -> one 128-bit stream.
 //
 // Part of the ternary-pynq overlay (hand-written, parameterized; not generated).
-// Contract: CONTRACTS.md section A. Side A carries bytes 16i..16i+7 of each 16-byte beat (the
+// Contract: docs/overlay.md. Side A carries bytes 16i..16i+7 of each 16-byte beat (the
 // low half, from port 0), side B bytes 16i+8..16i+15 (port 1). One beat of each side makes one
 // output beat, A in the low half; tlast = a_last | b_last. When one side's tlast comes first,
 // the rest of the other side, up to and including its own tlast, is discarded, so the next

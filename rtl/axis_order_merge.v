@@ -5,7 +5,7 @@
 // matrix engine; 1: input 1, the attention engine) into a frame-order FIFO. The head token
 // picks the input whose words are forwarded, up to and including its tlast; then the token is
 // popped. A frame whose output is not there yet holds back later frames of the other engine:
-// the port answers in the order it accepted frames (CONTRACTS.md section A).
+// the port answers in the order it accepted frames (docs/overlay.md).
 // The output is a register slice (axis_skid): no combinational path from m_ready to the
 // inputs' ready or to m_valid/m_data. tok_room is the FIFO's registered room flag.
 

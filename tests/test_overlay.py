@@ -1,4 +1,4 @@
-"""The `overlay` design (CONTRACTS.md section A) without simulation: manifest, sources, module
+"""The `overlay` design (docs/overlay.md) without simulation: manifest, sources, module
 names, port attributes, parameter errors; and the golden model's joiner on its own."""
 import re
 

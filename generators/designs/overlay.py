@@ -1,5 +1,5 @@
 """`overlay`: the PYNQ-Z1 PL top `pynq_overlay`, everything between the two AXI DMAs and the
-engines (CONTRACTS.md section A, docs/overlay.md).
+engines (docs/overlay.md).
 
 Per HP port p: a register slice on s{p}_axis, a frame router, a two-format matrix engine
 (`mv-engine`: one module definition, two instances); the attention engine (`attention-engine`,

@@ -1,4 +1,4 @@
-"""Golden model of the PYNQ-Z1 overlay top `pynq_overlay` (CONTRACTS.md section A).
+"""Golden model of the PYNQ-Z1 overlay top `pynq_overlay` (docs/overlay.md).
 
 Written from the contract alone: it shares no code with rtl/ or the templates. It models the
 routing, the 2x64 -> 128 joiner and the output order of each port, and calls the engines'
