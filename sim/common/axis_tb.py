@@ -210,6 +210,44 @@ class StreamTB:
         return got
 
 
+    async def summary(self, make_frames, expected_fn, latency_frame):
+        """The `make sim` / `make report` workload of a matrix engine: the frames of
+        `make_frames(budget)` ($TB_SUMMARY_BEATS beats; output backpressure from
+        $TB_SUMMARY_STALL), rows checked and mismatching words against `expected_fn(beats)`
+        (the golden model), the tready duty over each frame's span and the latency of
+        `latency_frame()` (a one-row frame, free output); writes $TB_RESULT and fails on any
+        mismatch or protocol fault."""
+        import json
+        stall = float(os.environ.get("TB_SUMMARY_STALL", "0"))   # output backpressure
+        self.set_pauses(0, stall)
+        frames = make_frames(int(os.environ.get("TB_SUMMARY_BEATS", "6000")))
+        expected = expected_fn(self.beats_of(frames))
+        self.mon.clear()
+        sender = cocotb.start_soon(self.send_frames(frames))
+        got = await with_timeout(self.recv_words(len(frames)), 1_000_000, "us")
+        await sender
+        rows = sum(1 for _, last in expected if not last)
+        mismatches = (sum(1 for g, e in zip(got, expected) if g != e)
+                      + abs(len(got) - len(expected)))
+        # duty: handshakes over the cycles from each frame's first beat to its last
+        hs = list(self.mon.in_hs)
+        span = sum(e - s + 1 for s, e in self.mon.frame_spans())
+        # latency of a one-row frame, free output
+        self.set_pauses(0, 0)
+        self.mon.clear()
+        await self.run_check([latency_frame()])
+        lat = self.mon.out_hs[0] - self.mon.in_hs[-1]
+        result = {"rows": rows, "mismatches": mismatches, "beats": len(hs), "cycles": span,
+                  "stall": stall, "duty": 100.0 * len(hs) / span if span else 0.0,
+                  "latency": lat, "faults": len(self.mon.faults)}
+        if os.environ.get("TB_RESULT"):
+            with open(os.environ["TB_RESULT"], "w") as f:
+                json.dump(result, f)
+        assert mismatches == 0, f"{mismatches} mismatching words"
+        self.assert_no_faults()
+        return result
+
+
 def compare_words(got, expected, flag_names=None):
     """Word-by-word comparison of (word, tlast) lists; status words are decoded in the message."""
     names = flag_names or (lambda f: [f"bit{b}" for b in range(8) if f >> b & 1])

@@ -298,31 +298,8 @@ async def test_summary(dut):
     """The `make sim` / `make report` workload: random Q4_1 frames (and the engine's other
     formats, interleaved) with a free output or $TB_SUMMARY_STALL backpressure; counts rows
     checked and mismatches, measures the tready duty and the latency, writes $TB_RESULT."""
-    import json
     tb = Q4TB(dut)
     await tb.reset()
-    stall = float(os.environ.get("TB_SUMMARY_STALL", "0"))
-    tb.set_pauses(0, stall)
-    frames = random_frames(tb, int(os.environ.get("TB_SUMMARY_BEATS", "6000")))
-    beats = tb.beats_of(frames)
-    expected = golden_mv.mv_stream(beats, 8, tb.accepted, tb.max_k)
-    tb.mon.clear()
-    sender = cocotb.start_soon(tb.send_frames(frames))
-    got = await with_timeout(tb.recv_words(len(frames)), 1_000_000, "us")
-    await sender
-    rows = sum(1 for _, last in expected if not last)
-    mismatches = sum(1 for g, e in zip(got, expected) if g != e) + abs(len(got) - len(expected))
-    hs = list(tb.mon.in_hs)
-    span = sum(e - s + 1 for s, e in tb.mon.frame_spans())
-    tb.set_pauses(0, 0)
-    tb.mon.clear()
-    await tb.run_check([tb.frame(tb.max_k, 1)])
-    lat = tb.mon.out_hs[0] - tb.mon.in_hs[-1]
-    result = {"rows": rows, "mismatches": mismatches, "beats": len(hs), "cycles": span,
-              "stall": stall, "duty": 100.0 * len(hs) / span if span else 0.0, "latency": lat,
-              "faults": len(tb.mon.faults)}
-    if os.environ.get("TB_RESULT"):
-        with open(os.environ["TB_RESULT"], "w") as f:
-            json.dump(result, f)
-    assert mismatches == 0, f"{mismatches} mismatching words"
-    tb.assert_no_faults()
+    await tb.summary(lambda budget: random_frames(tb, budget),
+                     lambda beats: golden_mv.mv_stream(beats, 8, tb.accepted, tb.max_k),
+                     lambda: tb.frame(tb.max_k, 1))
