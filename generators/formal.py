@@ -68,6 +68,9 @@ SMALL = [
     ("attention-engine", {"heads_per_group": 1, "head_dim": 8, "max_context": 4, "macs": 8,
                           "exp_depth": 16, "fifo_depth": 16}, "small"),
     ("attention-engine", {}, "24 MACs"),
+    ("mv-engine", {"max_k": 16, "bytes": 4, "pipeline": 3, "reg_every": 1, "decode_bram": False,
+                   "fifo_depth": 16}, "small"),
+    ("q4-engine", {"max_k": 70, "fifo_depth": 32}, "small"),
 ]
 
 #: Flip-flop cell types (a combinational walk stops at them).
