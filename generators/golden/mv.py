@@ -32,6 +32,16 @@ def status_word(tag: int, flags: int, count: int) -> int:
     return (tag & 0xFF) | ((flags & 0xFF) << 8) | ((count & 0xFFFF) << 16)
 
 
+def end_status(tag: int, flags: int, got: int, declared: int, count: int) -> Word:
+    """The status word that ends a frame whose header was good: SHORT_FRAME when fewer row
+    bytes came than the header declared, LONG_FRAME when more, on top of `flags`."""
+    if got < declared:
+        flags |= SHORT_FRAME
+    elif got > declared:
+        flags |= LONG_FRAME
+    return (status_word(tag, flags, count), True)
+
+
 def decode_status(word: int) -> Tuple[int, int, int]:
     """(tag, flags, count) of a status word."""
     return word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFFFF
@@ -125,11 +135,7 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int) -> List[Wor
         else:
             w = row[:k].view(np.int8).astype(np.int64)
         out.append((int(np.dot(w, x)) & 0xFFFFFFFF, False))
-    if len(rows) < n * row_len:
-        flags |= SHORT_FRAME
-    elif len(rows) > n * row_len:
-        flags |= LONG_FRAME
-    out.append((status_word(tag, flags, complete), True))
+    out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 
 

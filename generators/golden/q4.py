@@ -16,7 +16,7 @@ from typing import Iterable, List, Sequence, Tuple
 import numpy as np
 
 from .mv import (BAD_FORMAT, BAD_MAGIC, BAD_SHAPE, LONG_FRAME, MAGIC, SHORT_FRAME,
-                 split_frames, status_word)
+                 end_status, split_frames, status_word)
 
 FMT_Q4 = 0x04
 BAD_SCALE = 1 << 5          # an fp16 d or m with exponent 31 (Inf/NaN) in a block within K
@@ -139,11 +139,7 @@ def q4_frame(frame: Sequence[int], max_k: int) -> List[Word]:
             flags |= BAD_SCALE
         if r < complete:
             out.append((round_f32(value), False))
-    if len(rows) < n * row_len:
-        flags |= SHORT_FRAME
-    elif len(rows) > n * row_len:
-        flags |= LONG_FRAME
-    out.append((status_word(tag, flags, complete), True))
+    out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 
 
