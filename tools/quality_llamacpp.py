@@ -27,6 +27,9 @@ def main(ids_file):
     prompt, eos = d["paris_prompt"], set(d["eos"])
     out = []
     llm.eval(prompt)
+    first = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+    top5 = [(int(i), llm.detokenize([int(i)]).decode("utf-8", errors="replace"),
+             round(float(first[i]), 3)) for i in np.argsort(-first)[:5]]
     for _ in range(16):
         t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
         if t in eos:
@@ -35,10 +38,11 @@ def main(ids_file):
         llm.eval([t])
     answer = llm.detokenize(out).decode("utf-8", errors="replace")
     res = {"version": __version__, "ids": ids, "logits": logits.tolist(), "answer": answer,
-           "answer_ids": out}
+           "answer_ids": out, "first_token_top5": top5}
     dest = Path(ids_file).with_name("llamacpp.json")
     dest.write_text(json.dumps(res))
-    print(f"llama.cpp {__version__}: answer {answer!r}; wrote {dest}")
+    print(f"llama.cpp {__version__}: answer {answer!r}; first answer token, top 5 logits: "
+          f"{top5}; wrote {dest}")
 
 
 if __name__ == "__main__":
