@@ -246,6 +246,14 @@ class AttentionEngine(Design):
         return build_tree(leaves, cadence_registers(tree_depth(bb), K_TREE_EVERY),
                           prefix=f"kt{g}_")
 
+    def k_tree_reg_levels(self) -> int:
+        """The K tree's registered levels as the bit mask rtl/attention_core.v takes (bit l-1:
+        level l), checked against the widths that module builds (level l at 16 + l bits)."""
+        tree = self.k_tree()
+        if tree.depth != self.max_tree or tree.out.width != 16 + tree.depth:
+            raise RuntimeError("rtl/attention_core.v builds the K tree at 16 + level bits")
+        return sum(1 << (lv.index - 1) for lv in tree.levels if lv.registered)
+
     def timing(self) -> AttentionTiming:
         """The latency model (one object; every delay of the RTL comes from it)."""
         return AttentionTiming(heads=self.G, row_beats=self.rb, beat_bytes=self.bb,
@@ -297,14 +305,15 @@ class AttentionEngine(Design):
             "NY": G * d // 4, "NYW": _clog2(G * d // 4 + 1), "out_words": self.out_words,
             "ZQ": tm.z_bits, "ZN": max(ab + F + 1, sw) + 1, "ZD": sw + 1,
             "TRIG_DELAY": tm.trig_delay, "V_DELAY": tm.v_delay, "FIN_WAIT": tm.fin_wait,
-            "ktrees": [self.k_tree(g) for g in range(G)], "tm": tm,
+            "k_tree_reg_levels": self.k_tree_reg_levels(), "tm": tm,
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.out_words + 2,
             "sx": _sx, "zx": _zx,
         }
 
     def rtl_files(self) -> List[str]:
-        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v"]
+        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v",
+                "attention_core.v"]
 
     def templates(self) -> List[Tuple[str, str]]:
         return [("attention_exp_rom.v.j2", f"{self.top}_exp_rom.v"),
