@@ -141,7 +141,7 @@ localparam K_TREE_REGS = popcount8(K_TREE_REG_LEVELS);   // K tree register stag
 // sized copies for comparisons with counters (the values fit; the truncation is of zeros)
 /* verilator lint_off WIDTHTRUNC */
 localparam [15:0]    OUT_COUNT = NY + G;          // output words before the status word
-localparam [16:0]    LMAX17    = LMAX;
+localparam [15:0]    LMAX16    = LMAX;
 localparam [7:0]     G8        = G;
 localparam [15:0]    D16       = D;
 localparam [TW-1:0]  T1        = 1;
@@ -213,12 +213,22 @@ for (k = 0; k < BB / 4; k = k + 1) begin : slot
 end
 endgenerate
 
+// L <= max_context (always true at 65535)
+wire len_le_max;
+generate
+if (LMAX < 65535) begin : len_chk
+    assign len_le_max = (din[31:16] <= LMAX16);
+end else begin : len_any
+    assign len_le_max = 1'b1;
+end
+endgenerate
+
 always @(posedge aclk) begin
     r0v       <= aresetn && hs;
     r0l       <= s_axis_tlast;
     r0d       <= din;
     r0magic   <= (din[15:0] == MAGIC);
-    r0shape   <= (din[31:16] != 16'd0) && ({1'b0, din[31:16]} <= LMAX17);
+    r0shape   <= (din[31:16] != 16'd0) && len_le_max;
     r0gd      <= (din[39:32] == G8) && (din[55:40] == D16);
     r0lm2     <= din[16 +: TW] - T1 - T1;
     r0l1      <= (din[16 +: TW] == T1);
