@@ -155,6 +155,7 @@ localparam [0:0]     G_IS1     = (G == 1);
 localparam [FHW-1:0] FH_LAST   = WPB - 1;
 localparam [NYW-1:0] NY_M1     = NY - 1;
 localparam [47:0]    EDEPTH48  = EDEPTH;
+localparam [AB-1:0]  SIX1      = 63;                // a 6-bit piece
 localparam [5:0]     BIG_SH    = 49 - bitlen(EDEPTH);   // EDEPTH << SHIFT >= 2^48 from here
 /* verilator lint_on WIDTHTRUNC */
 
@@ -751,10 +752,10 @@ always @(posedge aclk) begin
 end
 
 // finisher: per-head values it reads
-wire [G*4*AB-1:0] yrd_all;    // head g, word k of the beat quarter/half fh: [(4g+k)*AB +: AB]
-wire [G*AB-1:0]   af_all;     // A of the finisher's frame
-wire [G*AZP-1:0]  azp_all;    // A != 0 in 6-bit pieces
-wire [G*ZQ-1:0]   zq_all;     // Z quotients
+wire [AB-1:0]     yrd_h [0:4*G-1];   // head g, word k of the beat's quarter/half fh: [4g+k]
+wire [AB-1:0]     af_h [0:G-1];      // A of the finisher's frame
+wire [AZP-1:0]    azp_h [0:G-1];     // A != 0 in 6-bit pieces
+wire [G*ZQ-1:0]   zq_all;            // Z quotients, head g at [ZQ*g +: ZQ]
 wire [G-1:0]      zd_all;     // Z dividers done
 
 // ------------------------------------------------------------------ per head
@@ -802,9 +803,15 @@ for (g = 0; g < G; g = g + 1) begin : hd
 
     // K2: INT8 x INT8 products at their natural width (DSP), the leaves of the adder tree.
     // K3: the tree (pairwise, level l at 16 + l bits; registered at K_TREE_REG_LEVELS).
-    // Node n of level l is kt[2 BB - 2 (BB >> l) + n] (leaves: level 0, kt[0 .. BB-1]).
+    // Node k of level l is entry 2 BB - 2 (BB >> l) + k of kte (even levels; the leaves are
+    // level 0, entries 0 .. BB-1) or kto (odd levels): a level reads one array and writes the
+    // other, so the unregistered levels never read and write one variable (Verilator would
+    // have to iterate it: UNOPTFLAT).
     /* verilator lint_off UNUSEDSIGNAL */
-    wire signed [PSB-1:0] kt [0:2*BB-2];
+    /* verilator lint_off UNDRIVEN */
+    wire signed [PSB-1:0] kte [0:2*BB-2];
+    wire signed [PSB-1:0] kto [0:2*BB-2];
+    /* verilator lint_on UNDRIVEN */
     /* verilator lint_on UNUSEDSIGNAL */
     for (j = 0; j < BB; j = j + 1) begin : ln_k
         (* use_dsp = "yes" *) reg signed [15:0] kp;
@@ -812,31 +819,37 @@ for (g = 0; g < G; g = g + 1) begin : hd
             kp <= $signed(k1q[8*j +: 8]) * kk[j];
         end
         /* verilator lint_off WIDTHEXPAND */
-        assign kt[j] = kp;                              // sign-extended
+        assign kte[j] = kp;                             // sign-extended
         /* verilator lint_on WIDTHEXPAND */
     end
     for (l = 1; l <= MT; l = l + 1) begin : ktl
-        localparam integer LW = 16 + l;
         for (k = 0; k < (BB >> l); k = k + 1) begin : nd
-            localparam integer C = 2 * BB - 4 * (BB >> l) + 2 * k;   // left child
-            localparam integer N = 2 * BB - 2 * (BB >> l) + k;       // this node
-            wire signed [LW-1:0] s = kt[C][LW-1:0] + kt[C+1][LW-1:0];
+            // children: entries 2 BB - 4 (BB >> l) + 2k and + 1 of the level below
+            wire signed [15+l:0] s;
+            wire signed [15+l:0] o;
+            if (l % 2 == 1) begin : odd
+                assign s = kte[2*BB-4*(BB>>l)+2*k][15+l:0] + kte[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                /* verilator lint_off WIDTHEXPAND */
+                assign kto[2*BB-2*(BB>>l)+k] = o;       // sign-extended
+                /* verilator lint_on WIDTHEXPAND */
+            end else begin : even
+                assign s = kto[2*BB-4*(BB>>l)+2*k][15+l:0] + kto[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                /* verilator lint_off WIDTHEXPAND */
+                assign kte[2*BB-2*(BB>>l)+k] = o;
+                /* verilator lint_on WIDTHEXPAND */
+            end
             if (K_TREE_REG_LEVELS[l-1]) begin : r
-                reg signed [LW-1:0] q;
+                reg signed [15+l:0] q;
                 always @(posedge aclk) begin
                     q <= s;
                 end
-                /* verilator lint_off WIDTHEXPAND */
-                assign kt[N] = q;
-                /* verilator lint_on WIDTHEXPAND */
+                assign o = q;
             end else begin : c
-                /* verilator lint_off WIDTHEXPAND */
-                assign kt[N] = s;
-                /* verilator lint_on WIDTHEXPAND */
+                assign o = s;
             end
         end
     end
-    wire signed [PSB-1:0] ks = kt[2*BB-2];              // the beat's partial score
+    wire signed [PSB-1:0] ks = (MT % 2 == 1) ? kto[2*BB-2] : kte[2*BB-2];   // partial score
 
     // K4: row accumulate; K5: score RAM write (racc_all, above) and running maximum
     reg  signed [SB-1:0] racc;
@@ -908,8 +921,7 @@ for (g = 0; g < G; g = g + 1) begin : hd
     wire [AB-1:0] mtn [0:BB-2];
     for (l = 1; l <= MT; l = l + 1) begin : mtl
         for (k = 0; k < (BB >> l); k = k + 1) begin : nd
-            localparam integer C = BB - 4 * (BB >> l) + 2 * k;   // left child (level l - 1)
-            localparam integer N = BB - 2 * (BB >> l) + k;       // this node
+            // left child: mtn[BB - 4 (BB >> l) + 2k] (level l - 1)
             reg [AB-1:0] q;
             if (l == 1) begin : first
                 /* verilator lint_off UNUSEDSIGNAL */
@@ -920,10 +932,11 @@ for (g = 0; g < G; g = g + 1) begin : hd
                 end
             end else begin : next
                 always @(posedge aclk) begin
-                    q <= (mtn[C+1] > mtn[C]) ? mtn[C+1] : mtn[C];
+                    q <= (mtn[BB-4*(BB>>l)+2*k+1] > mtn[BB-4*(BB>>l)+2*k])
+                         ? mtn[BB-4*(BB>>l)+2*k+1] : mtn[BB-4*(BB>>l)+2*k];
                 end
             end
-            assign mtn[N] = q;
+            assign mtn[BB-2*(BB>>l)+k] = q;
         end
     end
     wire [AB-1:0] mx = mtn[BB-2];
@@ -941,23 +954,23 @@ for (g = 0; g < G; g = g + 1) begin : hd
             A[mtbank[MT-1]] <= {1'b0, mx[AB-1:1]} + {{(AB-1){1'b0}}, mx[0]};
         end
     end
-    for (k = 0; k < AZP; k = k + 1) begin : azpc
-        localparam integer HI = (6 * k + 5 < AB - 1) ? 6 * k + 5 : AB - 1;
-        always @(posedge aclk) begin
-            azp[k] <= |Af[HI:6*k];
+    integer ia;
+    always @(posedge aclk) begin
+        for (ia = 0; ia < AZP; ia = ia + 1) begin
+            azp[ia] <= |((Af >> (6 * ia)) & SIX1);
         end
     end
-    assign af_all[AB*g +: AB]    = Af;
-    assign azp_all[AZP*g +: AZP] = azp;
+    assign af_h[g]  = Af;
+    assign azp_h[g] = azp;
 
     // -------------------------------------------------------------- finisher reads
     // Y1: the 4 accumulators of the word (beat fb, word fh of the beat)
     for (k = 0; k < 4; k = k + 1) begin : yrd
         if (BB == 8) begin : half
-            assign yrd_all[AB*(4*g+k) +: AB] = fh[0] ? accf[4+k] : accf[k];
+            assign yrd_h[4*g+k] = fh[0] ? accf[4+k] : accf[k];
         end else begin : quarter
-            assign yrd_all[AB*(4*g+k) +: AB] = fh[FHW-1] ? (fh[0] ? accf[12+k] : accf[8+k])
-                                                         : (fh[0] ? accf[4+k] : accf[k]);
+            assign yrd_h[4*g+k] = fh[FHW-1] ? (fh[0] ? accf[12+k] : accf[8+k])
+                                            : (fh[0] ? accf[4+k] : accf[k]);
         end
     end
 
@@ -986,23 +999,20 @@ end
 endgenerate
 
 // ------------------------------------------------------------------ finisher: results
-// Y1: head fg's 4 accumulators and A, registered (head 0 for any other fg)
+// Y1: head fg's 4 accumulators (ysel, in yk[k]) and A, registered (head 0 for any other fg)
 wire          y_issue = ph_y;
 reg           y1v;
-reg  [4*AB-1:0] ysel;     // word k at [k*AB +: AB]
 reg  [AB-1:0] yden;
 reg  [AZP-1:0] yazp;
 integer iy;
 always @(posedge aclk) begin
     y1v  <= aresetn && y_issue;
-    yden <= af_all[AB-1:0];
-    yazp <= azp_all[AZP-1:0];
-    ysel <= yrd_all[4*AB-1:0];
+    yden <= af_h[0];
+    yazp <= azp_h[0];
     for (iy = 1; iy < G; iy = iy + 1) begin
         if (fg == iy[GW-1:0]) begin
-            yden <= af_all[AB*iy +: AB];
-            yazp <= azp_all[AZP*iy +: AZP];
-            ysel <= yrd_all[4*AB*iy +: 4*AB];
+            yden <= af_h[iy];
+            yazp <= azp_h[iy];
         end
     end
 end
@@ -1019,7 +1029,16 @@ generate
 for (k = 0; k < 4; k = k + 1) begin : yk
     // 254 |x| as one subtraction: 256 x - 2 x, operands swapped for a negative x (no
     // multiplier)
-    wire [AB-1:0] x     = ysel[AB*k +: AB];
+    reg  [AB-1:0] x;      // Y1: word k of head fg
+    integer ih;
+    always @(posedge aclk) begin
+        x <= yrd_h[k];
+        for (ih = 1; ih < G; ih = ih + 1) begin
+            if (fg == ih[GW-1:0]) begin
+                x <= yrd_h[4*ih+k];
+            end
+        end
+    end
     wire          yneg  = x[AB-1];
     wire [AB+7:0] x256  = {x, 8'd0};
     wire [AB+7:0] x2    = {{7{yneg}}, x, 1'b0};
@@ -1043,13 +1062,11 @@ for (k = 0; k < 4; k = k + 1) begin : yk
     reg           ysn;
     reg  [7:0]    yb;
     wire          yrb = yq0 & ((yrz != {AZP{1'b0}}) | yq1);
-    for (l = 0; l < AZP; l = l + 1) begin : rz
-        localparam integer HI = (6 * l + 5 < AB - 1) ? 6 * l + 5 : AB - 1;
-        always @(posedge aclk) begin
-            yrz[l] <= |yr[HI:6*l];
-        end
-    end
+    integer ir;
     always @(posedge aclk) begin
+        for (ir = 0; ir < AZP; ir = ir + 1) begin
+            yrz[ir] <= |((yr >> (6 * ir)) & SIX1);
+        end
         yh  <= ys[1] ? 7'd0 : yq[7:1];
         yq0 <= yq[0] & ~ys[1];
         yq1 <= yq[1];
