@@ -165,8 +165,8 @@ initial begin
         $finish;
     end
     if (G < 1 || G > 8 || D % BB != 0 || RB < G || HB < 2) begin
-        $display("attention_core: illegal G=%0d D=%0d BB=%0d (G 1..8, D a multiple of BB, D/BB >= G, a header of at least 2 beats)",
-                 G, D, BB);
+        $display("attention_core: illegal G=%0d D=%0d BB=%0d (G 1..8, D a multiple of BB, %s",
+                 G, D, BB, "D/BB >= G, a header of at least 2 beats)");
         $finish;
     end
     if (LMAX < 1 || LMAX > 65535 || W < 2 || W > 24 || EDEPTH < 2 || (1 << EAW) < EDEPTH) begin
