@@ -17,16 +17,6 @@ MAGIC = 0xA77E
 K_TREE_EVERY = 2         # the K adder tree is registered every 2 levels and at its output
 
 
-def _sx(sig: str, fw: int, tw: int) -> str:
-    """Verilog text: `sig` (fw bits) sign-extended to tw bits."""
-    return sig if tw == fw else f"{{{{{tw - fw}{{{sig}[{fw - 1}]}}}}, {sig}}}"
-
-
-def _zx(sig: str, fw: int, tw: int) -> str:
-    """Verilog text: `sig` (fw bits) zero-extended to tw bits."""
-    return sig if tw == fw else f"{{{{{tw - fw}{{1'b0}}}}, {sig}}}"
-
-
 def _clog2(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
@@ -246,6 +236,14 @@ class AttentionEngine(Design):
         return build_tree(leaves, cadence_registers(tree_depth(bb), K_TREE_EVERY),
                           prefix=f"kt{g}_")
 
+    def k_tree_reg_levels(self) -> int:
+        """The K tree's registered levels as the bit mask rtl/attention_core.v takes (bit l-1:
+        level l), checked against the widths that module builds (level l at 16 + l bits)."""
+        tree = self.k_tree()
+        if tree.depth != self.max_tree or tree.out.width != 16 + tree.depth:
+            raise RuntimeError("rtl/attention_core.v builds the K tree at 16 + level bits")
+        return sum(1 << (lv.index - 1) for lv in tree.levels if lv.registered)
+
     def timing(self) -> AttentionTiming:
         """The latency model (one object; every delay of the RTL comes from it)."""
         return AttentionTiming(heads=self.G, row_beats=self.rb, beat_bytes=self.bb,
@@ -266,45 +264,25 @@ class AttentionEngine(Design):
 
     # ------------------------------------------------------------------ rendering
     def context(self) -> Dict[str, Any]:
-        G, d, L = self.G, self.p["head_dim"], self.p["max_context"]
-        W = self.p["exp_width"]
-        sb = (d << 14).bit_length() + 1
-        # accumulator: holds L * (2^W - 1) * 128 signed, and at least one p * v product
-        ab = max((L * ((1 << W) - 1) * 128).bit_length() + 1, W + 9)
-        sw = (L * ((1 << W) - 1)).bit_length()
-        F = self.p["scale_frac_bits"]
+        """What the templates emit: the design's parameters and the latency model's delays for
+        rtl/attention_core.v (which derives every width itself), and the exp table contents."""
         tm = self.timing()
-        table = exp_table(self.p["exp_depth"], W, self.p["exp_steps_per_octave"])
-        # scale word g: byte offset 8 + 4g -> (beat, byte within beat)
-        bb = self.bb
-        scales = [((8 + 4 * g) // bb, (8 + 4 * g) % bb) for g in range(G)]
-        # 4-byte slots (beat, slot) that carry a scale word; the last header beat's are checked
-        # as it arrives, the earlier beats' are collected into a flag
-        slots: Dict[int, List[int]] = {}
-        for beat, pos in scales:
-            slots.setdefault(beat, []).append(pos // 4)
-        fmt_last = slots.get(self.hb - 1, [])
-        fmt_mid = [(b, slots[b]) for b in sorted(slots) if b != self.hb - 1]
+        table = exp_table(self.p["exp_depth"], self.p["exp_width"],
+                          self.p["exp_steps_per_octave"])
         return {
-            "top": self.top, "G": G, "BB": bb, "MT": self.max_tree,
-            "PSB": self.k_tree().out.width, "D": d, "RB": self.rb, "HB": self.hb, "LMAX": L,
-            "TW": _clog2(L), "RBW": _clog2(self.rb), "GW": _clog2(G), "HBW": _clog2(self.hb),
-            "SB": sb, "AB": ab, "AZP": -(-ab // 6),
-            "P1W": min(48, _clog2(self.p["exp_depth"]) + 15), "SWID": sw, "W": W, "F": F,
-            "EDEPTH": self.p["exp_depth"], "EAW": _clog2(self.p["exp_depth"]),
-            "table": table, "scales": scales, "magic": MAGIC,
-            "fmt_last_slots": fmt_last, "fmt_mid_beats": fmt_mid,
-            "NY": G * d // 4, "NYW": _clog2(G * d // 4 + 1), "out_words": self.out_words,
-            "ZQ": tm.z_bits, "ZN": max(ab + F + 1, sw) + 1, "ZD": sw + 1,
-            "TRIG_DELAY": tm.trig_delay, "V_DELAY": tm.v_delay, "FIN_WAIT": tm.fin_wait,
-            "ktrees": [self.k_tree(g) for g in range(G)], "tm": tm,
+            "top": self.top, "G": self.G, "BB": self.bb, "D": self.p["head_dim"],
+            "LMAX": self.p["max_context"], "W": self.p["exp_width"],
+            "F": self.p["scale_frac_bits"], "EDEPTH": self.p["exp_depth"],
+            "EAW": _clog2(self.p["exp_depth"]), "table": table, "magic": MAGIC,
+            "ZQ": tm.z_bits, "TRIG_DELAY": tm.trig_delay, "V_DELAY": tm.v_delay,
+            "FIN_WAIT": tm.fin_wait, "k_tree_reg_levels": self.k_tree_reg_levels(), "tm": tm,
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.out_words + 2,
-            "sx": _sx, "zx": _zx,
         }
 
     def rtl_files(self) -> List[str]:
-        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v"]
+        return ["sync_fifo.v", "delay_line.v", "attention_div_pipe.v", "attention_div_seq.v",
+                "attention_core.v"]
 
     def templates(self) -> List[Tuple[str, str]]:
         return [("attention_exp_rom.v.j2", f"{self.top}_exp_rom.v"),

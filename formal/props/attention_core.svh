@@ -1,6 +1,6 @@
-// Formal properties of the generated attention_engine (included inside the module by
-// generators/formal.py; docs/formal.md). Written against the template of 2026-11-30
-// (finisher phases ph_*, result counters fg/fb/fh, ycnt/ydone, zg, registered FIFO write).
+// Formal properties of the attention engine, bound in rtl/attention_core.v (included inside
+// the module by generators/formal.py; docs/formal.md): finisher phases ph_*, result counters
+// fg/fb/fh, ycnt/ydone, zg, registered FIFO write.
 //
 // Why the attention engine needs its own invariant: its finisher checks `room` once (phase
 // ph_room), long before its last write (NY result words, G scale words and the status word
@@ -20,8 +20,8 @@ localparam F_WPB   = NY / (G * RB);      // result words per beat of a row (fh c
 reg f_att_pv = 1'b0;
 always @(posedge aclk) f_att_pv <= 1'b1;
 
-// a shadow of the y divider's valid pipeline (ydiv0.v[0..QB]): its output is asserted equal
-// to ydiv0's out_valid, so with k > QB + 1 the induction step knows what is in flight there
+// a shadow of the y divider's valid pipeline (yk[0].ydiv.v[0..QB]): its output is asserted
+// equal to that divider's out_valid (yv0), so with k > QB + 1 the induction step knows what is in flight there
 reg [F_QB:0] f_ysr;
 always @(posedge aclk) begin
     f_ysr <= {f_ysr[F_QB-1:0], y1v};

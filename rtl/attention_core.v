@@ -1,0 +1,1140 @@
+// GQA decode attention, one KV head group of G query heads per frame: the whole engine but
+// the exp table (docs/attention.md; frame format section 2, arithmetic section 3, structure
+// section 9).
+//
+// Part of the ternary-pynq attention engine (hand-written, parameterized; not generated).
+// The generated top (generators/templates/attention_engine.v.j2) instantiates this module with
+// the design's parameters and the delays of the latency model AttentionTiming
+// (generators/designs/attention.py), and the exp table (a block ROM with literal contents)
+// beside it on the exp_addr / exp_q pins. Every per-head and per-byte structure is a generate
+// loop here: heads `hd[g]`, bytes of a beat `ln[j]` inside a head, the K adder tree `kt`, the
+// |acc| maximum tree `mt`, the four result dividers `yk[k]`.
+//
+// Pipeline (every register-to-register path is at most 4 LUT levels; docs/attention.md 9):
+//   input reg     the beat registered with the header checks precomputed from the port
+//   input FSM     one-hot: header block, q (held per head in LUTRAM), K rows, V rows, drain
+//   K pipeline    K1 beat and q slices, K2 q.k products (DSP), the per-head adder tree
+//                 (registered at the levels K_TREE_REG_LEVELS), K4 row accumulate, K5 score
+//                 RAM write and running maximum
+//   weight unit   TRIG_DELAY cycles after a V row's first beat: score RAM read (read and output
+//                 registers), then one head per clock: e = m - s, e*MULT + rnd (DSP), >> SHIFT,
+//                 exp table (2 cycles), weight register
+//   V pipeline    V beats delayed V_DELAY cycles, p.v products (DSP), accumulators in LUTRAM
+//                 (read-modify-write at {bank, beat in row}), S per head, A = max |acc| on the
+//                 last row (registered tree of pairwise maxima)
+//   finisher      takes a frame FIN_WAIT cycles after its tlast, then 4 pipelined 8-bit
+//                 dividers give one result word per clock, G sequential ZQ-bit dividers give
+//                 Z, then the status word; writes to the output FIFO are registered
+//   back to back  accumulators, A, S and the scale words are double-buffered (bank bit per
+//                 frame): the next frame streams in while the finisher works. A frame's first
+//                 beat is accepted once the finisher has written the status word of the frame
+//                 before the previous one; s_axis_tready is otherwise always high.
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module attention_core #
+(
+    // Query heads per frame (G), 1..8
+    parameter G = 3,
+    // Elements per head (d), a multiple of BB
+    parameter D = 64,
+    // Bytes per input beat: 8 (64-bit s_axis) or 16 (128-bit s_axis)
+    parameter BB = 8,
+    // Largest context length L accepted, 1..65535
+    parameter LMAX = 2048,
+    // Exp table entries
+    parameter EDEPTH = 4096,
+    // Exp table address width
+    parameter EAW = (EDEPTH > 1) ? $clog2(EDEPTH) : 1,
+    // Exp table entry width in bits (2..24)
+    parameter W = 24,
+    // Fraction bits of the Z scale word
+    parameter F = 24,
+    // Z quotient bits (AttentionTiming.z_bits)
+    parameter ZQ = F + 8,
+    // Frame magic (header bytes 0..1)
+    parameter [15:0] MAGIC = 16'hA77E,
+    // K adder tree: bit l-1 set when level l (1..log2 BB) is registered (the generator's Tree)
+    parameter [7:0] K_TREE_REG_LEVELS = 8'b0000_0110,
+    // V row start (V input register) -> score RAM read (AttentionTiming.trig_delay)
+    parameter TRIG_DELAY = 5,
+    // V input register -> p*v stage (AttentionTiming.v_delay)
+    parameter V_DELAY = 14,
+    // FSM sees tlast -> the frame leaves the drain line (AttentionTiming.fin_wait)
+    parameter FIN_WAIT = 20,
+    // log2 of the output FIFO depth
+    parameter FIFO_ADDR_W = 6,
+    // Output FIFO room margin: one frame's output words plus 2
+    parameter FIFO_MARGIN = G * D / 4 + G + 2
+)
+(
+    input  wire             aclk,
+    input  wire             aresetn,
+
+    input  wire [8*BB-1:0]  s_axis_tdata,
+    input  wire             s_axis_tvalid,
+    output wire             s_axis_tready,
+    input  wire             s_axis_tlast,
+
+    output wire [31:0]      m_axis_tdata,
+    output wire [3:0]       m_axis_tkeep,
+    output wire             m_axis_tvalid,
+    input  wire             m_axis_tready,
+    output wire             m_axis_tlast,
+
+    // the exp table: a block ROM with read and output registers (exp_q follows exp_addr by
+    // 2 cycles)
+    output wire [EAW-1:0]   exp_addr,
+    input  wire [W-1:0]     exp_q
+);
+
+// ------------------------------------------------------------------ derived constants
+function integer bitlen(input [63:0] x);    // bits of x (Python's int.bit_length)
+    integer i;
+    begin
+        bitlen = 0;
+        for (i = 0; i < 64; i = i + 1) begin
+            if (x[i]) begin
+                bitlen = i + 1;
+            end
+        end
+    end
+endfunction
+
+function integer popcount8(input [7:0] x);
+    integer i;
+    begin
+        popcount8 = 0;
+        for (i = 0; i < 8; i = i + 1) begin
+            popcount8 = popcount8 + x[i];
+        end
+    end
+endfunction
+
+localparam RB    = D / BB;                        // beats per K or V row
+localparam HB    = (8 + 4 * G + BB - 1) / BB;     // header beats
+localparam MT    = $clog2(BB);                    // levels of the K tree and of the |acc| tree
+localparam WPB   = BB / 4;                        // result words per beat of a row
+localparam FHW   = MT - 2;                        // result word within a beat: counter width
+localparam TW    = (LMAX > 1) ? $clog2(LMAX) : 1; // row counter width
+localparam RBW   = (RB > 1) ? $clog2(RB) : 1;     // beat-in-row counter width
+localparam GW    = (G > 1) ? $clog2(G) : 1;       // head counter width
+localparam HBW   = (HB > 1) ? $clog2(HB) : 1;     // header beat counter width
+localparam RBA   = RBW + 1;                       // accumulator LUTRAM address: {bank, beat}
+localparam SB    = bitlen(D << 14) + 1;           // score width (signed)
+localparam PSB   = 16 + MT;                       // one beat's partial score width (signed)
+localparam MPW   = W + 9;                         // p * v product width (signed)
+// accumulator width (signed): holds L * (2^W - 1) * 128, and at least one p * v product
+localparam AB0   = bitlen(LMAX * ((64'd1 << W) - 64'd1) * 64'd128) + 1;
+localparam AB    = (AB0 > MPW) ? AB0 : MPW;
+localparam AZP   = (AB + 5) / 6;                  // 6-bit pieces of an AB-bit "!= 0"
+localparam SWID  = bitlen(LMAX * ((64'd1 << W) - 64'd1));   // S width (unsigned)
+localparam ZN    = ((AB + F + 1 > SWID) ? AB + F + 1 : SWID) + 1;   // Z numerator width
+localparam ZD    = SWID + 1;                      // Z denominator width
+localparam P1W   = (EAW + 15 < 48) ? EAW + 15 : 48;   // first shift step's output width
+localparam NY    = G * D / 4;                     // result words per frame
+localparam NYW   = $clog2(NY + 1);                // result word counter width
+localparam K_TREE_REGS = popcount8(K_TREE_REG_LEVELS);   // K tree register stages
+
+// sized copies for comparisons with counters (the values fit; the truncation is of zeros)
+/* verilator lint_off WIDTHTRUNC */
+localparam [15:0]    OUT_COUNT = NY + G;          // output words before the status word
+localparam [15:0]    LMAX16    = LMAX;
+localparam [7:0]     G8        = G;
+localparam [15:0]    D16       = D;
+localparam [TW-1:0]  T1        = 1;
+localparam [HBW-1:0] HB_M2     = HB - 2;
+localparam [RBW-1:0] RB_M1     = RB - 1;
+localparam [RBW-1:0] RB_M2     = (RB > 1) ? RB - 2 : 0;
+localparam [0:0]     RB_IS1    = (RB == 1);
+localparam [GW-1:0]  G_M1      = G - 1;
+localparam [GW-1:0]  G_M2      = (G > 1) ? G - 2 : 0;
+localparam [0:0]     G_IS1     = (G == 1);
+localparam [FHW-1:0] FH_LAST   = WPB - 1;
+localparam [NYW-1:0] NY_M1     = NY - 1;
+localparam [47:0]    EDEPTH48  = EDEPTH;
+localparam [AB-1:0]  SIX1      = 63;                // a 6-bit piece
+localparam [5:0]     BIG_SH    = 49 - bitlen(EDEPTH);   // EDEPTH << SHIFT >= 2^48 from here
+/* verilator lint_on WIDTHTRUNC */
+
+initial begin
+    if (BB != 8 && BB != 16) begin
+        $display("attention_core: BB=%0d must be 8 or 16", BB);
+        $finish;
+    end
+    if (G < 1 || G > 8 || D % BB != 0 || RB < G || HB < 2) begin
+        $display("attention_core: illegal G=%0d D=%0d BB=%0d (G 1..8, D a multiple of BB, %s",
+                 G, D, BB, "D/BB >= G, a header of at least 2 beats)");
+        $finish;
+    end
+    if (LMAX < 1 || LMAX > 65535 || W < 2 || W > 24 || EDEPTH < 2 || (1 << EAW) < EDEPTH) begin
+        $display("attention_core: illegal LMAX=%0d W=%0d EDEPTH=%0d EAW=%0d", LMAX, W, EDEPTH,
+                 EAW);
+        $finish;
+    end
+    if (K_TREE_REG_LEVELS[MT-1] != 1'b1 || (K_TREE_REG_LEVELS >> MT) != 8'd0 || ZQ > 32
+            || TRIG_DELAY < 2 || V_DELAY < 1 || FIN_WAIT < 1) begin
+        $display("attention_core: illegal K_TREE_REG_LEVELS=%b ZQ=%0d or delays %0d %0d %0d",
+                 K_TREE_REG_LEVELS, ZQ, TRIG_DELAY, V_DELAY, FIN_WAIT);
+        $finish;
+    end
+end
+
+genvar g, j, k, l;
+
+// ------------------------------------------------------------------ input register
+// The beat is registered first (with the header checks, L - 1 and L - 2, and the format check
+// of every 4-byte slot precomputed from the port); the FSM works on the registered beat, so
+// no port reaches deeper than those checks and every FSM decision is on register outputs.
+reg            rdy;
+reg  [1:0]     nout;      // frames whose tlast was accepted and whose status is not written
+reg            r0v;
+reg            r0l;
+reg  [8*BB-1:0] r0d;
+reg            r0magic;
+reg            r0shape;   // 1 <= L <= max_context
+reg            r0gd;      // G and d as generated
+reg  [TW-1:0]  r0lm2;
+reg            r0l1;
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [BB/4-1:0] r0slotbad;   // slots that hold no scale word are not checked
+/* verilator lint_on UNUSEDSIGNAL */
+
+wire [8*BB-1:0] din = s_axis_tdata;
+wire        hs  = s_axis_tvalid && rdy;
+assign s_axis_tready = rdy;
+
+// a scale word's slot (4 bytes: MULT, SHIFT, 0) is bad when SHIFT > 47 or byte 3 is not 0
+wire [BB/4-1:0] slotbad_now;
+generate
+for (k = 0; k < BB / 4; k = k + 1) begin : slot
+    assign slotbad_now[k] = (din[32*k+16 +: 8] > 8'd47) || (din[32*k+24 +: 8] != 8'd0);
+end
+endgenerate
+
+// L <= max_context (always true at 65535)
+wire len_le_max;
+generate
+if (LMAX < 65535) begin : len_chk
+    assign len_le_max = (din[31:16] <= LMAX16);
+end else begin : len_any
+    assign len_le_max = 1'b1;
+end
+endgenerate
+
+always @(posedge aclk) begin
+    r0v       <= aresetn && hs;
+    r0l       <= s_axis_tlast;
+    r0d       <= din;
+    r0magic   <= (din[15:0] == MAGIC);
+    r0shape   <= (din[31:16] != 16'd0) && len_le_max;
+    r0gd      <= (din[39:32] == G8) && (din[55:40] == D16);
+    r0lm2     <= din[16 +: TW] - T1 - T1;
+    r0l1      <= (din[16 +: TW] == T1);
+    r0slotbad <= slotbad_now;
+end
+
+// ------------------------------------------------------------------ input FSM
+// One-hot state; every decision is a short function of registered flags (hcnt == 0 and
+// == HB - 1, last beat of a row / of the last row, last q beat, the precomputed header checks).
+reg            s_hdr, s_q, s_k, s_v, s_drain;
+reg            ib;        // bank of the frame at the input (toggles with every tlast)
+reg  [HBW-1:0] hcnt;
+reg            h0;        // hcnt == 0
+reg            hl;        // hcnt == HB - 1
+reg            fbad;
+reg  [GW-1:0]  qg;
+reg  [RBW-1:0] qb;
+reg            qbl;       // qb == RB - 1
+reg            qgl;       // qg == G - 1
+reg  [RBW-1:0] bcnt;
+reg            bl;        // bcnt == RB - 1
+reg  [TW-1:0]  tcnt;
+reg            tl;        // tcnt == L - 1
+reg            t0;        // tcnt == 0
+reg  [TW-1:0]  lm2;
+reg            l1;
+reg  [7:0]     tag;
+reg  [4:0]     flags;
+reg            ph_wait, ph_room, ph_y, ph_zw, ph_zout, ph_stat;   // finisher phase
+reg            fbank;     // the finisher's frame: bank, tag, flags, results sent
+reg  [7:0]     ftag;
+reg  [4:0]     fflags;
+reg            fres;      // fflags[3:0] == 0: good or long frame, results are sent
+reg  [GW-1:0]  fg;
+reg  [RBW-1:0] fb;
+reg  [FHW-1:0] fh;        // result word within the beat
+reg  [GW-1:0]  zg;
+reg            zstart;
+reg  [NYW-1:0] ycnt;
+reg            ydone;
+
+wire hs1   = r0v;
+wire last1 = r0l;
+// format check of the scale words (scale word g is bytes 8 + 4g .. 11 + 4g of the header):
+// the last header beat's slots as it arrives, the earlier beats' collected in fbad
+wire [G-1:0] fmt_last_g;   // head g's scale word is in the last header beat and bad
+wire [G-1:0] fmt_mid_g;    // head g's scale word is in this (earlier) header beat and bad
+wire fmt_bad_now = |fmt_last_g;
+wire hdr_bad  = !r0magic || !r0shape || !r0gd;   // header word rejected (beat 0)
+wire fmt_bad  = fbad || fmt_bad_now;    // scale words rejected (last header beat)
+wire row_end  = bl && tl;               // last beat of the last row of K or V
+wire q_end    = qbl && qgl;             // last beat of q
+wire y_end    = (fh == FH_LAST) && (fb == RB_M1) && (fg == G_M1);
+wire zgl      = (zg == G_M1);
+// what the beat in the input register does (checked in the order of docs section 2.3)
+wire e_magic  = hs1 && s_hdr && h0 && !r0magic;
+wire e_shape  = hs1 && s_hdr && h0 && r0magic && !(r0shape && r0gd);
+wire e_format = hs1 && s_hdr && hl && fmt_bad;
+wire e_short  = hs1 && last1 && ((s_hdr && !(h0 && hdr_bad) && !(hl && fmt_bad)) || s_q || s_k
+                                 || (s_v && !row_end));
+wire e_long   = hs1 && !last1 && s_v && row_end;
+wire hdr_done = last1 || hl || (h0 && hdr_bad);   // the header parser returns to beat 0
+
+// finisher signals used by the FSM
+wire        room;
+wire        zdone;
+wire        pv;           // a frame waits for the finisher
+wire        take = ph_wait && pv;
+// the input stalls after a tlast while two frames are outstanding (the finisher has not
+// written the status word of the frame before): their banks are both in use
+wire        tl_hs = hs && s_axis_tlast;
+wire [1:0]  nout_nx = nout + {1'b0, tl_hs} - {1'b0, ph_stat};
+
+always @(posedge aclk) begin
+    if (!aresetn) begin
+        s_hdr   <= 1'b1;
+        s_q     <= 1'b0;
+        s_k     <= 1'b0;
+        s_v     <= 1'b0;
+        s_drain <= 1'b0;
+        ib      <= 1'b0;
+        rdy     <= 1'b0;
+        nout    <= 2'd0;
+        hcnt    <= {HBW{1'b0}};
+        h0      <= 1'b1;
+        hl      <= 1'b0;
+        flags   <= 5'd0;
+        ph_wait <= 1'b1;
+        ph_room <= 1'b0;
+        ph_y    <= 1'b0;
+        ph_zw   <= 1'b0;
+        ph_zout <= 1'b0;
+        ph_stat <= 1'b0;
+        fg      <= {GW{1'b0}};
+        fb      <= {RBW{1'b0}};
+        fh      <= {FHW{1'b0}};
+        zg      <= {GW{1'b0}};
+        zstart  <= 1'b0;
+    end else begin
+        zstart <= 1'b0;
+        nout   <= nout_nx;
+        rdy    <= (nout_nx != 2'd2);
+        // state (one-hot): every tlast ends the frame; the next frame's header may follow at once
+        s_drain <= (s_drain || e_magic || e_shape || e_format || e_long) && !(hs1 && last1);
+        s_hdr   <= (hs1 && last1) || (s_hdr && !(hs1 && hdr_done));
+        s_q     <= (hs1 && s_hdr && hl && !last1 && !fmt_bad) || (s_q && !(hs1 && (last1 || q_end)));
+        s_k     <= (hs1 && s_q && !last1 && q_end) || (s_k && !(hs1 && (last1 || row_end)));
+        s_v     <= (hs1 && s_k && !last1 && row_end) || (s_v && !(hs1 && (last1 || row_end)));
+        flags   <= (hs1 && last1) ? 5'd0 : (flags | {e_long, e_short, e_format, e_shape, e_magic});
+        ib      <= ib ^ (hs1 && last1);
+        // header beat counter
+        if (hs1 && s_hdr) begin
+            if (hdr_done) begin
+                hcnt <= {HBW{1'b0}};
+                h0   <= 1'b1;
+                hl   <= 1'b0;
+            end else begin
+                hcnt <= hcnt + 1'b1;
+                h0   <= 1'b0;
+                hl   <= (hcnt == HB_M2);
+            end
+        end
+        // finisher phase (one-hot): idle until a frame is pending, room for its words, result
+        // words, wait for the dividers, scale words, status
+        ph_wait <= ph_stat || (ph_wait && !pv);
+        ph_room <= take || (ph_room && !room);
+        ph_y    <= (ph_room && room && fres) || (ph_y && !y_end);
+        ph_zw   <= (ph_y && y_end) || (ph_zw && !(zdone && ydone));
+        ph_zout <= (ph_zw && zdone && ydone) || (ph_zout && !zgl);
+        ph_stat <= (ph_room && room && !fres) || (ph_zout && zgl);
+        if (ph_room && room && fres) begin
+            zstart <= 1'b1;
+            fg     <= {GW{1'b0}};
+            fb     <= {RBW{1'b0}};
+            fh     <= {FHW{1'b0}};
+        end
+        if (ph_y) begin
+            fh <= fh + 1'b1;
+            if (fh == FH_LAST) begin
+                if (fb == RB_M1) begin
+                    fb <= {RBW{1'b0}};
+                    fg <= fg + 1'b1;
+                end else begin
+                    fb <= fb + 1'b1;
+                end
+            end
+        end
+        if (ph_zw) begin
+            zg <= {GW{1'b0}};
+        end
+        if (ph_zout) begin
+            zg <= zg + 1'b1;
+        end
+    end
+end
+
+// ------------------------------------------------------------------ drain and hand-over
+// When the FSM sees a tlast, the frame's tag, flags and bank enter a delay line of FIN_WAIT
+// cycles (every in-flight beat lands, A and S are final), then wait in the pending register
+// until the finisher is idle. The input gate (nout) keeps at most one frame pending.
+wire [4:0]  ev_flags = flags | {e_long, e_short, e_format, e_shape, e_magic};
+wire [7:0]  ev_tag   = (s_hdr && h0) ? r0d[63:56] : tag;   // a one-beat frame: its own tag
+wire        dv;
+wire [7:0]  dtag;
+wire [4:0]  dflags;
+wire        dbank;
+delay_line #(.WIDTH(15), .CTRL_W(1), .DEPTH(FIN_WAIT)) drain_dl (
+    .clk(aclk), .rst_n(aresetn),
+    .d({ev_tag, ev_flags, ib, hs1 && last1}),
+    .q({dtag, dflags, dbank, dv})
+);
+reg         pvr;
+reg  [7:0]  ptag;
+reg  [4:0]  pflags;
+reg         pbank;
+reg         pres;
+assign pv = pvr;
+always @(posedge aclk) begin
+    if (!aresetn) begin
+        pvr <= 1'b0;
+    end else if (dv) begin
+        pvr <= 1'b1;
+        // synthesis translate_off
+        if (pvr && !take) begin
+            $display("ERROR: %m: a frame reached the finisher while one was pending at %0t", $time);
+        end
+        // synthesis translate_on
+    end else if (take) begin
+        pvr <= 1'b0;
+    end
+    if (dv) begin
+        ptag   <= dtag;
+        pflags <= dflags;
+        pbank  <= dbank;
+        pres   <= (dflags[3:0] == 4'd0);
+    end
+    if (take) begin
+        ftag   <= ptag;
+        fflags <= pflags;
+        fbank  <= pbank;
+        fres   <= pres;
+    end
+end
+
+// header fields and q / row counters (no reset needed: loaded before use)
+always @(posedge aclk) begin
+    if (hs1 && s_hdr) begin
+        if (h0) begin
+            tag  <= r0d[63:56];
+            lm2  <= r0lm2;
+            l1   <= r0l1;
+            fbad <= 1'b0;
+        end
+        if (|fmt_mid_g) begin
+            fbad <= 1'b1;
+        end
+    end
+    // q beat counters: at their start values outside the q section
+    if (!s_q) begin
+        qb  <= {RBW{1'b0}};
+        qg  <= {GW{1'b0}};
+        qbl <= RB_IS1;
+        qgl <= G_IS1;
+    end else if (hs1) begin
+        if (qbl) begin
+            qb  <= {RBW{1'b0}};
+            qbl <= RB_IS1;
+            qg  <= qg + 1'b1;
+            qgl <= G_IS1 || (qg == G_M2);
+        end else begin
+            qb  <= qb + 1'b1;
+            qbl <= RB_IS1 || (qb == RB_M2);
+        end
+    end
+    // K / V row counters: at their start values outside K and V, and again after K
+    if (!(s_k || s_v) || (hs1 && row_end)) begin
+        bcnt <= {RBW{1'b0}};
+        bl   <= RB_IS1;
+        tcnt <= {TW{1'b0}};
+        t0   <= 1'b1;
+        tl   <= l1;
+    end else if (hs1) begin
+        if (bl) begin
+            bcnt <= {RBW{1'b0}};
+            bl   <= RB_IS1;
+            tcnt <= tcnt + 1'b1;
+            t0   <= 1'b0;
+            tl   <= (tcnt == lm2);
+        end else begin
+            bcnt <= bcnt + 1'b1;
+            bl   <= RB_IS1 || (bcnt == RB_M2);
+        end
+    end
+end
+
+// ------------------------------------------------------------------ K and V input stages
+// K1: beat registered (the q slices are registered per head below)
+reg            k1v;
+reg            k1first;
+reg            k1last;
+reg            k1row0;
+reg  [TW-1:0]  k1t;
+reg  [8*BB-1:0] k1d;
+always @(posedge aclk) begin
+    k1v     <= aresetn && hs1 && s_k;
+    k1first <= (bcnt == {RBW{1'b0}});
+    k1last  <= bl;
+    k1row0  <= t0;
+    k1t     <= tcnt;
+    k1d     <= r0d;
+end
+
+// V input register
+reg            v0v;
+reg            v0first;
+reg            v0row0;
+reg            v0lastrow;
+reg            v0bank;
+reg  [RBW-1:0] v0b;
+reg  [TW-1:0]  v0t;
+reg  [8*BB-1:0] v0d;
+always @(posedge aclk) begin
+    v0v       <= aresetn && hs1 && s_v;
+    v0first   <= (bcnt == {RBW{1'b0}});
+    v0row0    <= t0;
+    v0lastrow <= tl;
+    v0bank    <= ib;
+    v0b       <= bcnt;
+    v0t       <= tcnt;
+    v0d       <= r0d;
+end
+
+// K2 sideband (products below, per head and byte) and the tree's sideband delay line
+reg            k2v;
+reg            k2first;
+reg            k2last;
+reg            k2row0;
+reg  [TW-1:0]  k2t;
+always @(posedge aclk) begin
+    k2v     <= aresetn && k1v;
+    k2first <= k1first;
+    k2last  <= k1last;
+    k2row0  <= k1row0;
+    k2t     <= k1t;
+end
+wire           k3v;
+wire           k3first;
+wire           k3last;
+wire           k3row0;
+wire [TW-1:0]  k3t;
+delay_line #(.WIDTH(4 + TW), .CTRL_W(1), .DEPTH(K_TREE_REGS)) k3_dl (
+    .clk(aclk), .rst_n(aresetn),
+    .d({k2t, k2row0, k2last, k2first, k2v}),
+    .q({k3t, k3row0, k3last, k3first, k3v})
+);
+// K4 sideband
+reg            k4end;
+reg            k4row0;
+reg  [TW-1:0]  k4t;
+always @(posedge aclk) begin
+    k4end  <= aresetn && k3v && k3last;
+    k4row0 <= k3row0;
+    k4t    <= k3t;
+end
+
+// the bytes of the K beat and of the delayed V beat (md, below), shared by every head
+wire signed [7:0] kk [0:BB-1];
+wire signed [7:0] mvs [0:BB-1];
+wire [8*BB-1:0]   md;
+generate
+for (j = 0; j < BB; j = j + 1) begin : byte_split
+    assign kk[j]  = k1d[8*j +: 8];
+    assign mvs[j] = md[8*j +: 8];
+end
+endgenerate
+
+// ------------------------------------------------------------------ weight unit (shared)
+// Row start -> score RAM read TRIG_DELAY cycles after the V input register (the K pipeline
+// has written the last score and the maximum by then); the read is registered twice (BRAM
+// read register and output register).
+wire           trv;
+wire           trb;
+wire [TW-1:0]  trt;
+delay_line #(.WIDTH(2 + TW), .CTRL_W(1), .DEPTH(TRIG_DELAY - 1)) trig_dl (
+    .clk(aclk), .rst_n(aresetn), .d({v0bank, v0t, v0v && v0first}), .q({trb, trt, trv})
+);
+
+// per-head values the shared stages read (G small: flat vectors, head g at [g*width +: width])
+wire [G*SB-1:0]   racc_all;   // row scores (K4), written to the score RAM
+wire [G*SB-1:0]   m_all;      // running maxima
+wire [G*16-1:0]   mu_all;     // MULT of the weight unit's frame
+wire [G*6-1:0]    sh_all;     // SHIFT of the weight unit's frame
+
+(* ram_style = "block" *) reg [G*SB-1:0] score_ram [0:LMAX-1];
+always @(posedge aclk) begin
+    if (k4end) begin
+        score_ram[k4t] <= racc_all;
+    end
+end
+
+reg  [G*SB-1:0] srd_a;    // BRAM read register
+reg  [G*SB-1:0] srd;      // BRAM output register
+reg            trv2;
+reg            trb2;
+always @(posedge aclk) begin
+    if (trv) begin
+        srd_a <= score_ram[trt];
+    end
+    srd  <= srd_a;
+    trv2 <= aresetn && trv;
+    trb2 <= trb;
+end
+
+reg            wrun;
+reg            wbank;
+reg  [GW-1:0]  wh;
+reg            w1v, w2v, w3v, w4v, w5v;
+reg  [GW-1:0]  w1h, w2h, w3h, w4h, w5h;
+reg  [SB-1:0]  e1;
+reg  [15:0]    mu1;
+reg  [5:0]     sh1, sh2;
+reg  [1:0]     sh3;
+reg  [47:0]    lim2;      // EDEPTH << SHIFT (low 48 bits)
+reg            big2;      // EDEPTH << SHIFT >= 2^48: no 48-bit product reaches past the table
+reg            ov3, ov4, ov5;
+(* use_dsp = "yes" *) reg [47:0] p2;
+reg  [EAW+2:0] idx3;      // index, still to be shifted by sh3
+wire [W-1:0]   pr5 = exp_q;   // table output (registered twice in the ROM)
+
+// e * MULT at its natural width: SB x 16 bits unsigned, one DSP48E1
+wire [SB+15:0] ep1 = e1 * mu1;
+/* verilator lint_off WIDTHEXPAND */
+wire [47:0]    ep1_48 = ep1;                      // zero-extended
+/* verilator lint_on WIDTHEXPAND */
+
+// the shift by SHIFT in three 4-way steps, one LUT level each (kept apart): two in W3, the
+// last in front of the table's address register in W4
+(* keep *) wire [P1W-1:0] p2s1;
+(* keep *) wire [EAW+2:0] p2s2;
+/* verilator lint_off UNUSEDSIGNAL */
+wire [47:0]    p2sh1 = p2 >> {sh2[5:4], 4'd0};
+wire [P1W-1:0] p2sh2 = p2s1 >> {sh2[3:2], 2'd0};
+wire [EAW+2:0] idx4  = idx3 >> sh3;
+/* verilator lint_on UNUSEDSIGNAL */
+assign p2s1 = p2sh1[P1W-1:0];
+assign p2s2 = p2sh2[EAW+2:0];
+assign exp_addr = idx4[EAW-1:0];
+
+always @(posedge aclk) begin
+    if (!aresetn) begin
+        wrun <= 1'b0;
+        wh   <= {GW{1'b0}};
+        w1v  <= 1'b0;
+        w2v  <= 1'b0;
+        w3v  <= 1'b0;
+        w4v  <= 1'b0;
+        w5v  <= 1'b0;
+    end else begin
+        w1v <= wrun;
+        w2v <= w1v;
+        w3v <= w2v;
+        w4v <= w3v;
+        w5v <= w4v;
+        if (wrun) begin
+            wh <= wh + 1'b1;
+            if (wh == G_M1) begin
+                wrun <= 1'b0;
+            end
+        end
+        if (trv2) begin
+            wrun <= 1'b1;
+            wh   <= {GW{1'b0}};
+        end
+    end
+    if (trv2) begin
+        wbank <= trb2;
+    end
+end
+
+integer iw;
+always @(posedge aclk) begin
+    // W1: distance below the maximum, this head's scale (the row's frame bank); head wh
+    // (head 0 for any other value)
+    w1h <= wh;
+    e1  <= m_all[SB-1:0] - srd[SB-1:0];
+    mu1 <= mu_all[15:0];
+    sh1 <= sh_all[5:0];
+    for (iw = 1; iw < G; iw = iw + 1) begin
+        if (wh == iw[GW-1:0]) begin
+            e1  <= m_all[SB*iw +: SB] - srd[SB*iw +: SB];
+            mu1 <= mu_all[16*iw +: 16];
+            sh1 <= sh_all[6*iw +: 6];
+        end
+    end
+    // W2: e * MULT + rounding constant (one DSP48)
+    w2h <= w1h;
+    sh2 <= sh1;
+    p2  <= ep1_48 + ((48'd1 << sh1) >> 1);
+    lim2 <= EDEPTH48 << sh1;
+    big2 <= (sh1 >= BIG_SH);
+    // W3: shift, as three 4-way steps (one LUT level each, kept apart)
+    w3h  <= w2h;
+    idx3 <= p2s2;
+    sh3  <= sh2[1:0];
+    // past the table's end: (p >> SHIFT) >= EDEPTH, i.e. p >= EDEPTH << SHIFT
+    ov3  <= !big2 && (p2 >= lim2);
+    // W4: table read (block ROM read register); W5: ROM output register
+    w4h <= w3h;
+    ov4 <= ov3;
+    w5h <= w4h;
+    ov5 <= ov4;
+    // W6: the head's weight for the next row (pn in hd[w5h])
+end
+
+// ------------------------------------------------------------------ V pipeline sideband
+wire           mv;
+wire           mfirst;
+wire           mrow0;
+wire           mlastrow;
+wire           mbank;
+wire [RBW-1:0] mb;
+delay_line #(.WIDTH(8 * BB + 5 + RBW), .CTRL_W(1), .DEPTH(V_DELAY)) v_dl (
+    .clk(aclk), .rst_n(aresetn),
+    .d({v0d, v0b, v0bank, v0lastrow, v0row0, v0first, v0v}),
+    .q({md, mb, mbank, mlastrow, mrow0, mfirst, mv})
+);
+reg            m1v;
+reg            m1first;
+reg            m1row0;
+reg            m1lastrow;
+reg            m1bank;
+reg  [RBW-1:0] m1b;
+always @(posedge aclk) begin
+    m1v       <= aresetn && mv;
+    m1first   <= mfirst;
+    m1row0    <= mrow0;
+    m1lastrow <= mlastrow;
+    m1bank    <= mbank;
+    m1b       <= mb;
+end
+// M1: accumulators at {bank, beat in row}; the finisher reads the other bank
+wire [RBA-1:0] m1a = {m1bank, m1b};
+wire [RBA-1:0] fa  = {fbank, fb};
+reg            m2v;
+reg            m2first;
+reg            m2bank;
+always @(posedge aclk) begin
+    m2v     <= aresetn && m1v && m1lastrow;
+    m2first <= m1first;
+    m2bank  <= m1bank;
+end
+// M2..M(MT+1): row maximum of |acc| on the last row (tree levels, per head below); then A
+reg  [MT-1:0]  mtv;
+reg  [MT-1:0]  mtfirst;
+reg  [MT-1:0]  mtbank;
+always @(posedge aclk) begin
+    mtv     <= {mtv[MT-2:0], aresetn && m2v} & {MT{aresetn}};
+    mtfirst <= {mtfirst[MT-2:0], m2first};
+    mtbank  <= {mtbank[MT-2:0], m2bank};
+end
+
+// finisher: per-head values it reads
+wire [AB-1:0]     yrd_h [0:4*G-1];   // head g, word k of the beat's quarter/half fh: [4g+k]
+wire [AB-1:0]     af_h [0:G-1];      // A of the finisher's frame
+wire [AZP-1:0]    azp_h [0:G-1];     // A != 0 in 6-bit pieces
+wire [G*ZQ-1:0]   zq_all;            // Z quotients, head g at [ZQ*g +: ZQ]
+wire [G-1:0]      zd_all;     // Z dividers done
+
+// ------------------------------------------------------------------ per head
+generate
+for (g = 0; g < G; g = g + 1) begin : hd
+    localparam integer   SOFF  = 8 + 4 * g;           // scale word: byte offset in the header
+    localparam integer   SBEAT = SOFF / BB;           // its header beat
+    localparam integer   SPOS  = SOFF % BB;           // its byte within the beat
+    /* verilator lint_off WIDTHTRUNC */
+    localparam [GW-1:0]  GI    = g;
+    localparam [HBW-1:0] SBEAT_W = SBEAT;
+    /* verilator lint_on WIDTHTRUNC */
+
+    // -------------------------------------------------------------- header: scale word
+    if (SBEAT == HB - 1) begin : fmt_last
+        assign fmt_last_g[g] = r0slotbad[SPOS / 4];
+        assign fmt_mid_g[g]  = 1'b0;
+    end else begin : fmt_mid
+        assign fmt_last_g[g] = 1'b0;
+        assign fmt_mid_g[g]  = hs1 && s_hdr && (hcnt == SBEAT_W) && r0slotbad[SPOS / 4];
+    end
+    // captured from the header beat that carries it, in the frame's bank (the weight unit
+    // may still read the previous frame's)
+    reg  [15:0] mult [0:1];
+    reg  [5:0]  shift [0:1];
+    always @(posedge aclk) begin
+        if (hs1 && s_hdr && hcnt == SBEAT_W) begin
+            mult[ib]  <= r0d[8*SPOS +: 16];
+            shift[ib] <= r0d[8*SPOS+16 +: 6];
+        end
+    end
+    assign mu_all[16*g +: 16] = mult[wbank];
+    assign sh_all[6*g +: 6]   = shift[wbank];
+
+    // -------------------------------------------------------------- q, K pipeline
+    // q: one LUTRAM of RB beats; K1: the slice of this beat registered
+    reg  [8*BB-1:0] qh [0:RB-1];
+    reg  [8*BB-1:0] k1q;
+    always @(posedge aclk) begin
+        if (hs1 && s_q && qg == GI) begin
+            qh[qb] <= r0d;
+        end
+        k1q <= qh[bcnt];
+    end
+
+    // K2: INT8 x INT8 products at their natural width (DSP), the leaves of the adder tree.
+    // K3: the tree (pairwise, level l at 16 + l bits; registered at K_TREE_REG_LEVELS).
+    // Node k of level l is entry 2 BB - 2 (BB >> l) + k of kte (even levels; the leaves are
+    // level 0, entries 0 .. BB-1) or kto (odd levels): a level reads one array and writes the
+    // other, so the unregistered levels never read and write one variable (Verilator would
+    // have to iterate it: UNOPTFLAT).
+    /* verilator lint_off UNUSEDSIGNAL */
+    /* verilator lint_off UNDRIVEN */
+    wire signed [PSB-1:0] kte [0:2*BB-2];
+    wire signed [PSB-1:0] kto [0:2*BB-2];
+    /* verilator lint_on UNDRIVEN */
+    /* verilator lint_on UNUSEDSIGNAL */
+    for (j = 0; j < BB; j = j + 1) begin : ln_k
+        (* use_dsp = "yes" *) reg signed [15:0] kp;
+        always @(posedge aclk) begin
+            kp <= $signed(k1q[8*j +: 8]) * kk[j];
+        end
+        /* verilator lint_off WIDTHEXPAND */
+        assign kte[j] = kp;                             // sign-extended
+        /* verilator lint_on WIDTHEXPAND */
+    end
+    for (l = 1; l <= MT; l = l + 1) begin : ktl
+        for (k = 0; k < (BB >> l); k = k + 1) begin : nd
+            // children: entries 2 BB - 4 (BB >> l) + 2k and + 1 of the level below
+            wire signed [15+l:0] s;
+            wire signed [15+l:0] o;
+            if (l % 2 == 1) begin : odd
+                assign s = kte[2*BB-4*(BB>>l)+2*k][15+l:0] + kte[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                /* verilator lint_off WIDTHEXPAND */
+                assign kto[2*BB-2*(BB>>l)+k] = o;       // sign-extended
+                /* verilator lint_on WIDTHEXPAND */
+            end else begin : even
+                assign s = kto[2*BB-4*(BB>>l)+2*k][15+l:0] + kto[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                /* verilator lint_off WIDTHEXPAND */
+                assign kte[2*BB-2*(BB>>l)+k] = o;
+                /* verilator lint_on WIDTHEXPAND */
+            end
+            if (K_TREE_REG_LEVELS[l-1]) begin : r
+                reg signed [15+l:0] q;
+                always @(posedge aclk) begin
+                    q <= s;
+                end
+                assign o = q;
+            end else begin : c
+                assign o = s;
+            end
+        end
+    end
+    wire signed [PSB-1:0] ks = (MT % 2 == 1) ? kto[2*BB-2] : kte[2*BB-2];   // partial score
+
+    // K4: row accumulate; K5: score RAM write (racc_all, above) and running maximum
+    reg  signed [SB-1:0] racc;
+    reg  signed [SB-1:0] m;
+    /* verilator lint_off WIDTHEXPAND */
+    wire signed [SB-1:0] ks_x = ks;                     // sign-extended
+    /* verilator lint_on WIDTHEXPAND */
+    always @(posedge aclk) begin
+        if (k3v) begin
+            racc <= (k3first ? {SB{1'b0}} : racc) + ks_x;
+        end
+        if (k4end && (k4row0 || racc > m)) begin
+            m <= racc;
+        end
+    end
+    assign racc_all[SB*g +: SB] = racc;
+    assign m_all[SB*g +: SB]    = m;
+
+    // -------------------------------------------------------------- weight, p*v, S
+    // W6: the weight of the next row (head g's turn in the weight unit)
+    reg  [W-1:0]    pn;
+    always @(posedge aclk) begin
+        if (w5v && w5h == GI) begin
+            pn <= ov5 ? {W{1'b0}} : pr5;
+        end
+    end
+    // M0: the row's weight (pc), S per bank
+    reg  [W-1:0]    pc;
+    reg  [SWID-1:0] S [0:1];
+    wire [W-1:0]    pu  = mfirst ? pn : pc;
+    wire signed [W:0] pus = {1'b0, pu};
+    /* verilator lint_off WIDTHEXPAND */
+    wire [SWID-1:0] pn_x = pn;                          // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
+    always @(posedge aclk) begin
+        if (mv && mfirst) begin
+            pc <= pn;
+            S[mbank] <= (mrow0 ? {SWID{1'b0}} : S[mbank]) + pn_x;
+        end
+    end
+
+    // M0: p * v products (DSP, W+1 x 8 bits signed: the natural width); M1: accumulators,
+    // LUTRAM per byte, read-modify-write at {bank, beat in row}
+    wire [AB-1:0] ak [0:BB-1];     // order key of |acc| without a negation:
+                                   // {acc ^ sign, sign} = 2 |acc| - sign
+    wire [AB-1:0] accf [0:BB-1];   // the finisher's read at fa
+    for (j = 0; j < BB; j = j + 1) begin : ln
+        (* use_dsp = "yes" *) reg signed [MPW-1:0] mp;
+        reg  [AB-1:0] acc [0:(1 << RBA)-1];
+        reg  [AB-1:0] ab;
+        /* verilator lint_off WIDTHEXPAND */
+        wire signed [AB-1:0] mp_x = mp;                 // sign-extended
+        /* verilator lint_on WIDTHEXPAND */
+        wire [AB-1:0] na = (m1row0 ? {AB{1'b0}} : acc[m1a]) + mp_x;
+        always @(posedge aclk) begin
+            mp <= pus * mvs[j];
+            if (m1v) begin
+                acc[m1a] <= na;
+            end
+            ab <= na;
+        end
+        assign ak[j]   = {ab[AB-2:0] ^ {(AB-1){ab[AB-1]}}, ab[AB-1]};
+        assign accf[j] = acc[fa];
+    end
+
+    // M2..: row maximum of the order keys, a registered tree of pairwise maxima (one
+    // compare and select per level; level 1 compares by the borrow of one subtraction, the
+    // XOR of the keys sitting in its LUTs). Node k of level l is mtn[BB - 2 (BB >> l) + k].
+    wire [AB-1:0] mtn [0:BB-2];
+    for (l = 1; l <= MT; l = l + 1) begin : mtl
+        for (k = 0; k < (BB >> l); k = k + 1) begin : nd
+            // left child: mtn[BB - 4 (BB >> l) + 2k] (level l - 1)
+            reg [AB-1:0] q;
+            if (l == 1) begin : first
+                /* verilator lint_off UNUSEDSIGNAL */
+                wire [AB:0] mtb = {1'b0, ak[2*k]} - {1'b0, ak[2*k+1]};
+                /* verilator lint_on UNUSEDSIGNAL */
+                always @(posedge aclk) begin
+                    q <= mtb[AB] ? ak[2*k+1] : ak[2*k];
+                end
+            end else begin : next
+                always @(posedge aclk) begin
+                    q <= (mtn[BB-4*(BB>>l)+2*k+1] > mtn[BB-4*(BB>>l)+2*k])
+                         ? mtn[BB-4*(BB>>l)+2*k+1] : mtn[BB-4*(BB>>l)+2*k];
+                end
+            end
+            assign mtn[BB-2*(BB>>l)+k] = q;
+        end
+    end
+    wire [AB-1:0] mx = mtn[BB-2];
+
+    // A, the maximum over the last row's beats, kept as a key (Ak) and as the value
+    // |acc| = (key >> 1) + (key & 1) (A, per bank)
+    reg  [AB-1:0]   Ak;
+    reg  [AB-1:0]   A [0:1];
+    wire [AB-1:0]   Af = A[fbank];      // the finisher's frame
+    wire [SWID-1:0] Sf = S[fbank];
+    reg  [AZP-1:0]  azp;                // Af != 0 in 6-bit pieces
+    always @(posedge aclk) begin
+        if (mtv[MT-1] && (mtfirst[MT-1] || mx > Ak)) begin
+            Ak <= mx;
+            A[mtbank[MT-1]] <= {1'b0, mx[AB-1:1]} + {{(AB-1){1'b0}}, mx[0]};
+        end
+    end
+    integer ia;
+    always @(posedge aclk) begin
+        for (ia = 0; ia < AZP; ia = ia + 1) begin
+            azp[ia] <= |((Af >> (6 * ia)) & SIX1);
+        end
+    end
+    assign af_h[g]  = Af;
+    assign azp_h[g] = azp;
+
+    // -------------------------------------------------------------- finisher reads
+    // Y1: the 4 accumulators of the word (beat fb, word fh of the beat)
+    for (k = 0; k < 4; k = k + 1) begin : yrd
+        if (BB == 8) begin : half
+            assign yrd_h[4*g+k] = fh[0] ? accf[4+k] : accf[k];
+        end else begin : quarter
+            assign yrd_h[4*g+k] = fh[FHW-1] ? (fh[0] ? accf[12+k] : accf[8+k])
+                                            : (fh[0] ? accf[4+k] : accf[k]);
+        end
+    end
+
+    // Z = floor((A * 2^(F+1) + S) / (2 S)); the low F + 1 bits of the numerator are S's own,
+    // so the addition is only as wide as A
+    wire [ZN-1:0] zn;
+    if (SWID > F + 1) begin : zwide
+        /* verilator lint_off WIDTHEXPAND */
+        wire [ZN-F-2:0] af_x = Af;                      // zero-extended
+        wire [ZN-F-2:0] shi_x = Sf[SWID-1:F+1];
+        /* verilator lint_on WIDTHEXPAND */
+        wire [ZN-F-2:0] znh = af_x + shi_x;
+        assign zn = {znh, Sf[F:0]};
+    end else begin : znarrow
+        /* verilator lint_off WIDTHEXPAND */
+        wire [ZN-F-2:0] af_x = Af;
+        wire [F:0]      s_x  = Sf;
+        /* verilator lint_on WIDTHEXPAND */
+        assign zn = {af_x, s_x};
+    end
+    attention_div_seq #(.NW(ZN), .DW(ZD), .QB(ZQ)) zdiv (
+        .clk(aclk), .rst_n(aresetn), .start(zstart), .n(zn), .d({Sf, 1'b0}),
+        .done(zd_all[g]), .q(zq_all[ZQ*g +: ZQ])
+    );
+end
+endgenerate
+
+// ------------------------------------------------------------------ finisher: results
+// Y1: head fg's 4 accumulators (ysel, in yk[k]) and A, registered (head 0 for any other fg)
+wire          y_issue = ph_y;
+reg           y1v;
+reg  [AB-1:0] yden;
+reg  [AZP-1:0] yazp;
+integer iy;
+always @(posedge aclk) begin
+    y1v  <= aresetn && y_issue;
+    yden <= af_h[0];
+    yazp <= azp_h[0];
+    for (iy = 1; iy < G; iy = iy + 1) begin
+        if (fg == iy[GW-1:0]) begin
+            yden <= af_h[iy];
+            yazp <= azp_h[iy];
+        end
+    end
+end
+
+reg           yr1v;
+reg           yreg_v;
+wire [31:0]   yword;
+wire          yv;
+/* verilator lint_off UNUSEDSIGNAL */
+wire [3:0]    yvk;        // the 4 dividers run in lockstep: divider 0's valid is used
+/* verilator lint_on UNUSEDSIGNAL */
+wire          yv0 = yvk[0];
+generate
+for (k = 0; k < 4; k = k + 1) begin : yk
+    // 254 |x| as one subtraction: 256 x - 2 x, operands swapped for a negative x (no
+    // multiplier)
+    reg  [AB-1:0] x;      // Y1: word k of head fg
+    integer ih;
+    always @(posedge aclk) begin
+        x <= yrd_h[k];
+        for (ih = 1; ih < G; ih = ih + 1) begin
+            if (fg == ih[GW-1:0]) begin
+                x <= yrd_h[4*ih+k];
+            end
+        end
+    end
+    wire          yneg  = x[AB-1];
+    wire [AB+7:0] x256  = {x, 8'd0};
+    wire [AB+7:0] x2    = {{7{yneg}}, x, 1'b0};
+    wire [AB+7:0] ynum  = (yneg ? x2 : x256) - (yneg ? x256 : x2);
+    wire [7:0]    yq;
+    wire [AB-1:0] yr;
+    wire [1:0]    ys;
+    attention_div_pipe #(.NW(AB + 8), .DW(AB), .QB(8), .SW(2)) ydiv (
+        .clk(aclk), .rst_n(aresetn),
+        .in_valid(y1v), .in_n(ynum), .in_d(yden), .in_side({yazp == {AZP{1'b0}}, yneg}),
+        .out_valid(yvk[k]), .out_q(yq), .out_r(yr), .out_side(ys)
+    );
+    // y = RNE(Qt / 2) = h + rb with h = Qt >> 1 and rb = Qt odd and (R != 0 or h odd); with
+    // the sign s: y = (h ^ s) + (rb ^ s) (two's complement). R1: R != 0 in 6-bit pieces, and
+    // h, s and Qt's low bit cleared when A = 0 (so y = 0); R2: the rounding bit and the 8-bit
+    // addition.
+    reg  [AZP-1:0] yrz;
+    reg  [6:0]    yh;
+    reg           yq0;
+    reg           yq1;
+    reg           ysn;
+    reg  [7:0]    yb;
+    wire          yrb = yq0 & ((yrz != {AZP{1'b0}}) | yq1);
+    integer ir;
+    always @(posedge aclk) begin
+        for (ir = 0; ir < AZP; ir = ir + 1) begin
+            yrz[ir] <= |((yr >> (6 * ir)) & SIX1);
+        end
+        yh  <= ys[1] ? 7'd0 : yq[7:1];
+        yq0 <= yq[0] & ~ys[1];
+        yq1 <= yq[1];
+        ysn <= ys[0] & ~ys[1];
+        yb  <= ({1'b0, yh} ^ {8{ysn}}) + {7'd0, yrb ^ ysn};
+    end
+    assign yword[8*k +: 8] = yb;
+end
+endgenerate
+always @(posedge aclk) begin
+    yr1v   <= aresetn && yv0;
+    yreg_v <= aresetn && yr1v;
+end
+assign yv = yreg_v;
+
+always @(posedge aclk) begin
+    if (!aresetn || zstart) begin
+        ycnt  <= {NYW{1'b0}};
+        ydone <= 1'b0;
+    end else if (yv) begin
+        ycnt <= ycnt + 1'b1;
+        if (ycnt == NY_M1) begin
+            ydone <= 1'b1;
+        end
+    end
+end
+
+// ------------------------------------------------------------------ finisher: scale words
+assign zdone = &zd_all;
+reg  [ZQ-1:0] zsel;       // head zg's Z (head 0 for any other zg)
+integer iz;
+always @(*) begin
+    zsel = zq_all[ZQ-1:0];
+    for (iz = 1; iz < G; iz = iz + 1) begin
+        if (zg == iz[GW-1:0]) begin
+            zsel = zq_all[ZQ*iz +: ZQ];
+        end
+    end
+end
+/* verilator lint_off WIDTHEXPAND */
+wire [31:0] zsel32 = zsel;                                  // zero-extended
+/* verilator lint_on WIDTHEXPAND */
+
+// ------------------------------------------------------------------ output FIFO
+wire        st_write = ph_stat;
+wire        z_write  = ph_zout;
+wire [31:0] status   = {(fres ? OUT_COUNT : 16'd0), 3'd0, fflags, ftag};
+// the write is registered: the FIFO's write side sees register outputs only
+reg         wr_en;
+reg  [32:0] wr_data;
+wire [32:0] rd_data;
+always @(posedge aclk) begin
+    wr_en   <= aresetn && (yv || z_write || st_write);
+    wr_data <= yv ? {1'b0, yword}
+             : z_write ? {1'b0, zsel32}
+             : {1'b1, status};
+end
+
+sync_fifo #(.WIDTH(33), .ADDR_W(FIFO_ADDR_W), .MARGIN(FIFO_MARGIN)) out_fifo (
+    .clk(aclk), .rst_n(aresetn),
+    .wr_en(wr_en), .wr_data(wr_data),
+    .m_data(rd_data), .m_valid(m_axis_tvalid), .m_ready(m_axis_tready),
+    .room(room)
+);
+assign m_axis_tdata = rd_data[31:0];
+assign m_axis_tlast = rd_data[32];
+assign m_axis_tkeep = 4'hF;
+
+endmodule
+
+`resetall
