@@ -238,3 +238,12 @@ def test_inf_scale_in_an_image_is_reported(q4_model):
         np.uint16(0x7C00).tobytes(), np.uint8)
     with pytest.raises(EngineError, match=r"BAD_SCALE \(layer 1, matrix up, port 1"):
         list(Decoder(m, make_backend("golden", m)).generate([1], 2))
+
+
+def test_q4_1_tensor_rows_must_be_whole_blocks():
+    """GGUF requires whole 32-weight blocks per row; a raw tensor that is not is refused
+    with its name (float weights of any K are requantised instead, above)."""
+    from generators.runtime.model import q4_matrix_raw
+    with pytest.raises(CheckpointError, match=r"layers.0.q: a Q4_1 tensor's rows must be whole "
+                                              r"32-weight blocks, K = 40"):
+        q4_matrix_raw("layers.0.q", np.zeros((4, 40), np.uint8), 40, 4)
