@@ -26,7 +26,7 @@ help:
 	@echo "make setup        create .venv (pinned packages) and install Icarus/tclsh if missing"
 	@echo "make quality      SmolLM2-135M quality per weight format (log-likelihood, agreement, tok/s at the wall)"
 	@echo "make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python)"
-	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens"
+	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens (FORMAT=int8|q4)"
 	@echo "make clean        remove build/"
 	@echo "Variables: SIM=verilator|icarus (make sim), WAVES=1 (FST/VCD per test), JOBS_TEST=2"
 
@@ -95,4 +95,4 @@ quality-llamacpp: setup
 	@$(ENV) python tools/quality.py
 
 chat-rtl: setup
-	@$(ENV) python tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM)
+	@$(ENV) python tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)

@@ -22,7 +22,9 @@ def test_manifest_contract(pynq):
     assert man["streams"] == [
         {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
         {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
-    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["max_k"] == 2048
+    # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
+    assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
+    assert man["matrix"]["latency"] == 16 and man["matrix"]["port_latency"] == [19, 18]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
     assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
@@ -31,6 +33,12 @@ def test_manifest_contract(pynq):
         assert isinstance(a[k], int)
     assert man["route"] == {"matrix_magic": 0xB158, "attention_magic": 0xA77E,
                             "attention_route_magic": 0xA77F}
+
+
+def test_q4_false_leaves_two_formats(tmp_path):
+    man = generators.render("overlay", {"q4": False}, tmp_path / "o")
+    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 7
+    assert "q4_lane.v" not in man["sources"]
 
 
 def test_one_definition_per_module(pynq):

@@ -125,3 +125,20 @@ def test_top_rows_whole_overlay_against_the_7020():
     assert all("published" in r["source"] for p, r in rows.items() if p.startswith("AXI"))
     text = format_table(rep.top_rows(res), rep.TOP_COLUMNS, {}, {"BRAM": rep._top_bram_fmt})
     assert "53200" in text.replace(",", "") and "published" in text
+
+
+def test_top_rows_use_the_q4_matrix_engine_when_the_overlay_has_it():
+    res = [_synth("overlay", LUT=24000, FF=17000, DSP48E1=74, BRAM=30.0,
+                  all_params={"q4": True}),
+           _synth("overlay", {"q4": False}, "sweep", LUT=20000),
+           _synth("mv-engine", LUT=3000, FF=2000, DSP48E1=8, BRAM=3.0),
+           _synth("mv-engine", {"q4": True}, "sweep", LUT=5000, FF=3000, DSP48E1=10, BRAM=3.0),
+           _synth("attention-engine", {"macs": 48}, "sweep", LUT=8000, FF=6000, DSP48E1=52,
+                  BRAM=20.0)]
+    rows = {r["part"].split(" (")[0]: r for r in rep.top_rows(res)}
+    m = rows["matrix engine"]
+    assert "Q4_1" in m["part"] and m["LUT"] == 10000 and m["DSP48E1"] == 20
+    assert rows["glue: slices, routers, joiner, merger"]["LUT"] == 24000 - 10000 - 8000
+    cfgs = rep.silicon_configs(["overlay", "mv-engine", "attention-engine"])
+    labels = [rep._label(c) for c in cfgs]
+    assert "overlay q4=false" in labels and "mv-engine q4=true" in labels

@@ -4,7 +4,9 @@ the board, gives the golden backend's tokens and bit-identical engine output wor
 
 Tiny checkpoint (2 layers, hidden 192 = 3 heads x 64, 1 KV head, MLP 512, vocab 512), overlay
 rendered with max_k 512 and max_context 16. Verilator: both weight formats, 8 generated tokens
-(INT8 after a 1-token prompt, 8 decoder steps; ternary after a 2-token prompt, 9 steps); Icarus:
+(INT8 after a 1-token prompt, 8 decoder steps; ternary after a 2-token prompt, 9 steps; Q4_1,
+requantised from the float checkpoint, 3 tokens after a 1-token prompt: every matrix a
+format-0x04 frame on both ports, through the overlay's Q4_1 lanes); Icarus:
 ternary, 1 token after a 1-token prompt (one decoder step: every matrix on both ports and
 both layers' attention; Icarus runs this top at a few hundred clocks per second).
 """
@@ -37,10 +39,11 @@ def _compare(t_gold, t_rtl):
 @pytest.mark.parametrize("sim, fmt, prompt, tokens, sampling", [
     ("verilator", "int8", [1], 8, dict(temperature=1.0, top_k=50, seed=3)),
     ("verilator", "ternary", [1, 2], 8, dict(temperature=1.0, seed=4)),
+    ("verilator", "q4", [1], 3, dict(temperature=1.0, seed=6)),
     ("icarus", "ternary", [1], 1, dict(temperature=1.0, seed=5)),
 ])
 def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
-    m = convert(ck, fmt, ENG)
+    m = convert(ck, fmt, ENG, notice=None)        # q4: the float checkpoint requantised
     t_gold, t_rtl = [], []
     gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate(
         prompt, tokens, **sampling))

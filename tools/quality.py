@@ -14,11 +14,12 @@ beside the bytes per weight and the tok/s that format reaches at the DDR wall
 
 Rows: the float64 reference of tests/llama_reference.py (its own reader and forward pass) with
 float, INT8 and ternary weights and float activations; the runtime on the golden backend (bit-exact
-with the RTL: INT8 activations, INT8 KV cache, fixed-point attention) with INT8 and ternary
-weights; and llama.cpp on the same GGUF file when `make quality-llamacpp` has run
+with the RTL: INT8 activations, INT8 KV cache, fixed-point attention) with INT8, ternary and
+Q4_1 weights (``q4``: the file's own Q4_1 matrices as stored on the Q4_1 lane, its Q8_0 tied
+embedding as the INT8 LM head; its wall figure counts those bytes); and llama.cpp on the same GGUF file when `make quality-llamacpp` has run
 (build/quality/llamacpp.json).
 
-    python tools/quality.py [--tokens N] [--formats int8,ternary] [--dump-ids FILE]
+    python tools/quality.py [--tokens N] [--formats int8,ternary,q4] [--dump-ids FILE]
 """
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def wall_rows():
                     wall_tok_s=1 / wall_s, bound_tok_s=1 / (wall_s + p.small_ops_s))
 
     out = {"fp16": row(2.0), "q4_1": row(20 / 32), "int8": row(1.0), "ternary": row(1 / 5)}
+    # the engines' Q4 row: Q4_1 layer matrices (20 bytes per 32 weights) + the INT8 LM head
+    head = sum(m["weights"] for m in matrices(s) if m["name"] == "lm_head")
+    out["q4"] = row(((weights - head) * 20 / 32 + head) / weights)
     for fmt, wpb in (("int8", 1), ("ternary", 5)):      # the same figures as make report's
         wb = wall_bound(ModelShape(weights_per_byte=wpb), CONTEXT, p)
         assert abs(wb["bound_tok_s"] - out[fmt]["bound_tok_s"]) < 1e-9 * wb["bound_tok_s"]
@@ -110,7 +114,7 @@ def table(res: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=0, help="only the first N tokens of the text")
-    ap.add_argument("--formats", default="int8,ternary", help="engine rows ('' for none)")
+    ap.add_argument("--formats", default="int8,ternary,q4", help="engine rows ('' for none)")
     ap.add_argument("--fresh", action="store_true",
                     help="recompute the engine rows (default: reuse build/quality/rows/ when it "
                          "was made for the same token ids)")
@@ -174,11 +178,12 @@ def main(argv=None) -> int:
             m = metrics(np.array(old["logits"]), ids, ref_argmax)
         else:
             ckpt = ckpt or load_checkpoint(path)
-            model = convert(ckpt, fmt)
+            model = convert(ckpt, fmt, notice=None)
             lg = engine_logits(model, ids, f"{fmt} on golden")
             np.savez(cf, ids=np.array(ids), logits=lg.astype(np.float32))
             m = metrics(lg, ids, ref_argmax)
-        m.update(weights={"int8": "INT8, absmax per row", "ternary": "ternary, absmean"}[fmt],
+        m.update(weights={"int8": "INT8, absmax per row", "ternary": "ternary, absmean",
+                          "q4": "Q4_1 as stored (the file's), Q8_0 head as INT8 rows"}[fmt],
                  numerics="engines (golden = RTL): INT8 activations per token, INT8 KV, "
                           "fixed-point softmax", wall=fmt, kind=f"engines-{fmt}")
         res["rows"].append(m)

@@ -1,8 +1,8 @@
 """`overlay`: the PYNQ-Z1 PL top `pynq_overlay`, everything between the two AXI DMAs and the
 engines (docs/overlay.md).
 
-Per HP port p: a register slice on s{p}_axis, a frame router, a two-format matrix engine
-(`mv-engine`: one module definition, two instances); the attention engine (`attention-engine`,
+Per HP port p: a register slice on s{p}_axis, a frame router, a matrix engine (`mv-engine`
+with INT8, ternary and, by default (q4=true), Q4_1 rows: one module definition, two instances); the attention engine (`attention-engine`,
 48 MACs, 128-bit s_axis) fed by a joiner from both routers; port 0's output merger orders the
 matrix and attention output frames as their input frames came. The engines are rendered by
 their own designs; each file of the union is written once (sync_fifo.v and delay_line.v are
@@ -32,8 +32,8 @@ ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}
 class Overlay(Design):
     name = "overlay"
     top = "pynq_overlay"
-    summary = ("PYNQ-Z1 PL top: two DMA ports, a two-format matrix engine per port, the 48-MAC "
-               "attention engine fed from both ports through a joiner")
+    summary = ("PYNQ-Z1 PL top: two DMA ports, a matrix engine per port (INT8, ternary and "
+               "Q4_1 rows), the 48-MAC attention engine fed from both ports through a joiner")
     params = (
         Param("max_k", int, 2048, "matrix engines: largest K (SmolLM2's largest is 1536)",
               min=1, max=65535),
@@ -41,8 +41,8 @@ class Overlay(Design):
               max=65535),
         Param("order_depth", int, 16, "frame-order FIFO entries of port 0's output merger "
               "(frames accepted but not yet answered)", min=8, max=1024, power_of_two=True),
-        Param("q4", bool, False, "matrix engines: a third lane for llama.cpp Q4_1 rows (format "
-              "0x04, docs/q4.md)"),
+        Param("q4", bool, True, "matrix engines: the third lane for llama.cpp Q4_1 rows (format "
+              "0x04, docs/q4.md); false leaves INT8 and ternary only"),
     )
 
     # ---------------------------------------------------------------- sub-designs

@@ -154,3 +154,76 @@ def flag_names(flags: int) -> List[str]:
     names = {BAD_MAGIC: "BAD_MAGIC", BAD_SHAPE: "BAD_SHAPE", BAD_FORMAT: "BAD_FORMAT",
              SHORT_FRAME: "SHORT_FRAME", LONG_FRAME: "LONG_FRAME", BAD_SCALE: "BAD_SCALE"}
     return [v for b, v in names.items() if flags & b]
+
+
+# ----------------------------------------------------------------------------- whole matrices
+
+def decode_rows(rows: np.ndarray, k: int):
+    """Row images (N, row_beats(k)*8) uint8 -> (codes (N, nb, 32) uint8 with codes past K
+    zero, D and M (N, nb) int64: each fp16 d and m times 2^24, exactly, bad (N,) bool: an Inf
+    or NaN d or m in a block that holds a weight of index < K).
+
+    For matrices of many rows (the decoder's golden backend): the same reading of the layout
+    as :func:`row_value`, done once per matrix with numpy."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    n = rows.shape[0]
+    if rows.shape != (n, row_beats(k) * BEAT):
+        raise ValueError(f"rows of shape {rows.shape}, K={k} needs (N, {row_beats(k) * BEAT})")
+    nb = -(-k // 32)
+    groups = -(-k // 64)
+    codes = np.zeros((n, groups * 64), dtype=np.uint8)
+    sc = np.zeros((n, groups, 4), dtype=np.int64)
+    pos = 0
+    for g in range(groups):
+        sb = rows[:, pos * BEAT:(pos + 1) * BEAT].astype(np.int64)
+        sc[:, g] = sb[:, 0::2] | (sb[:, 1::2] << 8)
+        pos += 1
+        c = min(4, -(-(k - 64 * g) // 16))
+        cb = rows[:, pos * BEAT:(pos + c) * BEAT]
+        codes[:, 64 * g:64 * g + 16 * c:2] = cb & 0xF
+        codes[:, 64 * g + 1:64 * g + 16 * c:2] = cb >> 4
+        pos += c
+    codes[:, k:] = 0
+    h = sc.reshape(n, groups * 2, 2)[:, :nb]            # (n, nb, [d, m]) fp16 bits
+    s, e, f = h >> 15 & 1, h >> 10 & 0x1F, h & 0x3FF
+    sh = np.where(e == 0, 0, e - 1)
+    sig = np.where(e == 0, f, 1024 + f)
+    v = np.where(e == 31, 0, sig << np.where(e == 31, 0, sh))
+    v = np.where(s == 1, -v, v)
+    bad = np.any(e == 31, axis=(1, 2))
+    return codes.reshape(n, groups * 2, 32)[:, :nb], v[..., 0], v[..., 1], bad
+
+
+def block_codes(codes: np.ndarray) -> np.ndarray:
+    """codes (N, nb, 32) -> (nb, N, 32) float32, the operand of :func:`matrix_words` (kept)."""
+    return np.ascontiguousarray(np.asarray(codes).transpose(1, 0, 2), dtype=np.float32)
+
+
+def matrix_words(ct: np.ndarray, D: np.ndarray, M: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """float32 bits (uint32) of every row's exact sum, rounded once to nearest even.
+
+    ``ct``: :func:`block_codes` of :func:`decode_rows`'s codes, ``D``, ``M`` its scales (rows
+    without bad scales, :func:`int64_safe`), ``x`` the INT8 x (K values). ``S_b`` (exact in
+    float32: |S_b| <= 61,440) by a batched matrix product, then ``A = sum_b D_b S_b + M_b X_b``
+    exactly in int64. |A| < 2^53 converts to float64 exactly and then to float32 with one
+    rounding (to nearest even); a larger |A| is rounded by :func:`round_f32`. The product by
+    2^-24 is exact (every nonzero result is a float32 normal)."""
+    nb, n, _ = ct.shape
+    k = x.shape[0]
+    xs = np.zeros(nb * 32, dtype=np.float32)
+    xs[:k] = x
+    xb = xs.reshape(nb, 32)
+    S = np.matmul(ct, xb[:, :, None])[:, :, 0].T.astype(np.int64)     # (n, nb)
+    X = xb.sum(axis=1).astype(np.int64)                                # (nb,)
+    A = (D * S).sum(axis=1) + (M * X[None, :]).sum(axis=1)
+    out = (A.astype(np.float64).astype(np.float32) * np.float32(2.0 ** -24)).view(np.uint32)
+    big = np.nonzero(np.abs(A) >= 2 ** 53)[0]
+    for r in big:
+        out[r] = round_f32(int(A[r]))
+    return out
+
+
+def int64_safe(D: np.ndarray, M: np.ndarray) -> bool:
+    """True when no row's sum (or partial sum) can leave int64, for any INT8 x."""
+    bound = (np.abs(D).astype(np.float64) * 61440 + np.abs(M).astype(np.float64) * 4096)
+    return bool(bound.sum(axis=1).max(initial=0) < 2.0 ** 62)

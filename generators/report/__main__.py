@@ -118,6 +118,10 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
     if "q4-engine" in designs:
         out.append(dict(design="q4-engine", params={}, kind="lane", top="q4_lane",
                         sources=["q4_lane.v"]))
+    if "mv-engine" in designs:        # the overlay's matrix engines carry the Q4_1 lane
+        out.append(dict(design="mv-engine", params={"q4": True}, kind="sweep"))
+    if "overlay" in designs:          # the PL top without the Q4_1 lane: its cost
+        out.insert(1, dict(design="overlay", params={"q4": False}, kind="sweep"))
     if "int8-engine" in designs:
         for p in (3, 4, 6):
             out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
@@ -227,7 +231,10 @@ def top_rows(results: Sequence[Mapping], infra: Sequence[Mapping] = INFRA_PUBLIS
         return []
     keys = ("LUT", "FF", "DSP48E1", "BRAM")
     rows = []
-    parts = [("mv-engine", {}, 2, "matrix engine (INT8 + ternary), one per port"),
+    q4 = bool((top.get("all_params") or {}).get("q4"))
+    parts = [("mv-engine", {"q4": True} if q4 else {}, 2,
+              "matrix engine (INT8 + ternary + Q4_1), one per port" if q4
+              else "matrix engine (INT8 + ternary), one per port"),
              ("attention-engine", {"macs": 48}, 1, "attention engine, 48 MACs/clock")]
     engines = {k: 0 for k in keys}
     have_all = True

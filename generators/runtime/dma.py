@@ -282,11 +282,14 @@ def _words_to_bytes(words: List[int]) -> np.ndarray:
 
 
 class GoldenFabric:
-    """The overlay of section A as golden models: per-port routers, matrix engines (both
-    formats, per frame), the 64+64 -> 128-bit joiner and the attention engine."""
+    """The overlay of section A as golden models: per-port routers, matrix engines (the
+    formats of ``formats``, per frame: 0x08, 0x03 and, with the Q4_1 lane, 0x04), the
+    64+64 -> 128-bit joiner and the attention engine."""
 
-    def __init__(self, max_k: int, acfg: gatt.AttentionConfig, beat_bytes: int = 8):
+    def __init__(self, max_k: int, acfg: gatt.AttentionConfig, beat_bytes: int = 8,
+                 formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4)):
         self.max_k, self.acfg, self.bb = max_k, acfg, beat_bytes
+        self.formats = tuple(int(f) for f in formats)
         self.out: Dict[int, List[np.ndarray]] = {0: [], 1: []}
         self.pending: Dict[int, Optional[Callable]] = {0: None, 1: None}
         self.half: Dict[int, Optional[np.ndarray]] = {0: None, 1: None}
@@ -304,7 +307,7 @@ class GoldenFabric:
             self.half[1] = beats[1:]
         else:
             self.out[port].append(_words_to_bytes([w for w, _ in gmv.mv_frame(
-                [int(b) for b in beats], self.bb, self._fmt(beats), self.max_k)]))
+                [int(b) for b in beats], self.bb, self.formats, self.max_k)]))
         if self.half[0] is not None and self.half[1] is not None:
             a, b = self.half[0], self.half[1]
             n = min(len(a), len(b))                 # the joiner ends at the first tlast
@@ -313,13 +316,6 @@ class GoldenFabric:
             self.half = {0: None, 1: None}
         done()
         self._deliver()
-
-    @staticmethod
-    def _fmt(beats) -> int:
-        """The engine computes the format the header names (0x08 or 0x03); any other byte is
-        answered BAD_FORMAT by the INT8 lane's rules."""
-        f = (int(beats[0]) >> 48) & 0xFF if len(beats) else 0
-        return f if f in (gmv.FMT_INT8, gmv.FMT_TERNARY) else gmv.FMT_INT8
 
     def recv(self, port: int, cap: int, done: Callable[[np.ndarray], None]) -> None:
         self.pending[port] = done

@@ -45,6 +45,19 @@ def overlay_params(engines: EngineConfig) -> Dict:
     return {"max_k": engines.max_k, "max_context": engines.max_context}
 
 
+def check_formats(man: dict, model: Model) -> None:
+    """BackendError unless the overlay's matrix engines compute every weight format of the
+    model (a Q4_1 model needs an overlay rendered with q4=true)."""
+    have = [int(f) for f in man["matrix"].get("formats", [8, 3])]
+    need = sorted({(m.fmt, m.code) for m in model.matrices.values()})
+    missing = [f for f, c in need if c not in have]
+    if missing:
+        raise BackendError(f"the overlay's matrix engines compute the formats "
+                           f"{['0x%02X' % f for f in have]}, the model needs {missing} "
+                           f"({', '.join('0x%02X' % c for f, c in need if f in missing)})"
+                           + ("; render the overlay with q4=true" if "q4" in missing else ""))
+
+
 def check_manifest(man: dict, engines: EngineConfig) -> None:
     got = EngineConfig.from_manifest(man)
     if got != engines:
@@ -64,6 +77,7 @@ class RtlBackend(DmaHost):
         params = dict(params or overlay_params(model.engines))
         man = runner.render("overlay", params)
         check_manifest(man, model.engines)
+        check_formats(man, model)
         self.manifest = man
         tmp = Path(tempfile.mkdtemp(prefix="rtl-backend-"))
         self._tmp = tmp
