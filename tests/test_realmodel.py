@@ -69,6 +69,7 @@ def test_smollm2_answers_paris_on_golden_int8(record_property):
     assert res["agree_float"] >= 8 and res["agree_int8"] >= 8, res
 
 
+@pytest.mark.long       # make test-long (make test has the INT8 Paris check of issue #13)
 def test_smollm2_answers_paris_on_golden_q4(record_property):
     """--format q4: the GGUF's own Q4_1 weights as stored on the Q4_1 lane (the Q8_0 LM head
     as INT8 rows). The first answer token is a near tie in the float model ("The" 25.33 vs

@@ -44,34 +44,42 @@ def test_probe(sim, bytes_):
 
 
 # ------------------------------------------------------------ every legal INT8 pipeline depth
-@pytest.mark.parametrize("sim", SIMS)
-@pytest.mark.parametrize("pipeline", [3, 4, 5, 6])
+@pytest.mark.parametrize("pipeline,sim", [
+    pytest.param(p, s, id=f"{p}-{s}",
+                 # Icarus runs the PYNQ-Z1 depth in make test, every depth in make test-long
+                 marks=[pytest.mark.long] if (s == "icarus" and p != 5) else [])
+    for p in (3, 4, 5, 6) for s in SIMS])
 def test_int8_pipeline_depths(pipeline, sim):
     r = run("int8-engine", {"max_k": 96, "pipeline": pipeline}, sim, MV, QUICK_MV, beats=1500)
     assert r["manifest"]["latency"] == pipeline
 
 
 @pytest.mark.parametrize("params", [
-    {"bytes": 4, "pipeline": 5, "max_k": 64},
-    {"bytes": 16, "pipeline": 7, "max_k": 200},
-], ids=["4B-p5", "16B-p7"])
+    pytest.param({"bytes": 4, "pipeline": 5, "max_k": 64}, id="4B-p5"),
+    pytest.param({"bytes": 16, "pipeline": 7, "max_k": 200}, id="16B-p7", marks=pytest.mark.long),
+])
 def test_int8_widths(params):
     r = run("int8-engine", params, "verilator", MV, ALL_MV, beats=2000)
     assert r["tests"] == len(ALL_MV)
 
 
 # ------------------------------------------------------------ ternary term counts and cadences
+#: (id, parameters, simulators, long): the `long` ones run in `make test-long` (the default
+#: run keeps one cadence on both simulators and the 4-byte width, within its 15-minute budget).
 TERNARY_VARIANTS = [
-    ("8B-r1-lut", {"bytes": 8, "reg_every": 1, "decode_bram": False, "max_k": 200}, SIMS),
-    ("8B-r3-bram", {"bytes": 8, "reg_every": 3, "max_k": 333, "x_store": "bram"}, SIMS),
-    ("8B-r8-lut", {"bytes": 8, "reg_every": 8, "decode_bram": False, "max_k": 81}, ["verilator"]),
-    ("4B-r2", {"bytes": 4, "reg_every": 2, "max_k": 101}, ["verilator"]),
-    ("16B-r2-lutram", {"bytes": 16, "reg_every": 2, "max_k": 640, "x_store": "lutram"}, ["verilator"]),
+    ("8B-r1-lut", {"bytes": 8, "reg_every": 1, "decode_bram": False, "max_k": 200}, SIMS, False),
+    ("8B-r3-bram", {"bytes": 8, "reg_every": 3, "max_k": 333, "x_store": "bram"}, SIMS, True),
+    ("8B-r8-lut", {"bytes": 8, "reg_every": 8, "decode_bram": False, "max_k": 81}, ["verilator"],
+     True),
+    ("4B-r2", {"bytes": 4, "reg_every": 2, "max_k": 101}, ["verilator"], False),
+    ("16B-r2-lutram", {"bytes": 16, "reg_every": 2, "max_k": 640, "x_store": "lutram"},
+     ["verilator"], True),
 ]
 
 
-@pytest.mark.parametrize("params,sim", [(p, s) for _, p, sims in TERNARY_VARIANTS for s in sims],
-                         ids=[f"{n}-{s}" for n, _, sims in TERNARY_VARIANTS for s in sims])
+@pytest.mark.parametrize("params,sim", [
+    pytest.param(p, s, id=f"{n}-{s}", marks=[pytest.mark.long] if long_ else [])
+    for n, p, sims, long_ in TERNARY_VARIANTS for s in sims])
 def test_ternary_variants(params, sim):
     tests = ALL_MV if sim == "verilator" else QUICK_MV
     r = run("ternary-engine", params, sim, MV, tests, beats=2000)
