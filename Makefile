@@ -3,12 +3,12 @@
 
 SHELL := /bin/bash
 PY    := .venv/bin/python
-ENV   := tools/env.sh
+ENV   := PATH="$(CURDIR)/.venv/bin:$$PATH" PYTHONPATH="$(CURDIR)"
 JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
@@ -27,6 +27,7 @@ help:
 	@echo "make quality      SmolLM2-135M quality per weight format (log-likelihood, agreement, tok/s at the wall)"
 	@echo "make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python)"
 	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens (FORMAT=int8|q4)"
+	@echo "make results      render docs/results.md from docs/results/*.json (the figures each target wrote)"
 	@echo "make clean        remove build/"
 	@echo "Variables: SIM=verilator|icarus (make sim), WAVES=1 (FST/VCD per test), JOBS_TEST=2"
 
@@ -35,39 +36,42 @@ setup: .venv/.requirements.sha1
 	@tools/setup.sh
 
 sim: setup
-	@$(ENV) python sim/summary.py --sim $(SIM)
+	@$(ENV) $(PY) sim/summary.py --sim $(SIM)
 
 sim-icarus: SIM = icarus
 sim-icarus: sim
 
 lint: setup
-	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests/test_lint.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) tests/test_lint.py
 	@$(MAKE) --no-print-directory lint-tcl
 
 test: setup
 	@$(MAKE) --no-print-directory lint
-	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m "not long" --durations=15 tests
+	@$(ENV) $(PY) -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m "not long" --durations=15 tests
 
 test-long: setup
-	@$(ENV) python -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m long --durations=15 tests
+	@$(ENV) $(PY) -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m long --durations=15 tests
 
 test-quick: setup
-	@$(ENV) python -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
 
 sim-full: setup
-	@$(ENV) python sim/full_scale.py
+	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
-	@$(ENV) python -m generators.runtime.bench --sim $(SIM)
+	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
 
 formal: setup
-	@$(ENV) python -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
+	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
 report: setup
-	@$(ENV) python -m generators.report
+	@$(ENV) $(PY) -m generators.report
 
 fusesoc-lint: setup
-	@$(ENV) python tools/fusesoc_lint.py
+	@$(ENV) $(PY) tools/fusesoc_lint.py
+
+results: setup
+	@$(ENV) $(PY) -m generators.results
 
 clean:
 	rm -rf build
@@ -81,18 +85,18 @@ LLAMACPP_VENV := build/llamacpp-venv
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
 LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 quality: setup
-	@$(ENV) python tools/quality.py
+	@$(ENV) $(PY) tools/quality.py
 
 quality-llamacpp: setup
 	@mkdir -p build/quality
-	@$(ENV) python tools/quality.py --dump-ids build/quality/ids.json
+	@$(ENV) $(PY) tools/quality.py --dump-ids build/quality/ids.json
 	@if [ ! -f $(LLAMACPP_VENV)/.portable-build ]; then \
 	  echo "[quality] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: 5-15 min on 2 cores)"; \
 	  rm -rf $(LLAMACPP_VENV) && python3 -m venv $(LLAMACPP_VENV) && \
 	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
-	@$(ENV) python tools/quality.py
+	@$(ENV) $(PY) tools/quality.py
 
 chat-rtl: setup
-	@$(ENV) python tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)
+	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)

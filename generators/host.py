@@ -15,11 +15,10 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .contract import FCLK_MHZ, FCLK_TOLERANCE_MHZ
 from .golden.mv import decode_status, flag_names
 from .packing import build_frame
 
-FCLK_MHZ = 142.857
-FCLK_TOLERANCE_MHZ = 0.01
 
 
 class BoardError(RuntimeError):

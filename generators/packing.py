@@ -36,6 +36,7 @@ import math
 from typing import Optional, Tuple, Union
 
 import numpy as np
+from generators.contract import FORMAT_INT8, FORMAT_TERNARY, MATRIX_MAGIC, ROUTE_MAGIC
 
 __all__ = [
     "MAGIC", "FORMATS", "FORMAT_INT8", "FORMAT_TERNARY", "HEADER_BYTES", "BEAT_BYTES_ALLOWED",
@@ -48,9 +49,7 @@ __all__ = [
 
 TRITS_PER_BYTE = 5
 MAX_VALID_TRIT_BYTE = 242          # 3**5 - 1
-MAGIC = 0xB158
-FORMAT_INT8 = 0x08
-FORMAT_TERNARY = 0x03
+MAGIC = MATRIX_MAGIC
 FORMATS = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY}
 HEADER_BYTES = 8
 BEAT_BYTES_ALLOWED = (4, 8, 16)
@@ -447,7 +446,7 @@ def parse_frame(frame_bytes: bytes, beat_bytes: int = 8, *, strict: bool = True)
 
 
 # --------------------------------------------------------------------------- overlay (two ports)
-OVERLAY_ROUTE_MAGIC = 0xA77F
+OVERLAY_ROUTE_MAGIC = ROUTE_MAGIC
 
 
 def split_attention_frame(frame: bytes, context: int = 0, tag: int = 0) -> Tuple[bytes, bytes]:

@@ -27,17 +27,17 @@ from __future__ import annotations
 from typing import Tuple
 
 import numpy as np
+from generators.contract import FORMAT_Q4, MATRIX_MAGIC
 
 __all__ = ["FORMAT_Q4", "Q4_1_BLOCK_BYTES", "q4_row_beats", "q4_row_bytes",
            "q4_1_blocks_to_raw", "q4_1_raw_to_blocks", "pack_q4_rows", "pack_q4_rows_raw",
            "q4_dequantize", "build_q4_frame", "decode_q4_words", "quantize_q4_1",
            "q4_images"]
 
-FORMAT_Q4 = 0x04
 Q4_1_BLOCK_BYTES = 20
 BLOCK = 32
 BEAT = 8
-MAGIC = 0xB158
+MAGIC = MATRIX_MAGIC
 
 
 def q4_row_beats(k: int) -> int:

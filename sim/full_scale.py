@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.common import runner  # noqa: E402
+from generators.cosim import runner  # noqa: E402
 
 
 def run_full(design: str, params: dict, rows: int, k: int, out: Path, stall: float = 0.0,

@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.common import runner  # noqa: E402
+from generators.cosim import runner  # noqa: E402
 
 #: The PYNQ-Z1 configuration: (design, parameters, cocotb module)
 PYNQ_Z1 = [

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import generators
-from sim.common import runner
+from generators.cosim import runner
 
 SIMS = ["verilator", "icarus"]
 MOD = "sim.attention.test_attention"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from sim.common import runner
+from generators.cosim import runner
 
 SIMS = ["verilator", "icarus"]
 MV = "sim.mv_engine.test_mv_engine"

@@ -3,7 +3,7 @@ max_context; `make sim` runs the PYNQ-Z1 configuration). Every output word of bo
 compared with generators.golden.overlay."""
 import pytest
 
-from sim.common import runner
+from generators.cosim import runner
 
 MOD = "sim.overlay.test_overlay"
 PARAMS = {"max_k": 64, "max_context": 8}

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from sim.common import runner
+from generators.cosim import runner
 
 Q4 = "sim.q4_engine.test_q4_engine"
 ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",

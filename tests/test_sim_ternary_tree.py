@@ -2,7 +2,7 @@
 swept; every sum compared with numpy (Verilator; two configurations on Icarus too)."""
 import pytest
 
-from sim.common import runner
+from generators.cosim import runner
 
 CONFIGS = [
     ({"terms": 2, "x_width": 8, "reg_every": 1}, "verilator"),

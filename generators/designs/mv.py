@@ -19,9 +19,10 @@ from ..core import TEMPLATE_DIR, Param, ParameterError, register
 from .int8 import PROD_LO, PROD_HI
 from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 from .ternary import TREE_MODULE, ternary_tree, trit_decode_table
+from ..contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY
 
-FORMATS = (0x08, 0x03)   # INT8 rows, ternary rows
-FORMAT_Q4 = 0x04         # with q4=true: llama.cpp Q4_1 rows on a third lane (docs/q4.md)
+FORMATS = (FORMAT_INT8, FORMAT_TERNARY)   # INT8 rows, ternary rows
+# with q4=true: llama.cpp Q4_1 rows (FORMAT_Q4) on a third lane (docs/q4.md)
 
 
 @register

@@ -18,11 +18,10 @@ from typing import Any, Dict, List, Tuple
 import jinja2
 
 from ..core import RTL_DIR, TEMPLATE_DIR, Design, Param, ParameterError, build, register
+from ..contract import ATTENTION_MAGIC, MATRIX_MAGIC, ROUTE_MAGIC
 
 OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order_merge.v"]
-MATRIX_MAGIC = 0xB158
-ATTENTION_MAGIC = 0xA77E
-ATTENTION_ROUTE_MAGIC = 0xA77F
+ATTENTION_ROUTE_MAGIC = ROUTE_MAGIC
 FCLK_HZ = 142857142
 ATT_MACS = 48
 ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}

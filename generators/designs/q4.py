@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Tuple
 
 from ..core import ParameterError, register
 from .mv_common import P_FIFO, P_MAX_K, P_XSTORE, MV_RTL, MVEngine
+from ..contract import FORMAT_Q4
 
-FORMAT_Q4 = 0x04
 BLOCK = 32                  # weights per Q4_1 block
 GROUP = 64                  # weights per scale beat (two blocks)
 #: lane stages: products, sums of 4, beat sums, block sums and fp16 decode, multiplies,

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from generators.attention_tables import check_table_params, exp_table
+from generators.contract import ATTENTION_MAGIC
 
 __all__ = [
     "MAGIC", "MAX_SHIFT", "MULT_BITS",
@@ -35,7 +36,7 @@ __all__ = [
     "stream_outputs", "attention_stream", "decode_output", "dequantise", "float_attention",
 ]
 
-MAGIC = 0xA77E
+MAGIC = ATTENTION_MAGIC
 MULT_BITS = 16
 MAX_SHIFT = 47
 

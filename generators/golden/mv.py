@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
+from generators.contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY, MATRIX_MAGIC
 
-MAGIC = 0xB158
-FMT_INT8 = 0x08
-FMT_TERNARY = 0x03
-FMT_Q4 = 0x04
+MAGIC = MATRIX_MAGIC
+FMT_INT8 = FORMAT_INT8
+FMT_TERNARY = FORMAT_TERNARY
+FMT_Q4 = FORMAT_Q4
 
 BAD_MAGIC = 1 << 0
 BAD_SHAPE = 1 << 1

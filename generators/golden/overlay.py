@@ -12,10 +12,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from . import attention as att
 from . import mv
+from generators.contract import ATTENTION_MAGIC, MATRIX_MAGIC, ROUTE_MAGIC
 
-MATRIX_MAGIC = 0xB158
-ATTENTION_MAGIC = 0xA77E        # port 0: the even half of an attention frame, word kept
-ROUTE_MAGIC = 0xA77F            # port 1: route word, consumed; the odd half follows
 FORMATS = (mv.FMT_INT8, mv.FMT_TERNARY)
 
 Word = Tuple[int, bool]

@@ -17,8 +17,9 @@ import numpy as np
 
 from .mv import (BAD_FORMAT, BAD_MAGIC, BAD_SHAPE, LONG_FRAME, MAGIC, SHORT_FRAME,
                  end_status, split_frames, status_word)
+from generators.contract import FORMAT_Q4
 
-FMT_Q4 = 0x04
+FMT_Q4 = FORMAT_Q4
 BAD_SCALE = 1 << 5          # an fp16 d or m with exponent 31 (Inf/NaN) in a block within K
 BEAT = 8
 

@@ -287,7 +287,7 @@ def _bram_fmt(v):
 
 def run_summary(design: str, params: dict, out: Path, beats: int, sim: str = "verilator",
                 stall: float = 0.0) -> dict:
-    from sim.common import runner
+    from generators.cosim import runner
     t0 = time.time()
     res_file = Path(out).resolve() / "sim" / f"{design}-summary-{sim}-stall{stall:g}.json"
     res_file.parent.mkdir(parents=True, exist_ok=True)

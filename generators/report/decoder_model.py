@@ -26,6 +26,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
+from generators.contract import DDR_WALL_BYTES_PER_S, FCLK_HZ
+
 __all__ = [
     "ModelShape",
     "Platform",
@@ -110,11 +112,11 @@ class Platform:
     """Rates of the PYNQ-Z1 (Zynq-7020).  Defaults are the write-up's measurements."""
 
     #: fabric clock: IO PLL 1000 MHz / 7
-    fclk_hz: float = 1e9 / 7
+    fclk_hz: float = FCLK_HZ
     #: bytes per AXI-Stream beat = bytes per clock per engine (one HP port)
     beat_bytes: int = 8
     #: DDR wall measured with two HP ports
-    wall_bytes_per_s: float = 1.97e9
+    wall_bytes_per_s: float = DDR_WALL_BYTES_PER_S
     #: measured ternary matmul throughput (1.83 GB/s x 5 weights per byte)
     pl_matmul_weights_per_s: float = 9.16e9
     #: effective INT8 attention rate of the Cortex-A9 (83 ms at context 512)

@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-FCLK = 1e9 / 7
-WALL = 1.97e9
+from generators.contract import DDR_WALL_BYTES_PER_S as WALL, FCLK_HZ as FCLK  # noqa: E402
 SMALL_OPS_S = 4.2e-3
 
 

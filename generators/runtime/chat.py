@@ -32,7 +32,7 @@ from pathlib import Path
 __all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats", "FCLK_HZ",
            "TERNARY_WARNING", "USER_ERRORS"]
 
-FCLK_HZ = 1e9 / 7
+from generators.contract import FCLK_HZ  # noqa: E402  (re-exported: tools/chat_rtl.py)
 
 def _user_errors():
     from .backends import BackendError
@@ -40,7 +40,8 @@ def _user_errors():
     from .decoder import ContextError
     from .gguf import GGUFError
     from .tokenizer import TokenizerError
-    return (BackendError, CheckpointError, ContextError, GGUFError, TokenizerError)
+    from ..cosim.tools import ToolError
+    return (BackendError, CheckpointError, ContextError, GGUFError, TokenizerError, ToolError)
 
 
 #: errors of the user's input (file, prompt): printed as "error: ..." by the CLI, exit code 2

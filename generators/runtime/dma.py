@@ -26,10 +26,8 @@ import numpy as np
 
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
+from generators.contract import ATTENTION_MAGIC, MATRIX_MAGIC, ROUTE_MAGIC
 
-MATRIX_MAGIC = 0xB158
-ATTENTION_MAGIC = 0xA77E
-ROUTE_MAGIC = 0xA77F
 BASE_ADDRESS = 0x1000_0000
 GARBAGE = 0xA5
 

@@ -27,6 +27,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from generators.contract import MATRIX_MAGIC
 from generators.packing import FORMATS, build_frame, header_bytes
 from generators.q4 import (FORMAT_Q4, build_q4_frame, pack_q4_rows, pack_q4_rows_raw,
                            quantize_q4_1)
@@ -73,7 +74,7 @@ class QMatrix:
 
     def header(self, port: int, tag: int) -> bytes:
         if self.fmt == "q4":
-            return (0xB158 | self.k << 16 | self.rows[port] << 32 | FORMAT_Q4 << 48
+            return (MATRIX_MAGIC | self.k << 16 | self.rows[port] << 32 | FORMAT_Q4 << 48
                     | (tag & 0xFF) << 56).to_bytes(8, "little")
         return header_bytes(self.k, self.rows[port], self.fmt, tag)
 

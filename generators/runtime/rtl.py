@@ -3,7 +3,7 @@ by the same DMA-channel host code as the board (:class:`generators.runtime.backe
 
 The host side (this process) holds the decoder, the DMA channel driver (the stand-in of PYNQ's
 _SDMAChannel, the same register accesses) and DDR: a file mapped by both processes, holding the
-weight images in buffers allocated once. The simulator process (sim/runtime/test_runtime.py)
+weight images in buffers allocated once. The simulator process (generators/cosim/runtime_top.py)
 runs the register model of the two AXI DMAs in front of the RTL; every MMIO access crosses a
 socket. Simulated time only advances while the host waits on a DMA channel, so the cycle
 counts are those of the engines with an ideal host.
@@ -72,7 +72,7 @@ class RtlBackend(DmaHost):
 
     def __init__(self, model: Model, simulator: str = "verilator", params: Optional[Dict] = None,
                  timeout_s: float = 600.0, start_timeout_s: float = 1800.0):
-        from sim.common import runner
+        from generators.cosim import runner
         self.simulator = simulator
         params = dict(params or overlay_params(model.engines))
         man = runner.render("overlay", params)
@@ -91,7 +91,7 @@ class RtlBackend(DmaHost):
         def sim():
             try:
                 self.result = runner.run("overlay", params, simulator,
-                                         "sim.runtime.test_runtime", name="runtime",
+                                         "generators.cosim.runtime_top", name="runtime",
                                          extra_env={"TB_RT_SOCKET": sock,
                                                     "TB_RT_DDR": str(tmp / "ddr"),
                                                     "TB_RT_DDR_SIZE": str(size),

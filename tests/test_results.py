@@ -1,0 +1,68 @@
+"""generators.results: figures written by their targets, docs/results.md, quotes checked."""
+import json
+
+import pytest
+
+from generators import results as R
+
+
+def _fig(key="decode.q4.tok_s", value=19.1, unit="tok/s", label="modelled"):
+    return R.figure(key, value, unit, label, "Q4_1 at context 512")
+
+
+def test_display():
+    assert R.display(1234567, "LUT") == "1,234,567 LUT"
+    assert R.display(19.1, "tok/s") == "19.1 tok/s"
+    assert R.display(74.2, "%") == "74.2 %"
+    assert R.display("rtl = golden") == "rtl = golden"
+    with pytest.raises(TypeError):
+        R.display(True)
+
+
+def test_figure_checks_label_and_key():
+    with pytest.raises(ValueError, match="label"):
+        R.figure("a.b", 1, "", "estimated", "x")
+    with pytest.raises(ValueError, match="key"):
+        R.figure("A b", 1, "", "measured", "x")
+
+
+def test_record_render_and_one_source(tmp_path):
+    p = R.record("decode", [_fig()], out_dir=tmp_path)
+    data = json.loads(p.read_text())
+    assert data["target"] == "decode" and data["commit"] and data["date"]
+    assert data["figures"][0]["text"] == "19.1 tok/s"
+    with pytest.raises(ValueError, match="already written by `make decode`"):
+        R.record("report", [_fig()], out_dir=tmp_path)
+    with pytest.raises(ValueError, match="twice"):
+        R.record("report", [_fig("a.b"), _fig("a.b")], out_dir=tmp_path)
+    with pytest.raises(ValueError, match="target"):
+        R.record("nonsense", [_fig("a.c")], out_dir=tmp_path)
+    md = R.render(out_dir=tmp_path)
+    assert '<a id="decode.q4.tok_s"></a>' in md and "| 19.1 tok/s | modelled |" in md
+
+
+def test_quotes_are_checked(tmp_path):
+    R.record("decode", [_fig()], out_dir=tmp_path)
+    figs = R.figures_by_key(tmp_path)
+    good = "Q4_1 runs at 19.1 tok/s ([modelled](docs/results.md#decode.q4.tok_s)) on the board."
+    assert R.check_quotes(good, "README.md", figs) == []
+    for text, what in [
+        ("at 19.2 tok/s ([modelled](docs/results.md#decode.q4.tok_s))", "quoted as"),
+        ("at 19.1 tok/s ([simulated](docs/results.md#decode.q4.tok_s))", "labelled"),
+        ("at 19.1 tok/s ([modelled](docs/results.md#decode.int8.tok_s))", "no target"),
+    ]:
+        bad = R.check_quotes(text, "README.md", figs)
+        assert len(bad) == 1 and what in bad[0], (text, bad)
+    syn = R.figure("report.overlay.lut", 23328, "LUT", "synthesised (yosys)", "top")
+    R.record("report", [syn], out_dir=tmp_path)
+    figs = R.figures_by_key(tmp_path)
+    assert R.check_quotes("23,328 LUT ([synthesised (yosys)](results.md#report.overlay.lut))",
+                          "docs/overlay.md", figs) == []
+
+
+def test_bare_figures():
+    text = ("The top is 23,328 LUT and runs 19.1 tok/s ([modelled](docs/results.md#x.y)).\n"
+            "    make sim   # 75 s in code\n"
+            "Clock `7.0 ns` in code; 142.857 MHz is the contract.\n")
+    bare = R.bare_figures(text, allow=["142.857 MHz"])
+    assert bare == ["line 1: '23,328 LUT'"]
