@@ -1,5 +1,6 @@
 """The decoder step (SmolLM2 / LLaMA): matrices and attention on the engines, the small ops
-(RMSNorm, RoPE, residuals, SiLU, quantisation, sampling) in numpy, as on the Cortex-A9.
+(RMSNorm, RoPE, residuals, SiLU, quantisation, sampling) on the host, as on the Cortex-A9:
+``hostops`` (float32; its C library when built, else its numpy twin: the same bits).
 
     dec = Decoder(model, backend)
     for tok in dec.generate([1, 2, 3], max_new_tokens=8): ...
@@ -9,7 +10,6 @@ the layer and the matrix; a count or tag that is not the frame's raises too.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -18,6 +18,7 @@ import numpy as np
 from generators.golden import attention as gatt
 from generators.golden.mv import FLAG_NAMES
 
+from . import hostops
 from .model import Model, QMatrix
 from .quantise import KVCache, quantise_activations
 
@@ -51,28 +52,23 @@ def _names(flags: int, table: Dict[int, str]) -> str:
 
 
 def rope_tables(head_dim: int, theta: float, positions: int):
-    """cos, sin (positions, head_dim) in the HF rotate_half layout."""
-    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
-    ang = np.arange(positions, dtype=np.float64)[:, None] * inv[None, :]
-    ang = np.concatenate([ang, ang], axis=1)
-    return np.cos(ang), np.sin(ang)
+    """cos, sin (positions, head_dim / 2), float32, for the HF rotate_half RoPE (hostops)."""
+    return hostops.rope_tables(head_dim, theta, positions)
 
 
 def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    h = x.shape[-1] // 2
-    rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
-    return x * cos + rot * sin
+    return hostops.rope(x, cos, sin)
 
 
 def _rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    return x / np.sqrt(np.mean(x * x) + eps) * w
+    return hostops.rmsnorm(x, w, eps)
 
 
 def sample(logits: np.ndarray, temperature: float, top_k: int,
            rng: np.random.Generator) -> int:
     """Greedy (temperature 0: the first maximum) or temperature / top-k sampling."""
     if temperature <= 0:
-        return int(np.argmax(logits))
+        return hostops.argmax(logits)
     z = np.asarray(logits, np.float64) / temperature
     if 0 < top_k < len(z):
         kth = np.partition(z, -top_k)[-top_k]
@@ -125,8 +121,8 @@ class Decoder:
                                                             for w in per_port]))
             y = np.concatenate(acc)
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
-            y = (y.view(np.float32) if m.fmt == "q4" else y.view(np.int32)).astype(np.float64)
-            out.append(y * m.scale / sx)
+            out.append(hostops.dequant_f32(y.view(np.float32), sx) if m.fmt == "q4"
+                       else hostops.dequant_i32(y.view(np.int32), m.scale, sx))
         return out
 
     @staticmethod
@@ -169,8 +165,7 @@ class Decoder:
             kstep = self.kv.k_step[layer, h]
             mults, shifts = [], []
             for g in range(G):
-                cval = kstep / (sq[g] * math.sqrt(d))
-                m_, s_ = gatt.score_multiplier(cval, cfg)
+                m_, s_ = hostops.score_multiplier(hostops.score_scale(kstep, sq[g], d), cfg)
                 mults.append(m_)
                 shifts.append(s_)
             tag = self._next_tag()
@@ -180,7 +175,7 @@ class Decoder:
         t0 = time.perf_counter()
         outs = self.be.attention(frames)
         self.timing["attention_s"] += time.perf_counter() - t0
-        o = np.empty((c.num_attention_heads, d))
+        o = np.empty((c.num_attention_heads, d), np.float32)
         for h, ((fr, tag), words) in enumerate(zip(frames, outs)):
             words = np.asarray(words, np.uint32)
             if self.trace is not None:
@@ -198,8 +193,9 @@ class Decoder:
             if res["tag"] != tag:
                 raise EngineError(f"attention engine status tag {res['tag']}, frame tag {tag} "
                                   f"({where})")
-            o[h * G:(h + 1) * G] = gatt.dequantise(res["y"], res["Z"], cfg) \
-                * self.kv.v_step[layer, h]
+            o[h * G:(h + 1) * G] = hostops.attention_out(res["y"], res["Z"],
+                                                         self.kv.v_step[layer, h],
+                                                         cfg.scale_frac_bits)
         return o
 
     # ------------------------------------------------------------------ one step
@@ -214,7 +210,7 @@ class Decoder:
             raise ValueError(f"token id {token} outside the vocabulary (0..{c.vocab_size - 1})")
         H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
         cos, sin = self.cos[self.pos], self.sin[self.pos]
-        x = m.embed[token].astype(np.float64)
+        x = m.embed[token].astype(np.float32)
         for i in range(c.num_hidden_layers):
             n = _rmsnorm(x, m.norms[f"layers.{i}.input"], eps)
             q, k, v = self._matvecs(i, [m.matrix(i, "q"), m.matrix(i, "k"), m.matrix(i, "v")], n)
@@ -226,7 +222,7 @@ class Decoder:
             x = x + o
             n = _rmsnorm(x, m.norms[f"layers.{i}.post"], eps)
             g, u = self._matvecs(i, [m.matrix(i, "gate"), m.matrix(i, "up")], n)
-            h = g / (1.0 + np.exp(-g)) * u
+            h = hostops.silu_mul(g, u)
             (dn,) = self._matvecs(i, [m.matrix(i, "down")], h)
             x = x + dn
         n = _rmsnorm(x, m.norms["final"], eps)
