@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -22,6 +22,7 @@ help:
 	@echo "  make lint-tcl     tclint on vivado/*.tcl and constraints/*.xdc"
 	@echo "  make formal       k-induction proofs of the handshake and no lost word (SymbiYosys): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "  make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
+	@echo "  make host-test    the host kernels: C = numpy bit for bit (x86-64, ARMv7 under qemu-arm), decoder on both paths"
 	@echo "Simulations and figures (each writes docs/results/<target>.json; make results renders docs/results.md):"
 	@echo "  make sim-icarus   make sim on Icarus (= make sim SIM=icarus)"
 	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
@@ -30,6 +31,8 @@ help:
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
+	@echo "  make host-bench   instructions (callgrind) and time per SmolLM2 token of the host small ops, C and numpy paths,"
+	@echo "                    contexts 1/512/2048, with the Cortex-A9 model (CPI 1.3, 650 MHz): docs/results/host-bench.json"
 	@echo "  make results      render docs/results.md from docs/results/*.json"
 	@echo "Vivado (docs/vivado.md):"
 	@echo "  make bitstream    Vivado build of the PL top with two AXI DMAs: build/pynq_ternary.bit and .hwh (VIVADO=...)"
@@ -41,7 +44,8 @@ help:
 	@echo "Variables: SIM=verilator|icarus, WAVES=1 (a waveform per test run), JOBS_TEST=2 (pytest workers)"
 
 setup: .venv/.requirements.sha1
-.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh
+.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
+                         generators/runtime/csrc/tphost.c generators/runtime/csrc/tphost.h
 	@tools/setup.sh
 
 sim: setup
@@ -75,6 +79,12 @@ formal: setup
 
 report: setup
 	@$(ENV) $(PY) -m generators.report
+
+host-test: setup
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
+
+host-bench: setup
+	@$(ENV) $(PY) tools/host_bench.py
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py

@@ -120,6 +120,8 @@ def main(argv=None) -> int:
                          "was made for the same token ids)")
     ap.add_argument("--dump-ids", help="write the text's token ids and the model path (JSON) "
                                        "and stop (for make quality-llamacpp)")
+    ap.add_argument("--no-record", dest="record", action="store_false",
+                    help="do not write docs/results/quality.json (make quality writes it)")
     ap.add_argument("--table", action="store_true",
                     help="print the table of build/quality/quality.json again and stop")
     args = ap.parse_args(argv)
@@ -207,7 +209,33 @@ def main(argv=None) -> int:
     (OUT / "quality.md").write_text(t + "\n")
     print(t)
     print(f"[quality] wrote {OUT / 'quality.json'} and quality.md", file=sys.stderr)
+    if args.record and not args.tokens:          # the whole text only
+        from generators.results import record
+        from generators.runtime import hostops
+        p = record("quality", figures(res), note=f"SmolLM2-135M-Instruct over {res['text']} "
+                   f"({res['tokens']} next tokens, teacher forcing); engine rows on the golden "
+                   f"backend with the host ops' {hostops.active()} path (C and numpy give the "
+                   f"same bits).")
+        print(f"[quality] wrote {p.relative_to(REPO)}", file=sys.stderr)
     return 0
+
+
+def figures(res: dict):
+    """The measured figures of each row (the tok/s at the wall are make report's model)."""
+    from generators.results import figure
+    out = []
+    for r in res["rows"]:
+        what = f"{r['weights']}; {r['numerics']}"
+        key = f"quality.{r['kind']}"
+        out.append(figure(f"{key}.ll", round(r["mean_ll"], 3), "nats/token", "measured",
+                          f"mean log-likelihood of the text's next tokens: {what}",
+                          tokens=r["tokens"], perplexity=round(r["ppl"], 3)))
+        out.append(figure(f"{key}.top1", r["top1"], f"of {r['tokens']}", "measured",
+                          f"argmax = the text's next token: {what}"))
+        if "agree" in r:
+            out.append(figure(f"{key}.agree", r["agree"], f"of {r['tokens']}", "measured",
+                              f"argmax = the float64 model's argmax: {what}"))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 /* tphost: the decoder's per-token small ops (tphost.h; numpy twins in hostops.py).
  *
- * Build with -ffp-contract=off and without -ffast-math (setup.py, the Makefile and the tests
- * do). The checks below stop a build whose floating point would not be the numpy path's.
- * Loops run over blocks of 8 with a fixed inner count so that gcc -O2 vectorises them on
- * x86-64 (SSE2) without reordering any rounding; a last partial block runs the same body.
- * On ARMv7 gcc never vectorises float arithmetic into NEON without
- * -funsafe-math-optimizations (NEON flushes subnormals), so floats stay on VFP (IEEE).
+ * Every kernel has one portable body (plain C99: what the board's ARMv7 runs, on its VFP)
+ * and, for the hot ones, an SSE2 body (x86-64's baseline, 128-bit vectors as NEON's) that
+ * performs the same IEEE operations in the same order, four lanes at a time; both give the
+ * numpy path's bits (tests/test_hostops.py runs the vectors through both, and the portable
+ * one under qemu-arm). -DTPH_PORTABLE builds the portable bodies on x86 too.
+ *
+ * Build with -ffp-contract=off and without -ffast-math (setup.py, tools/host_bench.py and
+ * the tests do); the checks below stop a build whose floating point would differ. The ARM
+ * build must keep floats off NEON (NEON flushes subnormals to zero): gcc uses NEON for
+ * floats only with -funsafe-math-optimizations, and this file has no NEON code.
  */
 #include "tphost.h"
 
@@ -19,9 +23,12 @@
 #if defined(__FAST_MATH__)
 #error "tphost must not be built with -ffast-math (it reorders and flushes)"
 #endif
-#if defined(__FP_FAST_FMAF) && !defined(TPH_ALLOW_FMA_HW)
-/* FMA hardware is fine as long as -ffp-contract=off keeps a*b+c two roundings; the bit
- * tests catch a build that contracts. */
+
+#if defined(__SSE2__) && !defined(TPH_PORTABLE)
+#define TPH_SSE2 1
+#include <emmintrin.h>
+#else
+#define TPH_SSE2 0
 #endif
 
 #ifndef TPH_SOURCE_SHA
@@ -29,7 +36,7 @@
 #endif
 
 #define LANES 8u
-#define MAGIC 12582912.0f         /* 1.5 * 2^23: (v + MAGIC) rounds v to an integer, half even */
+#define MAGIC 12582912.0f         /* 1.5 * 2^23: (v + MAGIC) rounds |v| <= 2^22 to an integer */
 #define MAGIC_BITS 0x4B400000u    /* the bits of MAGIC: bits(v + MAGIC) - MAGIC_BITS = rint(v) */
 #define ABS_MASK 0x7FFFFFFFu
 #define INF_BITS 0x7F800000u
@@ -67,85 +74,123 @@ static inline float u2f(uint32_t u)
     return f;
 }
 
-/* rint(v) for |v| <= 2^22 as an int32 (round half to even: the FPU's default mode) */
+/* clamp with NaN kept (numpy's minimum(maximum(v, lo), hi)) */
+static inline float clampf(float v, float lo, float hi)
+{
+    v = lo > v ? lo : v;
+    return hi < v ? hi : v;
+}
+
+/* rint(v) for |v| <= 2^22: round half to even (the FPU's default mode) */
 static inline int32_t rint_small(float v)
 {
     return (int32_t)(f2u(v + MAGIC) - MAGIC_BITS);
 }
 
-static inline float clampf(float v, float lo, float hi)
+/* The quantisers' clamps (numpy: clip to [-128, 127] or [-127, 127]) are no-ops, so C leaves
+ * them out: with u = 2^-24 and m = max|x| (exact),
+ *   activations: s = fl(127 / m), |fl(x s)| <= m (127 / m)(1 + u)^2 < 127.5;
+ *   KV row, no growth: m <= fl(127 step), inv = fl(1 / step): |fl(x inv)| <= 127 (1 + u)^3;
+ *   KV row after growth: new = fl(m / 127), |fl(x fl(1 / new))| <= 127 (1 + u)^2 / (1 - u);
+ *   requantised rows: m > fl(127 old) gives fl(old / new) <= (1 + u) / (1 - u)^2, |q| <= 127;
+ * every product is below 127.5 in magnitude, so its rint lies in [-127, 127]. */
+
+#if TPH_SSE2
+static inline __m128 clamp4(__m128 v, __m128 lo, __m128 hi)
 {
-    v = v < lo ? lo : v;
-    return v > hi ? hi : v;
+    /* maxps/minps return their second operand when one is NaN: v last keeps a NaN */
+    return _mm_min_ps(hi, _mm_max_ps(lo, v));
 }
 
-/* ------------------------------------------------------------------ blocks of 8
- * Every loop body works on one block of LANES elements, one stage at a time with a fixed
- * count (the form gcc -O2 vectorises). A last partial block runs the same body on a
- * zero-padded copy. */
-
-#define FOR_EACH_LANE(j) for (j = 0; j < LANES; j++)
-
-/* copy m < LANES floats into a zero-padded block */
-static inline void pad(float *dst, const float *src, uint32_t m)
+/* 16 int8 -> four vectors of 4 floats (exact) */
+static inline void i8x16_to_f32(const int8_t *q, __m128 *f)
 {
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        dst[j] = 0.0f;
-    memcpy(dst, src, m * sizeof *src);
+    __m128i b = _mm_loadu_si128((const __m128i *)q);
+    __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+    __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+    f[0] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(lo, lo), 16));
+    f[1] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(lo, lo), 16));
+    f[2] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(hi, hi), 16));
+    f[3] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16));
 }
+
+/* 16 floats -> int8 rint(v * s) (|v s| < 127.5: above): cvtps2dq rounds in the MXCSR's
+ * mode, round to nearest even by default, as the MAGIC addition does */
+static inline void quant16(const __m128 *v, __m128 s, int8_t *q)
+{
+    __m128i a = _mm_cvtps_epi32(_mm_mul_ps(v[0], s));
+    __m128i b = _mm_cvtps_epi32(_mm_mul_ps(v[1], s));
+    __m128i c = _mm_cvtps_epi32(_mm_mul_ps(v[2], s));
+    __m128i d = _mm_cvtps_epi32(_mm_mul_ps(v[3], s));
+    _mm_storeu_si128((__m128i *)q, _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
+}
+#endif
 
 /* ------------------------------------------------------------------ reductions */
 
-static inline void sumsq8(float *acc, const float *x)
-{
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        acc[j] = acc[j] + x[j] * x[j];
-}
-
 float tph_sumsq(const float *x, uint32_t n)
 {
-    float acc[LANES] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, xb[LANES];
+    float l[LANES] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, t0, t1, t2, t3;
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        sumsq8(acc, x + i);
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        sumsq8(acc, xb);          /* + 0 * 0 changes no lane */
+#if TPH_SSE2
+    __m128 a = _mm_setzero_ps(), b = _mm_setzero_ps();
+    const uint32_t n8 = n & ~7u;
+    for (; i < n8; i += LANES) {
+        __m128 u = _mm_loadu_ps(x + i), v = _mm_loadu_ps(x + i + 4);
+        a = _mm_add_ps(a, _mm_mul_ps(u, u));
+        b = _mm_add_ps(b, _mm_mul_ps(v, v));
     }
-    {
-        float t0 = acc[0] + acc[4], t1 = acc[1] + acc[5];
-        float t2 = acc[2] + acc[6], t3 = acc[3] + acc[7];
-        return (t0 + t2) + (t1 + t3);
-    }
+    _mm_storeu_ps(l, a);
+    _mm_storeu_ps(l + 4, b);
+#endif
+    for (; i < n; i++)                 /* element i into lane i % 8, in order */
+        l[i % LANES] = l[i % LANES] + x[i] * x[i];
+    t0 = l[0] + l[4];
+    t1 = l[1] + l[5];
+    t2 = l[2] + l[6];
+    t3 = l[3] + l[7];
+    return (t0 + t2) + (t1 + t3);
 }
 
-static inline void absmax8(uint32_t *m, const float *x)
-{
-    uint32_t b[LANES], j;
-    memcpy(b, x, sizeof b);
-    FOR_EACH_LANE(j) {
-        uint32_t a = b[j] & ABS_MASK;
-        m[j] = a > m[j] ? a : m[j];
-    }
-}
-
-/* the bits of max|x| (>= INF_BITS: a NaN or an infinity) */
+/* the bits of max |x| (>= INF_BITS: a NaN or an infinity; the max is exact in any order) */
 static uint32_t absmax_bits(const float *x, uint32_t n)
 {
-    uint32_t m[LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, i = 0, j, r;
-    float xb[LANES];
-    for (; i + LANES <= n; i += LANES)
-        absmax8(m, x + i);
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        absmax8(m, xb);
+    uint32_t m = 0, i = 0;
+#if TPH_SSE2
+    if (n >= 16) {
+        const uint32_t n16 = n & ~15u;
+        __m128 mx = _mm_setzero_ps(), my = _mm_setzero_ps();
+        const __m128 mask = _mm_castsi128_ps(_mm_set1_epi32(ABS_MASK));
+        __m128i bad = _mm_setzero_si128();
+        const __m128i fin = _mm_set1_epi32(INF_BITS - 1);
+        uint32_t l[4];
+        for (; i < n16; i += 16) {    /* maxps is exact for the finite values */
+            __m128 a = _mm_and_ps(_mm_loadu_ps(x + i), mask);
+            __m128 b = _mm_and_ps(_mm_loadu_ps(x + i + 4), mask);
+            __m128 c = _mm_and_ps(_mm_loadu_ps(x + i + 8), mask);
+            __m128 d = _mm_and_ps(_mm_loadu_ps(x + i + 12), mask);
+            mx = _mm_max_ps(mx, _mm_max_ps(a, b));
+            my = _mm_max_ps(my, _mm_max_ps(c, d));
+            bad = _mm_or_si128(bad, _mm_or_si128(
+                _mm_or_si128(_mm_cmpgt_epi32(_mm_castps_si128(a), fin),
+                             _mm_cmpgt_epi32(_mm_castps_si128(b), fin)),
+                _mm_or_si128(_mm_cmpgt_epi32(_mm_castps_si128(c), fin),
+                             _mm_cmpgt_epi32(_mm_castps_si128(d), fin))));
+        }
+        mx = _mm_max_ps(mx, my);
+        if (_mm_movemask_epi8(bad))
+            return INF_BITS;           /* a NaN or an infinity */
+        _mm_storeu_si128((__m128i *)l, _mm_castps_si128(mx));
+        m = l[0] > l[1] ? l[0] : l[1];
+        m = l[2] > m ? l[2] : m;
+        m = l[3] > m ? l[3] : m;
     }
-    r = m[0];
-    for (j = 1; j < LANES; j++)
-        r = m[j] > r ? m[j] : r;
-    return r;
+#endif
+    for (; i < n; i++) {
+        uint32_t a = f2u(x[i]) & ABS_MASK;
+        m = a > m ? a : m;
+    }
+    return m;
 }
 
 int32_t tph_absmax(const float *x, uint32_t n, float *amax)
@@ -157,86 +202,77 @@ int32_t tph_absmax(const float *x, uint32_t n, float *amax)
     return TPH_OK;
 }
 
-static inline void max8(float *m, uint32_t *nan, const float *x)
-{
-    uint32_t j;
-    FOR_EACH_LANE(j) {
-        float v = x[j];
-        m[j] = v > m[j] ? v : m[j];
-        nan[j] |= v != v;
-    }
-}
-
 int32_t tph_argmax(const float *x, uint32_t n)
 {
-    float m[LANES], xb[LANES], best;
-    uint32_t nan[LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, i = 0, j, any = 0;
+    float best = -INFINITY;
+    uint32_t i = 0, nan = 0;
     if (n == 0)
         return -1;
-    FOR_EACH_LANE(j)
-        m[j] = -INFINITY;
-    for (; i + LANES <= n; i += LANES)
-        max8(m, nan, x + i);
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        for (j = n - i; j < LANES; j++)
-            xb[j] = -INFINITY;
-        max8(m, nan, xb);
+#if TPH_SSE2
+    {
+        const uint32_t n8 = n & ~7u;
+        __m128 m = _mm_set1_ps(-INFINITY), m2 = m, un = _mm_setzero_ps();
+        float l[4];
+        for (; i < n8; i += 8) {       /* NaN lanes: found below */
+            __m128 v = _mm_loadu_ps(x + i), w = _mm_loadu_ps(x + i + 4);
+            m = _mm_max_ps(m, v);
+            m2 = _mm_max_ps(m2, w);
+            un = _mm_or_ps(un, _mm_cmpunord_ps(v, w));
+        }
+        m = _mm_max_ps(m, m2);
+        nan = (uint32_t)_mm_movemask_ps(un);
+        _mm_storeu_ps(l, m);
+        best = l[0] > l[1] ? l[0] : l[1];
+        best = l[2] > best ? l[2] : best;
+        best = l[3] > best ? l[3] : best;
     }
-    FOR_EACH_LANE(j)
-        any |= nan[j];
-    if (any) {                    /* numpy.argmax: the first NaN */
+#endif
+    for (; i < n; i++) {
+        best = x[i] > best ? x[i] : best;
+        nan |= x[i] != x[i];
+    }
+    if (nan) {                         /* numpy.argmax: the first NaN */
         for (i = 0; i < n; i++)
             if (x[i] != x[i])
                 return (int32_t)i;
     }
-    best = m[0];
-    for (j = 1; j < LANES; j++)
-        best = m[j] > best ? m[j] : best;
-    for (i = 0; i < n; i++)       /* the first element equal to the maximum */
+    i = 0;
+#if TPH_SSE2
+    {
+        const __m128 b = _mm_set1_ps(best);
+        const uint32_t n8 = n & ~7u;
+        for (; i < n8; i += 8) {
+            int k = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(x + i), b))
+                  | _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(x + i + 4), b)) << 4;
+            if (k)
+                return (int32_t)(i + (uint32_t)__builtin_ctz((unsigned)k));
+        }
+    }
+#endif
+    for (; i < n; i++)                 /* the first element equal to the maximum */
         if (x[i] == best)
             return (int32_t)i;
-    return 0;                     /* not reached: best is one of x */
+    return 0;                          /* not reached: best is one of x */
 }
 
 /* ------------------------------------------------------------------ element-wise */
-
-static inline void scale_mul8(float *y, const float *x, float c, const float *w)
-{
-    float t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        t[j] = (x[j] * c) * w[j];
-    memcpy(y, t, sizeof t);
-}
 
 void tph_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *y)
 {
     float ms = tph_sumsq(x, n) / (float)n;
     float inv = 1.0f / sqrtf(ms + eps);
-    float xb[LANES], wb[LANES], yb[LANES];
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        scale_mul8(y + i, x + i, inv, w + i);
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        pad(wb, w + i, n - i);
-        scale_mul8(yb, xb, inv, wb);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
+#if TPH_SSE2
+    const __m128 c = _mm_set1_ps(inv);
+    const uint32_t n8 = n & ~7u;
+    for (; i < n8; i += 8) {
+        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i), c), _mm_loadu_ps(w + i)));
+        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i + 4), c),
+                                            _mm_loadu_ps(w + i + 4)));
     }
-}
-
-static inline void rope8(float *ya, float *yb, const float *xa, const float *xb,
-                         const float *c, const float *s)
-{
-    float ta[LANES], tb[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j) {
-        ta[j] = xa[j] * c[j] - xb[j] * s[j];
-        tb[j] = xb[j] * c[j] + xa[j] * s[j];
-    }
-    memcpy(ya, ta, sizeof ta);
-    memcpy(yb, tb, sizeof tb);
+#endif
+    for (; i < n; i++)
+        y[i] = (x[i] * inv) * w[i];
 }
 
 void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
@@ -246,139 +282,125 @@ void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
     for (g = 0; g < heads; g++) {
         const float *xa = x + (uint32_t)(g * d), *xb = xa + h;
         float *ya = y + (uint32_t)(g * d), *yb = ya + h;
-        for (i = 0; i + LANES <= h; i += LANES)
-            rope8(ya + i, yb + i, xa + i, xb + i, cos_h + i, sin_h + i);
-        if (i < h) {
-            float a[LANES], b[LANES], c[LANES], s[LANES], ra[LANES], rb[LANES];
-            pad(a, xa + i, h - i);
-            pad(b, xb + i, h - i);
-            pad(c, cos_h + i, h - i);
-            pad(s, sin_h + i, h - i);
-            rope8(ra, rb, a, b, c, s);
-            memcpy(ya + i, ra, (h - i) * sizeof *y);
-            memcpy(yb + i, rb, (h - i) * sizeof *y);
+        i = 0;
+#if TPH_SSE2
+        for (; i < (h & ~3u); i += 4) {
+            __m128 a = _mm_loadu_ps(xa + i), b = _mm_loadu_ps(xb + i);
+            __m128 c = _mm_loadu_ps(cos_h + i), s = _mm_loadu_ps(sin_h + i);
+            _mm_storeu_ps(ya + i, _mm_sub_ps(_mm_mul_ps(a, c), _mm_mul_ps(b, s)));
+            _mm_storeu_ps(yb + i, _mm_add_ps(_mm_mul_ps(b, c), _mm_mul_ps(a, s)));
+        }
+#endif
+        for (; i < h; i++) {
+            float a = xa[i], b = xb[i], c = cos_h[i], s = sin_h[i];
+            ya[i] = a * c - b * s;
+            yb[i] = b * c + a * s;
         }
     }
 }
 
-/* exp of LANES values, in stages (numpy: hostops._exp, the same operations) */
-static inline void exp8(float *y, const float *x)
+/* exp(x): n = rint(x / ln 2) from the MAGIC addition, r = x - n ln 2 in two parts, the
+ * polynomial, times 2^n built from bits: (bits(x * log2e + MAGIC) + 127) << 23 (MAGIC_BITS
+ * << 23 is 0 mod 2^32) */
+static inline float exp1(float x)
 {
-    float xc[LANES], nf[LANES], r[LANES], p[LANES];
-    uint32_t k[LANES], j;
-    FOR_EACH_LANE(j)
-        xc[j] = clampf(x[j], EXP_LO, EXP_HI);
-    FOR_EACH_LANE(j) {
-        float mg = xc[j] * EXP_LOG2E + MAGIC;   /* two roundings: contraction is off */
-        k[j] = ((f2u(mg) - MAGIC_BITS) + 127u) << 23;   /* 2^n, n = rint(x / ln 2) */
-        nf[j] = mg - MAGIC;
-    }
-    FOR_EACH_LANE(j)
-        r[j] = (xc[j] - nf[j] * EXP_C1) - nf[j] * EXP_C2;
-    FOR_EACH_LANE(j) {
-        float q = EXP_P0;
-        q = q * r[j] + EXP_P1;
-        q = q * r[j] + EXP_P2;
-        q = q * r[j] + EXP_P3;
-        q = q * r[j] + EXP_P4;
-        q = q * r[j] + EXP_P5;
-        p[j] = (q * (r[j] * r[j]) + r[j]) + 1.0f;
-    }
-    FOR_EACH_LANE(j)
-        y[j] = p[j] * u2f(k[j]);
+    float xc = clampf(x, EXP_LO, EXP_HI), mg, nf, r, p;
+    mg = xc * EXP_LOG2E + MAGIC;            /* two roundings: contraction is off */
+    nf = mg - MAGIC;
+    r = (xc - nf * EXP_C1) - nf * EXP_C2;
+    p = EXP_P0;
+    p = p * r + EXP_P1;
+    p = p * r + EXP_P2;
+    p = p * r + EXP_P3;
+    p = p * r + EXP_P4;
+    p = p * r + EXP_P5;
+    p = (p * (r * r) + r) + 1.0f;
+    return p * u2f((f2u(mg) + 127u) << 23);
 }
+
+#if TPH_SSE2
+static inline __m128 exp4(__m128 x)
+{
+    const __m128 magic = _mm_set1_ps(MAGIC);
+    __m128 xc = clamp4(x, _mm_set1_ps(EXP_LO), _mm_set1_ps(EXP_HI));
+    __m128 mg = _mm_add_ps(_mm_mul_ps(xc, _mm_set1_ps(EXP_LOG2E)), magic);
+    __m128 nf = _mm_sub_ps(mg, magic);
+    __m128 r = _mm_sub_ps(_mm_sub_ps(xc, _mm_mul_ps(nf, _mm_set1_ps(EXP_C1))),
+                          _mm_mul_ps(nf, _mm_set1_ps(EXP_C2)));
+    __m128 p = _mm_set1_ps(EXP_P0);
+    __m128i k = _mm_slli_epi32(_mm_add_epi32(_mm_castps_si128(mg), _mm_set1_epi32(127)), 23);
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P1));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P2));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P3));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P4));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P5));
+    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
+    return _mm_mul_ps(p, _mm_castsi128_ps(k));
+}
+#endif
 
 void tph_exp(const float *x, uint32_t n, float *y)
 {
-    float xb[LANES], yb[LANES];
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        exp8(yb, x + i);
-        memcpy(y + i, yb, sizeof yb);
-    }
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        exp8(yb, xb);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
-    }
-}
-
-static inline void silu_mul8(float *y, const float *g, const float *u)
-{
-    float ng[LANES], e[LANES], t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        ng[j] = -g[j];
-    exp8(e, ng);
-    FOR_EACH_LANE(j)
-        t[j] = (g[j] / (1.0f + e[j])) * u[j];
-    memcpy(y, t, sizeof t);
+#if TPH_SSE2
+    const uint32_t n4 = n & ~3u;
+    for (; i < n4; i += 4)
+        _mm_storeu_ps(y + i, exp4(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++)
+        y[i] = exp1(x[i]);
 }
 
 void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
 {
-    float gb[LANES], ub[LANES], yb[LANES];
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        silu_mul8(y + i, g + i, u + i);
-    if (i < n) {
-        pad(gb, g + i, n - i);
-        pad(ub, u + i, n - i);
-        silu_mul8(yb, gb, ub);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
+#if TPH_SSE2
+    const __m128 one = _mm_set1_ps(1.0f), sign = _mm_set1_ps(-0.0f);
+    const uint32_t n4 = n & ~3u;
+    for (; i < n4; i += 4) {
+        __m128 gv = _mm_loadu_ps(g + i);
+        __m128 e = exp4(_mm_xor_ps(gv, sign));
+        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_div_ps(gv, _mm_add_ps(one, e)), _mm_loadu_ps(u + i)));
     }
-}
-
-static inline void add8(float *y, const float *a, const float *b)
-{
-    float t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        t[j] = a[j] + b[j];
-    memcpy(y, t, sizeof t);
+#endif
+    for (; i < n; i++)
+        y[i] = (g[i] / (1.0f + exp1(-g[i]))) * u[i];
 }
 
 void tph_add(const float *a, const float *b, uint32_t n, float *y)
 {
-    float ab[LANES], bb[LANES], yb[LANES];
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        add8(y + i, a + i, b + i);
-    if (i < n) {
-        pad(ab, a + i, n - i);
-        pad(bb, b + i, n - i);
-        add8(yb, ab, bb);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
+#if TPH_SSE2
+    const uint32_t n8 = n & ~7u;
+    for (; i < n8; i += 8) {
+        _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+        _mm_storeu_ps(y + i + 4, _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4)));
     }
+#endif
+    for (; i < n; i++)
+        y[i] = a[i] + b[i];
 }
 
 /* ------------------------------------------------------------------ quantisation */
 
-/* q = rint(clamp(x * s, lo, hi)) (clamping to integer bounds first is the same as after) */
-static inline void quant8(int8_t *q, const float *x, float s, float lo, float hi)
+/* q = rint(x * s) (|x s| < 127.5: above) */
+static void quantise(const float *x, uint32_t n, float s, int8_t *q)
 {
-    float v[LANES];
-    int8_t t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        v[j] = clampf(x[j] * s, lo, hi);
-    FOR_EACH_LANE(j)
-        t[j] = (int8_t)(int32_t)(f2u(v[j] + MAGIC) - MAGIC_BITS);
-    memcpy(q, t, sizeof t);
-}
-
-static void quantise(const float *x, uint32_t n, float s, float lo, float hi, int8_t *q)
-{
-    float xb[LANES];
-    int8_t qb[LANES];
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        quant8(q + i, x + i, s, lo, hi);
-    if (i < n) {
-        pad(xb, x + i, n - i);
-        quant8(qb, xb, s, lo, hi);
-        memcpy(q + i, qb, n - i);
+#if TPH_SSE2
+    const __m128 sv = _mm_set1_ps(s);
+    const uint32_t n16 = n & ~15u;
+    for (; i < n16; i += 16) {
+        __m128 v[4];
+        v[0] = _mm_loadu_ps(x + i);
+        v[1] = _mm_loadu_ps(x + i + 4);
+        v[2] = _mm_loadu_ps(x + i + 8);
+        v[3] = _mm_loadu_ps(x + i + 12);
+        quant16(v, sv, q + i);
     }
+#endif
+    for (; i < n; i++)
+        q[i] = (int8_t)rint_small(x[i] * s);
 }
 
 int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, float *s)
@@ -393,81 +415,79 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
         s[r] = m ? 127.0f / u2f(m) : 1.0f;
     }
     for (r = 0; r < rows; r++)
-        quantise(x + (uint32_t)(r * n), n, s[r], -128.0f, 127.0f, q + (uint32_t)(r * n));
+        quantise(x + (uint32_t)(r * n), n, s[r], q + (uint32_t)(r * n));
     return TPH_OK;
-}
-
-static inline void dequant_i32_8(float *y, const int32_t *acc, const float *scale, float inv)
-{
-    float t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        t[j] = ((float)acc[j] * scale[j]) * inv;
-    memcpy(y, t, sizeof t);
 }
 
 void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s, float *y)
 {
-    float inv = 1.0f / s, sb[LANES], yb[LANES];
-    int32_t ab[LANES];
-    uint32_t i = 0, j;
-    for (; i + LANES <= n; i += LANES)
-        dequant_i32_8(y + i, acc + i, scale + i, inv);
-    if (i < n) {
-        FOR_EACH_LANE(j)
-            ab[j] = 0;
-        memcpy(ab, acc + i, (n - i) * sizeof *acc);
-        pad(sb, scale + i, n - i);
-        dequant_i32_8(yb, ab, sb, inv);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
+    float inv = 1.0f / s;
+    uint32_t i = 0;
+#if TPH_SSE2
+    const __m128 c = _mm_set1_ps(inv);
+    const uint32_t n8 = n & ~7u;
+    for (; i < n8; i += 8) {
+        __m128 a = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(acc + i)));
+        __m128 b = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(acc + i + 4)));
+        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(a, _mm_loadu_ps(scale + i)), c));
+        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_mul_ps(b, _mm_loadu_ps(scale + i + 4)), c));
     }
+#endif
+    for (; i < n; i++)
+        y[i] = ((float)acc[i] * scale[i]) * inv;
 }
 
-static inline void mul8(float *y, const float *x, float c)
+/* y = (float)q * c (exact int8 -> float) */
+static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
 {
-    float t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        t[j] = x[j] * c;
-    memcpy(y, t, sizeof t);
+    uint32_t i = 0;
+#if TPH_SSE2
+    const __m128 cv = _mm_set1_ps(c);
+    const uint32_t n16 = n & ~15u;
+    for (; i < n16; i += 16) {
+        __m128 f[4];
+        i8x16_to_f32(q + i, f);
+        _mm_storeu_ps(y + i, _mm_mul_ps(f[0], cv));
+        _mm_storeu_ps(y + i + 4, _mm_mul_ps(f[1], cv));
+        _mm_storeu_ps(y + i + 8, _mm_mul_ps(f[2], cv));
+        _mm_storeu_ps(y + i + 12, _mm_mul_ps(f[3], cv));
+    }
+#endif
+    for (; i < n; i++)
+        y[i] = (float)q[i] * c;
 }
 
 void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
 {
-    float inv = 1.0f / s, vb[LANES], yb[LANES];
+    float inv = 1.0f / s;
     uint32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        mul8(y + i, v + i, inv);
-    if (i < n) {
-        pad(vb, v + i, n - i);
-        mul8(yb, vb, inv);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
+#if TPH_SSE2
+    const __m128 c = _mm_set1_ps(inv);
+    const uint32_t n8 = n & ~7u;
+    for (; i < n8; i += 8) {
+        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_loadu_ps(v + i), c));
+        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_loadu_ps(v + i + 4), c));
     }
+#endif
+    for (; i < n; i++)
+        y[i] = v[i] * inv;
 }
 
-/* q = rint(clamp(q * ratio, -127, 127)) on LANES INT8 values in place */
-static inline void requant8(int8_t *q, float ratio)
-{
-    float v[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        v[j] = (float)q[j];
-    quant8(q, v, ratio, -127.0f, 127.0f);
-}
-
+/* rows = rint(rows * ratio), k values in place (|q ratio| < 127.5: above) */
 static void requantise(int8_t *rows, uint32_t k, float ratio)
 {
-    int8_t qb[LANES];
-    uint32_t i = 0, j;
-    for (; i + LANES <= k; i += LANES)
-        requant8(rows + i, ratio);
-    if (i < k) {
-        FOR_EACH_LANE(j)
-            qb[j] = 0;
-        memcpy(qb, rows + i, k - i);
-        requant8(qb, ratio);
-        memcpy(rows + i, qb, k - i);
+    uint32_t i = 0;
+#if TPH_SSE2
+    const __m128 sv = _mm_set1_ps(ratio);
+    const uint32_t k16 = k & ~15u;
+    for (; i < k16; i += 16) {
+        __m128 f[4];
+        i8x16_to_f32(rows + i, f);
+        quant16(f, sv, rows + i);
     }
+#endif
+    for (; i < k; i++)
+        rows[i] = (int8_t)rint_small((float)rows[i] * ratio);
 }
 
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x)
@@ -487,7 +507,7 @@ int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const f
         grew = 1;
     }
     if (old > 0.0f)
-        quantise(x, d, 1.0f / old, -127.0f, 127.0f, rows + (uint32_t)(t * d));
+        quantise(x, d, 1.0f / old, rows + (uint32_t)(t * d));
     else
         memset(rows + (uint32_t)(t * d), 0, d);
     return grew;
@@ -535,33 +555,6 @@ int32_t tph_score_multiplier(double c, uint32_t steps_per_octave, uint32_t max_s
 double tph_score_scale(float k_step, float s_q, uint32_t d)
 {
     return (double)k_step / ((double)s_q * sqrt((double)d));
-}
-
-/* y = (float)q * c on LANES INT8 values */
-static inline void i8_mul8(float *y, const int8_t *q, float c)
-{
-    float t[LANES];
-    uint32_t j;
-    FOR_EACH_LANE(j)
-        t[j] = (float)q[j] * c;
-    memcpy(y, t, sizeof t);
-}
-
-/* n INT8 values times c */
-static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
-{
-    int8_t qb[LANES];
-    float yb[LANES];
-    uint32_t i = 0, j;
-    for (; i + LANES <= n; i += LANES)
-        i8_mul8(y + i, q + i, c);
-    if (i < n) {
-        FOR_EACH_LANE(j)
-            qb[j] = 0;
-        memcpy(qb, q + i, n - i);
-        i8_mul8(yb, qb, c);
-        memcpy(y + i, yb, (n - i) * sizeof *y);
-    }
 }
 
 void tph_attention_out(const int8_t *y, const uint32_t *z, uint32_t heads, uint32_t d,
