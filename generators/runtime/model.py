@@ -148,8 +148,11 @@ def quantise_matrix(name: str, W: np.ndarray, fmt: str) -> QMatrix:
     if fmt == "ternary":
         q, s = quantise_ternary(W)
         scale = np.full(n, s)
-    elif fmt == "int8":
-        q, scale = quantise_int8_rows(W)
+    elif fmt == "int8":                   # per row: done in blocks of rows, same values,
+        q = np.empty((n, k), np.int8)       # float64 temporaries of 4096 rows at a time
+        scale = np.empty(n)
+        for r in range(0, n, 4096):
+            q[r:r + 4096], scale[r:r + 4096] = quantise_int8_rows(W[r:r + 4096])
     elif fmt == "q4":
         return q4_matrix_float(name, W)
     else:
@@ -232,6 +235,13 @@ class EmbeddingRows:
 
 # --------------------------------------------------------------------------- the model
 
+def write_matrix(w, m: QMatrix) -> None:
+    """A matrix's sections: its two port frames and its scales (image.ImageWriter ``w``)."""
+    for p, img in enumerate(m.images):
+        w.add(f"frame{p}:{m.name}", np.asarray(img, np.uint8))
+    w.add(f"scale:{m.name}", np.asarray(m.scale, np.float64))
+
+
 @dataclasses.dataclass
 class Model:
     """A converted model: every matrix as its two port frames, the small tensors, the
@@ -310,9 +320,15 @@ class Model:
         w = ImageWriter(path)
         try:
             for m in self.matrices.values():
-                for p, img in enumerate(m.images):
-                    w.add(f"frame{p}:{m.name}", np.asarray(img, np.uint8))
-                w.add(f"scale:{m.name}", np.asarray(m.scale, np.float64))
+                write_matrix(w, m)
+            return self.finish_image(w)
+        except BaseException:
+            w.abort()
+            raise
+
+    def finish_image(self, w) -> Path:
+        """Write every section but the matrices' (those came first), then the header."""
+        try:
             for k, v in self.norms.items():
                 w.add(f"norm:{k}", np.asarray(v, np.float64))
             w.add("embed.q8_0", self.embedding.blocks)
@@ -367,7 +383,8 @@ def _notice(text: str) -> None:
 
 
 def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
-            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice) -> Model:
+            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice, sink=None,
+            progress=None) -> Model:
     """Quantise and pack every matrix once. ``fmt``: "int8", "ternary", "q4", or None (ternary
     for a BitNet-trained checkpoint, INT8 for any other).
 
@@ -375,7 +392,12 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     on the Q4_1 lane as stored; any other tensor of a GGUF runs as INT8 rows; a checkpoint
     without any quantised tensor (float weights) is quantised to Q4_1 and ``notice`` (a
     callable taking one line; default: stderr) says so. A GGUF asked for q4 that has no Q4_1
-    tensor is a CheckpointError."""
+    tensor is a CheckpointError.
+
+    ``sink``: a callable given each QMatrix as soon as it is made, whose frames are then
+    dropped (the returned Model's matrices have ``images = [None, None]``): how
+    :func:`generators.runtime.image.convert_file` writes an image holding one matrix at a
+    time. ``progress(layer, layers)``: called after each layer."""
     if fmt is None:
         fmt = "ternary" if ckpt.bitnet else "int8"
     if fmt not in WEIGHT_FORMATS:
@@ -398,26 +420,34 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
                    f"to Q4_1 here (llama.cpp's reference quantiser, per 32 weights d = "
                    f"(max-min)/15, m = min), not a GGUF's own Q4_1 weights")
 
-    def matrix(name: str, hf: str, W: np.ndarray) -> QMatrix:
+    def matrix(name: str, hf: str) -> QMatrix:
         if fmt != "q4":
-            return quantise_matrix(name, W, fmt)
+            return quantise_matrix(name, t[hf], fmt)
         r = raw.get(hf)
         if r is not None and r.qtype == "Q4_1":
             n, k = (int(v) for v in r.shape)
             return q4_matrix_raw(name, r.blocks, k, n)
         if gguf:                        # Q8_0, F16, F32, other quantised types: INT8 rows
-            return quantise_matrix(name, W, "int8")
-        return q4_matrix_float(name, W)
+            return quantise_matrix(name, t[hf], "int8")
+        return q4_matrix_float(name, t[hf])
+
+    def add(q: QMatrix) -> None:
+        if sink is not None:
+            sink(q)
+            q.images = [None, None]
+        mats[q.name] = q
 
     mats: Dict[str, QMatrix] = {}
     norms: Dict[str, np.ndarray] = {"final": t["model.norm.weight"].astype(np.float64)}
     for i in range(cfg.num_hidden_layers):
         for short, hf in matrix_names(i).items():
-            mats[f"layers.{i}.{short}"] = matrix(f"layers.{i}.{short}", hf, t[hf])
+            add(matrix(f"layers.{i}.{short}", hf))
+        if progress is not None:
+            progress(i + 1, cfg.num_hidden_layers)
         norms[f"layers.{i}.input"] = t[f"model.layers.{i}.input_layernorm.weight"].astype(np.float64)
         norms[f"layers.{i}.post"] = t[f"model.layers.{i}.post_attention_layernorm.weight"].astype(np.float64)
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
-    mats["lm_head"] = matrix("lm_head", head_name, t[head_name])
+    add(matrix("lm_head", head_name))
     from .decoder import rope_tables
     from .image import model_name
     return Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
@@ -432,7 +462,6 @@ def embedding_rows(ckpt: Checkpoint) -> EmbeddingRows:
     quantiser."""
     name = "model.embed_tokens.weight"
     r = (getattr(ckpt, "raw", None) or {}).get(name)
-    W = ckpt.tensors[name]
     if r is not None and r.qtype == "Q8_0":
-        return EmbeddingRows(np.ascontiguousarray(r.blocks, np.uint8), W.shape[1])
-    return EmbeddingRows.from_float(W)
+        return EmbeddingRows(np.array(r.blocks, np.uint8), int(r.shape[1]))
+    return EmbeddingRows.from_float(ckpt.tensors[name])

@@ -47,9 +47,10 @@ class TokenizerError(ValueError):
 def _tokenizers():
     try:
         import tokenizers
-    except ImportError as exc:  # pragma: no cover - pinned in requirements.txt
+    except ImportError:
         raise TokenizerError("text needs the 'tokenizers' package: pip install "
-                             "'ternary-pynq[runtime]'") from exc
+                             "'ternary-pynq[runtime]' (on the board: pip install "
+                             "'ternary-pynq[board]')") from None
     return tokenizers
 
 
