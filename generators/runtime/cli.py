@@ -304,13 +304,6 @@ def run(args) -> int:
     path = Path(args.checkpoint)
     t0 = time.perf_counter()
     model = open_model(path, args.fmt, engines_of(args), say=_say("decode"))
-    print(f"[decode] {path}: {model.config.num_hidden_layers} layers, hidden "
-          f"{model.config.hidden_size}, vocab {model.config.vocab_size}, {model.fmt} weights "
-          f"({time.perf_counter() - t0:.1f} s to load{'' if model.path else ' and convert'})",
-          flush=True)
-    if args.save:
-        model.save(args.save)
-        print(f"[decode] wrote the model image {args.save}", flush=True)
     tok = model.tokenizer() if args.prompt is not None or model.tokenizer_data else None
     if prompt_ids is None:
         prompt = tok.encode(args.prompt)
@@ -318,6 +311,13 @@ def run(args) -> int:
         prompt = prompt_ids
         check_vocab(prompt, model.config.vocab_size)
     check_prompt(prompt, model.engines.max_context, model.config.vocab_size)
+    print(f"[decode] {path}: {model.config.num_hidden_layers} layers, hidden "
+          f"{model.config.hidden_size}, vocab {model.config.vocab_size}, {model.fmt} weights "
+          f"({time.perf_counter() - t0:.1f} s to load{'' if model.path else ' and convert'})",
+          flush=True)
+    if args.save:
+        model.save(args.save)
+        print(f"[decode] wrote the model image {args.save}", flush=True)
     # HOOK(memory plan): the lead's check of the runtime's plan.py (context, CMA) goes here,
     # before any backend starts.
     kw = {}

@@ -307,7 +307,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
         except ImageError:
             pass                               # damaged: convert again
     say = say or (lambda s: None)
-    say(f"converting {src.name} to a {fmt} model image, once (about half a minute): {path}")
+    say(f"converting {src.name} into a model image ({fmt} weights), once (about half a "
+        f"minute): {path}")
     t0 = time.perf_counter()
     convert_file(src, fmt, engines, notice=None, out=path)
     say(f"wrote {path.name} ({path.stat().st_size / 1e6:.0f} MB) in "
