@@ -49,8 +49,12 @@ def _child(argv) -> int:
         convert_file(smollm2_path(), fmt, out=path, notice=None)
     else:
         from generators.runtime import Decoder, Model, make_backend
+        t1 = time.perf_counter()
         m = Model.load(path)
+        res["map_s"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
         m.tokenizer()
+        res["tokenizer_s"] = time.perf_counter() - t1
         if what != "load":
             res["load_s"] = time.perf_counter() - t0
             be = make_backend("golden", m) if what == "golden" else NullEngines(m)
@@ -157,6 +161,10 @@ def main(argv=None) -> int:
             figure(f"{k}.load_s", round(load["seconds"], 2), "s", "measured",
                    f"Model.load + tokenizer of the {fmt} image (fresh process, imports "
                    f"included)"),
+            figure(f"{k}.map_ms", round(load["map_s"] * 1e3, 1), "ms", "measured",
+                   f"Model.load of the {fmt} image alone: header read and file mapped"),
+            figure(f"{k}.tokenizer_s", round(load["tokenizer_s"], 2), "s", "measured",
+                   f"the {fmt} image's tokenizer built (tokenizers, from its JSON section)"),
             figure(f"{k}.load_rss_mb", round(load["rss_mb"]), "MB", "measured",
                    f"Model.load + tokenizer of the {fmt} image: peak RSS of the process"),
             figure(f"{k}.load_traced_mb", round(load["traced_mb"], 1), "MB", "measured",

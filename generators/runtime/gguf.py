@@ -171,12 +171,18 @@ def read_metadata(reader) -> dict:
             if not name.startswith("GGUF.")}
 
 
-def _open(path):
+def require_gguf():
+    """The gguf package, or a GGUFError naming the command that installs it."""
     try:
         import gguf
     except ImportError:
         raise GGUFError(f"reading .gguf files needs the 'gguf' package: {RUNTIME_INSTALL}") \
             from None
+    return gguf
+
+
+def _open(path):
+    gguf = require_gguf()
     p = Path(path)
     if not p.is_file():
         raise GGUFError(f"{p}: no such GGUF file")

@@ -292,7 +292,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     version), so a new model file or version converts again."""
     import hashlib
     from generators import __version__
-    from .gguf import smollm2_path
+    from .gguf import require_gguf, smollm2_path
+    from .tokenizer import _tokenizers
     src = smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
@@ -306,6 +307,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
             return path
         except ImageError:
             pass                               # damaged: convert again
+    require_gguf()                             # a missing package: one line before any work
+    _tokenizers()
     say = say or (lambda s: None)
     say(f"converting {src.name} into a model image ({fmt} weights), once (about half a "
         f"minute): {path}")
