@@ -225,7 +225,8 @@ def print_info(path, verify: bool = False, out=None) -> None:
     w = m.weight_bytes()
     lines = [f"{path}: ternary-pynq model image v{IMAGE_VERSION}, "
              f"{Path(path).stat().st_size / mb:.1f} MB, {len(secs)} sections",
-             f"  model      {m.name or '?'} ({m.source or '?'}), written by {h.get('generator', '?')}",
+             f"  model      {m.name or '?'} ({m.source or '?'}), written by "
+             f"{h.get('generator', '?')}",
              f"  shape      {c.num_hidden_layers} layers, hidden {c.hidden_size}, MLP "
              f"{c.intermediate_size}, {c.num_attention_heads} query / {c.num_key_value_heads} "
              f"KV heads of {c.head_dim}, vocab {c.vocab_size}, "

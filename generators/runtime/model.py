@@ -1,6 +1,6 @@
 """Conversion, once: a Checkpoint -> weight images laid out as the engines read them.
 
-    model = convert(ckpt, fmt="int8")           # "ternary", "q4"; None: ternary for BitNet, else int8
+    model = convert(ckpt, fmt="int8")      # "ternary", "q4"; None: ternary for BitNet, else int8
     model.save("smollm2.int8.tpimg");  model = Model.load("smollm2.int8.tpimg")   # image.py
 
 Weight formats (the header's format byte): "int8" (0x08, absmax per row), "ternary" (0x03,
@@ -442,10 +442,10 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     for i in range(cfg.num_hidden_layers):
         for short, hf in matrix_names(i).items():
             add(matrix(f"layers.{i}.{short}", hf))
+        for key, hf in (("input", "input_layernorm"), ("post", "post_attention_layernorm")):
+            norms[f"layers.{i}.{key}"] = t[f"model.layers.{i}.{hf}.weight"].astype(np.float64)
         if progress is not None:
             progress(i + 1, cfg.num_hidden_layers)
-        norms[f"layers.{i}.input"] = t[f"model.layers.{i}.input_layernorm.weight"].astype(np.float64)
-        norms[f"layers.{i}.post"] = t[f"model.layers.{i}.post_attention_layernorm.weight"].astype(np.float64)
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
     add(matrix("lm_head", head_name))
     from .decoder import rope_tables
