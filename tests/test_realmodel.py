@@ -39,13 +39,6 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     model = convert_file(path, "int8", out=tmp_path / "smollm2.int8.tpimg")   # mapped
     tok = model.tokenizer()
     assert model.fmt == "int8" and model.path == tmp_path / "smollm2.int8.tpimg"
-    # the embedding: the GGUF's Q8_0 rows as stored, dequantised per token, bit for bit the
-    # float32 the gguf package gives for the whole table
-    from generators.runtime.gguf import read_gguf
-    table = read_gguf(path).tensors["model.embed_tokens.weight"]
-    for t in (0, 1, 504, 3575, 49151):
-        assert np.array_equal(model.embed_row(t).view(np.uint32), table[t].view(np.uint32))
-    del table
     dec = Decoder(model, make_backend("golden", model))
     prompt = tok.chat_ids(QUESTION)
     out = io.StringIO()
@@ -61,6 +54,12 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     n = len(r["ids"])
     res = {"answer": text, "tokens": n}
     ref_float = Reference.from_gguf(path)
+    # the embedding: the GGUF's Q8_0 rows as stored, one row dequantised per token, exactly
+    # the float32 the reference's own reader gets from the gguf package for the whole table
+    table = ref_float.w["token_embd.weight"]
+    for t in sorted(set(ids)) + [0, 49151]:
+        row = model.embed_row(t)
+        assert row.dtype == np.float32 and np.array_equal(row.astype(np.float64), table[t])
     for weights in ("float", "int8"):
         ref = ref_float.with_weights(weights)
         pred = np.argmax(ref.logits(ids)[len(prompt) - 1:len(ids) - 1], axis=1)
