@@ -86,7 +86,7 @@ def test_smollm2_answers_paris_on_golden_q4(record_property):
     "L'Étoile de la Marseur," and then says "the capital of France is Paris" (measured:
     docs/q4.md); 20 tokens reach "Paris"."""
     path = _smollm2()
-    model, tok = load_model(path, "q4")
+    model, tok, _ = load_model(path, "q4")
     assert model.fmt == "q4"
     fmts = {m.fmt for n, m in model.matrices.items() if n != "lm_head"}
     assert fmts == {"q4"} and model.matrices["lm_head"].fmt == "int8"
@@ -110,7 +110,7 @@ def tiny(tmp_path_factory):
 
 def test_prompt_longer_than_context_is_refused_before_the_first_token(tiny):
     eng = EngineConfig(max_k=512, max_context=32)
-    model, tok = load_model(tiny, "int8", engines=eng)
+    model, tok, _ = load_model(tiny, "int8", engines=eng)
     dec = Decoder(model, make_backend("golden", model))
     ids = tok.chat_ids("hello world " * 8)
     assert len(ids) > 32

@@ -79,11 +79,13 @@ def add_parser(sub):
 # ------------------------------------------------------------------------------- model
 
 def load_model(path=None, fmt=None, engines=None, say=None):
-    """(Model, Tokenizer) of a model image, a .gguf file or a HF folder (default: SmolLM2,
-    converted once into the user cache and mapped from there; ``say``: a callable taking
-    the line that says so)."""
+    """(Model, Tokenizer, None) of a model image, a .gguf file or a HF folder (default:
+    SmolLM2, converted once into the user cache and mapped from there; ``say``: a callable
+    taking the line that says so). The third element, once the Checkpoint, is None: the
+    model's name and BitNet flag are ``model.name`` and ``model.bitnet`` (callers written for
+    ``model, tok, ckpt = load_model(...)`` keep working)."""
     model = _cli.open_model(path, fmt, engines, say=say)
-    return model, model.tokenizer()
+    return model, model.tokenizer(), None
 
 
 # ------------------------------------------------------------------------------- streaming
@@ -222,7 +224,7 @@ def run(args) -> int:
     _cli.check_common(args, "--model")
     err = sys.stderr
     t0 = time.perf_counter()
-    model, tok = load_model(args.model, args.format, say=_cli._say("chat"))
+    model, tok, _ = load_model(args.model, args.format, say=_cli._say("chat"))
 
     def prompt_ids(text):
         return check_prompt(tok.chat_ids(text, system=args.system), model.engines.max_context,
