@@ -106,7 +106,7 @@ LLAMACPP_VENV := build/llamacpp-venv
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
 LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 quality: setup
-	@$(ENV) $(PY) tools/quality.py
+	@$(ENV) $(PY) tools/quality.py --dither 2
 
 quality-llamacpp: setup
 	@mkdir -p build/quality
@@ -117,7 +117,7 @@ quality-llamacpp: setup
 	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
-	@$(ENV) $(PY) tools/quality.py
+	@$(ENV) $(PY) tools/quality.py --dither 2
 
 image: setup
 	@$(ENV) $(PY) tools/image_bench.py

@@ -17,8 +17,11 @@ the greedy argmax ("sampling"). No engine work: the engines' words are fixed inp
   turns collection on around one region's calls at a time (the whole token, then each
   kernel), with a dump per region; the toggles' own cost (an empty region) is subtracted.
   Timed natively with time.perf_counter.
-* The Cortex-A9 figure is a MODEL: instructions x CPI 1.3 / 650 MHz (no A9 here; the x86
-  SSE2 count stands for an ARMv7 build that has NEON's vector width).
+* ARMv7 path: the same driver built with Debian's arm-linux-gnueabihf-gcc for the Cortex-A9
+  (VFP, no NEON: the library's portable bodies, what the board runs today), its instructions
+  counted under qemu-arm (translation blocks' sizes times their executions).
+* The Cortex-A9 figures are a MODEL: instructions x CPI 1.3 / 650 MHz (no A9 here), from the
+  x86 SSE2 count (the issue's yardstick: SSE2 has NEON's vector width) and from the ARMv7 count.
 
 Frames and DMA (the attention frames, the DMA starts and completions) are not in these counts
 yet: the C per-token loop adds them (issue 18, item 6).
@@ -343,6 +346,25 @@ def numpy_path(ctx: int, fmt: str, tokens: int, time_tokens: int, regions: Path)
 
 # --------------------------------------------------------------------------- report
 
+#: ARMv7 functions (exclusive counts) -> the kernel names (static helpers to their callers)
+ARM_KERNELS = {"tph_embed_q8_0": "embed", "tph_rmsnorm": "rmsnorm", "tph_sumsq": "rmsnorm",
+               "tph_quantise_rows": "quantise", "absmax_bits": "quantise", "quantise": "quantise",
+               "tph_dequant_i32": "dequant", "tph_dequant_f32": "dequant", "tph_rope": "rope",
+               "tph_kv_append": "kv_append", "requantise": "kv_append",
+               "tph_score_scale": "score_multiplier", "tph_score_multiplier": "score_multiplier",
+               "tph_attention_out": "attention_out", "i8_mul": "attention_out", "tph_add": "add",
+               "tph_silu_mul": "silu_mul", "exp1": "silu_mul", "tph_argmax": "argmax",
+               "bench_token": "driver"}
+
+
+def arm_kernels(res: dict) -> dict:
+    per = {}
+    for fn, n in res["functions"].items():
+        name = ARM_KERNELS.get(fn, fn)
+        per[name] = per.get(name, 0) + n
+    return {"kernels": per, "total": res["total"], "time_ms": None}
+
+
 def parts(res: dict) -> dict:
     k = res["kernels"]
     sampling = sum(v for n, v in k.items() if n in SAMPLING)
@@ -359,8 +381,9 @@ def table(results: dict) -> str:
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for (path, fmt, ctx), res in results.items():
         p = parts(res)
+        t = "-" if res["time_ms"] is None else f"{res['time_ms']:.2f}"
         lines.append(f"| {path} | {fmt} | {ctx} | {p['small_ops'] / 1e6:.3f} | "
-                     f"{p['sampling'] / 1e6:.3f} | {p['total'] / 1e6:.3f} | {res['time_ms']:.2f} | "
+                     f"{p['sampling'] / 1e6:.3f} | {p['total'] / 1e6:.3f} | {t} | "
                      f"{a9_ms(p['total']):.2f} |")
     return "\n".join(lines)
 
@@ -385,19 +408,24 @@ def figures(results: dict, growth: dict):
         base = f"host-bench.{path}.{fmt}.ctx{ctx}"
         ctxd = dict(path=path, format=fmt, context=ctx,
                     kernels_k_instr={n: round(v / 1e3, 1) for n, v in res["kernels"].items()})
-        where = (f"{'C (gcc -O2 -march=x86-64, SSE2)' if path == 'c' else 'numpy path (python)'},"
-                 f" {fmt}, context {ctx}")
+        where = ({"c": "C on x86-64 (gcc -O2 -march=x86-64: SSE2)",
+                  "armv7": "C on ARMv7 (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9, VFP; qemu-arm)",
+                  "numpy": "numpy path (python)"}[path] + f", {fmt}, context {ctx}")
+        how = "qemu-arm" if path == "armv7" else "callgrind"
         out += [
             figure(f"{base}.small_ops_minstr", round(p["small_ops"] / 1e6, 3), "M instructions",
-                   "measured", f"host small ops per SmolLM2-135M token: {where} (callgrind)",
+                   "measured", f"host small ops per SmolLM2-135M token: {where} ({how})",
                    **ctxd),
             figure(f"{base}.sampling_minstr", round(p["sampling"] / 1e6, 3), "M instructions",
                    "measured", f"greedy sampling (argmax of 49,152 logits) per token: {where}"),
             figure(f"{base}.total_minstr", round(p["total"] / 1e6, 3), "M instructions",
                    "measured", f"small ops + sampling per token (frames and DMA not counted "
                    f"yet): {where}"),
-            figure(f"{base}.time_ms", round(res["time_ms"], 3), "ms", "measured",
-                   f"time per token on this x86 machine (shared, loaded): {where}"),
+        ]
+        if res["time_ms"] is not None:
+            out.append(figure(f"{base}.time_ms", round(res["time_ms"], 3), "ms", "measured",
+                              f"time per token on this x86 machine (shared, loaded): {where}"))
+        out += [
             figure(f"{base}.a9_ms", round(a9_ms(p["total"]), 2), "ms", "modelled",
                    f"Cortex-A9 time per token, MODEL: instructions x CPI {A9_CPI} / 650 MHz: "
                    f"{where}"),
@@ -416,7 +444,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-tokens", type=int, default=50, help="tokens timed per configuration")
     ap.add_argument("--contexts", default="1,512,2048")
     ap.add_argument("--formats", default="q4,int8")
-    ap.add_argument("--no-numpy", action="store_true", help="the C path only")
+    ap.add_argument("--no-numpy", action="store_true", help="leave out the numpy path")
+    ap.add_argument("--no-arm", action="store_true", help="leave out the ARMv7 count (qemu-arm)")
     ap.add_argument("--no-record", action="store_true", help="print; do not write docs/results")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ctx", type=int, help=argparse.SUPPRESS)
@@ -432,16 +461,21 @@ def main(argv=None) -> int:
     formats = args.formats.split(",")
     exe = build_c()
     regions = None if args.no_numpy else build_regions()
+    arm = None if args.no_arm else (need(ARM_CC, "gcc-arm-linux-gnueabihf"),
+                                    need("qemu-arm", "qemu-user"), build_arm())[2]
     results, growth = {}, {}
     t0 = time.perf_counter()
     for fmt in formats:
         for ctx in contexts:
-            # numpy at every context for the board's format, at 512 for the others
-            paths = ["c"] + ([] if args.no_numpy or (fmt != formats[0] and ctx != 512)
-                             else ["numpy"])
+            # ARMv7 and numpy at every context for the first format, at 512 for the others
+            main_cfg = fmt == formats[0] or ctx == 512
+            paths = ["c"] + ([] if args.no_arm or not main_cfg else ["armv7"]) \
+                + ([] if args.no_numpy or not main_cfg else ["numpy"])
             for path in paths:
                 print(f"[host-bench] {path} {fmt} context {ctx} ...", file=sys.stderr, flush=True)
-                if path == "c":
+                if path == "armv7":
+                    res = arm_kernels(arm_path(arm, ctx, fmt, 1))
+                elif path == "c":
                     res = c_path(exe, ctx, fmt, args.tokens, max(args.time_tokens, 200))
                     if fmt == formats[0]:
                         growth[ctx] = res["growth"]
