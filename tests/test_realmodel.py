@@ -101,9 +101,10 @@ def test_smollm2_answers_paris_on_golden_q4(record_property):
     """--format q4: the GGUF's own Q4_1 weights as stored on the Q4_1 lane (the Q8_0 LM head
     as INT8 rows). The first answer token is a near tie in the float model ("The" 25.33 vs
     "L" 25.24 in tests/llama_reference.py's float64 pass); with Q4_1 weights, INT8 activations,
-    the INT8 KV cache and the attention engine's fixed point the greedy answer starts with
-    "L'Étoile de la Marseur," and then says "the capital of France is Paris" (measured:
-    docs/q4.md); 20 tokens reach "Paris"."""
+    the INT8 KV cache, the attention engine's fixed point and the host's float32 numerics the
+    greedy answer is "La femme, le monde. Paris, la cité, le succès. La fem" (measured:
+    docs/q4.md; the float64 host numerics gave "L'Étoile de la Marseur, the capital of France
+    is Paris, the City"); 20 tokens reach "Paris"."""
     path = _smollm2()
     model, tok, _ = load_model(path, "q4")
     assert model.fmt == "q4"

@@ -349,7 +349,8 @@ def numpy_path(ctx: int, fmt: str, tokens: int, time_tokens: int, regions: Path)
 #: ARMv7 functions (exclusive counts) -> the kernel names (static helpers to their callers)
 ARM_KERNELS = {"tph_embed_q8_0": "embed", "tph_rmsnorm": "rmsnorm", "tph_sumsq": "rmsnorm",
                "tph_quantise_rows": "quantise", "absmax_bits": "quantise", "quantise": "quantise",
-               "tph_dequant_i32": "dequant", "tph_dequant_f32": "dequant", "tph_rope": "rope",
+               "tph_dequant_i32": "dequant", "tph_dequant_f32": "dequant", "mul_f32": "dequant",
+               "tph_rope": "rope",
                "tph_kv_append": "kv_append", "requantise": "kv_append",
                "tph_score_scale": "score_multiplier", "tph_score_multiplier": "score_multiplier",
                "tph_attention_out": "attention_out", "i8_mul": "attention_out", "tph_add": "add",

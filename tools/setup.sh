@@ -21,24 +21,8 @@ command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON on PATH: install Python 
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || die "Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))"
 
-apt_install() {
-  # apt_install COMMAND PACKAGE
-  if command -v "$1" >/dev/null 2>&1; then return 0; fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "$1 missing: apt-get install $2"
-    if [ ! -f /tmp/.ternary-pynq-apt-updated ]; then
-      DEBIAN_FRONTEND=noninteractive apt-get update -qq && touch /tmp/.ternary-pynq-apt-updated
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-  fi
-  command -v "$1" >/dev/null 2>&1 || die "$1 is missing: install the Debian package '$2' (sudo apt-get install $2)"
-}
-
-apt_install iverilog iverilog
-apt_install tclsh tcl
-
-# optional_apt COMMAND PACKAGE WHAT: like apt_install, but only a warning when it cannot
-optional_apt() {
+try_apt() {
+  # try_apt COMMAND PACKAGE: apt-get install PACKAGE when COMMAND is missing and we can
   if command -v "$1" >/dev/null 2>&1; then return 0; fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "$1 missing: apt-get install $2"
@@ -47,7 +31,20 @@ optional_apt() {
     fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null || true
   fi
-  command -v "$1" >/dev/null 2>&1 || \
+  command -v "$1" >/dev/null 2>&1
+}
+
+apt_install() {
+  # apt_install COMMAND PACKAGE: an error when it cannot
+  try_apt "$1" "$2" || die "$1 is missing: install the Debian package '$2' (sudo apt-get install $2)"
+}
+
+apt_install iverilog iverilog
+apt_install tclsh tcl
+
+optional_apt() {
+  # optional_apt COMMAND PACKAGE WHAT: a warning when it cannot
+  try_apt "$1" "$2" || \
     echo "[setup] WARNING: $1 is missing and could not be installed (Debian package '$2'): $3" >&2
 }
 optional_apt arm-linux-gnueabihf-gcc gcc-arm-linux-gnueabihf \

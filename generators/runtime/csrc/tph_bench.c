@@ -144,14 +144,22 @@ static int check(int32_t rc)
     return rc;
 }
 
+/* one activation vector quantised (the engines' input): its scale */
+static float quant(state_t *s, const float *x, uint32_t n)
+{
+    float sx;
+    check(tph_quantise_rows(x, 1, n, s->xq, &sx));
+    return sx;
+}
+
 __attribute__((noinline)) void bench_token(state_t *s)
 {
     uint32_t l, kh, g, t = s->ctx - 1;
-    float sx, sx2;
+    float sx;
     tph_embed_q8_0(s->embed, HIDDEN, s->x);
     for (l = 0; l < LAYERS; l++) {
         tph_rmsnorm(s->x, s->norm_w, HIDDEN, EPS, s->n);
-        check(tph_quantise_rows(s->n, 1, HIDDEN, s->xq, &sx));
+        sx = quant(s, s->n, HIDDEN);
         dequant(s, s->scale_v, HIDDEN, sx, s->q, 0);
         dequant(s, s->scale_v, KV_HEADS * HEAD_DIM, sx, s->k, 0);
         dequant(s, s->scale_v, KV_HEADS * HEAD_DIM, sx, s->v, 0);
@@ -174,21 +182,18 @@ __attribute__((noinline)) void bench_token(state_t *s)
             tph_attention_out(s->att_y, s->att_z, GROUP, HEAD_DIM, FRAC_BITS, st[1],
                               s->att + kh * GROUP * HEAD_DIM);
         }
-        check(tph_quantise_rows(s->att, 1, HIDDEN, s->xq, &sx));
-        dequant(s, s->scale_v, HIDDEN, sx, s->n, 0);
+        dequant(s, s->scale_v, HIDDEN, quant(s, s->att, HIDDEN), s->n, 0);     /* o_proj */
         tph_add(s->x, s->n, HIDDEN, s->x);
         tph_rmsnorm(s->x, s->norm_w, HIDDEN, EPS, s->n);
-        check(tph_quantise_rows(s->n, 1, HIDDEN, s->xq, &sx));
-        dequant(s, s->scale_m, MLP, sx, s->g, 0);
-        dequant(s, s->scale_m, MLP, sx, s->u, 0);
+        sx = quant(s, s->n, HIDDEN);
+        dequant(s, s->scale_m, MLP, sx, s->g, 0);                              /* gate */
+        dequant(s, s->scale_m, MLP, sx, s->u, 0);                              /* up */
         tph_silu_mul(s->g, s->u, MLP, s->h);
-        check(tph_quantise_rows(s->h, 1, MLP, s->xq, &sx2));
-        dequant(s, s->scale_v, HIDDEN, sx2, s->n, 0);
+        dequant(s, s->scale_v, HIDDEN, quant(s, s->h, MLP), s->n, 0);          /* down */
         tph_add(s->x, s->n, HIDDEN, s->x);
     }
     tph_rmsnorm(s->x, s->norm_w, HIDDEN, EPS, s->n);
-    check(tph_quantise_rows(s->n, 1, HIDDEN, s->xq, &sx));
-    dequant(s, s->scale_h, VOCAB, sx, s->logits, 1);
+    dequant(s, s->scale_h, VOCAB, quant(s, s->n, HIDDEN), s->logits, 1);      /* LM head */
     s->calls += (uint32_t)tph_argmax(s->logits, VOCAB) & 1u;
 }
 

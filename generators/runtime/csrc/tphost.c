@@ -114,14 +114,14 @@ static inline void i8x16_to_f32(const int8_t *q, __m128 *f)
     f[3] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16));
 }
 
-/* 16 floats -> int8 rint(v * s) (|v s| < 127.5: above): cvtps2dq rounds in the MXCSR's
+/* 16 floats -> int8 rint(x * s) (|x s| < 127.5: above): cvtps2dq rounds in the MXCSR's
  * mode, round to nearest even by default, as the MAGIC addition does */
-static inline void quant16(const __m128 *v, __m128 s, int8_t *q)
+static inline void quant16(const float *x, __m128 s, int8_t *q)
 {
-    __m128i a = _mm_cvtps_epi32(_mm_mul_ps(v[0], s));
-    __m128i b = _mm_cvtps_epi32(_mm_mul_ps(v[1], s));
-    __m128i c = _mm_cvtps_epi32(_mm_mul_ps(v[2], s));
-    __m128i d = _mm_cvtps_epi32(_mm_mul_ps(v[3], s));
+    __m128i a = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x), s));
+    __m128i b = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 4), s));
+    __m128i c = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 8), s));
+    __m128i d = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 12), s));
     _mm_storeu_si128((__m128i *)q, _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
 }
 #endif
@@ -388,16 +388,8 @@ static void quantise(const float *x, uint32_t n, float s, int8_t *q)
 {
     uint32_t i = 0;
 #if TPH_SSE2
-    const __m128 sv = _mm_set1_ps(s);
-    const uint32_t n16 = n & ~15u;
-    for (; i < n16; i += 16) {
-        __m128 v[4];
-        v[0] = _mm_loadu_ps(x + i);
-        v[1] = _mm_loadu_ps(x + i + 4);
-        v[2] = _mm_loadu_ps(x + i + 8);
-        v[3] = _mm_loadu_ps(x + i + 12);
-        quant16(v, sv, q + i);
-    }
+    for (; i < (n & ~15u); i += 16)
+        quant16(x + i, _mm_set1_ps(s), q + i);
 #endif
     for (; i < n; i++)
         q[i] = (int8_t)rint_small(x[i] * s);
@@ -457,37 +449,36 @@ static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
         y[i] = (float)q[i] * c;
 }
 
-void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
+/* y = v * c, 8 at a time */
+static void mul_f32(const float *v, uint32_t n, float c, float *y)
 {
-    float inv = 1.0f / s;
     uint32_t i = 0;
 #if TPH_SSE2
-    const __m128 c = _mm_set1_ps(inv);
-    const uint32_t n8 = n & ~7u;
-    for (; i < n8; i += 8) {
-        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_loadu_ps(v + i), c));
-        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_loadu_ps(v + i + 4), c));
+    for (; i < (n & ~7u); i += 8) {
+        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_loadu_ps(v + i), _mm_set1_ps(c)));
+        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_loadu_ps(v + i + 4), _mm_set1_ps(c)));
     }
 #endif
     for (; i < n; i++)
-        y[i] = v[i] * inv;
+        y[i] = v[i] * c;
 }
 
-/* rows = rint(rows * ratio), k values in place (|q ratio| < 127.5: above) */
+void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
+{
+    mul_f32(v, n, 1.0f / s, y);
+}
+
+/* rows = rint((float)rows * ratio), k values in place (|q ratio| < 127.5: above), 256 at a
+ * time through a float buffer ((float)q * 1 is exact) */
 static void requantise(int8_t *rows, uint32_t k, float ratio)
 {
-    uint32_t i = 0;
-#if TPH_SSE2
-    const __m128 sv = _mm_set1_ps(ratio);
-    const uint32_t k16 = k & ~15u;
-    for (; i < k16; i += 16) {
-        __m128 f[4];
-        i8x16_to_f32(rows + i, f);
-        quant16(f, sv, rows + i);
+    float buf[256];
+    uint32_t i, m;
+    for (i = 0; i < k; i += m) {
+        m = k - i < 256 ? k - i : 256;
+        i8_mul(buf, rows + i, m, 1.0f);
+        quantise(buf, m, ratio, rows + i);
     }
-#endif
-    for (; i < k; i++)
-        rows[i] = (int8_t)rint_small((float)rows[i] * ratio);
 }
 
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x)
