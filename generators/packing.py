@@ -449,14 +449,21 @@ def parse_frame(frame_bytes: bytes, beat_bytes: int = 8, *, strict: bool = True)
 OVERLAY_ROUTE_MAGIC = ROUTE_MAGIC
 
 
+def route_word(context: int, tag: int) -> int:
+    """Port 1's first word of an attention frame's odd half (docs/overlay.md): [15:0] 0xA77F,
+    [31:16] L, [63:56] the tag, other bits 0."""
+    return OVERLAY_ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56)
+
+
 def split_attention_frame(frame: bytes, context: int = 0, tag: int = 0) -> Tuple[bytes, bytes]:
     """Split a 16-byte-beat attention frame into the two DMA halves of the overlay
     (docs/overlay.md): port 0 gets bytes 16i..16i+7 of every beat (the header word with
     magic 0xA77E first), port 1 a route word ([15:0] 0xA77F, [31:16] L, [63:56] tag) followed by
-    bytes 16i+8..16i+15. Each half is sent as one DMA transfer (tlast on its last word)."""
+    bytes 16i+8..16i+15. Each half ends with tlast on its last word.
+
+    The runtime splits only the header block and q this way (its K and V rows already live in
+    DMA memory split by port, docs/runtime.md); the one definition of the split."""
     if len(frame) % 16:
         raise ValueError(f"attention frame of {len(frame)} bytes is not whole 16-byte beats")
-    even = b"".join(frame[i:i + 8] for i in range(0, len(frame), 16))
-    odd = b"".join(frame[i + 8:i + 16] for i in range(0, len(frame), 16))
-    route = (OVERLAY_ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56))
-    return even, route.to_bytes(8, "little") + odd
+    w = np.frombuffer(bytes(frame), "<u8").reshape(-1, 2)
+    return w[:, 0].tobytes(), route_word(context, tag).to_bytes(8, "little") + w[:, 1].tobytes()

@@ -159,14 +159,10 @@ class ProgressBackend:
         self.done = 0
         self.t0 = time.perf_counter()
 
-    def matrices(self, calls):
-        out = self.be.matrices(calls)
-        self._tick(sum(len(i) for m, _, _ in calls for i in m.images) // 8, "matrices")
-        return out
-
-    def attention(self, frames):
-        out = self.be.attention(frames)
-        self._tick(sum(len(f) for f, _ in frames) // 8, "attention")
+    def run(self, layer, kind):
+        out = self.be.run(layer, kind)
+        self._tick(self.be.transfer_beats(layer, kind, self.be.L),
+                   "attention" if kind == "att" else "matrices")
         return out
 
 

@@ -165,6 +165,11 @@ class Model:
     def matrix(self, layer: Optional[int], short: str) -> QMatrix:
         return self.matrices["lm_head" if layer is None else f"layers.{layer}.{short}"]
 
+    def embed_row(self, token: int) -> np.ndarray:
+        """The embedding of ``token``: float32 (hidden,). The decoder reads the table only
+        through this method."""
+        return self.embed[token]
+
     # ------------------------------------------------------------------ one file
     def save(self, path) -> Path:
         path = Path(path)
