@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results host-bench
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
@@ -18,6 +18,7 @@ help:
 	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
 	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
+	@echo "make host-bench   the runtime's host loop per token: memory plan, CPU bytes written, transfers, KV requantisation on real text, host time (docs/runtime.md)"
 	@echo "make formal       prove the stream handshake and no lost word (SymbiYosys, k-induction): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
 	@echo "make bitstream    Vivado build of the PL top overlay, two DMAs (ENGINES=..., VIVADO=...); see docs/vivado.md"
@@ -60,6 +61,9 @@ sim-full: setup
 
 decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
+
+host-bench: setup
+	@$(ENV) $(PY) -m generators.runtime.hostbench
 
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")

@@ -88,6 +88,10 @@ class _Block:
         self.control_idx = w + R.D_CONTROL
 
 
+class _Transfer:
+    """A transfer's precomputed index arrays (DmaRuntime._transfer_table)."""
+
+
 class DmaRuntime:
     """The host code at DMA level (see the module docstring).
 
@@ -258,6 +262,49 @@ class DmaRuntime:
                                  self._blocks[lm[0]][ch].first if lm else None,
                                  self._blocks[body[0]][ch].first))
         self._index = {(t.layer, t.kind): t.index for t in plan.transfers}
+        self._tx = [self._transfer_table(t) for t in plan.transfers]
+
+    def _transfer_table(self, t) -> "_Transfer":
+        """One transfer's arrays: every status word index (for clearing and checking in one
+        numpy operation each), the MM2S ones with their CONTROL words, the S2MM ones, the
+        result slots, the TAILDESC writes (S2MM first), and each channel's next transfer."""
+        blocks = self._blocks[t.index]
+        x = _Transfer()
+        order = sorted(blocks, key=lambda c: (-(c % 2), c))
+        status, ctrl, chan, mm2s, s2mm = [], [], [], [], []
+        for ch in order:
+            b = blocks[ch]
+            for si, ci in zip(b.status_idx, b.control_idx):
+                (s2mm if b.s2mm else mm2s).append(len(status))
+                status.append(si)
+                ctrl.append(ci)
+                chan.append(ch)
+        x.status = np.array(status, np.intp)
+        x.mm2s = np.array(mm2s, np.intp)
+        x.s2mm = np.array(s2mm, np.intp)
+        x.mm2s_control = np.array([ctrl[i] for i in mm2s], np.intp)
+        x.channel_of = chan
+        x.channels = order
+        x.tails = [(ch // 2, _chan(ch)[1], blocks[ch].last, ch) for ch in order]
+        x.last_status = {ch: int(blocks[ch].status_idx[-1]) for ch in order}
+        x.outs = []
+        fb = self.base["frames"]
+        for p in (0, 1):
+            b = blocks.get(2 * p + 1)
+            i = 0
+            for fi, f in enumerate(t.frames):
+                if f.s2mm[p] is None:
+                    continue
+                a, _ = self._out[t.index][fi][p]
+                x.outs.append((fi, p, int(b.status_idx[i]), (a - fb) // 4))
+                i += 1
+        x.next_logits, x.next_body = {}, {}
+        for ch in order:
+            seq = self._seq[ch]
+            nxt = seq[(seq.index(t.index) + 1) % len(seq)]
+            x.next_logits[ch] = nxt
+            x.next_body[ch] = seq[0] if self.plan.transfers[nxt].kind == LM else nxt
+        return x
 
     # ------------------------------------------------------------------ channels
     def _start_all(self, next_transfer: Sequence[int]) -> None:
@@ -335,18 +382,18 @@ class DmaRuntime:
         (None where the port has no output))."""
         ti = self._index[(layer, kind)]
         t = self.plan.transfers[ti]
-        blocks = self._blocks[ti]
-        for ch in blocks:
+        x = self._tx[ti]
+        for ch in x.channels:
             if self._next[ch] != ti:
                 raise BackendError(f"transfer {t.name} out of the chain's order on "
                                    f"{CHANNEL_NAMES[ch]} (next: "
                                    f"{self.plan.transfers[self._next[ch]].name})")
         t0 = time.perf_counter()
-        fault = self._attempt(t, blocks)
+        fault = self._attempt(t, x)
         if fault is not None:
             self.faults.append(f"{fault['what']} (retried after a reset)")
             self._reset()
-            fault2 = self._attempt(t, blocks)
+            fault2 = self._attempt(t, x)
             if fault2 is not None:
                 self.engine_s += time.perf_counter() - t0
                 raise fault2["cls"](f"{fault2['what']}; it failed the same way before a reset "
@@ -355,78 +402,70 @@ class DmaRuntime:
                                     f"{fault2['what']}; the first attempt: {fault['what']}; "
                                     f"both DMAs were reset between them", fault2)
         self.engine_s += time.perf_counter() - t0
-        for ch in blocks:
-            seq = self._seq[ch]
-            k = seq.index(ti) + 1
-            nxt = seq[k % len(seq)]
-            if self.plan.transfers[nxt].kind == LM and not self.logits_link:
-                nxt = seq[0]
-            self._next[ch] = nxt
+        nxt = x.next_logits if self.logits_link else x.next_body
+        for ch in x.channels:
+            self._next[ch] = nxt[ch]
         self.transfers_run += 1
+        # results: the bytes every S2MM descriptor received, in frame order
         out = [(f, [None, None]) for f in t.frames]
-        # results: every S2MM descriptor's bytes, in frame order
-        for p in (0, 1):
-            b = blocks.get(2 * p + 1)
-            if b is None:
-                continue
-            st = self.words[b.status_idx]
-            i = 0
-            for fi, f in enumerate(t.frames):
-                if f.s2mm[p] is None:
-                    continue
-                a, _ = self._out[ti][fi][p]
-                off = (a - self.base["frames"]) // 4
-                nw = int(st[i] & R.LEN_MASK) // 4
-                out[fi][1][p] = np.array(self.words[off:off + nw], np.uint32)
-                i += 1
+        w = self.words
+        for fi, p, idx, off in x.outs:
+            n = int(w[idx] & R.LEN_MASK) >> 2
+            out[fi][1][p] = w[off:off + n].copy()
         return out
 
-    def _attempt(self, t, blocks: Dict[int, _Block]) -> Optional[dict]:
+    def _attempt(self, t, x: "_Transfer") -> Optional[dict]:
         """Clear the statuses, start the channels (S2MM first), wait, check every
         descriptor. None when the transfer completed, else what went wrong."""
         w = self.words
-        for b in blocks.values():
-            w[b.status_idx] = 0
-            self._count("desc", 4 * len(b.status_idx))
-        for ch in sorted(blocks, key=lambda c: -(c % 2)):
-            p, base = _chan(ch)
-            self.dmas[p].tail(base, blocks[ch].last)
-            self.tail_writes += 1
+        w[x.status] = 0
+        self._count("desc", 4 * len(x.status))
+        for p, base, last, _ in x.tails:
+            self.dmas[p].tail(base, last)
+        self.tail_writes += len(x.tails)
         deadline = time.monotonic() + self.timeout_s
-        pending = set(blocks)
+        pending = list(x.tails)
         sr = {}
         while pending:
-            for ch in sorted(pending, key=lambda c: -(c % 2)):
-                p, base = _chan(ch)
+            left = []
+            for item in pending:
+                p, base, _, ch = item
                 s = self.dmas[p].status(base)
                 sr[ch] = s
                 if s & R.SR_ERRORS:
                     return self._fault(DmaError, t, ch, s, f"DMASR error {R.error_names(s)}")
                 if s & R.SR_HALTED:
                     return self._fault(DmaError, t, ch, s, "the channel halted")
-                if s & R.SR_IDLE and w[blocks[ch].status_idx[-1]] & R.ST_CMPLT:
-                    pending.discard(ch)
+                if not (s & R.SR_IDLE and w[x.last_status[ch]] & R.ST_CMPLT):
+                    left.append(item)
+            pending = left
             if pending and time.monotonic() > deadline:
-                ch = min(pending)
+                ch = pending[0][3]
                 also = "".join(f", {CHANNEL_NAMES[c]} (DMASR 0x{sr.get(c, 0):08X})"
-                               for c in sorted(pending) if c != ch)
+                               for _, _, _, c in pending[1:])
                 return self._fault(DmaHangError, t, ch, sr.get(ch, 0),
                                    f"not complete within {self.timeout_s} s", also)
-        for ch, b in blocks.items():
-            st = w[b.status_idx]
-            if np.any(st & R.ST_ERRORS) or not np.all(st & R.ST_CMPLT):
-                return self._fault(DmaError, t, ch, sr[ch], "a descriptor reports an error")
-            if b.s2mm:
-                if not np.all(st & R.ST_RXEOF):
-                    return self._fault(DmaShortError, t, ch, sr[ch],
-                                       "an output frame overran its slot (no RXEOF)")
-            else:
-                want = w[b.control_idx] & R.LEN_MASK
-                if np.any((st & R.LEN_MASK) != want):
-                    i = int(np.nonzero((st & R.LEN_MASK) != want)[0][0])
-                    return self._fault(DmaShortError, t, ch, sr[ch],
-                                       f"short transfer: descriptor {i} moved "
-                                       f"{int(st[i] & R.LEN_MASK)} of {int(want[i])} bytes")
+        st = w[x.status]
+        bad = (st & (R.ST_CMPLT | R.ST_ERRORS)) != R.ST_CMPLT
+        short = (st[x.mm2s] & R.LEN_MASK) != (w[x.mm2s_control] & R.LEN_MASK)
+        over = (st[x.s2mm] & R.ST_RXEOF) == 0
+        if bad.any() or short.any() or over.any():
+            if bad.any():
+                i = int(np.nonzero(bad)[0][0])
+                ch = x.channel_of[i]
+                return self._fault(DmaError, t, ch, sr[ch], f"a descriptor reports an error "
+                                   f"(STATUS 0x{int(st[i]):08X})")
+            if short.any():
+                i = int(np.nonzero(short)[0][0])
+                ch = x.channel_of[x.mm2s[i]]
+                return self._fault(DmaShortError, t, ch, sr[ch],
+                                   f"short transfer: a descriptor moved "
+                                   f"{int(st[x.mm2s[i]] & R.LEN_MASK)} of "
+                                   f"{int(w[x.mm2s_control[i]] & R.LEN_MASK)} bytes")
+            i = int(np.nonzero(over)[0][0])
+            ch = x.channel_of[x.s2mm[i]]
+            return self._fault(DmaShortError, t, ch, sr[ch],
+                               "an output frame overran its slot (no RXEOF)")
         return None
 
     def _fault(self, cls, t, ch, sr, what, also: str = "") -> dict:

@@ -180,14 +180,16 @@ class SgDmaRegs:
     """One AXI DMA in scatter-gather mode: MM2S feeds port ``port``'s s_axis, S2MM takes its
     m_axis (pynq.MMIO's ``read(offset)`` / ``write(offset, value)``).
 
-    ``busy_s`` is the wall time this model spent moving data and running the PL models: the
-    DMA's and the engines' time, which a host-time measurement leaves out."""
+    ``busy_s`` (``busy_cpu_s``) is the wall (CPU) time this model spent moving data and
+    running the PL models: the DMA's and the engines' time, which a host-time measurement
+    leaves out."""
 
     def __init__(self, port: int, fabric, memory: Memory):
         self.port, self.fabric, self.mem = port, fabric, memory
         self.ch = {0: _Channel("MM2S"), R.S2MM: _Channel("S2MM")}
         self.faults: Dict[int, List[dict]] = {0: [], R.S2MM: []}
         self.busy_s = 0.0
+        self.busy_cpu_s = 0.0                     # the same, CPU time of this thread
         self.resets = 0
         self.transfers = {0: 0, R.S2MM: 0}
 
@@ -246,11 +248,12 @@ class SgDmaRegs:
         elif r == R.TAILDESC:
             ch.taildesc = value & ~0x3F
             if not ch.halted:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 try:
                     self._start(base)
                 finally:
                     self.busy_s += time.perf_counter() - t0
+                    self.busy_cpu_s += time.thread_time() - c0
         elif r in (R.CURDESC_MSB, R.TAILDESC_MSB):
             if value:
                 raise ValueError("AXI DMA model: 32-bit addresses only (c_addr_width 32)")
@@ -262,9 +265,10 @@ class SgDmaRegs:
         r, ch = offset - base, self.ch[base]
         if r == R.DMASR:
             if ch.busy and not ch.hung:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 self.fabric.poll()
                 self.busy_s += time.perf_counter() - t0
+                self.busy_cpu_s += time.thread_time() - c0
             return ch.sr
         if r == R.DMACR:
             return ch.cr
