@@ -253,7 +253,7 @@ def main(argv=None) -> int:
         figs += [figure("host.requant.events", rq["events"], "step growths", "measured",
                         f"KV step growths (each requantises one head's cached K or V) over "
                         f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2"),
-                 figure("host.requant.last_position", rq["last_event"], "position", "measured",
+                 figure("host.requant.last_position", rq["last_event"], "", "measured",
                         "the last position at which a KV step grew (Gettysburg)"),
                  figure("host.requant.after_32", rq["events_after_32"], "step growths",
                         "measured", "KV step growths after the first 32 positions (Gettysburg)"),
