@@ -18,7 +18,7 @@ import pytest
 from generators.runtime import Decoder, convert, load_checkpoint, make_backend
 from generators.runtime import pg021 as R
 from generators.runtime.backends import (BackendError, DmaError, DmaHangError, DmaShortError,
-                                         DmaRuntime, check_overlay)
+                                         check_overlay)
 from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
 from generators.runtime.plan import MIB, info, memory_plan, model_shape, smollm2_lines
 from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
@@ -83,7 +83,6 @@ def test_plan_is_what_the_runtime_allocates(models):
     assert plan is not None and plan.context == ENG.max_context
     for name, r in plan.regions.items():
         assert be.buf[name].nbytes == r.nbytes, name
-    assert be.buf["frames"].view("<u4")[0] != 0xA5A5A5A5 or True
     # every descriptor of the plan is written: 64-byte aligned, NXTDESC inside the region
     w = be.words
     fb = be.base["frames"]

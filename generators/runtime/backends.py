@@ -505,8 +505,7 @@ def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4
     q4=false)."""
     from .dma import GoldenFabric, Memory, SgDmaRegs
     plan = memory_plan(model, context)
-    size = sum(-(-r.nbytes // 4096) * 4096 for r in plan.regions.values()) + 4096
-    mem = Memory(None, size)
+    mem = Memory(None, plan.ddr_bytes)
     fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
     rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,

@@ -209,6 +209,11 @@ class MemoryPlan:
         return sum(r.nbytes for r in self.regions.values())
 
     @property
+    def ddr_bytes(self) -> int:
+        """A DDR model holding every region, each page-aligned (what a simulated DDR needs)."""
+        return sum(-(-r.nbytes // 4096) * 4096 for r in self.regions.values()) + 4096
+
+    @property
     def host_bytes(self) -> int:
         return sum(n for _, n, _ in self.host)
 

@@ -117,6 +117,33 @@ def accept(listener: Listener, alive, timeout_s: float, what: str):
                 raise BackendError(f"{what} did not connect within {timeout_s} s")
 
 
+def _shared_ddr(be, model, context, prefix):
+    """The plan, a folder with DDR (a file both processes map, ``be.memory``) and the
+    listener the register server connects to."""
+    plan = memory_plan(model, context)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    be._tmp = tmp
+    be.memory = Memory(str(tmp / "ddr"), plan.ddr_bytes)
+    sock = str(tmp / "sock")
+    return plan, tmp, plan.ddr_bytes, sock, Listener(sock, "AF_UNIX")
+
+
+def _hang_up(be, join) -> None:
+    """Say goodbye to the register server, wait for it (``join``), drop DDR and the folder."""
+    if getattr(be, "conn", None) is not None:
+        try:
+            be.link.ask(("q",))
+        except BackendError:
+            pass
+        be.conn.close()
+        be.conn = None
+    join()
+    be.memory.close()
+    for f in be._tmp.iterdir():
+        f.unlink()
+    be._tmp.rmdir()
+
+
 class RtlBackend(DmaRuntime):
     """The runtime on the simulated overlay. ``timeout_s``: a transfer's deadline and the
     link's (simulation is slow: a register read of a busy channel runs the clock until a
@@ -136,13 +163,7 @@ class RtlBackend(DmaRuntime):
         if man["streams"][0]["s_axis_width"] != 64:
             raise BackendError("the overlay's streams must be 64 bits wide")
         self.manifest = man
-        plan = memory_plan(model, context)
-        tmp = Path(tempfile.mkdtemp(prefix="rtl-backend-"))
-        self._tmp = tmp
-        size = sum(-(-r.nbytes // 4096) * 4096 for r in plan.regions.values()) + 4096
-        self.memory = Memory(str(tmp / "ddr"), size)
-        sock = str(tmp / "sock")
-        listener = Listener(sock, "AF_UNIX")
+        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "rtl-backend-")
         self._error = None
         self.result = None
         self.conn = None
@@ -189,20 +210,7 @@ class RtlBackend(DmaRuntime):
         return out
 
     def close(self):
-        if getattr(self, "conn", None) is not None:
-            try:
-                self.conn.send(("q",))
-                if self.conn.poll(60):
-                    self.conn.recv()
-            except (EOFError, OSError):
-                pass
-            self.conn.close()
-            self.conn = None
-        self._thread.join(timeout=120)
-        self.memory.close()
-        for f in self._tmp.iterdir():
-            f.unlink()
-        self._tmp.rmdir()
+        _hang_up(self, lambda: self._thread.join(timeout=120))
         if self._error is not None:
             raise BackendError(f"the simulation failed: {self._error}")
 
@@ -220,13 +228,7 @@ class GoldenServerBackend(DmaRuntime):
         import json
         import subprocess
         import sys
-        plan = memory_plan(model, context)
-        tmp = Path(tempfile.mkdtemp(prefix="golden-server-"))
-        self._tmp = tmp
-        size = sum(-(-r.nbytes // 4096) * 4096 for r in plan.regions.values()) + 4096
-        self.memory = Memory(str(tmp / "ddr"), size)
-        sock = str(tmp / "sock")
-        listener = Listener(sock, "AF_UNIX")
+        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "golden-server-")
         arg = json.dumps({"address": sock, "ddr": str(tmp / "ddr"), "size": size,
                           "max_k": model.engines.max_k,
                           "acfg": dataclasses.asdict(model.engines.attention_config()),
@@ -248,15 +250,4 @@ class GoldenServerBackend(DmaRuntime):
         self.link.ask(("inject", port, fault))
 
     def close(self):
-        if getattr(self, "conn", None) is not None:
-            try:
-                self.link.ask(("q",))
-            except BackendError:
-                pass
-            self.conn.close()
-            self.conn = None
-        self.proc.wait(timeout=60)
-        self.memory.close()
-        for f in self._tmp.iterdir():
-            f.unlink()
-        self._tmp.rmdir()
+        _hang_up(self, lambda: self.proc.wait(timeout=60))
