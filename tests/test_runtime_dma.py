@@ -102,10 +102,10 @@ def test_info_prints_the_plan_and_refuses_in_one_line(models, capsys):
     assert info(m, 16) == 0
     out = capsys.readouterr().out
     assert "DMA memory" in out and "kv " in out and "host memory" in out and "fits:" in out
-    assert info(m, 16, cma_mb=0.1) == 1
+    assert info(m, 16, cma_mb=0.1) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: DMA memory") and "0.1 MiB" in err[0]
-    assert info(m, 16, host_mb=0.01) == 1
+    assert info(m, 16, host_mb=0.01) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: host memory") and "model: weight images" in err
     with pytest.raises(ValueError, match="context 33 outside 1..32"):

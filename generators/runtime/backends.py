@@ -499,14 +499,16 @@ class DmaRuntime:
 # --------------------------------------------------------------------------- golden
 
 def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4),
-                   timeout_s: float = 5.0) -> DmaRuntime:
+                   timeout_s: float = 5.0, zero_matrices: bool = False) -> DmaRuntime:
     """The runtime on the AXI DMA register model with the golden PL top behind it, in this
     process (``formats``: the matrix engines' formats; (8, 3) is an overlay rendered with
-    q4=false)."""
+    q4=false; ``zero_matrices``: matrix frames answered with zeros, their rows never read: the
+    host's own cost without the engines' models)."""
     from .dma import GoldenFabric, Memory, SgDmaRegs
     plan = memory_plan(model, context)
     mem = Memory(None, plan.ddr_bytes)
-    fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats)
+    fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats,
+                       zero_matrices)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
     rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,
                     timeout_s, pl_reset=fab.reset,

@@ -22,7 +22,8 @@ from .model import Model, QMatrix
 from .plan import ATT, DOWN, GU, LM, O, QKV
 from .quantise import KVCache, quantise_activations
 
-__all__ = ["Decoder", "EngineError", "ContextError", "rope_tables", "sample"]
+__all__ = ["Decoder", "EngineError", "ContextError", "PromptError", "check_prompt",
+           "rope_tables", "sample"]
 
 
 class EngineError(RuntimeError):
@@ -31,6 +32,26 @@ class EngineError(RuntimeError):
 
 class ContextError(ValueError):
     """The prompt does not fit the attention engine's max_context."""
+
+
+class PromptError(ValueError):
+    """A prompt without tokens, or with an id outside the vocabulary."""
+
+
+def check_prompt(ids: Sequence[int], max_context: int, vocab_size: int) -> List[int]:
+    """The prompt check, defined once (the Decoder, chat and decode make it before any engine
+    work): at least one token (PromptError), no more than the attention engine's
+    ``max_context`` (ContextError), every id in the vocabulary (PromptError)."""
+    prompt = [int(t) for t in ids]
+    if not prompt:
+        raise PromptError("the prompt needs at least one token")
+    if len(prompt) > max_context:
+        raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
+                           f"engine's max_context {max_context}")
+    for t in prompt:
+        if not 0 <= t < vocab_size:
+            raise PromptError(f"token id {t} outside the vocabulary (0..{vocab_size - 1})")
+    return prompt
 
 
 ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
@@ -100,7 +121,8 @@ class Decoder:
         c = self.cfg
         self._be = backend
         self.max_context = backend.plan.context
-        self.cos, self.sin = rope_tables(c.head_dim, c.rope_theta, self.max_context)
+        cos, sin = model.rope_tables()                  # the image's tables, else computed
+        self.cos, self.sin = cos[:self.max_context], sin[:self.max_context]
         self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0, "engine_s": 0.0}
         #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
         self.token_bytes: Dict[str, int] = {}
@@ -280,16 +302,7 @@ class Decoder:
         The prompt's tokens run without the LM head except the last one. A prompt longer than
         the context is refused before any engine work; generation ends when the context is
         full."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("the prompt needs at least one token")
-        if len(prompt) > self.max_context:
-            raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
-                               f"engine's max_context {self.max_context}")
-        for t in prompt:
-            if not 0 <= t < self.cfg.vocab_size:
-                raise ValueError(f"token id {t} outside the vocabulary "
-                                 f"(0..{self.cfg.vocab_size - 1})")
+        prompt = check_prompt(prompt_ids, self.max_context, self.cfg.vocab_size)
         stop = set(int(s) for s in stop_ids)
         rng = np.random.default_rng(seed)
         self.reset()

@@ -159,7 +159,7 @@ def shape_model(fmt: str):
     loop's memory without loading the real file."""
     from generators.contract import FORMAT_CODES, MATRIX_MAGIC
     from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-    from .model import Model, QMatrix
+    from .model import EmbeddingRows, Model, QMatrix
     from .plan import model_shape
     from .synthetic import SMOLLM2_135M
     cfg = ModelConfig(**SMOLLM2_135M)
@@ -177,7 +177,7 @@ def shape_model(fmt: str):
         norms[f"layers.{i}.input"] = norms[f"layers.{i}.post"] = np.ones(cfg.hidden_size)
     emb = (np.random.default_rng(0).standard_normal((cfg.vocab_size, cfg.hidden_size))
            * 0.05).astype(np.float32)
-    return Model(cfg, PYNQ_Z1_ENGINES, fmt, emb, norms, mats)
+    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats)
 
 
 def host_peak(context: int = 2048):
@@ -246,8 +246,20 @@ def main(argv=None) -> int:
              figure("host.register_reads_per_token", r["reads"], "reads", "measured",
                     "DMA register reads per token with an engine that is done when polled "
                     "(DMASR once per channel and transfer; more while the PL works)")]
+    from .plan import MIB, memory_plan
+    q4, tok4, _ = load_model(None, "q4")
+    p4 = memory_plan(q4, 2048)
+    mapped = next((h for h in p4.host if h[0].startswith("model: mapped")), None)
+    log(f"SmolLM2 Q4_1 image at context 2048: DMA {p4.dma_bytes / MIB:.1f} MiB, host "
+        f"{p4.host_bytes / MIB:.1f} MiB; {p4.check() or 'fits 128 MiB CMA and 64 MiB host'}")
+    figs += [figure("host.plan.q4.image_host_mib", round(p4.host_bytes / MIB, 1), "MiB",
+                    "modelled", "SmolLM2-135M Q4_1 model image at context 2048: host memory "
+                    "of the plan (the runtime's items; the image's sections are mapped from "
+                    "the file" + (f", {mapped[2].split(' (')[0]}" if mapped else "") + ")"),
+             figure("host.plan.q4.image_fits", "fits" if p4.check() is None else "refused", "",
+                    "modelled", "SmolLM2-135M Q4_1 model image at context 2048 against 128 MiB "
+                    "of CMA and 64 MiB of host memory")]
     if not args.no_text:
-        q4, tok4, _ = load_model(None, "q4")
         rq = requant_on_text(q4, tok4, log, args.text_tokens)
         log(f"KV requantisation over {rq['tokens']} tokens of the Gettysburg Address: {rq}")
         figs += [figure("host.requant.events", rq["events"], "step growths", "measured",

@@ -399,9 +399,14 @@ def _mname(layer, short):
 
 def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, str]]:
     d, V, Hd, I = c.head_dim, c.vocab_size, c.hidden_size, c.intermediate_size
+    if getattr(model, "rope", None) is not None:
+        rope = ("RoPE tables", 0, "the model's own (the image's sections)")
+    else:
+        n = model.engines.max_context
+        rope = ("RoPE tables", 2 * n * d * 8, f"cos and sin, {n} positions x {d} (float64), "
+                                              f"computed")
     items = [
-        ("RoPE tables", 2 * context * d * 8, f"cos and sin, {context} positions x {d} "
-                                             f"(float64)"),
+        rope,
         ("KV steps", (2 * c.num_hidden_layers * c.num_key_value_heads + c.num_hidden_layers) * 8,
          "one K and one V step per (layer, KV head), lengths"),
         ("logits", V * 8 * 3 + V * 4 * 2, "the LM head's words and the float64 logits "
@@ -413,28 +418,57 @@ def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, st
     ]
     if isinstance(model, ModelShape):
         return items
-    emb = getattr(model, "embed", None)
-    if isinstance(emb, np.ndarray) and not hasattr(emb, "physical_address"):
-        items.append(("model: embedding table", int(emb.nbytes),
-                      f"{emb.shape[0]} x {emb.shape[1]} {emb.dtype} (Model.embed)"))
-    imgs = sum(int(i.nbytes) for m in model.matrices.values() for i in m.images
-               if not hasattr(i, "physical_address"))
-    if imgs:
-        items.append(("model: weight images", imgs, "the Model's host copies of the frames "
-                                                    "(the image file maps them into DMA "
-                                                    "buffers instead)"))
-    sc = sum(int(np.asarray(m.scale).nbytes) for m in model.matrices.values())
-    nm = sum(int(np.asarray(v).nbytes) for v in model.norms.values())
-    items.append(("model: scales and norms", sc + nm, "per-row weight scales, RMSNorm weights"))
+    owned, mapped = {}, {}
+
+    def add(what, a):
+        a = np.asarray(a) if not hasattr(a, "nbytes") else a
+        (mapped if _file_mapped(a) else owned)[what] = \
+            (mapped if _file_mapped(a) else owned).get(what, 0) + int(a.nbytes)
+
+    emb = getattr(model, "embedding", None)
+    if emb is not None and hasattr(emb, "blocks"):
+        add("embedding rows", emb.blocks)
+    elif isinstance(getattr(model, "embed", None), np.ndarray):
+        add("embedding table", model.embed)
+    for m in model.matrices.values():
+        for i in m.images:
+            if not hasattr(i, "physical_address"):
+                add("weight images", i)
+        add("scales and norms", m.scale)
+    for v in model.norms.values():
+        add("scales and norms", v)
+    rope = getattr(model, "rope", None)
+    if rope is not None:
+        for a in rope:
+            add("RoPE tables", a)
+    for what, n in owned.items():
+        items.append((f"model: {what}", n, "held by the Model on the host"))
+    if mapped:
+        items.append(("model: mapped from the image file", 0,
+                      f"{sum(mapped.values()) / MIB:.1f} MiB ({', '.join(mapped)}) paged in "
+                      f"from the file where touched, not counted: the frames are read once "
+                      f"into DMA memory, one embedding row per token"))
     return items
+
+
+def _file_mapped(a) -> bool:
+    """True when ``a`` is a view of a file mapping (numpy.memmap, mmap): its pages come from
+    the file (clean, reclaimable), not from the process's own memory."""
+    import mmap
+    while a is not None:
+        if isinstance(a, (np.memmap, mmap.mmap)):
+            return True
+        a = getattr(a, "base", None)
+    return False
 
 
 # --------------------------------------------------------------------------- the info command
 
 def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
          host_mb: float = HOST_MB, out=None) -> int:
-    """``ternary-pynq info FILE --context N --cma-mb M``: print the plan, then "fits" or the
-    refusal; 0 when it fits, 1 when not (the CLI prints the refusal as its one error line)."""
+    """``ternary-pynq info FILE --context N --cma-mb M``: print the plan, then "fits", and
+    return 0; or write the refusal as one ``error:`` line on stderr and return 2 (a CLI
+    mistake's exit code: the user asked for more than the board has)."""
     out = out or sys.stdout
     plan = memory_plan(model, context)
     for line in plan.lines():
@@ -445,7 +479,7 @@ def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
               f"{_mib(plan.host_bytes)} of {host_mb:g} MiB", file=out)
         return 0
     print(f"error: {msg}", file=sys.stderr)
-    return 1
+    return 2
 
 
 def smollm2_lines(context: int = 2048, formats: Sequence[str] = ("q4", "ternary", "int8"),
