@@ -349,3 +349,15 @@ def test_host_memory_within_the_plan(models, golden_run):
     assert toks == golden_run[0]
     print(f"host peak {peak:,} bytes, plan {be.plan.runtime_host_bytes:,}")
     assert peak <= be.plan.runtime_host_bytes
+
+
+def test_chat_progress_bar_wraps_the_runtime(models, golden_run):
+    """chat's ProgressBackend (a wrapper of run()) counts each transfer's beats; the tokens
+    are golden's."""
+    import io
+    from generators.runtime.chat import ProgressBackend
+    m = models["int8"]
+    out = io.StringIO()
+    pb = ProgressBackend(make_backend("golden", m), m, out=out)
+    assert list(Decoder(m, pb).generate(PROMPT, 4)) == golden_run[0]
+    assert pb.done > 0 and "M beats (matrices)" in out.getvalue()
