@@ -23,6 +23,9 @@ FORMAT_CODES = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY, "q4": FORMAT_Q4}
 
 #: bytes of one beat on an HP port's stream (64-bit AXI-Stream)
 HP_BEAT_BYTES = 8
+#: bytes of one output word on an engine's m_axis: a 32-bit result or the status word
+#: (DESIGN.md section 3)
+RESULT_BYTES = 4
 #: the fabric clock: IO PLL 1000 MHz / 7 (DESIGN.md section 2), the frequency every timing
 #: figure is computed for
 FCLK_HZ = 1e9 / 7
