@@ -20,6 +20,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
+from generators.contract import HP_BEAT_BYTES as BEAT, RESULT_BYTES as WORD
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
 from generators.golden import overlay as golden
@@ -45,6 +46,8 @@ class OverlayTB:
         self.dut = dut
         self.man = load_manifest()
         self.max_k = int(self.man["matrix"]["max_k"])
+        for st in self.man["streams"]:        # frames of 8-byte beats in, 4-byte words out
+            assert (st["s_axis_width"], st["m_axis_width"]) == (8 * BEAT, 8 * WORD), st
         self.formats = [int(f) for f in self.man["matrix"].get("formats", golden.FORMATS)]
         a = self.man["attention"]
         self.cfg = gatt.AttentionConfig(
@@ -95,8 +98,8 @@ class OverlayTB:
         """8-byte words of one row of K weights in format FMT."""
         if fmt == gmv.FMT_Q4:
             from generators.q4 import q4_row_bytes
-            return -(-q4_row_bytes(k) // 8)
-        return -(-row_bytes(k, "ternary" if fmt == gmv.FMT_TERNARY else "int8") // 8)
+            return -(-q4_row_bytes(k) // BEAT)
+        return -(-row_bytes(k, "ternary" if fmt == gmv.FMT_TERNARY else "int8") // BEAT)
 
     def matrix(self, k=None, n=None, fmt=None, tag=None):
         """A random matrix frame: K is max_k a quarter of the time (the deepest x-bank
@@ -121,7 +124,7 @@ class OverlayTB:
             w = self.np_rng.integers(-128, 128, size=(n, k), dtype=np.int8)
         tag = self.rng.randrange(256) if tag is None else tag
         return build_frame(x, w, "ternary" if fmt == gmv.FMT_TERNARY else "int8", tag=tag,
-                           beat_bytes=8, pad_fill=self.np_rng)
+                           beat_bytes=BEAT, pad_fill=self.np_rng)
 
     def attention(self, L=None, tag=None, **over):
         """(port-0 half, port-1 half) of a random attention frame."""
@@ -149,14 +152,14 @@ class OverlayTB:
             if self.rng.random() < att_share:
                 h0, h1 = self.attention(self.rng.randint(1, l_max))
                 ports[0].append(h0); ports[1].append(h1)
-                used[0] += len(h0) // 8; used[1] += len(h1) // 8
+                used[0] += len(h0) // BEAT; used[1] += len(h1) // BEAT
             else:
                 p = 0 if used[0] <= used[1] else 1
                 fmt = self.formats[sum(self.formats_sent[p].values()) % len(self.formats)]
                 self.formats_sent[p][fmt] += 1
                 fr = self.matrix(fmt=fmt)
                 ports[p].append(fr)
-                used[p] += len(fr) // 8
+                used[p] += len(fr) // BEAT
         return ports
 
     # ---------------------------------------------------------------- running
@@ -164,9 +167,10 @@ class OverlayTB:
     def words_of(frames):
         out = []
         for fr in frames:
-            n = len(fr) // 8
-            assert len(fr) % 8 == 0
-            out += [(int.from_bytes(fr[8 * i:8 * i + 8], "little"), i == n - 1) for i in range(n)]
+            n = len(fr) // BEAT
+            assert len(fr) % BEAT == 0
+            out += [(int.from_bytes(fr[BEAT * i:BEAT * (i + 1)], "little"), i == n - 1)
+                    for i in range(n)]
         return out
 
     async def _send(self, p, frames, skew):
@@ -181,8 +185,9 @@ class OverlayTB:
         for _ in range(n_frames):
             fr = await self.snk[p].recv()
             data = bytes(fr.tdata)
-            assert len(data) % 4 == 0, f"port {p}: output frame of {len(data)} bytes"
-            words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+            assert len(data) % WORD == 0, f"port {p}: output frame of {len(data)} bytes"
+            words = [int.from_bytes(data[i:i + WORD], "little")
+                     for i in range(0, len(data), WORD)]
             out += [(w, i == len(words) - 1) for i, w in enumerate(words)]
         return out
 
@@ -263,7 +268,7 @@ def bad_cases(tb):
                                                       + bytes(24)]),
         ("matrix SHORT on port 0", [good[:-16]], []),
         ("matrix LONG on port 1", [], [good + bytes(16)]),
-        ("attention SHORT (both halves)", [h0[:-8 * 8]], [h1[:-8 * 8]]),
+        ("attention SHORT (both halves)", [h0[:-8 * BEAT]], [h1[:-8 * BEAT]]),
         ("attention LONG (both halves)", [h0 + bytes(16)], [h1 + bytes(16)]),
         ("halves mismatched: port 1 shorter", [h0], [h1[:-24]]),
         ("halves mismatched: port 0 shorter", [h0[:-40]], [h1]),
