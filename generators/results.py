@@ -5,7 +5,7 @@
                              "Q4_1 SmolLM2-135M at context 512: engine + DDR wall + host")])
 
 Each target (`make sim`, `make report`, `make decode`, `make quality`, `make timing`,
-`make host-bench`) writes ``docs/results/<target>.json``: the command, the commit and the date
+`make host-bench`, `make image`) writes ``docs/results/<target>.json``: the command, the commit and the date
 it ran at, and its figures, each with a key, a value, a unit and a label saying what kind of
 figure it is:
 
@@ -34,7 +34,7 @@ __all__ = ["LABELS", "TARGETS", "figure", "record", "load", "render", "display",
 
 LABELS = ("simulated", "synthesised (yosys)", "modelled", "measured")
 #: the targets that write figures, in the order docs/results.md shows them
-TARGETS = ("sim", "report", "timing", "decode", "host-bench", "quality", "test")
+TARGETS = ("sim", "report", "timing", "decode", "host-bench", "image", "quality", "test")
 
 _PKG = Path(__file__).resolve().parent
 REPO = _PKG.parent

@@ -117,7 +117,7 @@ def test_kv_cache_step_grows_and_requantises():
 
 def test_images_save_load_and_layout(models, tmp_path):
     m = models["ternary"]
-    p = m.save(tmp_path / "m.npz")
+    p = m.save(tmp_path / "m.tpimg")
     m2 = Model.load(p)
     q = m2.matrices["layers.1.gate"]
     assert q.rows == [256, 256] and q.k == 192
@@ -208,7 +208,7 @@ def test_status_flags_raise_with_names_layer_and_matrix(models):
 
 
 def test_bad_trit_in_an_image_is_reported(models, tmp_path):
-    m = Model.load(models["ternary"].save(tmp_path / "t.npz"))
+    m = Model.load(models["ternary"].save(tmp_path / "t.tpimg"))
     img = m.matrices["layers.0.up"].images[0]
     img[8 + 192 + 3] = 250                                # a byte no 5 trits make
     with pytest.raises(EngineError, match=r"BAD_TRIT .*layer 0, matrix up, port 0"):

@@ -160,7 +160,7 @@ def test_float_checkpoint_requantised_with_one_notice(tiny_dir, tmp_path):
     assert len(notes) == 1 and "quantised to Q4_1" in notes[0] and "\n" not in notes[0]
     assert {q.fmt for q in m.matrices.values()} == {"q4"}
     # one file: save and load keep the format per matrix and the frames
-    m2 = Model.load(m.save(tmp_path / "q4.npz"))
+    m2 = Model.load(m.save(tmp_path / "q4.tpimg"))
     assert m2.fmt == "q4" and all(
         a.fmt == b.fmt and all(np.array_equal(x, y) for x, y in zip(a.images, b.images))
         for a, b in zip(m.matrices.values(), m2.matrices.values()))

@@ -21,7 +21,8 @@ from generators.golden.mv import FLAG_NAMES
 from .model import Model, QMatrix
 from .quantise import KVCache, quantise_activations
 
-__all__ = ["Decoder", "EngineError", "ContextError", "rope_tables", "sample"]
+__all__ = ["Decoder", "EngineError", "ContextError", "PromptError", "check_prompt",
+           "rope_tables", "sample"]
 
 
 class EngineError(RuntimeError):
@@ -30,6 +31,26 @@ class EngineError(RuntimeError):
 
 class ContextError(ValueError):
     """The prompt does not fit the attention engine's max_context."""
+
+
+class PromptError(ValueError):
+    """A prompt without tokens, or with an id outside the vocabulary."""
+
+
+def check_prompt(ids: Sequence[int], max_context: int, vocab_size: int) -> List[int]:
+    """The prompt check, defined once (the Decoder, chat and decode make it before any engine
+    work): at least one token (PromptError), no more than the attention engine's
+    ``max_context`` (ContextError), every id in the vocabulary (PromptError)."""
+    prompt = [int(t) for t in ids]
+    if not prompt:
+        raise PromptError("the prompt needs at least one token")
+    if len(prompt) > max_context:
+        raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
+                           f"engine's max_context {max_context}")
+    for t in prompt:
+        if not 0 <= t < vocab_size:
+            raise PromptError(f"token id {t} outside the vocabulary (0..{vocab_size - 1})")
+    return prompt
 
 
 ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
@@ -244,16 +265,7 @@ class Decoder:
 
         A prompt longer than max_context is refused before any engine work; generation ends
         when the context is full."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("the prompt needs at least one token")
-        if len(prompt) > self.max_context:
-            raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
-                               f"engine's max_context {self.max_context}")
-        for t in prompt:
-            if not 0 <= t < self.cfg.vocab_size:
-                raise ValueError(f"token id {t} outside the vocabulary "
-                                 f"(0..{self.cfg.vocab_size - 1})")
+        prompt = check_prompt(prompt_ids, self.max_context, self.cfg.vocab_size)
         stop = set(int(s) for s in stop_ids)
         rng = np.random.default_rng(seed)
         self.reset()
