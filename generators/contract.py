@@ -34,3 +34,9 @@ FCLK_MHZ = FCLK_HZ / 1e6
 FCLK_TOLERANCE_MHZ = 0.01
 #: the DDR wall measured on the board (the write-up, Stage 2): bytes per second over both HP ports
 DDR_WALL_BYTES_PER_S = 1.97e9
+
+#: the format byte's bit 7: a vectors word follows the header word (docs/vectors.md); the
+#: frame then carries B activation vectors and every row answers with B results
+VECTORS_FLAG = 0x80
+#: the largest B the vectors word can declare (its bits [7:0])
+MAX_VECTORS_FIELD = 0xFF
