@@ -228,3 +228,33 @@ def test_the_installed_script_answers_in_one_line(files):
         r = subprocess.run([str(script), *argv], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stdout == "", (argv, r.stdout, r.stderr)
         assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, (argv, r.stderr)
+
+
+# ------------------------------------------------------------------------ the memory plan
+
+def test_info_prints_the_plan_and_says_it_fits(files, capsys):
+    assert main(["info", str(files.img), "--context", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "memory plan on the board (context 16)" in out and "fits: DMA" in out
+
+
+def test_info_refuses_a_plan_over_the_cma_budget(files, capsys):
+    assert main(["info", str(files.img), "--cma-mb", "0.01"]) == 2
+    cap = capsys.readouterr()
+    lines = cap.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "CMA" in lines[0], cap.err
+
+
+def test_info_context_outside_the_engine(files, capsys):
+    assert main(["info", str(files.img), "--context", "33"]) == 2
+    assert "1..32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["decode", "chat"])
+def test_board_plan_refused_before_any_backend(files, starts, capsys, cmd):
+    args = ([cmd, "--backend", "board", "--bitfile", str(files.bit), "--cma-mb", "0.01"]
+            + (["--checkpoint", str(files.img), "--prompt-ids", "1,2"] if cmd == "decode"
+               else ["--model", str(files.img), "--prompt", "hi"]))
+    assert main(args) == 2
+    _one_line_error(capsys, "CMA", progress=True)
+    assert not [s for s in starts if s[0] == "backend"], starts
