@@ -30,15 +30,17 @@ help:
 	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
+	@echo "  make host-bench   the runtime's host loop per token on SmolLM2: memory plans, bytes the CPU writes into"
+	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory; the host"
+	@echo "                    small ops' instructions per token (callgrind, x86 SSE2 C / ARMv7 C under qemu-arm / numpy),"
+	@echo "                    contexts 1/512/2048, with the Cortex-A9 model (CPI 1.3, 650 MHz)"
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
-	@echo "  make host-bench   instructions (callgrind) and time per SmolLM2 token of the host small ops, C and numpy paths,"
-	@echo "                    contexts 1/512/2048, with the Cortex-A9 model (CPI 1.3, 650 MHz): docs/results/host-bench.json"
 	@echo "  make results      render docs/results.md from docs/results/*.json"
 	@echo "Vivado (docs/vivado.md):"
-	@echo "  make bitstream    Vivado build of the PL top with two AXI DMAs: build/pynq_ternary.bit and .hwh (VIVADO=...)"
-	@echo "  make bitstream-dryrun  the same flow under tclsh with recording stubs of the Vivado commands"
+	@echo "  make bitstream    Vivado build of the PL top with two scatter-gather AXI DMAs: build/pynq_ternary.bit and .hwh (VIVADO=...)"
+	@echo "  make bitstream-dryrun  the same flow under tclsh with stubs that model IP integrator (pins, clocks, validation)"
 	@echo "  make vivado-check say whether Vivado is on PATH"
 	@echo "Other:"
 	@echo "  make setup        create .venv (pinned packages), install Icarus/tclsh if missing and root"
@@ -76,6 +78,10 @@ sim-full: setup
 decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
 
+host-bench: setup
+	@$(ENV) $(PY) -m generators.runtime.hostbench
+	@$(ENV) $(PY) tools/host_bench.py
+
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
@@ -84,9 +90,6 @@ report: setup
 
 host-test: setup
 	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
-
-host-bench: setup
-	@$(ENV) $(PY) tools/host_bench.py
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py

@@ -166,19 +166,22 @@ def test_engine_error_during_chat_is_one_line(files, capsys, monkeypatch):
     real = backends.make_backend
 
     class Flagging:
+        """The backend's transfers, a BAD_TRIT flag on port 1 after 40 matrix transfers."""
+
         def __init__(self, inner):
             self.inner, self.calls = inner, 0
 
-        def matrices(self, calls):
-            out = self.inner.matrices(calls)
-            self.calls += 1
-            if self.calls > 40:                             # in the answer, not the prompt
-                out[0][1] = out[0][1].copy()
-                out[0][1][-1] |= gmv.BAD_TRIT << 8
-            return out
+        def __getattr__(self, k):
+            return getattr(self.inner, k)
 
-        def attention(self, frames):
-            return self.inner.attention(frames)
+        def run(self, layer, kind):
+            out = self.inner.run(layer, kind)
+            if kind != "att":
+                self.calls += 1
+                if self.calls > 40:                         # in the answer, not the prompt
+                    out[0][1][1] = out[0][1][1].copy()
+                    out[0][1][1][-1] |= gmv.BAD_TRIT << 8
+            return out
 
     monkeypatch.setattr(backends, "make_backend", lambda n, m, **k: Flagging(real(n, m)))
     assert main(["chat", "--model", str(files.img), "--prompt", "hi", "--tokens", "4"]) == 2
@@ -225,3 +228,33 @@ def test_the_installed_script_answers_in_one_line(files):
         r = subprocess.run([str(script), *argv], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stdout == "", (argv, r.stdout, r.stderr)
         assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, (argv, r.stderr)
+
+
+# ------------------------------------------------------------------------ the memory plan
+
+def test_info_prints_the_plan_and_says_it_fits(files, capsys):
+    assert main(["info", str(files.img), "--context", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "memory plan on the board (context 16)" in out and "fits: DMA" in out
+
+
+def test_info_refuses_a_plan_over_the_cma_budget(files, capsys):
+    assert main(["info", str(files.img), "--cma-mb", "0.01"]) == 2
+    cap = capsys.readouterr()
+    lines = cap.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "CMA" in lines[0], cap.err
+
+
+def test_info_context_outside_the_engine(files, capsys):
+    assert main(["info", str(files.img), "--context", "33"]) == 2
+    assert "1..32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["decode", "chat"])
+def test_board_plan_refused_before_any_backend(files, starts, capsys, cmd):
+    args = ([cmd, "--backend", "board", "--bitfile", str(files.bit), "--cma-mb", "0.01"]
+            + (["--checkpoint", str(files.img), "--prompt-ids", "1,2"] if cmd == "decode"
+               else ["--model", str(files.img), "--prompt", "hi"]))
+    assert main(args) == 2
+    _one_line_error(capsys, "CMA", progress=True)
+    assert not [s for s in starts if s[0] == "backend"], starts

@@ -84,6 +84,14 @@ def _public(kernel: str, inp: dict):
             return f.dequant_i32(inp["acc"], inp["scale"], inp["s"][0])
         if kernel == "dequant_f32":
             return f.dequant_f32(inp["v"], inp["s"][0])
+        if kernel == "kv_step":
+            return f.kv_step(x, inp["step"][0])
+        if kernel == "kv_requantise":
+            q = inp["q"].copy()
+            f.kv_requantise(q, inp["ratio"][0])
+            return q
+        if kernel == "kv_row":
+            return f.kv_row(x, inp["step"][0])
         if kernel == "kv_append":
             t, d = (int(v) for v in inp["dims"])
             rows = inp["rows"].copy().reshape(t + 1, d)

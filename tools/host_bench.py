@@ -351,7 +351,8 @@ ARM_KERNELS = {"tph_embed_q8_0": "embed", "tph_rmsnorm": "rmsnorm", "tph_sumsq":
                "tph_quantise_rows": "quantise", "absmax_bits": "quantise", "quantise": "quantise",
                "tph_dequant_i32": "dequant", "tph_dequant_f32": "dequant", "mul_f32": "dequant",
                "tph_rope": "rope",
-               "tph_kv_append": "kv_append", "requantise": "kv_append",
+               "tph_kv_append": "kv_append", "tph_kv_step": "kv_append",
+               "tph_kv_requantise": "kv_append", "tph_kv_row": "kv_append",
                "tph_score_scale": "score_multiplier", "tph_score_multiplier": "score_multiplier",
                "tph_attention_out": "attention_out", "i8_mul": "attention_out", "tph_add": "add",
                "tph_silu_mul": "silu_mul", "exp1": "silu_mul", "tph_argmax": "argmax",
@@ -497,7 +498,8 @@ def main(argv=None) -> int:
         {f"{p}.{f}.{c}": r for (p, f, c), r in results.items()}, indent=1) + "\n")
     if not args.no_record:
         from generators.results import record
-        path = record("host-bench", figures(results, growth),
+        path = record("host-bench", figures(results, growth), variant="kernels",
+                      command="make host-bench (tools/host_bench.py)",
                       note=f"Instructions: callgrind on this x86-64 machine (C: gcc -O2 "
                            f"-march=x86-64; numpy: python {sys.version.split()[0]}); A9 figures "
                            f"are a model (CPI {A9_CPI} at 650 MHz). Frames and DMA not yet counted.")

@@ -68,38 +68,12 @@ def _child(argv) -> int:
     return 0
 
 
-class NullEngines:
-    """Engines that answer every frame with zero results and a good status word."""
-
-    name = "null"
-
-    def __init__(self, model):
-        self.acfg = model.engines.attention_config()
-
-    def matrices(self, calls):
-        import numpy as np
-        from generators.golden.mv import status_word
-        out = []
-        for m, _, tag in calls:       # the rows stay in the image: never read
-            per = []
-            for p in (0, 1):
-                w = np.zeros(m.rows[p] + 1, np.uint32)
-                w[-1] = status_word(tag, 0, m.rows[p])
-                per.append(w)
-            out.append(per)
-        return out
-
-    def attention(self, frames):
-        import numpy as np
-        from generators.golden import attention as gatt
-        out = []
-        for fr, _ in frames:     # the golden model of one frame at context 1 is cheap
-            beats = gatt.frame_to_beats(fr, self.acfg.beat_bytes)
-            out.append(np.array(gatt.frame_output(beats, self.acfg), np.uint32))
-        return out
-
-    def close(self):
-        pass
+def NullEngines(model):
+    """The runtime (the board's host code) on the DMA register model whose PL answers every
+    matrix frame with zero results and a good status word (its rows never read) and every
+    attention frame by the golden model (cheap at context 1)."""
+    from generators.runtime.backends import golden_backend
+    return golden_backend(model, zero_matrices=True)
 
 
 def _run(what, fmt, path) -> dict:

@@ -71,6 +71,8 @@ def add_parser(sub):
     c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator of the rtl backend")
     c.add_argument("--bitfile", help="the overlay's .bit (board backend)")
+    from .cli import add_plan_arguments
+    add_plan_arguments(c)
     c.add_argument("--progress", action="store_true",
                    help="a progress bar of the engine beats of every token (stderr)")
     return c
@@ -142,14 +144,10 @@ class ProgressBackend:
         self.done = 0
         self.t0 = time.perf_counter()
 
-    def matrices(self, calls):
-        out = self.be.matrices(calls)
-        self._tick(sum(len(i) for m, _, _ in calls for i in m.images) // 8, "matrices")
-        return out
-
-    def attention(self, frames):
-        out = self.be.attention(frames)
-        self._tick(sum(len(f) for f, _ in frames) // 8, "attention")
+    def run(self, layer, kind):
+        out = self.be.run(layer, kind)
+        self._tick(self.be.transfer_beats(layer, kind, self.be.L),
+                   "attention" if kind == "att" else "matrices")
         return out
 
 
@@ -240,9 +238,9 @@ def run(args) -> int:
           f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s"
           + (f" from {model.path}" if model.path else " (converted in memory: `ternary-pynq "
              "convert` writes an image once)"), file=err)
-    # HOOK(memory plan): the lead's check of the runtime's plan.py (context, CMA) goes here,
-    # before any backend starts.
-    kw = {}
+    from .cli import check_plan
+    check_plan(model, args)                  # before any backend starts
+    kw = {"context": args.context}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
     if args.backend == "board":
@@ -253,7 +251,7 @@ def run(args) -> int:
     try:
         if args.progress:
             target = ProgressBackend(target, model, total=token_beats(model, 64))
-        first = make_backend("golden", model) if prefill == "golden" and \
+        first = make_backend("golden", model, context=args.context) if prefill == "golden" and \
             args.backend != "golden" else target
         dec = Decoder(model, first)
         prompts = [args.prompt] if args.prompt is not None else \

@@ -202,11 +202,34 @@ def add_info_parser(sub) -> None:
     i.add_argument("image")
     i.add_argument("--verify", action="store_true",
                    help="also check every section's CRC-32 (reads the whole file)")
-    # HOOK(memory plan): `--context N --cma-mb M` go here. The lead wires them after the
-    # `runtime` branch's generators/runtime/plan.py is merged: run_info then prints the plan of
-    # this image at context N in a CMA pool of M MB and exits 2 when it does not fit (chat and
-    # decode call the same check before any backend starts: see HOOK in chat.run / run).
+    add_plan_arguments(i)
 
+
+def add_plan_arguments(p) -> None:
+    """--context, --cma-mb, --host-mb: the memory plan's inputs (info, chat, decode)."""
+    from .plan import CMA_MB, HOST_MB
+    p.add_argument("--context", type=int, default=None,
+                   help="KV cache positions to allocate (default: the engines' max_context)")
+    p.add_argument("--cma-mb", type=float, default=CMA_MB,
+                   help=f"the board's CMA pool for DMA buffers, MiB (default {CMA_MB:g})")
+    p.add_argument("--host-mb", type=float, default=HOST_MB,
+                   help=f"host memory the runtime may use beyond the interpreter, MiB "
+                        f"(default {HOST_MB:g})")
+
+
+def check_plan(model, args) -> None:
+    """Refuse (BackendError, one line) a board run whose memory plan does not fit its budgets,
+    before any backend starts; a --context outside 1..max_context is a CLI mistake."""
+    from .backends import BackendError
+    from .plan import memory_plan
+    ctx = args.context
+    if ctx is not None and not 1 <= ctx <= model.engines.max_context:
+        raise BackendError(f"--context {ctx}: the attention engine takes 1.."
+                           f"{model.engines.max_context} positions")
+    if args.backend == "board":
+        msg = memory_plan(model, ctx).check(args.cma_mb, args.host_mb)
+        if msg is not None:
+            raise BackendError(msg)
 
 def print_info(path, verify: bool = False, out=None) -> None:
     from .image import IMAGE_VERSION, open_image
@@ -263,8 +286,16 @@ def print_info(path, verify: bool = False, out=None) -> None:
 
 
 def run_info(args) -> int:
+    from .model import Model
+    from .plan import info
     print_info(args.image, verify=args.verify)
-    return 0
+    model = Model.load(args.image)
+    if args.context is not None and not 1 <= args.context <= model.engines.max_context:
+        print(f"error: --context {args.context}: the attention engine takes 1.."
+              f"{model.engines.max_context} positions", file=sys.stderr)
+        return 2
+    print(f"memory plan on the board (context {args.context or model.engines.max_context}):")
+    return info(model, args.context, args.cma_mb, args.host_mb)
 
 
 # ------------------------------------------------------------------------------ decode
@@ -288,6 +319,7 @@ def add_parser(sub) -> None:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--save", help="also write the converted model image here")
     d.add_argument("--bitfile", help="board: the overlay's .bit (with its .hwh beside it)")
+    add_plan_arguments(d)
     d.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="rtl: simulator")
     d.add_argument("--max-k", type=int, default=None,
@@ -319,9 +351,8 @@ def run(args) -> int:
     if args.save:
         model.save(args.save)
         print(f"[decode] wrote the model image {args.save}", flush=True)
-    # HOOK(memory plan): the lead's check of the runtime's plan.py (context, CMA) goes here,
-    # before any backend starts.
-    kw = {}
+    check_plan(model, args)                  # before any backend starts
+    kw = {"context": args.context}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
     if args.backend == "board":

@@ -31,7 +31,7 @@ LIB_ENV = "TERNARY_PYNQ_TPHOST"
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
 SOURCES = ("tphost.h", "tphost.c")
-ABI = 1                          # tphost.h TPH_ABI
+ABI = 2                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
@@ -114,6 +114,9 @@ _SIGNATURES = {
     "tph_quantise_rows": (_I, [_P, _U, _U, _P, _P]),
     "tph_dequant_i32": (None, [_P, _P, _U, _F, _P]),
     "tph_dequant_f32": (None, [_P, _U, _F, _P]),
+    "tph_kv_step": (_I, [_P, _U, _P, _P]),
+    "tph_kv_requantise": (_I, [_P, _U, _F]),
+    "tph_kv_row": (None, [_P, _U, _F, _P]),
     "tph_kv_append": (_I, [_P, _U, _U, _P, _P]),
     "tph_score_multiplier": (_I, [_D, _U, _U, _U, _P, _P]),
     "tph_score_scale": (_D, [_F, _F, _U]),
@@ -131,8 +134,8 @@ def _ptr(a: np.ndarray) -> int:
 def _err(rc: int, what: str) -> None:
     from .hostops import ERR_NONFINITE, ERR_TINY
     if rc == TPH_NONFINITE:
-        raise ValueError(f"{what}: x {ERR_NONFINITE}" if what != "kv_append"
-                         else f"kv_append: the row {ERR_NONFINITE}")
+        raise ValueError(f"{what}: the row {ERR_NONFINITE}" if what.startswith("kv_")
+                         else f"{what}: x {ERR_NONFINITE}")
     if rc == TPH_TINY:
         raise ValueError(f"{what}: {ERR_TINY}")
     if rc < 0:
@@ -203,6 +206,25 @@ class COps:
         y = np.empty_like(v)
         self.lib.tph_dequant_f32(_ptr(v), v.size, s, _ptr(y))
         return y
+
+    def kv_step(self, x, step):
+        st = np.array([step, 0.0], np.float32)        # step, ratio
+        rc = self.lib.tph_kv_step(_ptr(x), x.size, _ptr(st), _ptr(st[1:]))
+        _err(rc, "kv_step")
+        return st[0], st[1], rc == 1
+
+    def kv_requantise(self, q, ratio):
+        if q.flags.c_contiguous:
+            _err(self.lib.tph_kv_requantise(_ptr(q), q.size, ratio), "kv_requantise")
+        else:                        # a strided view of the cache: through a contiguous copy
+            tmp = np.ascontiguousarray(q)
+            _err(self.lib.tph_kv_requantise(_ptr(tmp), tmp.size, ratio), "kv_requantise")
+            q[...] = tmp
+
+    def kv_row(self, x, step):
+        q = np.empty(x.shape, np.int8)
+        self.lib.tph_kv_row(_ptr(x), x.size, step, _ptr(q))
+        return q
 
     def kv_append(self, rows, t, step, x):
         st = np.array([step], np.float32)

@@ -33,7 +33,8 @@ from typing import Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = ["rmsnorm", "rope", "rope_tables", "silu_mul", "exp", "add", "sumsq", "absmax",
-           "quantise", "dequant_i32", "dequant_f32", "kv_append", "score_scale",
+           "quantise", "dequant_i32", "dequant_f32", "kv_step", "kv_requantise", "kv_row",
+           "kv_append", "score_scale",
            "score_multiplier", "attention_out", "embed_q8_0", "embed_int8", "f16_to_f32",
            "argmax", "use", "using", "active", "NUMPY", "HostOpsWarning", "ENV"]
 
@@ -192,25 +193,36 @@ class _NumpyOps:
         return v * (F32(1.0) / s)
 
     @staticmethod
-    def kv_append(rows, t, step, x):
+    def kv_step(x, step):
         bits = _absmax_bits(x)
         if bits >= 0x7F800000:
-            raise ValueError(f"kv_append: the row {ERR_NONFINITE}")
+            raise ValueError(f"kv_step: the row {ERR_NONFINITE}")
         m = bits.view(F32)
-        old, grew = step, False
-        if m > F32(127.0) * old:
-            new = m / F32(127.0)
-            with np.errstate(over="ignore", divide="ignore"):
-                if not np.isfinite(F32(1.0) / new):
-                    raise ValueError(f"kv_append: {ERR_TINY}")
-            if old > 0 and t:
-                rows[:t] = _rint_clamp(rows[:t].astype(F32) * (old / new), -127, 127)
-            old, grew = new, True
-        if old > 0:
-            rows[t] = _rint_clamp(x * (F32(1.0) / old), -127, 127)
-        else:
-            rows[t] = 0
-        return F32(old), grew
+        if not m > F32(127.0) * step:
+            return F32(step), F32(0.0), False
+        new = m / F32(127.0)
+        with np.errstate(over="ignore", divide="ignore"):
+            if not np.isfinite(F32(1.0) / new):
+                raise ValueError(f"kv_step: {ERR_TINY}")
+        return F32(new), (step / new if step > 0 else F32(0.0)), True
+
+    @staticmethod
+    def kv_requantise(q, ratio):
+        q[...] = _rint_clamp(q.astype(F32) * ratio, -127, 127)
+
+    @staticmethod
+    def kv_row(x, step):
+        if step > 0:
+            return _rint_clamp(x * (F32(1.0) / step), -127, 127)
+        return np.zeros(x.shape, np.int8)
+
+    @classmethod
+    def kv_append(cls, rows, t, step, x):
+        step, ratio, grew = cls.kv_step(x, step)
+        if ratio > 0 and t:
+            cls.kv_requantise(rows[:t], ratio)
+        rows[t] = cls.kv_row(x, step)
+        return step, grew
 
     @staticmethod
     def score_scale(k_step, s_q, d):
@@ -405,6 +417,35 @@ def dequant_i32(acc, scale, s) -> np.ndarray:
 def dequant_f32(v, s) -> np.ndarray:
     """Engine results of Q4_1 rows (float32 sums): ``v * (1 / s)``."""
     return _ops().dequant_f32(_f32(v, "dequant_f32", 1), F32(s))
+
+
+#: the largest ratio kv_requantise takes (kv_step's are at most 1 + 3 * 2^-24)
+KV_RATIO_MAX = F32(1.0 + 2.0 ** -20)
+
+
+def kv_step(x, step) -> Tuple[np.float32, np.float32, bool]:
+    """The running absmax step of a KV head for one new K or V row x: ``m = max|x|``; if
+    ``m > 127 * step`` the step becomes ``m / 127`` and the cached rows must be requantised by
+    ``ratio = old / new`` (0 while the old step was 0). Returns (step, ratio, grew)."""
+    return _ops().kv_step(_f32(x, "kv_step x", 1), F32(step))
+
+
+def kv_requantise(q: np.ndarray, ratio) -> None:
+    """The cached INT8 values q (any layout, a view of the cache) become
+    ``clip(rint(q * ratio), -127, 127)`` in place (ratio: kv_step's)."""
+    if not (isinstance(q, np.ndarray) and q.dtype == np.int8 and q.flags.writeable):
+        raise ValueError("kv_requantise: q must be a writeable int8 array")
+    ratio = F32(ratio)
+    if not (F32(0.0) < ratio <= KV_RATIO_MAX):
+        raise ValueError(f"kv_requantise: ratio {ratio} outside (0, 1 + 2^-20] (kv_step's)")
+    if q.size:
+        _ops().kv_requantise(q, ratio)
+
+
+def kv_row(x, step) -> np.ndarray:
+    """One K or V row quantised with its head's step: ``clip(rint(x * (1 / step)), -127,
+    127)`` (zeros while the step is 0)."""
+    return _ops().kv_row(_f32(x, "kv_row x", 1), F32(step))
 
 
 def kv_append(rows: np.ndarray, t: int, step, x) -> Tuple[np.float32, bool]:

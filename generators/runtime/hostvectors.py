@@ -45,6 +45,9 @@ KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "quantise_rows": (("x", "dims"), ("rc", "q", "s")),
     "dequant_i32": (("acc", "scale", "s"), ("y",)),
     "dequant_f32": (("v", "s"), ("y",)),
+    "kv_step": (("x", "step"), ("rc", "step", "ratio")),
+    "kv_requantise": (("q", "ratio"), ("rc", "q")),
+    "kv_row": (("x", "step"), ("q",)),
     "kv_append": (("rows", "dims", "step", "x"), ("rc", "rows", "step")),
     "score_mult": (("c", "params"), ("rc", "mult", "shift")),
     "score_scale": (("k_step", "s_q", "d"), ("c",)),
@@ -101,6 +104,21 @@ def reference(kernel: str, inp: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         return {"y": NUMPY.dequant_i32(inp["acc"], inp["scale"], inp["s"][0])}
     if kernel == "dequant_f32":
         return {"y": NUMPY.dequant_f32(inp["v"], inp["s"][0])}
+    if kernel == "kv_step":
+        try:
+            step, ratio, grew = NUMPY.kv_step(x, inp["step"][0])
+            return {"rc": _a(int(grew), np.int32), "step": _a(step, f), "ratio": _a(ratio, f)}
+        except ValueError as e:
+            rc = RC_TINY if hostops.ERR_TINY in str(e) else RC_NONFINITE
+            return {"rc": _a(rc, np.int32), "step": _a(inp["step"][0], f), "ratio": _a(0, f)}
+    if kernel == "kv_requantise":
+        q, ratio = inp["q"].copy(), f(inp["ratio"][0])
+        if not f(0) < ratio <= hostops.KV_RATIO_MAX:
+            return {"rc": _a(RC_BADARG, np.int32), "q": q}
+        NUMPY.kv_requantise(q, ratio)
+        return {"rc": _a(RC_OK, np.int32), "q": q}
+    if kernel == "kv_row":
+        return {"q": NUMPY.kv_row(x, inp["step"][0])}
     if kernel == "kv_append":
         t, d = (int(v) for v in inp["dims"])
         rows = inp["rows"].copy().reshape(t + 1, d)
@@ -257,6 +275,16 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     kv(7, 1.0, np.full(d, f(127.00002)))               # just above: growth by one ulp
     kv(2, 1.0, np.array([np.nan] + [0.0] * (d - 1), f))
     kv(2, 0.0, np.full(d, f(1e-44)))                   # TINY
+    for step, xrow in [(0.0, normal(d)), (0.05, normal(d, 0.5)), (0.01, normal(d, 3.0)),
+                       (1.0, np.full(d, f(127.00002))), (0.0, np.zeros(d, f)),
+                       (0.0, np.full(d, f(1e-44))), (1.0, np.array([np.inf] * d, f))]:
+        add("kv_step", x=xrow, step=np.array([step], f))
+        add("kv_row", x=xrow if np.all(np.isfinite(xrow)) else np.zeros(d, f),
+            step=np.array([step], f))
+    q = rng.integers(-127, 128, 2048 * d + 13).astype(np.int8)
+    for ratio in (0.999, 0.5, 0.01, 1.0, float(f(1.0) + f(2 ** -23)), 1.5, 0.0, -0.5):
+        add("kv_requantise", q=q[:1000 + int(ratio * 1000) % 7], ratio=np.array([ratio], f))
+    add("kv_requantise", q=q, ratio=np.array([0.73], f))
 
     # ---- attention
     from generators.golden import attention as gatt

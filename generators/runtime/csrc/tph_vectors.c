@@ -135,6 +135,20 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
         OUT(o1, 2);
         tph_dequant_f32(F(0), N(0), F(1)[0], (float *)o1);
         CMP(o1, 2, "y");
+    } else if (!strcmp(k, "kv_step") && na == 5) {
+        float step = F(1)[0], ratio = 0.0f;
+        rc = tph_kv_step(F(0), N(0), &step, &ratio);
+        CMP_RC(2);
+        CMP(&step, 3, "step");
+        CMP(&ratio, 4, "ratio");
+    } else if (!strcmp(k, "kv_requantise") && na == 4) {
+        rc = tph_kv_requantise((int8_t *)a[0].data, N(0), F(1)[0]);
+        CMP_RC(2);
+        CMP(a[0].data, 3, "q");        /* in place (untouched on an error) */
+    } else if (!strcmp(k, "kv_row") && na == 3) {
+        OUT(o1, 2);
+        tph_kv_row(F(0), N(0), F(1)[0], (int8_t *)o1);
+        CMP(o1, 2, "q");
     } else if (!strcmp(k, "kv_append") && na == 7) {
         float step = F(2)[0];
         rc = tph_kv_append((int8_t *)a[0].data, U(1)[0], U(1)[1], &step, F(3));

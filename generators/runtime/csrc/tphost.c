@@ -39,6 +39,7 @@
 #define MAGIC 12582912.0f         /* 1.5 * 2^23: (v + MAGIC) rounds |v| <= 2^22 to an integer */
 #define MAGIC_BITS 0x4B400000u    /* the bits of MAGIC: bits(v + MAGIC) - MAGIC_BITS = rint(v) */
 #define ABS_MASK 0x7FFFFFFFu
+#define KV_RATIO_MAX (1.0f + 0x1p-20f)   /* above any ratio kv_step gives: 1 + 3 * 2^-24 */
 #define INF_BITS 0x7F800000u
 
 /* Cephes expf: exp(r) ~ 1 + r + r^2 (P5 + r (P4 + ... r P0)) on |r| <= ln2 / 2 */
@@ -93,7 +94,8 @@ static inline int32_t rint_small(float v)
  *   KV row, no growth: m <= fl(127 step), inv = fl(1 / step): |fl(x inv)| <= 127 (1 + u)^3;
  *   KV row after growth: new = fl(m / 127), |fl(x fl(1 / new))| <= 127 (1 + u)^2 / (1 - u);
  *   requantised rows: m > fl(127 old) gives fl(old / new) <= (1 + u) / (1 - u)^2, |q| <= 127;
- * every product is below 127.5 in magnitude, so its rint lies in [-127, 127]. */
+ * every product is below 127.5 in magnitude, so its rint lies in [-127, 127]. kv_row keeps its
+ * clamp (it may be given any step); kv_requantise refuses a ratio kv_step cannot give. */
 
 #if TPH_SSE2
 static inline __m128 clamp4(__m128 v, __m128 lo, __m128 hi)
@@ -114,14 +116,21 @@ static inline void i8x16_to_f32(const int8_t *q, __m128 *f)
     f[3] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16));
 }
 
-/* 16 floats -> int8 rint(x * s) (|x s| < 127.5: above): cvtps2dq rounds in the MXCSR's
- * mode, round to nearest even by default, as the MAGIC addition does */
-static inline void quant16(const float *x, __m128 s, int8_t *q)
+/* x * s, clamped to [-127, 127] when clamp (x finite) */
+static inline __m128i scaled4(const float *x, __m128 s, int clamp)
 {
-    __m128i a = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x), s));
-    __m128i b = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 4), s));
-    __m128i c = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 8), s));
-    __m128i d = _mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(x + 12), s));
+    __m128 v = _mm_mul_ps(_mm_loadu_ps(x), s);
+    if (clamp)
+        v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(-127.0f)), _mm_set1_ps(127.0f));
+    return _mm_cvtps_epi32(v);
+}
+
+/* 16 floats -> int8 rint(x * s) (|x s| < 127.5 or clamp): cvtps2dq rounds in the MXCSR's
+ * mode, round to nearest even by default, as the MAGIC addition does */
+static inline void quant16(const float *x, __m128 s, int8_t *q, int clamp)
+{
+    __m128i a = scaled4(x, s, clamp), b = scaled4(x + 4, s, clamp);
+    __m128i c = scaled4(x + 8, s, clamp), d = scaled4(x + 12, s, clamp);
     _mm_storeu_si128((__m128i *)q, _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
 }
 #endif
@@ -383,16 +392,17 @@ void tph_add(const float *a, const float *b, uint32_t n, float *y)
 
 /* ------------------------------------------------------------------ quantisation */
 
-/* q = rint(x * s) (|x s| < 127.5: above) */
-static void quantise(const float *x, uint32_t n, float s, int8_t *q)
+/* q = rint(x * s): |x s| < 127.5 (above), or clamped to [-127, 127] when clamp (kv_row:
+ * any step; x finite) */
+static void quantise(const float *x, uint32_t n, float s, int8_t *q, int clamp)
 {
     uint32_t i = 0;
 #if TPH_SSE2
     for (; i < (n & ~15u); i += 16)
-        quant16(x + i, _mm_set1_ps(s), q + i);
+        quant16(x + i, _mm_set1_ps(s), q + i, clamp);
 #endif
     for (; i < n; i++)
-        q[i] = (int8_t)rint_small(x[i] * s);
+        q[i] = (int8_t)rint_small(clamp ? clampf(x[i] * s, -127.0f, 127.0f) : x[i] * s);
 }
 
 int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, float *s)
@@ -407,7 +417,7 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
         s[r] = m ? 127.0f / u2f(m) : 1.0f;
     }
     for (r = 0; r < rows; r++)
-        quantise(x + (uint32_t)(r * n), n, s[r], q + (uint32_t)(r * n));
+        quantise(x + (uint32_t)(r * n), n, s[r], q + (uint32_t)(r * n), 0);
     return TPH_OK;
 }
 
@@ -468,39 +478,55 @@ void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
     mul_f32(v, n, 1.0f / s, y);
 }
 
-/* rows = rint((float)rows * ratio), k values in place (|q ratio| < 127.5: above), 256 at a
- * time through a float buffer ((float)q * 1 is exact) */
-static void requantise(int8_t *rows, uint32_t k, float ratio)
+int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio)
 {
-    float buf[256];
+    float buf[256];          /* 256 at a time through floats ((float)q * 1 is exact) */
     uint32_t i, m;
-    for (i = 0; i < k; i += m) {
-        m = k - i < 256 ? k - i : 256;
-        i8_mul(buf, rows + i, m, 1.0f);
-        quantise(buf, m, ratio, rows + i);
+    if (!(ratio > 0.0f && ratio <= KV_RATIO_MAX))
+        return TPH_BADARG;   /* kv_step's ratios only: then |q ratio| < 127.5 (above) */
+    for (i = 0; i < n; i += m) {
+        m = n - i < 256 ? n - i : 256;
+        i8_mul(buf, q + i, m, 1.0f);
+        quantise(buf, m, ratio, q + i, 0);
     }
+    return TPH_OK;
+}
+
+int32_t tph_kv_step(const float *x, uint32_t d, float *step, float *ratio)
+{
+    float old = *step, nw;
+    uint32_t m = absmax_bits(x, d);
+    if (m >= INF_BITS)
+        return TPH_NONFINITE;
+    *ratio = 0.0f;
+    if (!(u2f(m) > 127.0f * old))
+        return 0;
+    nw = u2f(m) / 127.0f;
+    if (!(1.0f / nw <= FLT_MAX))
+        return TPH_TINY;
+    if (old > 0.0f)
+        *ratio = old / nw;
+    *step = nw;
+    return 1;
+}
+
+void tph_kv_row(const float *x, uint32_t d, float step, int8_t *q)
+{
+    if (step > 0.0f)
+        quantise(x, d, 1.0f / step, q, 1);
+    else
+        memset(q, 0, d);
 }
 
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x)
 {
-    float old = *step;
-    uint32_t m = absmax_bits(x, d);
-    int32_t grew = 0;
-    if (m >= INF_BITS)
-        return TPH_NONFINITE;
-    if (u2f(m) > 127.0f * old) {
-        float nw = u2f(m) / 127.0f;
-        if (!(1.0f / nw <= FLT_MAX))
-            return TPH_TINY;
-        if (old > 0.0f && t > 0)
-            requantise(rows, t * d, old / nw);
-        *step = old = nw;
-        grew = 1;
-    }
-    if (old > 0.0f)
-        quantise(x, d, 1.0f / old, rows + (uint32_t)(t * d));
-    else
-        memset(rows + (uint32_t)(t * d), 0, d);
+    float ratio;
+    int32_t grew = tph_kv_step(x, d, step, &ratio);
+    if (grew < 0)
+        return grew;
+    if (ratio > 0.0f && t > 0)
+        tph_kv_requantise(rows, t * d, ratio);
+    tph_kv_row(x, d, *step, rows + (uint32_t)(t * d));
     return grew;
 }
 

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* bumped when a signature or a numeric definition changes (the loader checks it) */
-#define TPH_ABI 1
+#define TPH_ABI 2
 
 #define TPH_OK         0
 #define TPH_NONFINITE (-1)   /* an input holds NaN or infinity */
@@ -57,11 +57,19 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
 void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s, float *y);
 /* engine results: y = v * (1 / s) (Q4_1 rows: float32 sums) */
 void tph_dequant_f32(const float *v, uint32_t n, float s, float *y);
-/* one K or V row x (d) appended at row t of a head's INT8 rows (row stride d) with the
- * running absmax step: m = max|x|; if m > 127 * step: new = m / 127, rows [0, t) become
- * clamp(rint(q * (step / new)), -127, 127) (when step > 0), step = new; then row t =
- * clamp(rint(x * (1 / step)), -127, 127) (zeros while step is 0). Returns 1 when the step
- * grew, 0 when not, or a TPH_* error (nothing written). */
+/* The KV cache's running absmax step, in three parts (the cache's rows may be laid out as
+ * the DMA memory needs: each part works on contiguous values) and their composition:
+ * kv_step: m = max|x| over a K or V row x (d); if m > 127 * step: new = m / 127,
+ *   *ratio = step / new when step > 0 (else 0), step = new, returns 1; else *ratio = 0,
+ *   returns 0; a TPH_* error changes nothing.
+ * kv_requantise: the cached values q = clamp(rint(q * ratio), -127, 127), in place; a ratio
+ *   outside (0, 1 + 2^-20] (none that kv_step gives) is TPH_BADARG.
+ * kv_row: q = clamp(rint(x * (1 / step)), -127, 127), zeros while step is 0 (x finite).
+ * kv_append: row t of rows (row stride d): kv_step, kv_requantise of rows [0, t) when
+ *   ratio > 0, kv_row into row t. */
+int32_t tph_kv_step(const float *x, uint32_t d, float *step, float *ratio);
+int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio);
+void tph_kv_row(const float *x, uint32_t d, float step, int8_t *q);
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x);
 
 /* ---- attention */
