@@ -394,7 +394,7 @@ void tph_add(const float *a, const float *b, uint32_t n, float *y)
 
 /* q = rint(x * s): |x s| < 127.5 (above), or clamped to [-127, 127] when clamp (kv_row:
  * any step; x finite) */
-static void quantise(const float *x, uint32_t n, float s, int8_t *q, int clamp)
+static inline void quantise(const float *x, uint32_t n, float s, int8_t *q, int clamp)
 {
     uint32_t i = 0;
 #if TPH_SSE2
