@@ -377,7 +377,8 @@ def test_without_the_library_numpy_runs_with_one_warning(tiny):
         "    warnings.simplefilter('always')\n"
         "    a = hostops.rmsnorm(np.ones(8), np.ones(8), 1e-5)\n"
         "    b = hostops.silu_mul(np.ones(8), np.ones(8))\n"
-        "print(hostops.active(), len([x for x in w if issubclass(x.category, hostops.HostOpsWarning)]))\n"
+        "n = len([x for x in w if issubclass(x.category, hostops.HostOpsWarning)])\n"
+        "print(hostops.active(), n)\n"
         "print(str(w[0].message))\n")
     env = dict(os.environ, TERNARY_PYNQ_TPHOST="none", PYTHONPATH=str(REPO))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

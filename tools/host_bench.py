@@ -378,7 +378,8 @@ def a9_ms(instr: float) -> float:
 
 
 def table(results: dict) -> str:
-    lines = ["| path | format | context | small ops (M instr) | sampling (M instr) | total (M instr) "
+    lines = ["| path | format | context | small ops (M instr) | sampling (M instr) "
+             "| total (M instr) "
              "| this machine (ms/token) | A9 model (ms/token) |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for (path, fmt, ctx), res in results.items():
@@ -411,7 +412,8 @@ def figures(results: dict, growth: dict):
         ctxd = dict(path=path, format=fmt, context=ctx,
                     kernels_k_instr={n: round(v / 1e3, 1) for n, v in res["kernels"].items()})
         where = ({"c": "C on x86-64 (gcc -O2 -march=x86-64: SSE2)",
-                  "armv7": "C on ARMv7 (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9, VFP; qemu-arm)",
+                  "armv7": "C on ARMv7 (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9, VFP; "
+                           "qemu-arm)",
                   "numpy": "numpy path (python)"}[path] + f", {fmt}, context {ctx}")
         how = "qemu-arm" if path == "armv7" else "callgrind"
         out += [
@@ -502,7 +504,8 @@ def main(argv=None) -> int:
                       command="make host-bench (tools/host_bench.py)",
                       note=f"Instructions: callgrind on this x86-64 machine (C: gcc -O2 "
                            f"-march=x86-64; numpy: python {sys.version.split()[0]}); A9 figures "
-                           f"are a model (CPI {A9_CPI} at 650 MHz). Frames and DMA not yet counted.")
+                           f"are a model (CPI {A9_CPI} at 650 MHz). Frames and DMA not yet "
+                           f"counted.")
         print(f"[host-bench] wrote {path.relative_to(REPO)}")
     return 0
 

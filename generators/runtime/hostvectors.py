@@ -335,7 +335,8 @@ def write(path, seed: int = 0, quick: bool = False) -> Tuple[Path, int]:
         buf += kernel.encode().ljust(16, b"\0") + struct.pack("<I", len(arrays))
         for a in arrays:
             a = np.ascontiguousarray(a)
-            buf += struct.pack("<II", DTYPES[a.dtype], a.size) + a.astype(a.dtype.newbyteorder("<")).tobytes()
+            le = a.astype(a.dtype.newbyteorder("<"))
+            buf += struct.pack("<II", DTYPES[a.dtype], a.size) + le.tobytes()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bytes(buf))
@@ -345,7 +346,8 @@ def write(path, seed: int = 0, quick: bool = False) -> Tuple[Path, int]:
 def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python -m generators.runtime.hostvectors",
-                                 description="write the host kernels' test vectors (numpy reference)")
+                                 description="write the host kernels' test vectors "
+                                             "(numpy reference)")
     ap.add_argument("out", help="the .tpv file to write")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

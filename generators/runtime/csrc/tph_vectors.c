@@ -86,7 +86,8 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
 #define OUT(p, idx) do { p = calloc(a[idx].count ? a[idx].count : 1, a[idx].size); \
                          if (!p) return -1; } while (0)
 #define CMP(p, idx, what) (bad += compare(p, &a[idx], k, ncase, what, words))
-#define CMP_RC(idx) do { int32_t r_ = rc; bad += compare(&r_, &a[idx], k, ncase, "rc", words); } while (0)
+#define CMP_RC(idx) \
+    do { int32_t r_ = rc; bad += compare(&r_, &a[idx], k, ncase, "rc", words); } while (0)
     if (!strcmp(k, "sumsq") && na == 2) {
         float s = tph_sumsq(F(0), N(0));
         CMP(&s, 1, "sum");
