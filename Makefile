@@ -49,7 +49,7 @@ help:
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
-                         generators/runtime/csrc/tphost.c generators/runtime/csrc/tphost.h
+                         $(wildcard generators/runtime/csrc/tph*.[ch]) generators/runtime/csrc/tpl_facts.h
 	@tools/setup.sh
 
 sim: setup

@@ -121,6 +121,7 @@ class ProgressBackend:
         self.total = total
         self.done, self.token = 0, 0
         self.t0 = time.perf_counter()
+        be.transfer_hooks.append(self._hook)     # both host loops call it after each transfer
 
     def __getattr__(self, k):
         return getattr(self.be, k)
@@ -144,11 +145,11 @@ class ProgressBackend:
         self.done = 0
         self.t0 = time.perf_counter()
 
-    def run(self, layer, kind):
-        out = self.be.run(layer, kind)
-        self._tick(self.be.transfer_beats(layer, kind, self.be.L),
-                   "attention" if kind == "att" else "matrices")
-        return out
+    def _hook(self, index: int, done: bool) -> None:
+        if done:
+            t = self.be.plan.transfers[index]
+            self._tick(self.be.transfer_beats(t.layer, t.kind, self.be.L),
+                       "attention" if t.kind == "att" else "matrices")
 
 
 def token_beats(model, context: int) -> int:
