@@ -67,7 +67,7 @@ class TPL:
      T_EPS, T_CONTEXT, T_KV_ROW, T_EMBED_ROWS, T_EMBED_STRIDE, T_ROPE_F64, T_HDR_BYTES, T_PART0,
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
-     T_TRACE_WORDS, T_TRACE_OUTS) = range(34)
+     T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES) = range(36)
     T_HEADER = 40
     X_FIXED = 18
     FRAME_WORDS, DESC_WORDS, TAIL_WORDS, OUT_WORDS = 5, 3, 3, 6
@@ -273,6 +273,8 @@ def build_table(rt) -> Dict[str, object]:
                                  for v in (word, NONE if lm is None else lm, body_)])
     hdr[TPL.T_SEQ0_OFF] = put([rt._seq[ch][0] for ch in range(4)])
     hdr[TPL.T_TRACE_WORDS], hdr[TPL.T_TRACE_OUTS] = trace_words, trace_outs
+    hdr[TPL.T_FRAMES_BYTES] = plan.regions["frames"].nbytes
+    hdr[TPL.T_KV_BYTES] = plan.regions["kv"].nbytes
     table = np.array(hdr + body, np.uint32)
     table[TPL.T_WORDS] = len(table)
     return dict(table=table, scales=scales, norms=norms, records=records)
@@ -608,6 +610,60 @@ def replay_backend(model, packets, context: Optional[int] = None):
                     mem.allocate, plan, load_weights=False)
     rt.name, rt.replay, rt.memory = "replay", dev, mem
     return rt
+
+
+DUMP_MAGIC = b"TPLDUMP1"
+
+
+def write_dump(path, dec, token: int) -> Path:
+    """Everything ``csrc/tpl_bench.c`` needs to run the decoder's next step (position
+    ``dec.pos``, ``token``) without Python, on the replay device: the C loop's table (its
+    embedding cut to the token's row, row 0), the frames and kv regions with their offsets in
+    DDR, norms, row scales, RoPE tables, KV steps and lengths, the chains' state (every
+    channel's next transfer unknown, so the first step starts them), and the recorded words
+    (``dec.be`` is a :func:`replay_backend`)."""
+    from .dma import BASE_ADDRESS
+    rt = dec.be.runtime
+    cl = for_runtime(rt)
+    dev = rt.replay
+    table = cl.table.copy()
+    table[TPL.T_EMBED_ROWS] = 1
+    table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
+    emb = rt.model.embedding.blocks
+    state = rt.state.copy()
+    state[TPL.S_NEXT:TPL.S_NEXT + 4] = -1
+    state[TPL.S_LINK] = -1
+    state[TPL.S_TIMEOUT_US] = int(rt.timeout_s * 1e6)
+    state[TPL.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
+    base = rt.memory.bytes.ctypes.data
+    sections = [
+        ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, int(token)], np.uint32), 0),
+        ("table", table, 0),
+        ("frames", rt.buf["frames"], rt.buf["frames"].ctypes.data - base),
+        ("kv", rt.buf["kv"], rt.buf["kv"].ctypes.data - base),
+        ("embed", np.ascontiguousarray(emb[int(token)]), 0),
+        ("norms", cl.norms, 0), ("scales", cl.scales, 0),
+        ("cos", np.ascontiguousarray(dec.cos), 0), ("sin", np.ascontiguousarray(dec.sin), 0),
+        ("kstep", dec.kv.k_step, 0), ("vstep", dec.kv.v_step, 0),
+        ("length", dec.kv.length.astype(np.int64), 0), ("state", state, 0),
+    ]
+    for p in (0, 1):
+        sections += [(f"pk{p}", dev._keep[2 * p], 0), (f"ps{p}", dev._keep[2 * p + 1], 0)]
+    head = 12 + len(sections) * 32
+    offs, off = [], -(-head // 16) * 16
+    for _, a, _ in sections:
+        offs.append(off)
+        off = -(-(off + np.asarray(a).nbytes) // 16) * 16
+    path = Path(path)
+    with open(path, "wb") as f:
+        f.write(DUMP_MAGIC + struct.pack("<I", len(sections)))
+        for (name, a, arg), o in zip(sections, offs):
+            f.write(name.encode().ljust(16, b"\0") + struct.pack("<IIII", o, np.asarray(a).nbytes,
+                                                                 arg, 0))
+        for (_, a, _), o in zip(sections, offs):
+            f.seek(o)
+            f.write(np.ascontiguousarray(a).tobytes())
+    return path
 
 
 def main(argv=None) -> int:

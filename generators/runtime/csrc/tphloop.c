@@ -10,7 +10,9 @@
  * volatile pointers (the DMA writes them while the CPU polls). On x86 (the register models
  * only) both are compiler barriers.
  */
-#define _POSIX_C_SOURCE 199309L
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 199309L   /* clock_gettime */
+#endif
 
 #include "tphloop.h"
 
@@ -345,6 +347,8 @@ static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n
     uint32_t cap = (fwords(c)[out[2] - TPL_D_STATUS + TPL_D_CONTROL] & TPL_LEN_MASK) >> 2;
     *n = (fwords(c)[out[2]] & TPL_LEN_MASK) >> 2;
     *n = *n < cap ? *n : cap;         /* a DMA never writes past its descriptor's length */
+    cap = c->t[TPL_T_FRAMES_BYTES] / 4u - out[3];
+    *n = *n < cap ? *n : cap;
     if (trace && trace_n) {
         memcpy(trace + out[4], w, *n * sizeof *w);
         trace_n[out[5]] = *n;
@@ -644,6 +648,12 @@ static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
     return total;
 }
 
+/* words [off, off + n) inside a table of words */
+static int inside(uint32_t off, uint32_t n, uint32_t words)
+{
+    return n <= words && off <= words - n;
+}
+
 static int bad_header(const uint32_t *t, uint32_t words)
 {
     uint32_t i, G;
@@ -663,39 +673,72 @@ static int bad_header(const uint32_t *t, uint32_t words)
         || t[TPL_T_ATT_WORDS] != G * t[TPL_T_HEAD_DIM] / 4u + G || t[TPL_T_FRAC_BITS] > 24u
         || t[TPL_T_EMBED_STRIDE] < (t[TPL_T_HIDDEN] + 31u) / 32u * 34u)
         return 1;
-    if (t[TPL_T_N_XFER] == 0 || t[TPL_T_XFER_OFF] > words - t[TPL_T_N_XFER]
-        || t[TPL_T_KIND_OFF] > words - (t[TPL_T_LAYERS] * 5u + 1u)
-        || t[TPL_T_XSLOT_OFF] > words - 5u
-        || t[TPL_T_PART_OFF] > words - 2u * t[TPL_T_KV_HEADS]
-        || t[TPL_T_KVCTRL_OFF] > words || t[TPL_T_KVCTRL_N] > words - t[TPL_T_KVCTRL_OFF]
-        || t[TPL_T_SWITCH_OFF] > words - 12u || t[TPL_T_SEQ0_OFF] > words - 4u)
+    if (t[TPL_T_N_XFER] == 0 || !inside(t[TPL_T_XFER_OFF], t[TPL_T_N_XFER], words)
+        || !inside(t[TPL_T_KIND_OFF], t[TPL_T_LAYERS] * 5u + 1u, words)
+        || !inside(t[TPL_T_XSLOT_OFF], 5u, words)
+        || !inside(t[TPL_T_PART_OFF], 2u * t[TPL_T_KV_HEADS], words)
+        || !inside(t[TPL_T_KVCTRL_OFF], t[TPL_T_KVCTRL_N], words)
+        || !inside(t[TPL_T_SWITCH_OFF], 12u, words) || !inside(t[TPL_T_SEQ0_OFF], 4u, words))
         return 1;
     return 0;
 }
 
+/* the DMA memory every index of the table points into: descriptor words, slots, the cache */
+static int bad_memory(const uint32_t *t)
+{
+    const uint32_t fw = t[TPL_T_FRAMES_BYTES] / 4u, fb = t[TPL_T_FRAMES_BYTES];
+    uint32_t i;
+    uint64_t kv = 4u * (uint64_t)t[TPL_T_LAYERS] * t[TPL_T_KV_HEADS] * t[TPL_T_CONTEXT]
+                  * t[TPL_T_KV_ROW];
+    if (kv > t[TPL_T_KV_BYTES])
+        return 1;
+    for (i = 0; i < 5; i++)
+        if (!inside(t[t[TPL_T_XSLOT_OFF] + i], i == 3 ? t[TPL_T_MLP] : t[TPL_T_HIDDEN], fb))
+            return 1;
+    for (i = 0; i < 2u * t[TPL_T_KV_HEADS]; i++)
+        if (!inside(t[t[TPL_T_PART_OFF] + i], t[i % 2 ? TPL_T_PART1 : TPL_T_PART0], fb))
+            return 1;
+    for (i = 0; i < t[TPL_T_KVCTRL_N]; i++)
+        if ((t[t[TPL_T_KVCTRL_OFF] + i] & 0x7FFFFFFFu) >= fw)
+            return 1;
+    for (i = 0; i < 4; i++)
+        if (t[t[TPL_T_SWITCH_OFF] + 3 * i] >= fw)
+            return 1;
+    return 0;
+}
+
 /* every transfer record inside the table, its kind's frames and result slots as the step
- * uses them */
+ * uses them, every word index inside the frames region */
 static int bad_transfers(const uint32_t *t, uint32_t words)
 {
     const uint32_t nx = t[TPL_T_N_XFER], L = t[TPL_T_LAYERS], H = t[TPL_T_HIDDEN];
     const uint32_t kvd = t[TPL_T_KV_HEADS] * t[TPL_T_HEAD_DIM], I = t[TPL_T_MLP];
+    const uint32_t fw = t[TPL_T_FRAMES_BYTES] / 4u;
     uint32_t i, j, ch;
+    if (bad_memory(t))
+        return 1;
     for (i = 0; i < nx; i++) {
         uint32_t off = t[t[TPL_T_XFER_OFF] + i];
         const uint32_t *X;
-        if (off > words - TPL_X_FIXED)
+        if (!inside(off, TPL_X_FIXED, words))
             return 1;
         X = t + off;
         if (X[TPL_X_FRAMES] > 64 || X[TPL_X_DESC] > 4096 || X[TPL_X_TAILS] > 4
-            || X[TPL_X_OUTS] > 128
-            || x_words(X) > words - off)
+            || X[TPL_X_OUTS] > 128 || !inside(off, x_words(X), words))
             return 1;
         for (j = 0; j < X[TPL_X_TAILS]; j++)
-            if (x_tails(X)[j * TPL_TAIL_WORDS] > 3)
+            if (x_tails(X)[j * TPL_TAIL_WORDS] > 3 || x_tails(X)[j * TPL_TAIL_WORDS + 2] >= fw)
                 return 1;
-        for (j = 0; j < X[TPL_X_DESC]; j++)
-            if (x_desc(X)[j * TPL_DESC_WORDS + 2] > 3)
+        for (j = 0; j < X[TPL_X_DESC]; j++) {
+            const uint32_t *D = x_desc(X) + j * TPL_DESC_WORDS;
+            if (D[2] > 3 || D[0] >= fw || D[1] >= fw)
                 return 1;
+        }
+        for (j = 0; j < X[TPL_X_OUTS]; j++) {
+            const uint32_t *o = x_outs(X) + j * TPL_OUT_WORDS;
+            if (o[2] >= fw || o[2] < TPL_D_STATUS || o[3] >= fw)
+                return 1;
+        }
         for (ch = 0; ch < 4; ch++)
             if ((X[TPL_X_NEXT_LOGITS + ch] >= nx || X[TPL_X_NEXT_BODY + ch] >= nx)
                 && X[TPL_X_FIRST + ch])

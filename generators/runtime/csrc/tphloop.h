@@ -78,6 +78,8 @@ enum {
     TPL_T_SEQ0_OFF,                    /* -> 4: each channel's first transfer */
     TPL_T_TRACE_WORDS,                 /* words of the trace buffer (every result slot) */
     TPL_T_TRACE_OUTS,                  /* result slots of a token (trace_n entries) */
+    TPL_T_FRAMES_BYTES,                /* bytes of the frames region (every index checked) */
+    TPL_T_KV_BYTES,                    /* bytes of the kv region */
     TPL_T_HEADER = 40
 };
 
