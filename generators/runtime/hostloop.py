@@ -218,13 +218,15 @@ def build_table(rt) -> Dict[str, object]:
             else:
                 m = model.matrices[f.name]
                 rec += [f.tag, int(m.fmt == "q4"), m.rows[0], m.rows[1], soff.get(f.name, 0)]
-        nd = 0
-        for ch in x.channels:
+        for ch in x.channels:                   # _transfer_table's order: S2MM first
             b = blocks[ch]
-            for si, ci in zip(b.status_idx, b.control_idx):
-                rec += [int(si), int(ci), ch]
-                nd += 1
-        rec[3] = nd
+            s0 = int(b.status_idx[0])
+            if not np.array_equal(b.status_idx, s0 + np.arange(len(b.status_idx))
+                                  * R.DESC_WORDS):
+                raise ValueError(f"transfer {t.name}: {CHANNEL_NAMES[ch]}'s descriptors are "
+                                 f"not consecutive (the C loop checks them as one block)")
+            rec += [ch, s0, len(b.status_idx)]
+        rec[3] = len(x.channels)
         for _, _, last, ch in x.tails:
             rec += [ch, int(last), int(x.last_status[ch])]
         rec[4] = len(x.tails)

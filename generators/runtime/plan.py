@@ -463,8 +463,8 @@ def cloop_bytes(c, transfers, shapes) -> int:
                       c.intermediate_size, c.head_dim)
     desc = sum(n for t in transfers for _, n in t.desc.values())
     words = 64 + 5 * L + 1 + 5 + 2 * H + 12 + 4 + len(transfers) + desc
-    words += sum(18 + 5 * len(t.frames) + 3 * sum(n for _, n in t.desc.values()) + 3 * 4
-                 + 6 * 2 * len(t.frames) for t in transfers)
+    words += sum(18 + 5 * len(t.frames) + 3 * 4 + 3 * 4 + 6 * 2 * len(t.frames)
+                 for t in transfers)
     scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
     norms = (2 * L + 1) * Hd * 4
     ctx = 4 * (5 * Hd + 2 * H * d + 3 * I + d + 3 * c.group) + 4096 + 1024

@@ -137,7 +137,7 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static int32_t reg_read(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t *v)
+static inline int32_t reg_read(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t *v)
 {
     stats(c)[TPL_C_READS0 + dma]++;
     if (c->io->regs[dma]) {
@@ -149,7 +149,7 @@ static int32_t reg_read(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t *v)
     return TPL_OK;
 }
 
-static int32_t reg_write(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t v)
+static inline int32_t reg_write(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t v)
 {
     stats(c)[TPL_C_WRITES0 + dma]++;
     if (c->io->regs[dma]) {
@@ -210,17 +210,25 @@ static int32_t reset_all(const ctx_t *c)
 /* ------------------------------------------------------------------ one transfer */
 
 /* DmaRuntime._attempt: clear the STATUS words, TAILDESC per channel (S2MM first), poll, check
- * every descriptor. TPL_OK, a TPL_E_DMA_* fault (in rec) or TPL_E_IO. */
+ * every descriptor (the first with an error bit or not complete; else the first MM2S one
+ * short of its length; else the first S2MM one without RXEOF). TPL_OK, a TPL_E_DMA_* fault
+ * (in rec) or TPL_E_IO. */
 static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
 {
-    const uint32_t *X = xfer(c, ti), *D = x_desc(X), *T = x_tails(X);
-    const uint32_t nd = X[TPL_X_DESC], nt = X[TPL_X_TAILS];
+    const uint32_t *X = xfer(c, ti), *B = x_desc(X), *T = x_tails(X);
+    const uint32_t nb = X[TPL_X_DESC], nt = X[TPL_X_TAILS], dw = TPL_DESC_BYTES / 4u;
     volatile uint32_t *fw = fwords(c);
-    uint32_t i, s, sr[4] = {0, 0, 0, 0}, pending = (1u << nt) - 1u;
+    uint32_t i, k, s, nd = 0, sr[4] = {0, 0, 0, 0}, pending = (1u << nt) - 1u;
+    uint32_t short_ch = TPL_NONE, short_got = 0, short_want = 0, over_ch = TPL_NONE;
     uint64_t deadline = 0;
     int32_t rc;
-    for (i = 0; i < nd; i++)
-        fw[D[i * TPL_DESC_WORDS]] = 0;
+    for (k = 0; k < nb; k++) {            /* (locals: a store may alias the table) */
+        volatile uint32_t *st = fw + B[k * TPL_DESC_WORDS + 1];
+        const uint32_t n = B[k * TPL_DESC_WORDS + 2];
+        for (i = 0; i < n; i++, st += dw)
+            *st = 0;
+        nd += n;
+    }
     stats(c)[TPL_C_DESC] += 4u * nd;
     TPL_WMB();
     for (i = 0; i < nt; i++) {
@@ -273,27 +281,50 @@ static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
         }
     }
     TPL_RMB();
-    for (i = 0; i < nd; i++) {          /* a descriptor with an error bit, or not complete */
-        s = fw[D[i * TPL_DESC_WORDS]];
-        if ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) != TPL_ST_CMPLT) {
-            uint32_t ch = D[i * TPL_DESC_WORDS + 2];
-            return record(rec, TPL_E_DMA_DESC, ti, ch, sr[ch], s, 0, 0, 0);
+    {                                   /* the common case first: every descriptor good */
+        uint32_t anomaly = 0;
+        for (k = 0; k < nb; k++) {
+            const uint32_t n = B[k * TPL_DESC_WORDS + 2];
+            volatile uint32_t *desc = fw + B[k * TPL_DESC_WORDS + 1] - TPL_D_STATUS;
+            if (B[k * TPL_DESC_WORDS] & 1u) {
+                for (i = 0; i < n; i++, desc += dw)
+                    anomaly |= (desc[TPL_D_STATUS] & (TPL_ST_CMPLT | TPL_ST_ERRORS | TPL_ST_RXEOF))
+                               ^ (TPL_ST_CMPLT | TPL_ST_RXEOF);
+            } else {
+                for (i = 0; i < n; i++, desc += dw) {
+                    s = desc[TPL_D_STATUS];
+                    anomaly |= ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) ^ TPL_ST_CMPLT)
+                               | ((s ^ desc[TPL_D_CONTROL]) & TPL_LEN_MASK);
+                }
+            }
+        }
+        if (!anomaly)
+            return TPL_OK;
+    }
+    for (k = 0; k < nb; k++) {          /* which one, in the Python loop's order */
+        const uint32_t ch = B[k * TPL_DESC_WORDS], n = B[k * TPL_DESC_WORDS + 2];
+        volatile uint32_t *desc = fw + B[k * TPL_DESC_WORDS + 1] - TPL_D_STATUS;
+        for (i = 0; i < n; i++, desc += dw) {
+            s = desc[TPL_D_STATUS];
+            if ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) != TPL_ST_CMPLT)
+                return record(rec, TPL_E_DMA_DESC, ti, ch, sr[ch], s, 0, 0, 0);
+            if (!(ch & 1u)) {             /* MM2S: the whole length (its CONTROL word) */
+                uint32_t want = desc[TPL_D_CONTROL] & TPL_LEN_MASK;
+                if ((s & TPL_LEN_MASK) != want && short_ch == TPL_NONE) {
+                    short_ch = ch;
+                    short_got = s & TPL_LEN_MASK;
+                    short_want = want;
+                }
+            } else if (!(s & TPL_ST_RXEOF) && over_ch == TPL_NONE) {
+                over_ch = ch;             /* S2MM: an output frame longer than its slot */
+            }
         }
     }
-    for (i = 0; i < nd; i++) {          /* an MM2S descriptor that moved less than its length */
-        uint32_t ch = D[i * TPL_DESC_WORDS + 2], want;
-        if (ch & 1u)
-            continue;
-        s = fw[D[i * TPL_DESC_WORDS]] & TPL_LEN_MASK;
-        want = fw[D[i * TPL_DESC_WORDS + 1]] & TPL_LEN_MASK;
-        if (s != want)
-            return record(rec, TPL_E_DMA_SHORT, ti, ch, sr[ch], s, want, 0, 0);
-    }
-    for (i = 0; i < nd; i++) {          /* an output frame longer than its slot */
-        uint32_t ch = D[i * TPL_DESC_WORDS + 2];
-        if ((ch & 1u) && !(fw[D[i * TPL_DESC_WORDS]] & TPL_ST_RXEOF))
-            return record(rec, TPL_E_DMA_OVER, ti, ch, sr[ch], 0, 0, 0, 0);
-    }
+    if (short_ch != TPL_NONE)
+        return record(rec, TPL_E_DMA_SHORT, ti, short_ch, sr[short_ch], short_got, short_want,
+                      0, 0);
+    if (over_ch != TPL_NONE)
+        return record(rec, TPL_E_DMA_OVER, ti, over_ch, sr[over_ch], 0, 0, 0, 0);
     return TPL_OK;
 }
 
@@ -431,8 +462,10 @@ static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t h
     for (port = 0; port < 2; port++) {
         int8_t *dst = kv + (((port * 2u + which) * c->layers + layer) * c->kvh + head) * block
                       + t * c->kv_row;
-        for (j = 0; j < c->d / 16u; j++)
-            memcpy(dst + 8u * j, c->row + 16u * j + 8u * port, 8);
+        const int8_t *src = c->row + 8u * port;
+        const uint32_t words = c->d / 16u;    /* (a local: the stores may alias the context) */
+        for (j = 0; j < words; j++)
+            memcpy(dst + 8u * j, src + 16u * j, 8);
     }
     stats(c)[TPL_C_KV] += c->d;
     return TPL_OK;
@@ -723,7 +756,7 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
         if (!inside(off, TPL_X_FIXED, words))
             return 1;
         X = t + off;
-        if (X[TPL_X_FRAMES] > 64 || X[TPL_X_DESC] > 4096 || X[TPL_X_TAILS] > 4
+        if (X[TPL_X_FRAMES] > 64 || X[TPL_X_DESC] > 4 || X[TPL_X_TAILS] > 4
             || X[TPL_X_OUTS] > 128 || !inside(off, x_words(X), words))
             return 1;
         for (j = 0; j < X[TPL_X_TAILS]; j++)
@@ -731,7 +764,8 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
                 return 1;
         for (j = 0; j < X[TPL_X_DESC]; j++) {
             const uint32_t *D = x_desc(X) + j * TPL_DESC_WORDS;
-            if (D[2] > 3 || D[0] >= fw || D[1] >= fw)
+            if (D[0] > 3 || D[1] < TPL_D_STATUS || D[2] == 0 || D[2] > fw / 16u
+                || D[1] >= fw - (D[2] - 1u) * (TPL_DESC_BYTES / 4u))
                 return 1;
         }
         for (j = 0; j < X[TPL_X_OUTS]; j++) {

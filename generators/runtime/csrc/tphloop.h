@@ -85,7 +85,9 @@ enum {
 
 /* a transfer's record: fixed words, then its frames, descriptors, tails and result slots */
 enum {
-    TPL_X_KIND, TPL_X_LAYER, TPL_X_FRAMES, TPL_X_DESC, TPL_X_TAILS, TPL_X_OUTS,
+    TPL_X_KIND, TPL_X_LAYER, TPL_X_FRAMES,
+    TPL_X_DESC,                        /* descriptor blocks, S2MM channels first */
+    TPL_X_TAILS, TPL_X_OUTS,
     TPL_X_FIRST,                       /* 4: the first descriptor's address per channel */
     TPL_X_NEXT_LOGITS = TPL_X_FIRST + 4,   /* 4: each channel's next transfer, LM head on */
     TPL_X_NEXT_BODY = TPL_X_NEXT_LOGITS + 4,  /* 4: the same with the LM head off */
@@ -93,7 +95,8 @@ enum {
 };
 #define TPL_FRAME_WORDS 5   /* tag, results are float32 (Q4_1), rows port 0, rows port 1,
                                the matrix's first row in the scales array */
-#define TPL_DESC_WORDS 3    /* STATUS word index, CONTROL word index, channel */
+#define TPL_DESC_WORDS 3    /* a channel's descriptors (consecutive, 64 bytes apart): the
+                               channel, the first one's STATUS word index, how many */
 #define TPL_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
 #define TPL_OUT_WORDS 6     /* frame, port, STATUS word index of its S2MM descriptor, the
                                slot's word offset in frames, trace offset, trace index */

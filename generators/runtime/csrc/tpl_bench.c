@@ -11,8 +11,9 @@
  * steps at that position (the KV lengths set back before each: the same work every time;
  * "growth": layer 0 KV head 0's K step set tiny before each step, so every step requantises
  * that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
- * part). It prints the time per step on this machine and the argmax; out=FILE writes the last
- * step's logits (float32, raw).
+ * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
+ * prints the time per step on this machine and the argmax; out=FILE writes the last step's
+ * logits (float32, raw).
  */
 #define _POSIX_C_SOURCE 200112L
 
@@ -177,7 +178,8 @@ int main(int argc, char **argv)
             length[l] = pos;
         if (growth)
             kstep[0] = 1e-30f;
-        if ((rc = bench_token(ctx, pos, logits, vocab, &best))) {
+        rc = i ? bench_token(ctx, pos, logits, vocab, &best) : tpl_step(ctx, 0, pos, 1);
+        if (rc) {
             fprintf(stderr, "tpl_bench: step %u failed: code %d (record %u %u %u %u %u %u)\n",
                     (unsigned)i, (int)rc, (unsigned)err[0], (unsigned)err[1], (unsigned)err[2],
                     (unsigned)err[3], (unsigned)err[4], (unsigned)err[5]);
