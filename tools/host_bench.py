@@ -462,15 +462,16 @@ def main(argv=None) -> int:
     (OUT / "host_bench.json").write_text(json.dumps(
         {f"{p}.{f}.{c}": r for (p, f, c), r in results.items()}, indent=1, default=float) + "\n")
     log(f"{time.perf_counter() - t_all:.0f} s")
+    (OUT / "figures.json").write_text(json.dumps(figs, indent=1) + "\n")
     if not args.no_record:
+        old = REPO / "docs" / "results" / "host-bench-kernels.json"     # the variant of before
+        if old.exists():
+            old.unlink()
         path = record("host-bench", figs, command="make host-bench (tools/host_bench.py)",
                       note=f"Instructions: callgrind on this x86-64 machine (C: gcc -O2 "
                            f"-march=x86-64; numpy: python {sys.version.split()[0]}) and "
                            f"qemu-arm (ARMv7); the engines replaced by the replay backend. A9 "
                            f"figures are a model (CPI {A9_CPI} at 650 MHz).")
-        old = REPO / "docs" / "results" / "host-bench-kernels.json"
-        if old.exists():
-            old.unlink()
         log(f"wrote {path.relative_to(REPO)}")
     return 0
 

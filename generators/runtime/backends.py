@@ -46,8 +46,10 @@ __all__ = ["make_backend", "DmaRuntime", "BoardBackend", "BackendError", "DmaErr
            "DmaHangError", "DmaShortError", "DmaTimeout", "golden_backend", "check_overlay",
            "mapped_registers", "CPU_BYTES"]
 
-#: what the CPU writes per token, by kind (DmaRuntime.cpu_bytes)
-CPU_BYTES = ("kv", "parts", "x", "desc", "requant")
+#: what the CPU writes into DMA memory per token, by kind (DmaRuntime.cpu_bytes), and "read":
+#: what it reads back from it (the words each result slot received; every STATUS word and
+#: every MM2S length checked after a transfer), memory the CPU maps uncached on the board
+CPU_BYTES = ("kv", "parts", "x", "desc", "requant", "read")
 
 
 class BackendError(RuntimeError):
@@ -458,6 +460,7 @@ class DmaRuntime:
         for fi, p, idx, off in x.outs:
             n = int(w[idx] & R.LEN_MASK) >> 2
             out[fi][1][p] = w[off:off + n].copy()
+            self._count("read", 4 * n)
         return out
 
     def _attempt(self, t, x: "_Transfer") -> Optional[dict]:
@@ -492,6 +495,7 @@ class DmaRuntime:
                 return self._fault(DmaHangError, t, ch, sr.get(ch, 0),
                                    f"not complete within {self.timeout_s} s", also)
         st = w[x.status]
+        self._count("read", 4 * (len(x.status) + len(x.mm2s)))
         bad = (st & (R.ST_CMPLT | R.ST_ERRORS)) != R.ST_CMPLT
         short = (st[x.mm2s] & R.LEN_MASK) != (w[x.mm2s_control] & R.LEN_MASK)
         over = (st[x.s2mm] & R.ST_RXEOF) == 0

@@ -138,14 +138,17 @@ def token_counts(dec, L: int) -> dict:
 def count_figures(figure, rows: dict, fmt: str):
     """The per-token counters of :func:`token_counts` at each context as figures."""
     out = []
-    kinds = {"kv_parts": ("kv", "parts"), "x": ("x",), "desc": ("desc",)}
+    kinds = {"kv_parts": ("kv", "parts"), "x": ("x",), "desc": ("desc",), "read": ("read",)}
     what = {"kv_parts": "KV append + attention header/q parts (goal <= 32 KiB)",
             "x": "matrix x slots", "desc": "descriptor fields (status words cleared, K/V "
-                                           "lengths)"}
+                                           "lengths)",
+            "read": "READ back: the result words and the descriptors' STATUS and length "
+                    "words checked (uncached on the board)"}
     for ctx, r in rows.items():
         for k, parts in kinds.items():
+            verb = "reads from" if k == "read" else "writes into"
             out.append(figure(f"host.bytes.{k}.ctx{ctx}", int(sum(r["bytes"][p] for p in parts)),
-                              "B", "measured", f"bytes the CPU writes into DMA memory per token "
+                              "B", "measured", f"bytes the CPU {verb} DMA memory per token "
                               f"at context {ctx}: {what[k]} ({fmt} SmolLM2)"))
     r = rows[max(rows)]
     out += [figure("host.transfers_per_token", r["transfers"], "transfers", "measured",
@@ -217,8 +220,8 @@ def replay(amax: np.ndarray, d: int, headroom: float) -> dict:
 
 
 def shape_model(fmt: str):
-    """SmolLM2-135M's shapes with zero weights (valid frames) and a random embedding: the host
-    loop's memory without loading the real file."""
+    """SmolLM2-135M's shapes with zero weights (valid frames), a random embedding and the
+    RoPE tables: the host loop's memory without loading the real file."""
     from generators.contract import FORMAT_CODES, MATRIX_MAGIC
     from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
     from .model import EmbeddingRows, Model, QMatrix
@@ -239,7 +242,13 @@ def shape_model(fmt: str):
         norms[f"layers.{i}.input"] = norms[f"layers.{i}.post"] = np.ones(cfg.hidden_size)
     emb = (np.random.default_rng(0).standard_normal((cfg.vocab_size, cfg.hidden_size))
            * 0.05).astype(np.float32)
-    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats)
+    # the RoPE tables as an image carries them (float64), computed here, outside the
+    # measurement: the board runs images
+    from .hostops import rope_tables
+    rope = tuple(np.asarray(t, np.float64) for t in
+                 rope_tables(cfg.head_dim, cfg.rope_theta, PYNQ_Z1_ENGINES.max_context))
+    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats,
+                 rope=rope)
 
 
 def host_peak(context: int = 2048):

@@ -75,7 +75,7 @@ class TPL:
      P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_COUNT) = range(17)
     S_NEXT, S_LINK, S_L, S_TIMEOUT_US, S_RESET_TIMEOUT_US, STATE_WORDS = 0, 4, 5, 6, 7, 8
     (C_KV, C_PARTS, C_X, C_DESC, C_REQUANT, C_TRANSFERS, C_TAILS, C_READS0, C_READS1,
-     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, STATS) = range(14)
+     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, STATS) = range(15)
     (E_DMA_ERRBIT, E_DMA_HALTED, E_DMA_HANG, E_DMA_DESC, E_DMA_SHORT, E_DMA_OVER) = range(1, 7)
     (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT) = range(16, 24)
     W_NONE, W_FLAGS, W_COUNT, W_TAG = 1, 2, 3, 4
@@ -191,18 +191,21 @@ def build_table(rt) -> Dict[str, object]:
     L, H = c.num_hidden_layers, c.num_key_value_heads
     fr = plan.regions["frames"].items
     w = rt.words
-    # float32 copies, made once: the bits hostops' _f32 gives on every call
-    scales, soff, n = [], {}, 0
+    # float32 copies, made once (in place: the host's memory is planned): the bits hostops'
+    # _f32 gives on every call
+    soff, n = {}, 0
     for name, m in model.matrices.items():
         if m.fmt != "q4":
             soff[name] = n
-            scales.append(np.ascontiguousarray(m.scale, np.float32))
             n += m.n
-    scales = np.concatenate(scales) if scales else np.zeros(1, np.float32)
-    norms = np.stack([np.asarray(model.norms[k], np.float32) for i in range(L)
-                      for k in (f"layers.{i}.input", f"layers.{i}.post")]
-                     + [np.asarray(model.norms["final"], np.float32)])
-    norms = np.ascontiguousarray(norms)
+    scales = np.zeros(max(n, 1), np.float32)
+    for name, off in soff.items():
+        m = model.matrices[name]
+        scales[off:off + m.n] = m.scale
+    keys = [k for i in range(L) for k in (f"layers.{i}.input", f"layers.{i}.post")] + ["final"]
+    norms = np.zeros((len(keys), c.hidden_size), np.float32)
+    for i, k in enumerate(keys):
+        norms[i] = model.norms[k]
 
     records, trace_words, trace_outs = [], 0, 0
     for t in plan.transfers:
@@ -237,14 +240,17 @@ def build_table(rt) -> Dict[str, object]:
             trace_words += cap
             trace_outs += 1
         rec[5] = len(outs)
-        records.append(rec)
+        records.append(np.array(rec, np.uint32))      # (arrays: the host's memory is planned)
 
     hdr = [0] * TPL.T_HEADER
-    body: List[int] = []
+    body: List[np.ndarray] = []
+    size = [TPL.T_HEADER]
 
     def put(words) -> int:
-        off = TPL.T_HEADER + len(body)
-        body.extend(int(v) & 0xFFFFFFFF for v in words)
+        off = size[0]
+        a = np.asarray(words, np.int64).astype(np.uint32)
+        body.append(a)
+        size[0] += len(a)
         return off
 
     xoff = [0] * len(records)
@@ -277,7 +283,7 @@ def build_table(rt) -> Dict[str, object]:
     hdr[TPL.T_TRACE_WORDS], hdr[TPL.T_TRACE_OUTS] = trace_words, trace_outs
     hdr[TPL.T_FRAMES_BYTES] = plan.regions["frames"].nbytes
     hdr[TPL.T_KV_BYTES] = plan.regions["kv"].nbytes
-    table = np.array(hdr + body, np.uint32)
+    table = np.concatenate([np.array(hdr, np.uint32)] + body)
     table[TPL.T_WORDS] = len(table)
     return dict(table=table, scales=scales, norms=norms, records=records)
 
@@ -417,7 +423,7 @@ class CLoop:
     def _account(self, dec, ok: bool) -> None:
         rt, s = self.rt, self.stats
         for k, i in (("kv", TPL.C_KV), ("parts", TPL.C_PARTS), ("x", TPL.C_X),
-                     ("desc", TPL.C_DESC), ("requant", TPL.C_REQUANT)):
+                     ("desc", TPL.C_DESC), ("requant", TPL.C_REQUANT), ("read", TPL.C_READ)):
             rt.cpu_bytes[k] = int(s[i])
         rt.transfers_run += int(s[TPL.C_TRANSFERS])
         rt.tail_writes += int(s[TPL.C_TAILS])
@@ -439,7 +445,7 @@ class CLoop:
         for t in rt.plan.transfers:
             if t.kind == LM and not logits:
                 continue
-            rec = self._records[t.index]
+            rec = [int(v) for v in self._records[t.index]]
             nf = rec[2]
             outs = rec[TPL.X_FIXED + nf * TPL.FRAME_WORDS + rec[3] * TPL.DESC_WORDS
                        + rec[4] * TPL.TAIL_WORDS:]

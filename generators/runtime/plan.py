@@ -59,8 +59,9 @@ ALIGN = 64
 CMA_MB = 128
 HOST_MB = 64
 #: per transfer: the plan's records of it and the runtime's descriptor tables (Python objects and
-#: small arrays); SmolLM2 measured 7.8 KB per transfer with tracemalloc, rounded up
-TRANSFER_TABLE_BYTES = 8192
+#: small arrays); SmolLM2 measured 11.2 KB per transfer with tracemalloc (the whole runtime
+#: object at creation, make host-bench), rounded up
+TRANSFER_TABLE_BYTES = 12288
 
 
 class ContextFitError(ValueError):
@@ -457,8 +458,9 @@ def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, st
 def cloop_bytes(c, transfers, shapes) -> int:
     """Host bytes of the C step (hostloop.CLoop; an upper bound): its table (the header, per
     transfer its fixed words, frames, descriptors, tails and result slots, the K/V lengths
-    and the small tables), the float32 copies of the norms and the INT8 / ternary row
-    scales, and the context with the step's vectors."""
+    and the small tables) and each transfer's record kept beside it (the trace's), the float32
+    copies of the norms and the INT8 / ternary row scales, and the context with the step's
+    vectors."""
     L, H, Hd, I, d = (c.num_hidden_layers, c.num_key_value_heads, c.hidden_size,
                       c.intermediate_size, c.head_dim)
     desc = sum(n for t in transfers for _, n in t.desc.values())
@@ -468,7 +470,7 @@ def cloop_bytes(c, transfers, shapes) -> int:
     scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
     norms = (2 * L + 1) * Hd * 4
     ctx = 4 * (5 * Hd + 2 * H * d + 3 * I + d + 3 * c.group) + 4096 + 1024
-    return 4 * words + scales + norms + ctx
+    return 2 * 4 * words + scales + norms + ctx      # the table and its records per transfer
 
 
 def _file_mapped(a) -> bool:

@@ -282,7 +282,7 @@ static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
     }
     TPL_RMB();
     {                                   /* the common case first: every descriptor good */
-        uint32_t anomaly = 0;
+        uint32_t anomaly = 0, reads = nd;
         for (k = 0; k < nb; k++) {
             const uint32_t n = B[k * TPL_DESC_WORDS + 2];
             volatile uint32_t *desc = fw + B[k * TPL_DESC_WORDS + 1] - TPL_D_STATUS;
@@ -291,6 +291,7 @@ static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
                     anomaly |= (desc[TPL_D_STATUS] & (TPL_ST_CMPLT | TPL_ST_ERRORS | TPL_ST_RXEOF))
                                ^ (TPL_ST_CMPLT | TPL_ST_RXEOF);
             } else {
+                reads += n;
                 for (i = 0; i < n; i++, desc += dw) {
                     s = desc[TPL_D_STATUS];
                     anomaly |= ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) ^ TPL_ST_CMPLT)
@@ -298,6 +299,7 @@ static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
                 }
             }
         }
+        stats(c)[TPL_C_READ] += 4u * reads;
         if (!anomaly)
             return TPL_OK;
     }
@@ -375,11 +377,12 @@ static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n
 {
     const uint32_t *w = (const uint32_t *)fbytes(c) + out[3];
     uint32_t *trace = (uint32_t *)c->p[TPL_P_TRACE], *trace_n = (uint32_t *)c->p[TPL_P_TRACE_N];
+    /* the bytes received, at most the slot (a DMA never writes past its descriptor's
+     * length; tpl_init checked the descriptor's length against the region) */
     uint32_t cap = (fwords(c)[out[2] - TPL_D_STATUS + TPL_D_CONTROL] & TPL_LEN_MASK) >> 2;
     *n = (fwords(c)[out[2]] & TPL_LEN_MASK) >> 2;
-    *n = *n < cap ? *n : cap;         /* a DMA never writes past its descriptor's length */
-    cap = c->t[TPL_T_FRAMES_BYTES] / 4u - out[3];
     *n = *n < cap ? *n : cap;
+    stats(c)[TPL_C_READ] += 4u * *n;
     if (trace && trace_n) {
         memcpy(trace + out[4], w, *n * sizeof *w);
         trace_n[out[5]] = *n;
@@ -489,11 +492,10 @@ static int32_t kv_append(const ctx_t *c, uint32_t layer)
     return TPL_OK;
 }
 
+/* a little-endian 64-bit word (tpl_init refuses a big-endian host) */
 static inline void put64(uint8_t *dst, uint64_t v)
 {
-    uint32_t i;
-    for (i = 0; i < 8; i++)
-        dst[i] = (uint8_t)(v >> (8u * i));
+    memcpy(dst, &v, 8);
 }
 
 /* Decoder._attention: per KV head q quantised per query head, the score multipliers, the
@@ -537,9 +539,13 @@ static int32_t attention(const ctx_t *c, uint32_t layer)
         }
         put64(part1, (uint64_t)TPL_ROUTE_MAGIC | (uint64_t)(L & 0xFFFFu) << 16
                      | (uint64_t)(tag & 0xFFu) << 56);
-        for (j = 0; j < beats; j++) {
-            memcpy(part0 + 8u * j, c->block + 16u * j, 8);
-            memcpy(part1 + 8u + 8u * j, c->block + 16u * j + 8u, 8);
+        {
+            const uint8_t *src = c->block;
+            uint8_t *d0 = part0, *d1 = part1 + 8u;
+            for (j = 0; j < beats; j++, src += 16, d0 += 8, d1 += 8) {
+                memcpy(d0, src, 8);
+                memcpy(d1, src + 8, 8);
+            }
         }
         stats(c)[TPL_C_PARTS] += T[TPL_T_PART0] + T[TPL_T_PART1];
     }
@@ -808,6 +814,23 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
     return 0;
 }
 
+/* every result slot inside the frames region for the length its S2MM descriptor gives */
+static int bad_slots(const uint32_t *t, const uint32_t *fw)
+{
+    const uint32_t words = t[TPL_T_FRAMES_BYTES] / 4u;
+    uint32_t i, j;
+    for (i = 0; i < t[TPL_T_N_XFER]; i++) {
+        const uint32_t *X = t + t[t[TPL_T_XFER_OFF] + i];
+        for (j = 0; j < X[TPL_X_OUTS]; j++) {
+            const uint32_t *o = x_outs(X) + j * TPL_OUT_WORDS;
+            uint32_t cap = (fw[o[2] - TPL_D_STATUS + TPL_D_CONTROL] & TPL_LEN_MASK) >> 2;
+            if (!inside(o[3], cap, words))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
 {
     uint32_t sizes[16];
@@ -826,6 +849,8 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     float *fp[13];
     if (!need || bytes < need || !mem || ((uintptr_t)mem & 15u) || !ptrs || !io
         || bad_transfers(t, words))
+        return TPL_E_ARG;
+    if (ptrs[TPL_P_FRAMES] && bad_slots(t, (const uint32_t *)ptrs[TPL_P_FRAMES]))
         return TPL_E_ARG;
     if (*(const uint8_t *)&one != 1)      /* the frames' fields are little-endian */
         return TPL_E_ARG;

@@ -138,6 +138,7 @@ enum {
     TPL_C_KV, TPL_C_PARTS, TPL_C_X, TPL_C_DESC, TPL_C_REQUANT,   /* CPU bytes (CPU_BYTES) */
     TPL_C_TRANSFERS, TPL_C_TAILS, TPL_C_READS0, TPL_C_READS1, TPL_C_WRITES0, TPL_C_WRITES1,
     TPL_C_RETRIES, TPL_C_GROWTHS,
+    TPL_C_READ,                        /* CPU bytes read from DMA memory (CPU_BYTES "read") */
     TPL_STATS
 };
 
