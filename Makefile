@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report fusesoc-lint clean decode formal results
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results
 
 help:
 	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
@@ -20,6 +20,7 @@ help:
 	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
 	@echo "make formal       prove the stream handshake and no lost word (SymbiYosys, k-induction): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
+	@echo "make timing       modelled worst reg-to-reg paths of every engine and the top (7-series -1 delays, docs/timing.md)"
 	@echo "make bitstream    Vivado build of the PL top overlay, two DMAs (ENGINES=..., VIVADO=...); see docs/vivado.md"
 	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
 	@echo "make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
@@ -66,6 +67,9 @@ formal: setup
 
 report: setup
 	@$(ENV) $(PY) -m generators.report
+
+timing: setup
+	@$(ENV) $(PY) -m generators.report.timing $(if $(DESIGN),--design $(DESIGN))
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py
