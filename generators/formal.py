@@ -139,13 +139,19 @@ def yosys(script: str, cwd: Path, log: str = "yosys.log") -> None:
 
 XMR_RE = re.compile(r"^//! xmr\s+(\w+)\s*=\s*([\w.]+)\s*$", re.M)
 WHEN_RE = re.compile(r"^//! if-source-matches:\s*(.+?)\s*$", re.M)
+MODULES_RE = re.compile(r"^//! modules:\s*(.+?)\s*$", re.M)
 
 
 def props_for(module: str, body: str, props_dir: Path = PROPS_DIR) -> List[Path]:
-    """The props files of a module: `<module>.svh` and `<module>.<variant>.svh`, each kept when
-    every `//! if-source-matches: REGEX` line of it matches the module's source (a variant for
-    one generation of a template, e.g. the attention engine's single-frame input side)."""
+    """The props files of a module: `<module>.svh`, `<module>.<variant>.svh` and any file whose
+    `//! modules:` line names the module, each kept when every `//! if-source-matches: REGEX`
+    line of it matches the module's source (a variant for one generation of a template, e.g. the
+    attention engine's single-frame input side)."""
     files = sorted(props_dir.glob(f"{module}.svh")) + sorted(props_dir.glob(f"{module}.*.svh"))
+    # a props file shared by several modules names them: `//! modules: a b c`
+    for f in sorted(props_dir.glob("*.svh")):
+        if f not in files and any(module in line.split() for line in MODULES_RE.findall(f.read_text())):
+            files.append(f)
     keep = []
     for f in files:
         conds = WHEN_RE.findall(f.read_text())

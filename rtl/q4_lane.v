@@ -374,15 +374,14 @@ end
 wire [24:0]       mant_r = {1'b0, r5_mant} + {24'd0, r5_guard && (r5_sticky || r5_mant[0])};
 wire [7:0]        expo   = {1'b0, r5_lead} + 8'd103 + {7'd0, mant_r[24]};
 wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
-reg  [31:0]       r6_word;
-reg               r6_row, r6_bad;
+reg  [31:0]       r6_word;          // the row's word in its last beat's slot, else zero
+reg               r6_bad;
 always @(posedge aclk) begin
-    r6_row  <= r5_row;
     r6_bad  <= r5_bad;
-    r6_word <= r5_zero ? 32'd0 : {r5_neg, expo, frac};
+    r6_word <= (r5_zero || !r5_row) ? 32'd0 : {r5_neg, expo, frac};
 end
 
-assign psum = r6_row ? r6_word : 32'd0;
+assign psum = r6_word;
 assign ci   = 1'b0;
 assign bad  = r6_bad;
 

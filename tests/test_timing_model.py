@@ -254,3 +254,19 @@ def test_every_number_has_a_source():
         assert d.source in T.SOURCES, key
         assert d.ns >= 0 and d.name
     assert T.CLOCK_NS == 7.0 and T.BUDGET_NS == 6.0
+
+
+def test_max_fanout_is_routed_as_vivado_replicates_it(n):
+    a = n.bit()
+    n.ff("ra", "1", a, n.clk)
+    for i in range(64):
+        n.ff(f"r{i}", a, n.bit(), n.clk)
+    plain = T.analyze(n.json(), "t")["reg2reg"]["worst_ns"]
+    assert plain == pytest.approx(TCKO + route(64), abs=1e-3)
+    j = n.json()
+    j["modules"]["t"]["netnames"] = {"a": {"bits": [a], "attributes": {
+        "max_fanout": "00000000000000000000000000010000"}}}          # 16
+    res = T.analyze(j, "t")
+    # Vivado's synthesis makes copies of ra with at most 16 loads each
+    assert res["reg2reg"]["worst_ns"] == pytest.approx(TCKO + route(16), abs=1e-3)
+    assert res["replicated"] == [["ra.Q[0]", 64, 16]]

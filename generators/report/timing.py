@@ -482,7 +482,9 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
     ``{worst_ns, paths}``: ``paths`` the ``n_paths`` worst, one per distinct end cell, each
     ``{ns, start, end, cells: [[name, type, arrival_ns, what]], nets: [[net fanout,
     route_ns]]}``; plus ``over_budget`` (end cells whose worst path exceeds ``budget_ns``),
-    ``endpoints``, ``max_fanout`` (the ten largest nets: [driver, fanout]), ``unknown_cells``.
+    ``endpoints``, ``max_fanout`` (the ten largest nets: [driver, fanout]), ``replicated``
+    (registers whose MAX_FANOUT attribute the model honours: [driver, loads, max_fanout]),
+    ``unknown_cells``.
     """
     m = model or DEFAULT_MODEL
     _, mod = _top(netlist, top)
@@ -518,6 +520,17 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
                 elif dr == "input" and not _CLOCK_PINS.match(pn):
                     sinks[b].append((name, pn, i))
     fanout = {b: len(s) for b, s in sinks.items()}
+
+    # a register whose net carries MAX_FANOUT n is replicated by Vivado's synthesis so that no
+    # copy drives more than n loads (UG901); yosys keeps one: route it as its copies would be
+    replicated: Dict[int, Tuple[int, int]] = {}        # bit -> (loads, max_fanout)
+    for nname, nd in mod.get("netnames", {}).items():
+        mf = _param_int(nd.get("attributes", {}), "max_fanout", 0)
+        if mf > 0:
+            for b in nd.get("bits", []):
+                if isinstance(b, int) and fanout.get(b, 0) > mf:
+                    replicated[b] = (fanout[b], mf)
+                    fanout[b] = mf
 
     # readable names: the public net name of a bit (hdlname/`$`-free names first)
     bitname: Dict[int, str] = {}
@@ -748,6 +761,7 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
 
     results.update(
         max_fanout=[[drv_name(b), f] for f, b in big],
+        replicated=[[drv_name(b), loads, mf] for b, (loads, mf) in sorted(replicated.items())],
         unknown_cells=dict(unknown),
         clock_ns=CLOCK_NS, budget_ns=budget_ns,
         model={k: v.ns for k, v in m.delays.items() if k.startswith("ROUTE")},
