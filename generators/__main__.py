@@ -1,6 +1,10 @@
-"""Command line: `python -m generators list`, `python -m generators render DESIGN ...` and
-`python -m generators decode --checkpoint DIR --backend golden|rtl|board --prompt-ids 1,2,3` and
-`python -m generators chat` (the real model on the engines, generators/runtime/chat.py)."""
+"""Command line (``ternary-pynq`` or ``python -m generators``): ``list``, ``render DESIGN ...``;
+the runtime's ``convert MODEL -o FILE`` (a model image), ``info FILE``, ``decode`` and ``chat``
+(the real model on the engines, generators/runtime/chat.py and cli.py).
+
+Every mistake is answered with one line ``error: ...`` on stderr and exit code 2: argparse's
+own (an unknown option, a value of the wrong type), a generator parameter, and the runtime's
+named errors (``generators.runtime.cli.USER_ERRORS``), caught here and nowhere else."""
 from __future__ import annotations
 
 import argparse
@@ -49,9 +53,16 @@ def cmd_render(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its mistakes in one line (no usage block): ``error: ...``, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m generators",
-                                 description="Generate the PYNQ-Z1 ternary LLM engines.")
+    ap = _Parser(prog="ternary-pynq",
+                 description="Generate the PYNQ-Z1 ternary LLM engines; run models on them.")
     ap.add_argument("--version", action="version", version=__version__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="every design with its parameters, defaults and legal ranges")
@@ -62,21 +73,30 @@ def main(argv=None) -> int:
     r.add_argument("--json", action="store_true", help="print the manifest")
     from .runtime import chat
     from .runtime import cli as runtime_cli
+    runtime_cli.add_convert_parser(sub)
+    runtime_cli.add_info_parser(sub)
     runtime_cli.add_parser(sub)
     chat.add_parser(sub)
-    args = ap.parse_args(argv)
     try:
-        if args.cmd == "decode":
-            return runtime_cli.run(args)
-        if args.cmd == "chat":
-            return chat.run(args)
-        return cmd_list(args) if args.cmd == "list" else cmd_render(args)
-    except ParameterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        args = ap.parse_args(argv)
+    except SystemExit as exc:            # --help, --version, or a mistake (already answered)
+        return exc.code
+    commands = {"list": cmd_list, "render": cmd_render, "convert": runtime_cli.run_convert,
+                "info": runtime_cli.run_info, "decode": runtime_cli.run, "chat": chat.run}
+    try:
+        return commands[args.cmd](args)
+    except (ParameterError, *runtime_cli.USER_ERRORS) as exc:
+        sys.stdout.flush()
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except chat.USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print("\nerror: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ FORMAT_CODES = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY, "q4": FORMAT_Q4}
 
 #: bytes of one beat on an HP port's stream (64-bit AXI-Stream)
 HP_BEAT_BYTES = 8
+#: bytes of one output word on an engine's m_axis: a 32-bit result or the status word
+#: (DESIGN.md section 3)
+RESULT_BYTES = 4
 #: the fabric clock: IO PLL 1000 MHz / 7 (DESIGN.md section 2), the frequency every timing
 #: figure is computed for
 FCLK_HZ = 1e9 / 7
@@ -31,3 +34,9 @@ FCLK_MHZ = FCLK_HZ / 1e6
 FCLK_TOLERANCE_MHZ = 0.01
 #: the DDR wall measured on the board (the write-up, Stage 2): bytes per second over both HP ports
 DDR_WALL_BYTES_PER_S = 1.97e9
+
+#: the format byte's bit 7: a vectors word follows the header word (docs/vectors.md); the
+#: frame then carries B activation vectors and every row answers with B results
+VECTORS_FLAG = 0x80
+#: the largest B the vectors word can declare (its bits [7:0])
+MAX_VECTORS_FIELD = 0xFF

@@ -36,7 +36,8 @@ import math
 from typing import Optional, Tuple, Union
 
 import numpy as np
-from generators.contract import FORMAT_INT8, FORMAT_TERNARY, MATRIX_MAGIC, ROUTE_MAGIC
+from generators.contract import (FORMAT_INT8, FORMAT_TERNARY, MATRIX_MAGIC, ROUTE_MAGIC,
+                                 VECTORS_FLAG)
 
 __all__ = [
     "MAGIC", "FORMATS", "FORMAT_INT8", "FORMAT_TERNARY", "HEADER_BYTES", "BEAT_BYTES_ALLOWED",
@@ -269,12 +270,14 @@ def absmax_quantize_activations(x):
 # --------------------------------------------------------------------------- frames
 
 def header_bytes(k: int, n: int, fmt: Union[str, int], tag: int = 0, *,
-                 magic: int = MAGIC, beat_bytes: int = 8) -> bytes:
-    """The header, zero-padded to a whole number of beats (2 beats when beat_bytes = 4).
+                 magic: int = MAGIC, beat_bytes: int = 8, vectors: Optional[int] = None,
+                 reserved: int = 0) -> bytes:
+    """The header block, zero-padded to a whole number of beats (2 beats when beat_bytes = 4).
 
     Fields are only checked against their bit widths, so error-path tests can build a
     bad magic, K = 0, N = 0 or an unknown format. ``fmt`` is 'int8', 'ternary' or a raw
-    format byte 0..255.
+    format byte 0..255. ``vectors`` (0..255) sets the format byte's vectors flag and appends
+    the vectors word (B in bits [7:0], ``reserved`` in bits [63:8]; docs/vectors.md).
     """
     beat_bytes = _check_beat_bytes(beat_bytes)
     code = fmt if isinstance(fmt, (int, np.integer)) and not isinstance(fmt, bool) \
@@ -284,9 +287,15 @@ def header_bytes(k: int, n: int, fmt: Union[str, int], tag: int = 0, *,
     n = _check_int(n, "N", 0, 0xFFFF)
     tag = _check_int(tag, "tag", 0, 0xFF)
     magic = _check_int(magic, "magic", 0, 0xFFFF)
+    if vectors is not None:
+        code |= VECTORS_FLAG
     word = magic | (k << 16) | (n << 32) | (code << 48) | (tag << 56)
     hdr = word.to_bytes(HEADER_BYTES, "little")
-    return hdr + bytes(_round_up(HEADER_BYTES, beat_bytes) - HEADER_BYTES)
+    if vectors is not None:
+        vectors = _check_int(vectors, "vectors", 0, 0xFF)
+        reserved = _check_int(reserved, "reserved", 0, (1 << 56) - 1)
+        hdr += (vectors | reserved << 8).to_bytes(HEADER_BYTES, "little")
+    return hdr + bytes(_round_up(len(hdr), beat_bytes) - len(hdr))
 
 
 def decode_header(frame: bytes) -> dict:
@@ -308,12 +317,17 @@ def row_bytes(k: int, fmt: str) -> int:
     return k if _fmt_code(fmt) == FORMAT_INT8 else -(-k // TRITS_PER_BYTE)
 
 
-def frame_beat_count(k: int, n: int, fmt: str, beat_bytes: int = 8) -> int:
-    """Beats in a frame: ceil(8/B) + ceil(K/B) + N * ceil(row_bytes/B)."""
+def frame_beat_count(k: int, n: int, fmt: str, beat_bytes: int = 8,
+                     vectors: Optional[int] = None) -> int:
+    """Beats in a frame: ceil(8/b) + ceil(K/b) + N * ceil(row_bytes/b) for b-byte beats; with
+    ``vectors`` = B (docs/vectors.md): ceil(16/b) + B * ceil(K/b) + N * ceil(row_bytes/b)."""
     beat_bytes = _check_beat_bytes(beat_bytes)
     n = _check_int(n, "N", 0, 0xFFFF)
     rb = row_bytes(k, fmt)
-    return (-(-HEADER_BYTES // beat_bytes) + -(-int(k) // beat_bytes)
+    if vectors is None:
+        return (-(-HEADER_BYTES // beat_bytes) + -(-int(k) // beat_bytes)
+                + n * -(-rb // beat_bytes))
+    return (-(-2 * HEADER_BYTES // beat_bytes) + vectors * -(-int(k) // beat_bytes)
             + n * -(-rb // beat_bytes))
 
 
@@ -325,9 +339,11 @@ def build_frame(x, W, fmt: str, tag: int = 0, beat_bytes: int = 8, *,
                 pad_valid_trits: bool = False) -> bytes:
     """Build one input frame for the INT8 or ternary matrix-vector engine.
 
-    ``x``: K values in -128..127. ``W``: ``(N, K)``; int8 values for ``fmt='int8'``, trits
+    ``x``: K values in -128..127, or ``(B, K)``: B activation vectors, which makes a frame of
+    B vectors (the vectors flag and word, B x slots: docs/vectors.md; a (1, K) x gives a
+    B = 1 frame with the flag). ``W``: ``(N, K)``; int8 values for ``fmt='int8'``, trits
     (-1/0/+1, unpacked) for ``fmt='ternary'``. 1 <= K, N <= 65535, tag 0..255,
-    beat_bytes in (4, 8, 16). Returns ``frame_beat_count(K, N, fmt, beat_bytes) *
+    beat_bytes in (4, 8, 16). Returns ``frame_beat_count(K, N, fmt, beat_bytes[, B]) *
     beat_bytes`` bytes.
 
     ``pad_fill`` controls the row padding bytes (the engine must ignore them):
@@ -344,15 +360,17 @@ def build_frame(x, W, fmt: str, tag: int = 0, beat_bytes: int = 8, *,
     code = _fmt_code(fmt)
     tag = _check_int(tag, "tag", 0, 0xFF)
     xa = np.asarray(x)
-    if xa.ndim != 1:
-        raise ValueError(f"build_frame: x must be 1-D (K,), got shape {xa.shape}")
-    xa = _as_integral_array(xa, "build_frame x", -128, 127)
+    if xa.ndim not in (1, 2) or (xa.ndim == 2 and not 1 <= xa.shape[0] <= 0xFF):
+        raise ValueError(f"build_frame: x must be (K,) or (B, K) with 1 <= B <= 255, got shape "
+                         f"{xa.shape}")
+    vectors = xa.shape[0] if xa.ndim == 2 else None
+    xa = _as_integral_array(xa, "build_frame x", -128, 127).reshape(vectors or 1, xa.shape[-1])
     Wa = np.asarray(W)
     if Wa.ndim != 2:
         raise ValueError(f"build_frame: W must be 2-D (N, K), got shape {Wa.shape}")
     n, k = Wa.shape
-    if k != xa.shape[0]:
-        raise ValueError(f"build_frame: W has K={k} columns but x has {xa.shape[0]} elements")
+    if k != xa.shape[1]:
+        raise ValueError(f"build_frame: W has K={k} columns but x has {xa.shape[1]} elements")
     _check_int(k, "K", 1, 0xFFFF)
     _check_int(n, "N", 1, 0xFFFF)
     if pad_fill is not None and not isinstance(pad_fill, np.random.Generator):
@@ -366,10 +384,10 @@ def build_frame(x, W, fmt: str, tag: int = 0, beat_bytes: int = 8, *,
             return rng.integers(0, hi + 1, size=shape, dtype=np.uint8)
         return np.full(shape, pad_fill, dtype=np.uint8)
 
-    # x, padded to a whole beat
+    # x (each vector), padded to a whole beat
     xbytes = _round_up(k, beat_bytes)
-    xbuf = fill(xbytes) if pad_x else np.zeros(xbytes, dtype=np.uint8)
-    xbuf[:k] = xa.astype(np.int8).view(np.uint8)
+    xbuf = fill((len(xa), xbytes)) if pad_x else np.zeros((len(xa), xbytes), dtype=np.uint8)
+    xbuf[:, :k] = xa.astype(np.int8).view(np.uint8)
 
     # rows
     if code == FORMAT_INT8:
@@ -391,7 +409,8 @@ def build_frame(x, W, fmt: str, tag: int = 0, beat_bytes: int = 8, *,
     rows = fill((n, rstride), MAX_VALID_TRIT_BYTE if (pad_valid_trits and code ==
                                                       FORMAT_TERNARY) else 255)
     rows[:, :rb] = payload
-    return header_bytes(k, n, code, tag, beat_bytes=beat_bytes) + xbuf.tobytes() + rows.tobytes()
+    return (header_bytes(k, n, code, tag, beat_bytes=beat_bytes, vectors=vectors)
+            + xbuf.tobytes() + rows.tobytes())
 
 
 def frame_beats(frame_bytes: bytes, beat_bytes: int = 8) -> list:
@@ -449,14 +468,21 @@ def parse_frame(frame_bytes: bytes, beat_bytes: int = 8, *, strict: bool = True)
 OVERLAY_ROUTE_MAGIC = ROUTE_MAGIC
 
 
+def route_word(context: int, tag: int) -> int:
+    """Port 1's first word of an attention frame's odd half (docs/overlay.md): [15:0] 0xA77F,
+    [31:16] L, [63:56] the tag, other bits 0."""
+    return OVERLAY_ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56)
+
+
 def split_attention_frame(frame: bytes, context: int = 0, tag: int = 0) -> Tuple[bytes, bytes]:
     """Split a 16-byte-beat attention frame into the two DMA halves of the overlay
     (docs/overlay.md): port 0 gets bytes 16i..16i+7 of every beat (the header word with
     magic 0xA77E first), port 1 a route word ([15:0] 0xA77F, [31:16] L, [63:56] tag) followed by
-    bytes 16i+8..16i+15. Each half is sent as one DMA transfer (tlast on its last word)."""
+    bytes 16i+8..16i+15. Each half ends with tlast on its last word.
+
+    The runtime splits only the header block and q this way (its K and V rows already live in
+    DMA memory split by port, docs/runtime.md); the one definition of the split."""
     if len(frame) % 16:
         raise ValueError(f"attention frame of {len(frame)} bytes is not whole 16-byte beats")
-    even = b"".join(frame[i:i + 8] for i in range(0, len(frame), 16))
-    odd = b"".join(frame[i + 8:i + 16] for i in range(0, len(frame), 16))
-    route = (OVERLAY_ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56))
-    return even, route.to_bytes(8, "little") + odd
+    w = np.frombuffer(bytes(frame), "<u8").reshape(-1, 2)
+    return w[:, 0].tobytes(), route_word(context, tag).to_bytes(8, "little") + w[:, 1].tobytes()

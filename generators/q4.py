@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Tuple
 
 import numpy as np
-from generators.contract import FORMAT_Q4, MATRIX_MAGIC
+from generators.contract import FORMAT_Q4, MATRIX_MAGIC, VECTORS_FLAG
 
 __all__ = ["FORMAT_Q4", "Q4_1_BLOCK_BYTES", "q4_row_beats", "q4_row_bytes",
            "q4_1_blocks_to_raw", "q4_1_raw_to_blocks", "pack_q4_rows", "pack_q4_rows_raw",
@@ -160,18 +160,26 @@ def quantize_q4_1(w) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def build_q4_frame(x, rows, k: int, tag: int = 0) -> bytes:
-    """Header, x (K INT8 values, zero-padded to a beat), then the row images (N, q4_row_bytes)."""
+    """Header, x (K INT8 values, zero-padded to a beat), then the row images (N, q4_row_bytes).
+
+    ``x`` of shape (B, K) makes a frame of B vectors (the vectors flag and word, then B x
+    slots: docs/vectors.md)."""
     x = np.asarray(x)
-    if x.shape != (k,) or np.any(x < -128) or np.any(x > 127):
-        raise ValueError(f"x must be {k} values in -128..127")
+    multi = x.ndim == 2
+    if (x.shape[-1:] != (k,) or x.ndim not in (1, 2) or (multi and not 1 <= len(x) <= 255)
+            or np.any(x < -128) or np.any(x > 127)):
+        raise ValueError(f"x must be {k} values in -128..127, or (B, {k}) with 1 <= B <= 255")
     rows = np.asarray(rows, dtype=np.uint8)
     n = rows.shape[0]
     if rows.shape != (n, q4_row_bytes(k)) or not 1 <= n <= 65535:
         raise ValueError(f"rows of shape {rows.shape}, K={k} needs (N, {q4_row_bytes(k)})")
     if not 0 <= tag <= 255:
         raise ValueError("tag out of range 0..255")
-    hdr = (MAGIC | k << 16 | n << 32 | FORMAT_Q4 << 48 | tag << 56).to_bytes(8, "little")
-    xb = x.astype(np.int8).tobytes() + bytes((-k) % BEAT)
+    code = FORMAT_Q4 | (VECTORS_FLAG if multi else 0)
+    hdr = (MAGIC | k << 16 | n << 32 | code << 48 | tag << 56).to_bytes(8, "little")
+    if multi:
+        hdr += int(len(x)).to_bytes(8, "little")
+    xb = b"".join(v.astype(np.int8).tobytes() + bytes((-k) % BEAT) for v in x.reshape(-1, k))
     return hdr + xb + rows.tobytes()
 
 

@@ -5,7 +5,7 @@
                              "Q4_1 SmolLM2-135M at context 512: engine + DDR wall + host")])
 
 Each target (`make sim`, `make report`, `make decode`, `make quality`, `make timing`,
-`make host-bench`) writes ``docs/results/<target>.json``: the command, the commit and the date
+`make host-bench`, `make image`) writes ``docs/results/<target>.json``: the command, the commit and the date
 it ran at, and its figures, each with a key, a value, a unit and a label saying what kind of
 figure it is:
 
@@ -34,7 +34,7 @@ __all__ = ["LABELS", "TARGETS", "figure", "record", "load", "render", "display",
 
 LABELS = ("simulated", "synthesised (yosys)", "modelled", "measured")
 #: the targets that write figures, in the order docs/results.md shows them
-TARGETS = ("sim", "report", "timing", "decode", "host-bench", "quality", "test")
+TARGETS = ("sim", "report", "timing", "decode", "host-bench", "image", "quality", "test")
 
 _PKG = Path(__file__).resolve().parent
 REPO = _PKG.parent
@@ -84,20 +84,24 @@ def _git(*args: str) -> str:
 
 
 def record(target: str, figures: Sequence[Mapping], command: Optional[str] = None,
-           out_dir: Optional[Path] = None, note: str = "") -> Path:
-    """Write ``docs/results/<target>.json`` (replacing the target's earlier figures).
+           out_dir: Optional[Path] = None, note: str = "", variant: str = "") -> Path:
+    """Write ``docs/results/<target>.json`` (``<target>-<variant>.json`` for a variant of the
+    target, e.g. ``make sim SIM=icarus``), replacing that file's earlier figures.
 
-    Refuses duplicate keys and keys that another target already writes, so that each figure
+    Refuses duplicate keys and keys that another file already holds, so that each figure
     has one source."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not one of {TARGETS}")
+    if variant and not _KEY_RE.match(variant):
+        raise ValueError(f"variant {variant!r}: lower-case letters, digits, '.', '_', '-'")
+    name = f"{target}-{variant}" if variant else target
     keys = [f["key"] for f in figures]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise ValueError(f"{target}: figure keys given twice: {dup}")
     out_dir = Path(out_dir) if out_dir else RESULTS_DIR
     for other, data in load(out_dir).items():
-        if other != target:
+        if other != name:
             clash = sorted(set(keys) & {f["key"] for f in data["figures"]})
             if clash:
                 raise ValueError(f"{target}: keys {clash} are already written by "
@@ -105,22 +109,22 @@ def record(target: str, figures: Sequence[Mapping], command: Optional[str] = Non
     commit = _git("rev-parse", "--short=10", "HEAD") or "unknown"
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
-    data = {"target": target, "command": command or f"make {target}", "commit": commit,
+    data = {"target": target, "variant": variant, "command": command or f"make {target}",
+            "commit": commit,
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "note": note, "figures": [dict(f) for f in figures]}
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{target}.json"
+    path = out_dir / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return path
 
 
 def load(out_dir: Optional[Path] = None) -> Dict[str, Dict]:
-    """Every target's file, by target name."""
+    """Every results file, by its name (the target, or target-variant)."""
     d = Path(out_dir) if out_dir else RESULTS_DIR
     out = {}
     for p in sorted(d.glob("*.json")) if d.exists() else []:
-        data = json.loads(p.read_text())
-        out[data["target"]] = data
+        out[p.stem] = json.loads(p.read_text())
     return out
 
 
@@ -137,7 +141,8 @@ def render(out: Optional[Path] = None, out_dir: Optional[Path] = None) -> str:
              "(counted in an RTL simulation), **synthesised (yosys)** (a yosys `synth_xilinx`",
              "estimate), **modelled** (a documented model), **measured** (on the machine named).",
              "Do not edit by hand.", ""]
-    order = [t for t in TARGETS if t in data] + sorted(t for t in data if t not in TARGETS)
+    rank = {t: i for i, t in enumerate(TARGETS)}
+    order = sorted(data, key=lambda n: (rank.get(data[n]["target"], len(TARGETS)), n))
     for t in order:
         d = data[t]
         lines += [f"## {t}", "",

@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sim", default="verilator", choices=runner.SIMULATORS)
     ap.add_argument("--beats", type=int, default=6000, help="input beats per engine")
     args = ap.parse_args(argv)
-    rows, failed = [], 0
+    rows, failed, figs = [], 0, []
+    t_all = time.time()
     for design, params, module in configs():
         t0 = time.time()
         print(f"[sim] {design}: building and running on {args.sim} ...", flush=True)
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
             res = json.loads(res_file.read_text()) if res_file.exists() else {}
             ok = False
         failed += not ok
+        figs += _figures(design, res, ok)
         p = ", ".join(f"{k}={v}" for k, v in man["parameters"].items())
         rows.append((design, p, res.get("rows", "-"), res.get("mismatches", "FAILED"),
                      f"{res['duty']:.1f}" if "duty" in res else "-",
@@ -82,7 +84,38 @@ def main(argv=None) -> int:
     print("\n".join(table))
     (REPO / "build" / "sim").mkdir(parents=True, exist_ok=True)
     (REPO / "build" / "sim" / "summary.md").write_text("\n".join(table) + "\n")
+    from generators.results import figure, record
+    wall = round(time.time() - t_all)
+    figs.append(figure("sim.wall_s", wall, "s", "measured",
+                       f"make sim's run time on this machine ({args.sim}, builds cached or not)"))
+    path = record("sim", figs, command=f"make sim SIM={args.sim}",
+                  variant="" if args.sim == "verilator" else args.sim,
+                  note=f"{args.sim}; every output word compared with the numpy golden model; "
+                       f"{'all passed' if not failed else f'{failed} design(s) FAILED'}.")
+    print(f"[sim] figures written to {path.relative_to(REPO)} (make results renders docs/results.md)")
     return 1 if failed else 0
+
+
+def _figures(design: str, res: dict, ok: bool) -> list:
+    """The summary row of one design as results figures (simulated)."""
+    from generators.results import figure
+    k = f"sim.{design}"
+    out = [figure(f"{k}.status", "passed" if ok else "FAILED", "", "simulated",
+                  f"{design}: every output word against the golden model")]
+    if "rows" in res:
+        unit = "words" if design == "attention-engine" else "rows"
+        out.append(figure(f"{k}.rows", int(res["rows"]), unit, "simulated",
+                          f"{design}: {unit} checked"))
+    if "mismatches" in res:
+        out.append(figure(f"{k}.mismatches", int(res["mismatches"]), "", "simulated",
+                          f"{design}: mismatching words"))
+    if "duty" in res:
+        out.append(figure(f"{k}.duty", round(float(res["duty"]), 1), "%", "simulated",
+                          f"{design}: s_axis_tready high, share of the cycles of a frame"))
+    if "latency" in res:
+        out.append(figure(f"{k}.latency", str(res["latency"]), "cycles", "simulated",
+                          f"{design}: latency, last input beat to first result"))
+    return out
 
 
 if __name__ == "__main__":

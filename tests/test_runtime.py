@@ -1,6 +1,8 @@
 """The decoder runtime without a simulator: checkpoint errors, quantisers, images, the golden
-backend against the exact golden models, the DMA host code on the register model, engine
-errors, the context limit, and the numerics against a float64 reference (tests/runtime_reference.py).
+fabric against the exact golden models, every attention frame the DMAs send against the frame
+rebuilt from the KV cache, engine errors, the context limit, and the numerics against a float64
+reference (tests/runtime_reference.py). The memory plan, the DMA chains and their faults, and
+the host's memory: tests/test_runtime_dma.py.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import pytest
 from generators.golden import mv as gmv
 from generators.runtime import (CheckpointError, ContextError, Decoder, EngineError, Model,
                                 convert, load_checkpoint, make_backend)
-from generators.runtime.backends import model_dma_backend, split_attention_frame
 from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.quantise import KVCache, quantise_activations, quantise_int8_rows
 from generators.runtime.synthetic import TINY, write_checkpoint
@@ -117,7 +118,7 @@ def test_kv_cache_step_grows_and_requantises():
 
 def test_images_save_load_and_layout(models, tmp_path):
     m = models["ternary"]
-    p = m.save(tmp_path / "m.npz")
+    p = m.save(tmp_path / "m.tpimg")
     m2 = Model.load(p)
     q = m2.matrices["layers.1.gate"]
     assert q.rows == [256, 256] and q.k == 192
@@ -129,75 +130,102 @@ def test_images_save_load_and_layout(models, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["int8", "ternary"])
-def test_golden_backend_equals_exact_golden_model(models, fmt):
-    """The vectorised golden backend against generators.golden.mv on the whole frames."""
+def test_golden_fabric_fast_path_equals_exact_golden_model(models, fmt):
+    """The golden fabric's vectorised matrix path against generators.golden.mv on the whole
+    frame, for every matrix half as the runtime's descriptors send it ([header][x][rows])."""
     m = models[fmt]
     rng = np.random.default_rng(0)
     be = make_backend("golden", m)
+    fab, mem = be.fabric, be.memory
+    xa, _ = be._item("frames", ("x", "down"))
     for q in m.matrices.values():
         x = rng.integers(-128, 128, q.k).astype(np.int8)
-        fast = be.matrices([(q, x, 7)])[0]
+        mem.write(xa, x.view(np.uint8))
         for p in (0, 1):
-            img = q.images[p].copy()
-            img[:8] = np.frombuffer(q.header(p, 7), np.uint8)
-            img[8:8 + q.k] = x.view(np.uint8)
-            want = [w for w, _ in gmv.mv_frame([int(b) for b in img.view("<u8")], 8,
-                                               gmv.FMT_INT8 if fmt == "int8" else gmv.FMT_TERNARY,
-                                               ENG.max_k)]
-            assert fast[p].tolist() == want, q.name
+            a = be._image_addr[(q.name, p)]
+            segs = [(a, 8), (xa, q.x_bytes),
+                    (a + 8 + q.x_bytes, len(q.images[p]) - 8 - q.x_bytes)]
+            fast = fab._fast_matrix(segs)
+            assert fast is not None
+            beats = [int(b) for b in mem.gather(segs).view("<u8")]
+            want = [w for w, _ in gmv.mv_frame(beats, 8, gmv.FMT_INT8 if fmt == "int8"
+                                               else gmv.FMT_TERNARY, ENG.max_k)]
+            assert fast.tolist() == want, q.name
 
 
-def _same(t1, t2):
-    return len(t1) == len(t2) and all(
-        a[:3] == b[:3] and len(a[3]) == len(b[3])
-        and all(np.array_equal(x, y) for x, y in zip(a[3], b[3])) for a, b in zip(t1, t2))
+def split_back(even: bytes, odd: bytes) -> bytes:
+    """The 16-byte-beat frame from its two port halves (port 1's route word skipped)."""
+    e = np.frombuffer(even, "<u8")
+    o = np.frombuffer(odd, "<u8")[1:]
+    n = min(len(e), len(o))
+    return np.stack([e[:n], o[:n]], axis=1).tobytes()
 
 
-def test_dma_host_code_on_register_model_equals_golden(models):
-    """The board/rtl host code (stand-in channel) over the AXI DMA register model, DDR not zeroed."""
-    m = models["int8"]
-    t1, t2 = [], []
-    a = list(Decoder(m, make_backend("golden", m), trace=t1).generate(PROMPT, 3))
-    be = model_dma_backend(m)
-    assert be.out[0][-1] == 0xA5A5A5A5                    # DDR garbage, not zeros
-    b = list(Decoder(m, be, trace=t2).generate(PROMPT, 3))
-    assert a == b and _same(t1, t2)
-
-
-def test_attention_split_over_two_ports():
+def test_attention_frames_in_place_equal_the_rebuilt_frame(models):
+    """What the DMAs send for every attention frame (the header+q part, then K and V straight
+    from the KV cache in DMA memory) is exactly the frame generators.golden.attention builds
+    from the cache's rows, split over the two ports by generators.packing.split_attention_frame;
+    and the cache in DMA memory holds, on port p, the 8-byte words p, p + 2, ... of each row."""
     from generators.golden import attention as gatt
-    cfg = ENG.attention_config()
-    rng = np.random.default_rng(1)
-    q = rng.integers(-128, 128, (3, 64))
-    K = rng.integers(-127, 128, (5, 64))
-    fr = gatt.build_attention_frame(q, K, K, 100, 20, 9, cfg)
-    even, odd = split_attention_frame(fr)
-    w = np.frombuffer(fr, "<u8")
-    assert len(even) == len(w) // 2 and np.array_equal(even, w[0::2])
-    assert int(odd[0]) == 0xA77F | (5 << 16) | (9 << 56) and np.array_equal(odd[1:], w[1::2])
-    from generators.packing import split_attention_frame as overlay_split   # branch overlay's
-    e2, o2 = overlay_split(fr, 5, 9)
-    assert e2 == even.tobytes() and o2 == odd.tobytes()
+    from generators.packing import split_attention_frame
+    m = models["int8"]
+    be = make_backend("golden", m)
+    dec = Decoder(m, be)
+    sent = {0: [], 1: []}
+    send = be.fabric.send
+
+    def spy(port, segments, done):
+        data = be.memory.gather(segments)
+        if int(data[:8].view("<u8")[0]) & 0xFFFF in (0xA77E, 0xA77F):
+            sent[port].append(data.tobytes())
+        send(port, segments, done)
+
+    be.fabric.send = spy
+    cfg = m.engines.attention_config()
+    for pos, tok in enumerate([5, 9, 200, 7]):
+        dec.step(tok)
+        L = pos + 1
+        for layer in range(m.config.num_hidden_layers):
+            K, V = dec.kv.rows("K", layer, 0, L), dec.kv.rows("V", layer, 0, L)
+            even, odd = sent[0].pop(0), sent[1].pop(0)
+            frame = split_back(even, odd)
+            h0 = int(np.frombuffer(frame[:8], "<u8")[0])
+            sc = np.frombuffer(frame[8:20], "<u4")
+            q = np.frombuffer(frame[32:32 + 192], np.int8).reshape(3, 64)
+            fr = gatt.build_attention_frame(q, K, V, [int(w) & 0xFFFF for w in sc],
+                                            [int(w) >> 16 & 0xFF for w in sc], h0 >> 56, cfg)
+            assert (even, odd) == split_attention_frame(fr, L, h0 >> 56)
+            assert h0 >> 16 & 0xFFFF == L
+    assert not sent[0] and not sent[1]
+    kvb, plan = be.buf["kv"], be.plan
+    for layer in range(2):
+        for which in ("K", "V"):
+            rows = dec.kv.rows(which, layer, 0, 4)
+            for p in (0, 1):
+                off = plan.kv_offset(p, "KV".index(which), layer, 0)
+                got = kvb[off:off + 4 * plan.kv_row].view(np.int8).reshape(4, 4, 8)
+                assert np.array_equal(got, rows.reshape(4, 4, 2, 8)[:, :, p])
 
 
 # ------------------------------------------------------------------ bad input
 
 class _Flagging:
-    """A backend whose answers carry a status flag (BAD_TRIT on matrix `which`)."""
+    """Wraps a backend's run(): the answers of matrix ``which`` carry a status flag (BAD_TRIT
+    on port 1)."""
 
     def __init__(self, inner, which):
         self.inner, self.which = inner, which
 
-    def matrices(self, calls):
-        out = self.inner.matrices(calls)
-        for (m, _, _), words in zip(calls, out):
-            if m.name == self.which:
+    def __getattr__(self, k):
+        return getattr(self.inner, k)
+
+    def run(self, layer, kind):
+        out = self.inner.run(layer, kind)
+        for f, words in out:
+            if f.name == self.which:
                 words[1] = words[1].copy()
                 words[1][-1] |= gmv.BAD_TRIT << 8
         return out
-
-    def attention(self, frames):
-        return self.inner.attention(frames)
 
 
 def test_status_flags_raise_with_names_layer_and_matrix(models):
@@ -208,7 +236,7 @@ def test_status_flags_raise_with_names_layer_and_matrix(models):
 
 
 def test_bad_trit_in_an_image_is_reported(models, tmp_path):
-    m = Model.load(models["ternary"].save(tmp_path / "t.npz"))
+    m = Model.load(models["ternary"].save(tmp_path / "t.tpimg"))
     img = m.matrices["layers.0.up"].images[0]
     img[8 + 192 + 3] = 250                                # a byte no 5 trits make
     with pytest.raises(EngineError, match=r"BAD_TRIT .*layer 0, matrix up, port 0"):
@@ -219,9 +247,12 @@ def test_attention_flags_raise(models):
     m = models["int8"]
 
     class Bad(_Flagging):
-        def attention(self, frames):
-            out = self.inner.attention(frames)
-            return [np.array([o[-1] | (0x08 << 8)], np.uint32) for o in out]
+        def run(self, layer, kind):
+            out = self.inner.run(layer, kind)
+            if kind == "att":
+                out = [(f, [np.array([w[0][-1] | (0x08 << 8)], np.uint32), None])
+                       for f, w in out]
+            return out
 
     with pytest.raises(EngineError, match=r"SHORT_FRAME \(layer 0, attention KV head 0"):
         list(Decoder(m, Bad(make_backend("golden", m), "")).generate(PROMPT, 1))
@@ -229,20 +260,10 @@ def test_attention_flags_raise(models):
 
 def test_prompt_longer_than_max_context_refused_before_any_work(models):
     m = models["int8"]
-
-    class Counting:
-        calls = 0
-
-        def matrices(self, c):
-            Counting.calls += 1
-            raise AssertionError("engine used")
-
-        attention = matrices
-
+    be = make_backend("golden", m)
     with pytest.raises(ContextError, match="max_context 32"):
-        next(Decoder(m, Counting()).generate(list(range(33)), 1))
-    assert Counting.calls == 0
-
+        next(Decoder(m, be).generate(list(range(33)), 1))
+    assert be.transfers_run == 0
 
 # ------------------------------------------------------------------ numerics
 

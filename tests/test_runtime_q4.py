@@ -110,11 +110,19 @@ def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
     # dequantisation (the checkpoint's float tensor) and x the INT8 activations
     be = make_backend("golden", m)
     x = np.random.default_rng(0).integers(-128, 128, k).astype(np.int8)
-    words = be.matrices([(qm, x, 3)])[0]
+    xa, _ = be._item("frames", ("x", "qkv"))
+    be.memory.write(xa, x.view(np.uint8))
+    words = []
+    for p in (0, 1):
+        a = be._image_addr[(qm.name, p)]
+        words.append(be.fabric._matrix(p, [(a, 8), (xa, qm.x_bytes),
+                                           (a + 8 + qm.x_bytes, len(qm.images[p]) - 8
+                                            - qm.x_bytes)]))
     y = np.concatenate([w[:-1].view(np.float32) for w in words])
     ref = q4_gguf.tensors[name].astype(np.float64) @ x.astype(np.float64)
     assert np.array_equal(y, ref.astype(np.float32))
-    assert all(int(w[-1]) == gmv.status_word(3, 0, r) for w, r in zip(words, qm.rows))
+    tag = next(f.tag for t in be.plan.transfers for f in t.frames if f.name == qm.name)
+    assert all(int(w[-1]) == gmv.status_word(tag, 0, r) for w, r in zip(words, qm.rows))
 
 
 def test_gguf_other_types_run_as_int8(tmp_path):
@@ -160,7 +168,7 @@ def test_float_checkpoint_requantised_with_one_notice(tiny_dir, tmp_path):
     assert len(notes) == 1 and "quantised to Q4_1" in notes[0] and "\n" not in notes[0]
     assert {q.fmt for q in m.matrices.values()} == {"q4"}
     # one file: save and load keep the format per matrix and the frames
-    m2 = Model.load(m.save(tmp_path / "q4.npz"))
+    m2 = Model.load(m.save(tmp_path / "q4.tpimg"))
     assert m2.fmt == "q4" and all(
         a.fmt == b.fmt and all(np.array_equal(x, y) for x, y in zip(a.images, b.images))
         for a, b in zip(m.matrices.values(), m2.matrices.values()))
@@ -198,21 +206,23 @@ def q4_model(tiny_dir):
     return convert(load_checkpoint(tiny_dir, ENG), "q4", ENG, notice=None)
 
 
-def test_decoder_q4_golden_equals_dma_host_on_register_model(q4_model):
-    """The golden backend's fast path against the DMA host code on the register model,
-    whose fabric runs generators.golden.overlay's exact frame models: same tokens, every
-    word identical."""
+def test_decoder_q4_fast_path_equals_the_exact_frame_model(q4_model):
+    """The golden fabric's fast Q4 path against the same decoder with every matrix frame
+    answered by generators.golden.overlay's exact frame models: same tokens, every word
+    identical."""
     m = q4_model
     tg, td = [], []
     gold = list(Decoder(m, make_backend("golden", m), trace=tg).generate(
         [1, 2], 2, temperature=1.0, seed=2))
-    dm = make_backend("dma-model", m)
-    dma = list(Decoder(m, dm, trace=td).generate([1, 2], 2, temperature=1.0, seed=2))
+    exact = make_backend("golden", m)
+    exact.fabric._fast_matrix = lambda segments: None
+    dma = list(Decoder(m, exact, trace=td).generate([1, 2], 2, temperature=1.0, seed=2))
     assert gold == dma
     assert len(tg) == len(td) and all(
         a[:3] == b[:3] and all(np.array_equal(x, y) for x, y in zip(a[3], b[3]))
         for a, b in zip(tg, td))
-    assert sum(1 for e in tg if e[0] == "matrix") == 3 * (7 * 2 + 1)   # 3 steps, 2 layers
+    # 3 steps of 2 layers, the LM head after the prompt's last token and the next one
+    assert sum(1 for e in tg if e[0] == "matrix") == 3 * 7 * 2 + 2
 
 
 def test_overlay_without_the_q4_lane_is_a_clear_error(q4_model):

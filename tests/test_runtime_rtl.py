@@ -66,7 +66,7 @@ def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
     """A byte no 5 trits make (250) in layer 0's k_proj, port 1 half: the RTL engine answers
     BAD_TRIT and the decoder names the flag, the layer, the matrix and the port."""
     from generators.runtime import EngineError, Model
-    m = Model.load(convert(ck, "ternary", ENG).save(tmp_path / "t.npz"))
+    m = Model.load(convert(ck, "ternary", ENG).save(tmp_path / "t.tpimg"))
     q = m.matrices["layers.0.k"]
     q.images[1][8 + q.x_bytes + 5] = 250
     be = make_backend("rtl", m)

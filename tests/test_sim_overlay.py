@@ -1,14 +1,24 @@
-"""cocotb simulation of the PYNQ-Z1 overlay top on Verilator and Icarus (small max_k and
-max_context; `make sim` runs the PYNQ-Z1 configuration). Every output word of both ports is
-compared with generators.golden.overlay."""
+"""cocotb simulation of the PYNQ-Z1 overlay top on Verilator and Icarus: a small configuration
+(max_k 64: x in LUTRAM banks) and the bitstream's own (the generator defaults: max_k 2048, x in
+BRAM banks; max_context 2048). Every output word of both ports is compared with
+generators.golden.overlay."""
 import pytest
 
+import generators
 from generators.cosim import runner
 
 MOD = "sim.overlay.test_overlay"
 PARAMS = {"max_k": 64, "max_context": 8}
 TESTS = {"verilator": ["test_mixed_traffic", "test_bad_frames", "test_output_stall"],
          "icarus": ["test_mixed_traffic", "test_bad_frames"]}
+
+#: the bitstream's configuration: `make bitstream` and `make sim` build the defaults
+PYNQ_Z1 = {}
+#: its traffic: all three formats on both ports with K up to 2048 (a quarter of the frames at
+#: K = max_k, the deepest x-bank address), rows cut to about 320 words a frame, attention
+#: contexts up to 160, free flow then pauses and backpressure with the halves skewed; bad
+#: frames under pauses and backpressure (TB_QUICK)
+PYNQ_ENV = {"TB_BEATS": "9000", "TB_FRAME_WORDS": "320", "TB_L_MAX": "160", "TB_QUICK": "1"}
 
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
@@ -18,6 +28,20 @@ def test_overlay(sim):
         env["TB_QUICK"] = "1"       # bad frames under pauses only (Icarus is ~8x slower)
     r = runner.run("overlay", PARAMS, sim, MOD, testcase=TESTS[sim], extra_env=env)
     assert r["tests"] == len(TESTS[sim])
+
+
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.long)])
+def test_overlay_pynq_z1(sim):
+    """The configuration the bitstream carries (issue 19, item 5): mixed traffic and bad frames.
+    Verilator in make test (about 1.5 min with its build), Icarus in make test-long (about
+    3 min: the same traffic, the 48-MAC attention engine is slow on Icarus)."""
+    top = generators.core.build("overlay", PYNQ_Z1)
+    assert top.p["max_k"] == 2048 and top.matrix().x_bram(), "not the BRAM x banks"
+    r = runner.run("overlay", PYNQ_Z1, sim, MOD, testcase=["test_mixed_traffic",
+                                                            "test_bad_frames"],
+                   extra_env=PYNQ_ENV)
+    assert r["tests"] == 2
+    assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
 
 
 def _swap_halves(gen_dir):

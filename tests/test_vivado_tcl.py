@@ -8,6 +8,37 @@ as one module reference with one AXI DMA per HP port, the DMA stream widths from
 the clock association of aclk, that block-design critical warnings stop the build, that every
 generated source is added, and that the timing gate stops the build before write_bitstream.
 
+The block design. tests/tcl_stubs/bd_model.tcl models the pins each cell has for its
+configuration, the nets, IP integrator's clock propagation and what validate_bd_design reports,
+with Vivado's message IDs and texts as public Vivado logs and scripts quote them:
+  - [BD 41-238] "Port/Pin property FREQ_HZ does not match between /X/aclk(100000000) and
+    /zynq_ultra_ps_e_0/pl_clk0(99999001)" and [BD 41-237] "Bus Interface property FREQ_HZ does
+    not match between /X/s_axi_lite(100000000) and /axi_smc/M00_AXI(99999001)" for a clock that
+    declares a FREQ_HZ of its own (a KV260 IP-packaging script, package_accelerator_ip.tcl; a
+    2023.2 Xilinx change request "[BD 41-238] ... /axi_ethernet_0/gtx_clk(125000000) and
+    /axi_ethernet_0_refclk/clk_out2(124999000)"); [BD 41-237] with FREQ_HZ 142857132 on a
+    PYNQ-Z2 design (Xilinx/PYNQ_Composable_Pipeline issue 71);
+  - the PS7's FCLK at 142857132 Hz and CLK_DOMAIN <bd>_<ps7 cell>_0_FCLK_CLKn in the
+    X_INTERFACE_PARAMETER Vivado writes on a module reference's clock ("XIL_INTERFACENAME clk,
+    FREQ_HZ 142857132, ..., CLK_DOMAIN design_1_processing_system7_0_1_FCLK_CLK1", a 2021.2
+    module_ref stub; "CLK_DOMAIN base_ps7_0_0_FCLK_CLK1" in PYNQ-Z1 base-overlay wrappers);
+  - [BD 41-967] "AXI interface pin /X/S_AXI is not associated to any clock pin" followed by
+    [BD 41-237] FREQ_HZ (100000000 against the real clock) for an interface missing from
+    ASSOCIATED_BUSIF; Vivado's inference adding ASSOCIATED_BUSIF to a lone clock ([IP_Flow
+    19-4728], laurencebarker/Saturn issue 7);
+  - [BD 41-758] "The following clock pins are not connected to a valid clock source:" (ERROR);
+    [BD 5-232] "No interface pins matched 'get_bd_intf_pins X'" then [BD 5-106] "Arguments to
+    the connect_bd_intf_net command cannot be empty."; [BD 5-235] "No pins matched
+    'get_bd_pins X'"; [BD 41-701] for connect_bd_net; [Common 17-39] "'cmd' failed due to
+    earlier errors.";
+  - the AXI DMA address spaces Data_MM2S, Data_S2MM, Data_SG and the PS7 segments
+    HPn_DDR_LOWOCM (PYNQ board Tcl: assign_bd_address ... [get_bd_addr_spaces
+    axi_dma_0/Data_SG] [get_bd_addr_segs processing_system7_0/S_AXI_HP0/HP0_DDR_LOWOCM]);
+  - the .hwh's axi_dma PARAMETERs in both spellings, C_SG_LENGTH_WIDTH and c_sg_length_width
+    (scripts that read them from Vivado's .hwh), and PYNQ's DMA driver reading
+    description["parameters"]["c_include_sg"] (Xilinx/PYNQ, pynq/lib/dma.py,
+    19ed17d4fd4ea71f95a97d30f8ccd0d62b8dbaaa).
+
 Property names. The stubs refuse a CONFIG.* property of processing_system7, axi_dma,
 axi_interconnect or proc_sys_reset that is not in tests/tcl_stubs/ip_param_names.tcl, and
 test_every_ip_property_is_a_real_parameter checks the recorded flow against the same list. The
@@ -68,8 +99,9 @@ OVERLAY_STREAMS = [
     {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
     {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32},
 ]
-ACLK_PARAMETER = ("ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, ASSOCIATED_RESET aresetn, "
-                  "FREQ_HZ 142857142")
+ACLK_PARAMETER = "ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, ASSOCIATED_RESET aresetn"
+#: what the generator wrote before issue 19: a FREQ_HZ of its own, 10 Hz off the PS7's 142857132
+OLD_ACLK_PARAMETER = ACLK_PARAMETER + ", FREQ_HZ 142857142"
 
 
 # ------------------------------------------------------------------------------------------
@@ -322,7 +354,7 @@ def test_the_pl_top_is_one_module_reference(good, overlay):
     assert "overlay: overlay (top pynq_overlay)" in good.stdout
 
 
-def test_two_dmas_in_simple_mode_with_the_manifest_widths(good, overlay):
+def test_two_dmas_in_scatter_gather_mode_with_the_manifest_widths(good, overlay):
     cells = good.joined("create_bd_cell")
     assert len([a for a in cells if "axi_dma" in a]) == 2
     streams = overlay["manifest"]["streams"]
@@ -330,7 +362,8 @@ def test_two_dmas_in_simple_mode_with_the_manifest_widths(good, overlay):
         (0, "s0_axis", "m0_axis"), (1, "s1_axis", "m1_axis")]
     for st in streams:
         p = good.props(f"/dma_{st['port']}")
-        assert p["CONFIG.C_INCLUDE_SG"] == "0"
+        assert p["CONFIG.C_INCLUDE_SG"] == "1"
+        assert p["CONFIG.C_SG_INCLUDE_STSCNTRL_STRM"] == "0"    # no control/status streams
         assert p["CONFIG.C_SG_LENGTH_WIDTH"] == "26"
         assert p["CONFIG.C_MICRO_DMA"] == "0"
         assert p["CONFIG.C_INCLUDE_MM2S"] == "1"
@@ -348,10 +381,11 @@ def test_dma_p_feeds_stream_pair_p_on_hp_port_p(good):
         assert f"/overlay/m{p}_axis /dma_{p}/S_AXIS_S2MM" in nets
         assert f"/dma_{p}/M_AXI_MM2S /hp{p}_ic/S00_AXI" in nets
         assert f"/dma_{p}/M_AXI_S2MM /hp{p}_ic/S01_AXI" in nets
+        assert f"/dma_{p}/M_AXI_SG /hp{p}_ic/S02_AXI" in nets      # descriptors in DDR
         assert f"/hp{p}_ic/M00_AXI /ps7/S_AXI_HP{p}" in nets
-        assert good.props(f"/hp{p}_ic")["CONFIG.NUM_SI"] == "2"
-        assert f"MM2S on HP{p}, S2MM on HP{p}" in good.stdout
-    assert len(nets) == 3 + 3 * 2 + 3 * 2  # DDR, FIXED_IO, GP0; per DMA 3; per HP 3
+        assert good.props(f"/hp{p}_ic")["CONFIG.NUM_SI"] == "3"
+        assert f"MM2S on HP{p}, S2MM on HP{p}, SG on HP{p}" in good.stdout
+    assert len(nets) == 3 + 3 * 2 + 4 * 2  # DDR, FIXED_IO, GP0; per DMA 3; per HP 4
 
 
 def test_aclk_carries_the_stream_and_reset_association(good, overlay):
@@ -376,7 +410,10 @@ def test_single_engines_still_build_one_dma_each(tmp_path, stage4):
         assert f"/dma_{i}/M_AXIS_MM2S /engine_{i}/s_axis" in nets
         assert f"/engine_{i}/m_axis /dma_{i}/S_AXIS_S2MM" in nets
         assert f"/dma_{i}/M_AXI_MM2S /hp{i}_ic/S00_AXI" in nets
+        assert f"/dma_{i}/M_AXI_SG /hp{i}_ic/S02_AXI" in nets
     assert "engine_0: aclk carries no X_INTERFACE_PARAMETER" in flow.stdout
+    # Vivado associates the lone clock with both streams: the FREQ_HZ propagates, no warning
+    assert "engine_1/aclk: FREQ_HZ 142857132" in flow.stdout
 
 
 def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path):
@@ -385,6 +422,7 @@ def test_single_engine_splits_mm2s_and_s2mm_over_hp0_hp1(tmp_path):
     assert flow.rc == 0, flow.stdout
     nets = flow.joined("connect_bd_intf_net")
     assert "/dma_0/M_AXI_MM2S /hp0_ic/S00_AXI" in nets
+    assert "/dma_0/M_AXI_SG /hp0_ic/S01_AXI" in nets
     assert "/dma_0/M_AXI_S2MM /hp1_ic/S00_AXI" in nets
 
 
@@ -423,10 +461,11 @@ def test_clocks_and_resets_are_wired_explicitly(good):
     rst = nets["/rst_fclk0/peripheral_aresetn"]
     assert "/overlay/aresetn" in rst
     for i in (0, 1):
-        for pin in ("s_axi_lite_aclk", "m_axi_mm2s_aclk", "m_axi_s2mm_aclk"):
+        for pin in ("s_axi_lite_aclk", "m_axi_mm2s_aclk", "m_axi_s2mm_aclk", "m_axi_sg_aclk"):
             assert f"/dma_{i}/{pin}" in clk
         assert f"/dma_{i}/axi_resetn" in rst
         assert f"/hp{i}_ic/ACLK" in clk and f"/hp{i}_ic/M00_ACLK" in clk
+        assert f"/hp{i}_ic/S02_ACLK" in clk and f"/hp{i}_ic/S02_ARESETN" in rst
         assert f"/hp{i}_ic/ARESETN" in nets["/rst_fclk0/interconnect_aresetn"]
     assert nets["/ps7/FCLK_RESET0_N"] == ["/rst_fclk0/ext_reset_in"]
     assert "apply_bd_automation" not in good.cmds()
@@ -484,7 +523,8 @@ def test_tdata_width_mismatch_stops_the_build(tmp_path, overlay):
     assert flow.rc != 0
     assert "ERROR: [BD 41-237] Bus Interface property TDATA_NUM_BYTES does not match between " \
            "/overlay/s0_axis(8) and /dma_0/M_AXIS_MM2S(16)" in flow.stdout
-    assert "the block design raised 1 critical warning(s) or error(s)" in flow.stdout
+    # ... and validate_bd_design fails on it: [Common 17-39], counted too
+    assert "the block design raised 2 critical warning(s) or error(s)" in flow.stdout
     assert "save_bd_design" not in flow.cmds() and "launch_runs" not in flow.cmds()
 
 
@@ -595,8 +635,23 @@ def test_every_ip_property_is_a_real_parameter(good):
     assert unknown_ip_properties(good) == []
 
 
+def run_mutant(tmp_path: Path, engines_tcl: Path, path: str, good_text: str, bad_text: str,
+               env: Optional[Dict[str, str]] = None) -> Flow:
+    """The flow with one edit in vivado/PATH (GOOD_TEXT, found once, becomes BAD_TEXT)."""
+    mutant = tmp_path / "vivado"
+    shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (mutant / path).read_text()
+    assert text.count(good_text) == 1, good_text
+    (mutant / path).write_text(text.replace(good_text, bad_text))
+    return run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
+                                          str(engines_tcl), "--xdc",
+                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path, env)
+
+
 @pytest.mark.parametrize("path, good_text, typo, ip", [
-    ("build.tcl", "CONFIG.c_include_sg {0}", "CONFIG.c_inculde_sg {0}", "axi_dma"),
+    ("build.tcl", "set dma_sg_config {c_include_sg 1", "set dma_sg_config {c_inculde_sg 1",
+     "axi_dma"),
+    ("build.tcl", "c_sg_include_stscntrl_strm 0}", "c_sg_include_stscntrl_stream 0}", "axi_dma"),
     ("build.tcl", "CONFIG.c_m_axis_mm2s_tdata_width $in_w",
      "CONFIG.c_m_axis_mm2s_data_width $in_w", "axi_dma"),
     ("build.tcl", "CONFIG.NUM_SI {1}", "CONFIG.NUM_SLAVES {1}", "axi_interconnect"),
@@ -610,17 +665,185 @@ def test_every_ip_property_is_a_real_parameter(good):
 ])
 def test_a_misspelt_config_key_fails(tmp_path, overlay, path, good_text, typo, ip):
     """Mutants of the flow with one wrong property name: the stubs stop it, as Vivado does."""
-    mutant = tmp_path / "vivado"
-    shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
-    text = (mutant / path).read_text()
-    assert text.count(good_text) == 1
-    (mutant / path).write_text(text.replace(good_text, typo))
-    flow = run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
-                                          str(overlay["tcl"]), "--xdc",
-                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path)
+    flow = run_mutant(tmp_path, overlay["tcl"], path, good_text, typo)
     assert flow.rc != 0
     assert f"is not a parameter of {ip}" in flow.stdout
     assert "launch_runs" not in flow.cmds()
+
+
+# ------------------------------------------------------------------------------------------
+# Clock properties: the PL top takes FCLK_CLK0's frequency as IP integrator propagates it
+# ------------------------------------------------------------------------------------------
+ACLK_ATTR = f'(* X_INTERFACE_PARAMETER = "{ACLK_PARAMETER}" *)'
+
+
+def pl_top_with(tmp_path: Path, overlay: Dict[str, Any], old: str, new: str) -> Path:
+    """engines.tcl for a copy of the real generated PL top with OLD (found once) made NEW in
+    its Verilog."""
+    src_dir = Path(overlay["sources"][0]).parent
+    dst = tmp_path / "top"
+    shutil.copytree(src_dir, dst)
+    top = dst / f"{OVERLAY_TOP}.v"
+    text = top.read_text()
+    assert text.count(old) == 1, old
+    top.write_text(text.replace(old, new))
+    tcl = tmp_path / "engines.tcl"
+    tcl.write_text(overlay["tcl"].read_text().replace(str(src_dir), str(dst)))
+    return tcl
+
+
+def test_the_top_takes_its_clock_from_fclk0(good, overlay):
+    """The generated aclk declares no FREQ_HZ or CLK_DOMAIN: both come from FCLK_CLK0, at the
+    frequency the PS7 reports (the same read-back the flow checks)."""
+    top_v = next(Path(s) for s in overlay["sources"] if Path(s).name == f"{OVERLAY_TOP}.v")
+    assert ACLK_ATTR in top_v.read_text()
+    params = engines_py.interface_parameters(ACLK_PARAMETER)
+    assert "FREQ_HZ" not in params and "CLK_DOMAIN" not in params
+    assert "overlay/aclk: FREQ_HZ 142857132, CLK_DOMAIN system_ps7_0_FCLK_CLK0 " \
+           "(from ps7/FCLK_CLK0)" in good.stdout
+    assert "[BD 41-23" not in good.stdout and "[BD 41-967]" not in good.stdout
+
+
+def test_the_old_top_with_a_freq_hz_of_its_own_stops_the_build(tmp_path, overlay):
+    """Issue 19: FREQ_HZ 142857142 on aclk against the PS7's 142857132. Vivado reports the pin
+    [BD 41-238] and every stream associated with it [BD 41-237]; the build stops before the
+    block design is saved."""
+    tcl = pl_top_with(tmp_path, overlay, ACLK_ATTR,
+                      f'(* X_INTERFACE_PARAMETER = "{OLD_ACLK_PARAMETER}" *)')
+    flow = run_build(tmp_path, tcl)
+    assert flow.rc != 0
+    assert "CRITICAL WARNING: [BD 41-238] Port/Pin property FREQ_HZ does not match between " \
+           "/overlay/aclk(142857142) and /ps7/FCLK_CLK0(142857132)" in flow.stdout
+    for p in (0, 1):
+        assert "[BD 41-237] Bus Interface property FREQ_HZ does not match between " \
+               f"/overlay/s{p}_axis(142857142) and /dma_{p}/M_AXIS_MM2S(142857132)" in flow.stdout
+        assert "[BD 41-237] Bus Interface property FREQ_HZ does not match between " \
+               f"/dma_{p}/S_AXIS_S2MM(142857132) and /overlay/m{p}_axis(142857142)" in flow.stdout
+    assert "the block design raised 6 critical warning(s) or error(s)" in flow.stdout
+    assert "save_bd_design" not in flow.cmds() and "launch_runs" not in flow.cmds()
+
+
+@pytest.mark.parametrize("extra, fclk_act, error", [
+    (", FREQ_HZ 142857132", None, None),              # the PS7's actual frequency: builds
+    (", FREQ_HZ 142857142", "142.857142", None),      # passes only where the PS7 makes that
+    (", CLK_DOMAIN system_ps7_0_FCLK_CLK0", None, None),
+    (", CLK_DOMAIN pynq_overlay_aclk", None,
+     "Port/Pin property CLK_DOMAIN does not match between /overlay/aclk(pynq_overlay_aclk) "
+     "and /ps7/FCLK_CLK0(system_ps7_0_FCLK_CLK0)"),
+])
+def test_a_clock_property_of_its_own_must_match_the_source(tmp_path, overlay, extra, fclk_act,
+                                                           error):
+    tcl = pl_top_with(tmp_path, overlay, ACLK_ATTR,
+                      f'(* X_INTERFACE_PARAMETER = "{ACLK_PARAMETER}{extra}" *)')
+    flow = run_build(tmp_path, tcl, {"STUB_FCLK0_ACT": fclk_act} if fclk_act else None)
+    if error is None:
+        assert flow.rc == 0, flow.stdout
+        assert "[BD 41-23" not in flow.stdout
+    else:
+        assert flow.rc != 0
+        assert f"CRITICAL WARNING: [BD 41-238] {error}" in flow.stdout
+        assert "Bus Interface property CLK_DOMAIN does not match" in flow.stdout
+        assert "save_bd_design" not in flow.cmds()
+
+
+def test_a_stream_missing_from_associated_busif_stops_the_build(tmp_path, overlay):
+    """The Verilog leaves m1_axis out of aclk's ASSOCIATED_BUSIF (engines.tcl still lists it):
+    the interface has no clock, IP integrator gives it 100 MHz, and the net to the DMA
+    mismatches."""
+    tcl = pl_top_with(tmp_path, overlay, "s1_axis:m1_axis, ASSOCIATED_RESET",
+                      "s1_axis, ASSOCIATED_RESET")
+    flow = run_build(tmp_path, tcl)
+    assert flow.rc != 0
+    assert "CRITICAL WARNING: [BD 41-967] AXI interface pin /overlay/m1_axis is not associated " \
+           "to any clock pin" in flow.stdout
+    assert "[BD 41-237] Bus Interface property FREQ_HZ does not match between " \
+           "/dma_1/S_AXIS_S2MM(142857132) and /overlay/m1_axis(100000000)" in flow.stdout
+    assert "save_bd_design" not in flow.cmds()
+
+
+def test_a_stream_with_a_freq_hz_of_its_own_stops_the_build(tmp_path, overlay):
+    tcl = pl_top_with(tmp_path, overlay, "    input  wire [63:0]  s1_axis_tdata,",
+                      '    (* X_INTERFACE_PARAMETER = "FREQ_HZ 100000000" *)\n'
+                      "    input  wire [63:0]  s1_axis_tdata,")
+    flow = run_build(tmp_path, tcl)
+    assert flow.rc != 0
+    assert "[BD 41-237] Bus Interface property FREQ_HZ does not match between " \
+           "/overlay/s1_axis(100000000) and /dma_1/M_AXIS_MM2S(142857132)" in flow.stdout
+    assert "[BD 41-238]" not in flow.stdout       # aclk itself is fine
+
+
+def test_the_propagated_frequency_is_the_ps7_read_back(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_FCLK0_ACT": "142.857000"})
+    assert flow.rc == 0, flow.stdout
+    assert "overlay/aclk: FREQ_HZ 142857000," in flow.stdout
+
+
+def test_a_clock_pin_left_unconnected_stops_the_build(tmp_path, overlay):
+    flow = run_mutant(tmp_path, overlay["tcl"], "build.tcl", "        $dma/m_axi_sg_aclk ",
+                      "        ")
+    assert flow.rc != 0
+    assert "ERROR: [BD 41-758] The following clock pins are not connected to a valid clock " \
+           "source: \n/dma_0/m_axi_sg_aclk\n/dma_1/m_axi_sg_aclk" in flow.stdout
+    assert "save_bd_design" not in flow.cmds()
+
+
+# ------------------------------------------------------------------------------------------
+# Scatter-gather: descriptors in DDR, the mode in the .hwh
+# ------------------------------------------------------------------------------------------
+def test_every_dma_master_reaches_ddr_through_its_hp_port(good):
+    for p in (0, 1):
+        for space in ("Data_MM2S", "Data_S2MM", "Data_SG"):
+            assert f"dma_{p}/{space} -> SEG_ps7_HP{p}_DDR_LOWOCM at 0x00000000, 512M" in good.stdout
+    reads = [c["args"] for c in good.of("get_bd_addr_segs") if "-of_objects" in c["args"]]
+    assert ["-of_objects", "/dma_0/Data_SG"] in reads
+    assert good.index("assign_bd_address") < good.index("validate_bd_design")
+
+
+def test_a_dma_in_simple_mode_has_no_sg_master_and_stops_the_build(tmp_path, overlay):
+    flow = run_mutant(tmp_path, overlay["tcl"], "build.tcl", "set dma_sg_config {c_include_sg 1",
+                      "set dma_sg_config {c_include_sg 0")
+    assert flow.rc != 0
+    assert "WARNING: [BD 5-232] No interface pins matched 'get_bd_intf_pins dma_0/M_AXI_SG'" \
+        in flow.stdout
+    assert "ERROR: [BD 5-106] Arguments to the connect_bd_intf_net command cannot be empty." \
+        in flow.stdout
+    assert "save_bd_design" not in flow.cmds()
+
+
+def test_an_sg_master_left_unconnected_stops_the_build(tmp_path, overlay):
+    flow = run_mutant(tmp_path, overlay["tcl"], "build.tcl",
+                      "    lappend hp_masters([dict get $d hp_sg]) $dma/M_AXI_SG\n", "")
+    assert flow.rc != 0
+    assert "dma_0/Data_SG does not reach DDR through HP0" in flow.stdout
+    assert "save_bd_design" not in flow.cmds()
+
+
+def test_the_hwh_says_scatter_gather(good):
+    """What the board backend reads: dma_0 and dma_1 with C_INCLUDE_SG=1 (PYNQ's driver reads
+    c_include_sg), 26-bit lengths, no status stream, and their register windows."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(good.out / "pynq_ternary.hwh").getroot()
+    dmas = {m.get("INSTANCE"): {q.get("NAME"): q.get("VALUE") for q in m.iter("PARAMETER")}
+            for m in root.iter("MODULE") if m.get("MODTYPE") == "axi_dma"}
+    assert sorted(dmas) == ["dma_0", "dma_1"]
+    for params in dmas.values():
+        assert params["C_INCLUDE_SG"] == params["c_include_sg"] == "1"
+        assert params["C_SG_LENGTH_WIDTH"] == params["c_sg_length_width"] == "26"
+        assert params["c_sg_include_stscntrl_strm"] == "0" and params["c_micro_dma"] == "0"
+        assert params["c_m_axi_mm2s_data_width"] == "64"
+        assert params["c_m_axi_s2mm_data_width"] == "32"
+    base = {r.get("INSTANCE"): r.get("BASEVALUE") for r in root.iter("MEMRANGE")}
+    assert base == {"dma_0": "0x40400000", "dma_1": "0x40410000"}
+    assert "Hardware handoff: dma_0 C_INCLUDE_SG=1, C_SG_LENGTH_WIDTH=26" in good.stdout
+    assert good.index("generate_target") < good.index("launch_runs")
+
+
+def test_a_handoff_without_the_sg_mode_stops_the_build(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_HWH_NO_PARAMS": "1"})
+    assert flow.rc != 0
+    assert "dma_0 does not carry C_INCLUDE_SG=1" in flow.stdout
+    assert "launch_runs" not in flow.cmds()
+    assert not (flow.out / "pynq_ternary.hwh").exists()
 
 
 # ------------------------------------------------------------------------------------------

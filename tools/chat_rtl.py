@@ -41,7 +41,8 @@ def main(argv=None) -> int:
     from generators.runtime.chat import FCLK_HZ, ProgressBackend, load_model, token_beats
 
     t0 = time.perf_counter()
-    model, tok, _ = load_model(None, args.format)
+    model, tok, _ = load_model(None, args.format,
+                               say=lambda s: print(f"[chat-rtl] {s}", flush=True))
     prompt = tok.chat_ids(QUESTION)
     n = args.tokens + 1
     print(f"[chat-rtl] SmolLM2-135M-Instruct, {args.format} weights, loaded in "

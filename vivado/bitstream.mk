@@ -1,7 +1,7 @@
 # Vivado build of the PYNQ-Z1 overlay. Included by the top Makefile (include vivado/bitstream.mk);
 # also works alone: make -f vivado/bitstream.mk bitstream
 #
-#   make bitstream                                   the PL top `overlay` (docs/overlay.md), 2 DMAs
+#   make bitstream                                   the PL top `overlay` (docs/overlay.md), 2 SG DMAs
 #   make bitstream ENGINES="ternary-engine ternary-engine"   single engines, one DMA each
 #   make bitstream VIVADO=/tools/Xilinx/Vivado/2020.2/bin/vivado JOBS=4
 #   make bitstream-dryrun                            the same flow under tclsh with Vivado stubs

@@ -19,15 +19,17 @@
 #   --xdc "F1 F2"       constraint files (default: every constraints/*.xdc)
 #
 # The block design: one module-reference cell per design in the list (the PL top `overlay`,
-# top module pynq_overlay, by default; or engine_i for single engines) and one AXI DMA per
-# s_axis/m_axis pair of a cell (engines.tcl's DMAS):
+# top module pynq_overlay, by default; or engine_i for single engines) and one AXI DMA in
+# scatter-gather mode per s_axis/m_axis pair of a cell (engines.tcl's DMAS):
 #   ps7 M_AXI_GP0 -> ctrl_ic (AXI interconnect) -> dma_i/S_AXI_LITE at 0x4040_0000 + i*64K
 #   dma_i/M_AXIS_MM2S -> CELL/<s_axis>;  CELL/<m_axis> -> dma_i/S_AXIS_S2MM (widths from DMAS)
 #   dma_i/M_AXI_MM2S -> hp<hp_mm2s>_ic -> ps7/S_AXI_HP<hp_mm2s>; M_AXI_S2MM likewise (hp_s2mm)
+#   dma_i/M_AXI_SG (descriptors in DDR) -> hp<hp_sg>_ic, beside the data masters
 # For the PL top, dma_p is on HP port p. Everything runs on FCLK_CLK0; rst_fclk0
 # (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets. Any CRITICAL WARNING or
 # ERROR raised while the block design is built and validated stops the build (bd_exempt_ids
-# below lists the only exemptions, with their reasons).
+# below lists the only exemptions, with their reasons), and so does a DMA address space that
+# does not reach DDR or a .hwh that does not say the DMAs are in scatter-gather mode.
 
 set script_dir [file dirname [file normalize [info script]]]
 set repo_dir [file dirname $script_dir]
@@ -116,6 +118,12 @@ foreach src $ENGINE_SOURCES {
 }
 set n_dmas [llength $DMAS]
 
+# AXI DMA in scatter-gather mode (PG021): descriptors (16 words, 64-byte aligned) in DDR,
+# fetched and updated through M_AXI_SG; 26-bit buffer lengths (64 MB - 1 per descriptor); no
+# control/status streams. PYNQ's DMA driver picks its scatter-gather channel from the .hwh's
+# c_include_sg, which is checked after the handoff is written.
+set dma_sg_config {c_include_sg 1 c_sg_length_width 26 c_sg_include_stscntrl_strm 0}
+
 puts "Building overlay '$overlay' for $part:"
 foreach e $ENGINES {
     puts "  [dict get $e name]: [dict get $e design] (top [dict get $e top])"
@@ -124,7 +132,7 @@ foreach d $DMAS {
     puts "  [dict get $d name]: [dict get $d cell]/[dict get $d s_axis]\
         [dict get $d s_axis_width] bit in, [dict get $d cell]/[dict get $d m_axis]\
         [dict get $d m_axis_width] bit out, MM2S on HP[dict get $d hp_mm2s],\
-        S2MM on HP[dict get $d hp_s2mm]"
+        S2MM on HP[dict get $d hp_s2mm], SG on HP[dict get $d hp_sg]"
 }
 
 # Every stream interface a DMA meets must be associated with the cell's aclk, and aclk with
@@ -307,7 +315,7 @@ foreach e $ENGINES {
     lappend periph_resets $cell/aresetn
 }
 
-# One DMA (simple mode, no scatter-gather) per stream pair.
+# One DMA (scatter-gather mode) per stream pair.
 set i 0
 foreach d $DMAS {
     set dma [dict get $d name]
@@ -316,16 +324,18 @@ foreach d $DMAS {
     set out_w [dict get $d m_axis_width]
     set mm2s_mm_w [expr {$in_w > 64 ? $in_w : 64}]
     set s2mm_mm_w [expr {$out_w > 32 ? $out_w : 32}]
-    foreach hp [list [dict get $d hp_mm2s] [dict get $d hp_s2mm]] {
+    foreach hp [list [dict get $d hp_mm2s] [dict get $d hp_s2mm] [dict get $d hp_sg]] {
         if {$hp ni {0 1}} {
             build_fail "$dma: HP port '$hp' is not 0 or 1"
         }
     }
 
     set dma_cell [add_ip axi_dma $dma]
-    set_property -dict [list \
-        CONFIG.c_include_sg {0} \
-        CONFIG.c_sg_length_width {26} \
+    set sg_props {}
+    foreach {name value} $dma_sg_config {
+        lappend sg_props CONFIG.$name $value
+    }
+    set_property -dict [concat $sg_props [list \
         CONFIG.c_addr_width {32} \
         CONFIG.c_micro_dma {0} \
         CONFIG.c_include_mm2s {1} \
@@ -337,7 +347,16 @@ foreach d $DMAS {
         CONFIG.c_m_axi_s2mm_data_width $s2mm_mm_w \
         CONFIG.c_s_axis_s2mm_tdata_width $out_w \
         CONFIG.c_include_s2mm_dre {0} \
-        CONFIG.c_s2mm_burst_size {16}] $dma_cell
+        CONFIG.c_s2mm_burst_size {16}]] $dma_cell
+    # Read the mode back: a DMA left in simple mode, or with the status stream it would wait
+    # for, builds without a warning and hangs the host's first scatter-gather transfer.
+    foreach {name want} [concat $dma_sg_config [list c_micro_dma 0 \
+        c_m_axi_mm2s_data_width $mm2s_mm_w c_m_axi_s2mm_data_width $s2mm_mm_w]] {
+        set got [get_property CONFIG.$name $dma_cell]
+        if {$got ne $want} {
+            build_fail "$dma: CONFIG.$name is '$got', expected '$want'"
+        }
+    }
 
     connect_bd_intf_net [get_bd_intf_pins $dma/M_AXIS_MM2S] \
         [get_bd_intf_pins $cell/[dict get $d s_axis]]
@@ -348,14 +367,17 @@ foreach d $DMAS {
 
     lappend hp_masters([dict get $d hp_mm2s]) $dma/M_AXI_MM2S
     lappend hp_masters([dict get $d hp_s2mm]) $dma/M_AXI_S2MM
+    lappend hp_masters([dict get $d hp_sg]) $dma/M_AXI_SG
 
     lappend clock_pins $dma/s_axi_lite_aclk $dma/m_axi_mm2s_aclk $dma/m_axi_s2mm_aclk \
-        ctrl_ic/[format M%02d_ACLK $i]
+        $dma/m_axi_sg_aclk ctrl_ic/[format M%02d_ACLK $i]
     lappend periph_resets $dma/axi_resetn ctrl_ic/[format M%02d_ARESETN $i]
     incr i
 }
 
 # One AXI interconnect per HP port: the DMA masters of that port -> S_AXI_HPn (AXI3, 64 bit).
+# The 32-bit M_AXI_SG gets an upsizer on its slave port; its traffic (a 64-byte descriptor read
+# and a status write per buffer) is small beside the frames' (docs/vivado.md).
 foreach port {0 1} {
     set masters $hp_masters($port)
     if {[llength $masters] == 0} {
@@ -393,14 +415,55 @@ for {set i 0} {$i < $n_dmas} {incr i} {
 }
 assign_bd_address
 
-validate_bd_design
+# Every DMA master must reach DDR through its HP port: the data channels, and the
+# scatter-gather engine, which reads and writes its descriptors there.
+foreach d $DMAS {
+    set dma [dict get $d name]
+    foreach {space hp} [list Data_MM2S [dict get $d hp_mm2s] Data_S2MM [dict get $d hp_s2mm] \
+        Data_SG [dict get $d hp_sg]] {
+        set addr_space [get_bd_addr_spaces -quiet $dma/$space]
+        if {[llength $addr_space] == 0} {
+            build_fail "$dma has no address space $space (is it in scatter-gather mode?)"
+        }
+        set ddr {}
+        foreach seg [get_bd_addr_segs -of_objects $addr_space] {
+            if {[string match *HP${hp}_DDR_LOWOCM $seg]} {
+                lappend ddr $seg
+            }
+        }
+        if {[llength $ddr] != 1} {
+            build_fail "$dma/$space does not reach DDR through HP$hp\
+                (segments: [get_bd_addr_segs -of_objects $addr_space])"
+        }
+        set seg [lindex $ddr 0]
+        puts "  $dma/$space -> [file tail $seg] at [get_property OFFSET $seg],\
+            [get_property RANGE $seg]"
+    }
+}
+
+# validate_bd_design fails (a Tcl error) when it raised an ERROR; count, then stop either way.
+set validate_failed [catch {validate_bd_design} msg]
+if {$validate_failed} {
+    puts "ERROR: validate_bd_design: $msg"
+}
 set bd_problems [expr {[bd_problem_count] - $bd_problems_before}]
-if {$bd_problems > 0} {
+if {$bd_problems > 0 || $validate_failed} {
     build_fail "the block design raised $bd_problems critical warning(s) or error(s)\
-        (for example a TDATA_NUM_BYTES mismatch between a DMA and the PL top);\
+        (for example a TDATA_NUM_BYTES or FREQ_HZ mismatch between a DMA and the PL top);\
         see the log above"
 }
 puts "Block design: validated, no critical warnings."
+# The clock every module reference runs on, as IP integrator propagated it from FCLK_CLK0.
+set fclk_hz [get_property CONFIG.FREQ_HZ [get_bd_pins ps7/FCLK_CLK0]]
+foreach e $ENGINES {
+    set cell [dict get $e name]
+    set hz [get_property CONFIG.FREQ_HZ [get_bd_pins $cell/aclk]]
+    if {$hz ne $fclk_hz} {
+        build_fail "$cell/aclk has FREQ_HZ $hz, FCLK_CLK0 $fclk_hz"
+    }
+    puts "  $cell/aclk: FREQ_HZ $hz, CLK_DOMAIN\
+        [get_property CONFIG.CLK_DOMAIN [get_bd_pins $cell/aclk]] (from ps7/FCLK_CLK0)"
+}
 save_bd_design
 
 # ------------------------------------------------------------------------------------------
@@ -409,6 +472,56 @@ save_bd_design
 set bd_file [get_files $bd_name.bd]
 set_property synth_checkpoint_mode None $bd_file
 generate_target all $bd_file
+
+# The hardware handoff (.hwh) that pynq.Overlay will read, written by generate_target: each
+# DMA's MODULE must carry the scatter-gather configuration (PYNQ's DMA driver chooses its
+# channel class from c_include_sg; docs/vivado.md). Checked now, before synthesis.
+set hwh_candidates [list \
+    [file join $proj_dir $proj_name.gen sources_1 bd $bd_name hw_handoff $bd_name.hwh] \
+    [file join $proj_dir $proj_name.srcs sources_1 bd $bd_name hw_handoff $bd_name.hwh]]
+set hwh_src ""
+foreach candidate $hwh_candidates {
+    if {[file exists $candidate]} {
+        set hwh_src $candidate
+        break
+    }
+}
+if {$hwh_src eq ""} {
+    build_fail "no $bd_name.hwh in the block design's hw_handoff folder\
+        (looked in: $hwh_candidates)"
+}
+
+# The PARAMETERS of the MODULE with INSTANCE="instance" in a .hwh: {lower-case name value}.
+proc hwh_module_params {text instance} {
+    set params [dict create]
+    foreach chunk [lrange [split [string map [list "<MODULE " \x01] $text] \x01] 1 end] {
+        set head [string range $chunk 0 [string first > $chunk]]
+        if {![regexp "INSTANCE=\"$instance\"" $head]} {
+            continue
+        }
+        set body [string range $chunk 0 [expr {[string first </MODULE> $chunk] - 1}]]
+        foreach {match name value} [regexp -all -inline \
+            {<PARAMETER\s+NAME="([^"]*)"\s+VALUE="([^"]*)"} $body] {
+            dict set params [string tolower $name] $value
+        }
+    }
+    return $params
+}
+set fh [open $hwh_src]
+set hwh_text [read $fh]
+close $fh
+foreach d $DMAS {
+    set dma [dict get $d name]
+    set params [hwh_module_params $hwh_text $dma]
+    foreach {name want} $dma_sg_config {
+        if {![dict exists $params $name] || [dict get $params $name] ne $want} {
+            build_fail "$hwh_src: $dma does not carry [string toupper $name]=$want\
+                (the board's DMA driver reads the mode from the .hwh)"
+        }
+    }
+    puts "Hardware handoff: $dma C_INCLUDE_SG=[dict get $params c_include_sg],\
+        C_SG_LENGTH_WIDTH=[dict get $params c_sg_length_width]"
+}
 set wrapper [make_wrapper -files $bd_file -top]
 add_files -norecurse -fileset sources_1 $wrapper
 set_property top ${bd_name}_wrapper [current_fileset]
@@ -444,21 +557,7 @@ timing_gate -report_dir $out_dir -clock clk_fpga_0 -period $fclk_period_ns
 set bit_file [file join $out_dir $overlay.bit]
 write_bitstream -force $bit_file
 
-# pynq.Overlay wants NAME.hwh beside NAME.bit: take it from the block design's hw_handoff.
-set hwh_candidates [list \
-    [file join $proj_dir $proj_name.gen sources_1 bd $bd_name hw_handoff $bd_name.hwh] \
-    [file join $proj_dir $proj_name.srcs sources_1 bd $bd_name hw_handoff $bd_name.hwh]]
-set hwh_src ""
-foreach candidate $hwh_candidates {
-    if {[file exists $candidate]} {
-        set hwh_src $candidate
-        break
-    }
-}
-if {$hwh_src eq ""} {
-    build_fail "no $bd_name.hwh in the block design's hw_handoff folder\
-        (looked in: $hwh_candidates)"
-}
+# pynq.Overlay wants NAME.hwh beside NAME.bit: the block design's hw_handoff, checked above.
 set hwh_file [file join $out_dir $overlay.hwh]
 file copy -force $hwh_src $hwh_file
 

@@ -15,8 +15,8 @@ renders each distinct design once with ``generators.render`` into ``OUT/<design>
     }
     set DMAS {
         {name dma_0 cell overlay s_axis s0_axis s_axis_width 64 m_axis m0_axis
-         m_axis_width 32 hp_mm2s 0 hp_s2mm 0}
-        {name dma_1 cell overlay s_axis s1_axis ... hp_mm2s 1 hp_s2mm 1}
+         m_axis_width 32 hp_mm2s 0 hp_s2mm 0 hp_sg 0}
+        {name dma_1 cell overlay s_axis s1_axis ... hp_mm2s 1 hp_s2mm 1 hp_sg 1}
     }
     set ENGINE_SOURCES {/abs/a.v /abs/b.v}
 
@@ -344,11 +344,11 @@ def render_engines(engine_list: Sequence[EngineSpec], out_dir: Union[str, Path],
 
 
 def assign_dmas(engines: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """One AXI DMA per stream pair: dma_<i>, with the HP port of each of its two channels.
+    """One AXI DMA per stream pair: dma_<i>, with the HP port of each of its masters.
 
     A pair with a declared port uses that HP port for both channels (the PL top: dma_p on
     HP p). Otherwise DMA i uses HP (i mod 2); a lone DMA reads through HP0 and writes
-    through HP1.
+    through HP1. The scatter-gather master (descriptors) uses the MM2S channel's port.
     """
     pairs = [(e, p) for e in engines for p in e["streams"]]
     dmas = []
@@ -362,7 +362,7 @@ def assign_dmas(engines: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         dmas.append({"name": f"dma_{i}", "cell": e["name"], "s_axis": p["s_axis"],
                      "s_axis_width": p["s_axis_width"], "m_axis": p["m_axis"],
                      "m_axis_width": p["m_axis_width"], "hp_mm2s": hp_mm2s,
-                     "hp_s2mm": hp_s2mm})
+                     "hp_s2mm": hp_s2mm, "hp_sg": hp_mm2s})
     return dmas
 
 
@@ -442,7 +442,7 @@ def engines_tcl_text(engines: Sequence[Dict[str, Any]], spec_text: str = "") -> 
     for d in assign_dmas(engines):
         lines.append("    {" + " ".join(f"{k} {tcl_word(d[k])}" for k in (
             "name", "cell", "s_axis", "s_axis_width", "m_axis", "m_axis_width", "hp_mm2s",
-            "hp_s2mm")) + "}")
+            "hp_s2mm", "hp_sg")) + "}")
     lines.append("}")
     all_sources = unique_sources(engines)
     lines.append("set ENGINE_SOURCES {")

@@ -47,27 +47,30 @@ def render(design: str, params: Dict, mutate: Optional[Callable[[Path], None]] =
            variant: str = "") -> Dict:
     """Render into the config folder (only rewriting when the text changed).
 
-    `mutate(gen_dir)` may edit the generated files (tests that prove the tests can fail)."""
+    `mutate(gen_dir)` may edit the generated files (tests that prove the tests can fail).
+    Under a lock of the config folder: the two simulators' runs of one configuration (pytest -n 2)
+    render into the same folder."""
     import generators
     d = config_dir(design, params, variant)
     gen = d / "gen"
     tmp = d / "gen.new"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    man = generators.render(design, params, tmp)
-    if mutate is not None:
-        mutate(tmp)
-    changed = True
-    if gen.exists():
-        old = {p.name: p.read_bytes() for p in gen.iterdir()}
-        new = {p.name: p.read_bytes() for p in tmp.iterdir()}
-        changed = old != new
-    if changed:
+    with _Lock(d / ".render.lock"):
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        man = generators.render(design, params, tmp)
+        if mutate is not None:
+            mutate(tmp)
+        changed = True
         if gen.exists():
-            shutil.rmtree(gen)
-        tmp.rename(gen)
-    else:
-        shutil.rmtree(tmp)
+            old = {p.name: p.read_bytes() for p in gen.iterdir()}
+            new = {p.name: p.read_bytes() for p in tmp.iterdir()}
+            changed = old != new
+        if changed:
+            if gen.exists():
+                shutil.rmtree(gen)
+            tmp.rename(gen)
+        else:
+            shutil.rmtree(tmp)
     man["dir"] = str(gen)
     return man
 

@@ -1,14 +1,17 @@
 """The simulator side of the ``rtl`` backend (generators/runtime/rtl.py), a cocotb module.
 
-The host process (the decoder and the same DMA-channel host code as on the board) talks to this
-test over a socket at register level: MMIO writes and reads of the two AXI DMAs. The register
-model (generators.runtime.dma.AxiDmaRegs) moves frames between DDR (a file mapped by both
-processes) and the overlay top's s0/s1 and m0/m1 AXI-Stream ports through a lean driver that
-drives and samples the stream signals directly, both ports in one loop, one beat per clock.
+The host process (the decoder and the runtime's DMA host code, the board's) talks to this test
+over a socket at register level: MMIO writes and reads of the two AXI DMAs. The register model
+(generators.runtime.dma.SgDmaRegs, scatter-gather) walks the descriptor chains in DDR (a file
+mapped by both processes) and moves their packets between DDR and the overlay top's s0/s1 and
+m0/m1 AXI-Stream ports through a lean driver that drives and samples the stream signals
+directly, both ports in one loop, one beat per clock; a packet that follows another on the same
+port starts on the next clock (tvalid stays high), as the DMA's stream does.
 
 cocotb 2.x joins the two worlds: the socket loop is synchronous code run with bridge (cocotb.task);
 a status read of a busy DMA channel calls resume on the coroutine that runs the clock
-until a transfer completes.
+until a channel's transfer completes; a "reset" request pulses aresetn (the runtime's PL reset
+after a DMA fault).
 
 Environment: TB_RT_SOCKET (the host's listener), TB_RT_DDR, TB_RT_DDR_SIZE.
 """
@@ -29,7 +32,7 @@ except ImportError:                     # pragma: no cover
 import numpy as np
 
 from generators.contract import FCLK_HZ
-from generators.runtime.dma import AxiDmaRegs, Memory
+from generators.runtime.dma import Memory, SgDmaRegs, serve
 
 #: Verilator applies an input written in the clock-edge callback at its next evaluation, so the
 #: 64-bit tdata may be written straight through the GPI handle (no scheduled write); Icarus
@@ -57,27 +60,38 @@ POLL_CYCLES = 200_000
 
 
 class RtlFabric:
-    """Two MM2S streams into s0/s1, two S2MM streams out of m0/m1, one beat per clock."""
+    """Two MM2S streams into s0/s1, two S2MM streams out of m0/m1, one beat per clock (the
+    fabric interface of SgDmaRegs: send, recv, abort, poll, reset)."""
 
-    def __init__(self, dut):
-        self.dut = dut
+    def __init__(self, dut, mem):
+        self.dut, self.mem = dut, mem
         self.s = [(dut.s0_axis_tdata, dut.s0_axis_tvalid, dut.s0_axis_tlast, dut.s0_axis_tready),
                   (dut.s1_axis_tdata, dut.s1_axis_tvalid, dut.s1_axis_tlast, dut.s1_axis_tready)]
         self.m = [(dut.m0_axis_tdata, dut.m0_axis_tvalid, dut.m0_axis_tlast, dut.m0_axis_tready),
                   (dut.m1_axis_tdata, dut.m1_axis_tvalid, dut.m1_axis_tlast, dut.m1_axis_tready)]
         self.sends = [None, None]      # [beats list, index, done, applied]
-        self.recvs = [None, None]      # [cap, done, words, applied]
+        self.recvs = [None, None]      # [done, words, applied]
+        self.aborted = set()
         self.cycles = 0
         self.beats_in = 0
         self.polls = 0
         self.poll_s = 0.0
 
     # called from the register model (host thread): only record, signals are set in _run
-    def send(self, port, data, done):
-        self.sends[port] = [np.frombuffer(data.tobytes(), "<u8").tolist(), 0, done, False]
+    def send(self, port, segments, done):
+        data = self.mem.gather(segments)
+        self.sends[port] = [data.view("<u8").tolist(), 0, lambda: done(), False]
 
-    def recv(self, port, cap, done):
-        self.recvs[port] = [cap, done, [], False]
+    def recv(self, port, done):
+        self.recvs[port] = [done, [], False]
+
+    def abort(self, port, mm2s=True, s2mm=True):
+        if mm2s:
+            self.sends[port] = None
+            self.aborted.add(("s", port))
+        if s2mm:
+            self.recvs[port] = None
+            self.aborted.add(("m", port))
 
     def poll(self):
         t0 = time.perf_counter()
@@ -85,18 +99,52 @@ class RtlFabric:
         self.polls += 1
         self.poll_s += time.perf_counter() - t0
 
+    def reset(self):
+        """aresetn low for 4 clocks: every frame half and answer in the PL is dropped."""
+        self.sends, self.recvs = [None, None], [None, None]
+        resume(self._pl_reset)()
+
+    async def _pl_reset(self):
+        for p in (0, 1):
+            self.s[p][1].value = 0
+            self.s[p][2].value = 0
+            self.m[p][3].value = 0
+        self.dut.aresetn.value = 0
+        await ClockCycles(self.dut.aclk, 4)
+        self.dut.aresetn.value = 1
+        await ClockCycles(self.dut.aclk, 2)
+        self.cycles += 6
+
+    def _apply(self, p, wdat):
+        """Drive a newly queued packet's first beat / raise tready for a new receive."""
+        s, m = self.s, self.m
+        st = self.sends[p]
+        if st is not None and not st[3]:
+            st[3] = True
+            wdat[p](st[0][0])
+            s[p][2].value = 1 if len(st[0]) == 1 else 0
+            s[p][1].value = 1
+            return True
+        return False
+
     async def _run(self):
         s, m = self.s, self.m
+        if DIRECT_WRITES:
+            wdat = [_direct64(s[0][0]), _direct64(s[1][0])]
+        else:
+            wdat = [_scheduled(s[0][0]), _scheduled(s[1][0])]
+        for kind, p in self.aborted:
+            if kind == "s" and self.sends[p] is None:
+                s[p][1].value = 0
+                s[p][2].value = 0
+            if kind == "m" and self.recvs[p] is None:
+                m[p][3].value = 0
+        self.aborted.clear()
         for p in (0, 1):
-            st = self.sends[p]
-            if st is not None and not st[3]:
-                st[3] = True
-                s[p][0].value = st[0][0]
-                s[p][2].value = 1 if len(st[0]) == 1 else 0
-                s[p][1].value = 1
+            self._apply(p, wdat)
             rv = self.recvs[p]
-            if rv is not None and not rv[3]:
-                rv[3] = True
+            if rv is not None and not rv[2]:
+                rv[2] = True
                 m[p][3].value = 1
         # the per-clock loop reads the handshake signals through the GPI handle directly
         # (an int, no Logic object): about twice the speed of .value
@@ -104,10 +152,6 @@ class RtlFabric:
         val = [m[0][1]._handle.get_signal_val_long, m[1][1]._handle.get_signal_val_long]
         dat = [m[0][0]._handle.get_signal_val_long, m[1][0]._handle.get_signal_val_long]
         lst = [m[0][2]._handle.get_signal_val_long, m[1][2]._handle.get_signal_val_long]
-        if DIRECT_WRITES:
-            wdat = [_direct64(s[0][0]), _direct64(s[1][0])]
-        else:
-            wdat = [_scheduled(s[0][0]), _scheduled(s[1][0])]
         sends, recvs = self.sends, self.recvs
         events = 0
         n = 0
@@ -117,29 +161,34 @@ class RtlFabric:
             n += 1
             for p in (0, 1):
                 st = sends[p]
-                if st is not None and rdy[p]():
+                if st is not None and st[3] and rdy[p]():
                     i = st[1] + 1
                     st[1] = i
                     beats = st[0]
                     if i == len(beats):
-                        s[p][1].value = 0
-                        s[p][2].value = 0
                         sends[p] = None
                         self.beats_in += i
-                        st[2]()
-                        events += 1
+                        st[2]()                    # the next packet of the chain, if any
+                        if not self._apply(p, wdat):
+                            s[p][1].value = 0
+                            s[p][2].value = 0
+                            events += 1
                     else:
                         wdat[p](beats[i])
                         if i == len(beats) - 1:
                             s[p][2].value = 1
                 rv = recvs[p]
-                if rv is not None and val[p]():
-                    rv[2].append(dat[p]() & 0xFFFFFFFF)
+                if rv is not None and rv[2] and val[p]():
+                    rv[1].append(dat[p]() & 0xFFFFFFFF)
                     if lst[p]():
-                        m[p][3].value = 0
                         recvs[p] = None
-                        rv[1](np.array(rv[2], dtype="<u4").view(np.uint8))
-                        events += 1
+                        rv[0](np.array(rv[1], dtype="<u4").view(np.uint8))
+                        nv = recvs[p]
+                        if nv is not None and not nv[2]:
+                            nv[2] = True               # tready stays high
+                        else:
+                            m[p][3].value = 0
+                            events += 1
         self.cycles += n
 
 
@@ -157,24 +206,17 @@ async def test_runtime_server(dut):
     await ClockCycles(dut.aclk, 4)
     dut.aresetn.value = 1
     await ClockCycles(dut.aclk, 2)
-    fabric = RtlFabric(dut)
-    regs = [AxiDmaRegs(p, fabric, mem) for p in (0, 1)]
+    fabric = RtlFabric(dut, mem)
+    regs = [SgDmaRegs(p, fabric, mem) for p in (0, 1)]
     conn = Client(os.environ["TB_RT_SOCKET"], "AF_UNIX")
 
-    def serve():
-        while True:
-            msg = conn.recv()
-            op = msg[0]
-            if op == "w":
-                regs[msg[1]].write(msg[2], msg[3])
-            elif op == "r":
-                conn.send(regs[msg[1]].read(msg[2]))
-            elif op == "c":
-                conn.send((fabric.cycles, fabric.beats_in, fabric.polls, fabric.poll_s))
-            elif op == "q":
-                conn.send("bye")
-                return
+    def pl_reset(msg):
+        fabric.reset()
+        return "ok"
 
-    await bridge(serve)()
+    ops = {"c": lambda msg: (fabric.cycles, fabric.beats_in, fabric.polls, fabric.poll_s),
+           "reset": pl_reset}
+    # a host that says nothing for an hour is gone: end the simulation
+    await bridge(serve)(conn, regs, ops, 3600.0)
     conn.close()
     mem.close()

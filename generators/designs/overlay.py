@@ -18,13 +18,24 @@ from typing import Any, Dict, List, Tuple
 import jinja2
 
 from ..core import RTL_DIR, TEMPLATE_DIR, Design, Param, ParameterError, build, register
-from ..contract import ATTENTION_MAGIC, MATRIX_MAGIC, ROUTE_MAGIC
+from ..contract import (ATTENTION_MAGIC, FCLK_HZ, HP_BEAT_BYTES, MATRIX_MAGIC, RESULT_BYTES,
+                        ROUTE_MAGIC)
 
 OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order_merge.v"]
 ATTENTION_ROUTE_MAGIC = ROUTE_MAGIC
-FCLK_HZ = 142857142
 ATT_MACS = 48
 ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}
+
+#: the top's widths, each defined here once (from the contract) and written into the template
+#: and the manifest from these names: s{p}_axis carries one HP-port beat, m{p}_axis one result
+#: word, the joiner puts one word of each port side by side for the attention engine
+S_AXIS_BITS = 8 * HP_BEAT_BYTES           # 64
+M_AXIS_BITS = 8 * RESULT_BYTES            # 32
+JOIN_BITS = 2 * S_AXIS_BITS               # 128: port 0's word in [63:0], port 1's above
+#: register stages of the glue on a matrix frame's way through port p (rtl/axis_skid.v is one
+#: register stage; the router's and the merger's output slices are axis_skid instances): the
+#: input slice and the router's output slice on both ports, the merger's slice on port 0 only
+GLUE_STAGES = {0: ("in_slice", "router", "merge"), 1: ("in_slice", "router")}
 
 
 @register
@@ -46,7 +57,8 @@ class Overlay(Design):
 
     # ---------------------------------------------------------------- sub-designs
     def matrix(self) -> Design:
-        return build("mv-engine", {"max_k": self.p["max_k"], "q4": self.p["q4"]})
+        return build("mv-engine", {"max_k": self.p["max_k"], "bytes": HP_BEAT_BYTES,
+                                   "q4": self.p["q4"]})
 
     def attention(self) -> Design:
         return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
@@ -54,20 +66,23 @@ class Overlay(Design):
     def check(self) -> None:
         self.matrix()
         att = self.attention()
-        if att.bb != 16:
-            raise ParameterError("overlay: the attention engine must take 16-byte beats")
+        if 8 * att.bb != JOIN_BITS:
+            raise ParameterError(f"overlay: the attention engine must take {JOIN_BITS}-bit beats "
+                                 f"(one word of each port), not {8 * att.bb}")
 
     def latency(self) -> int:
         return self.matrix().latency()
 
     def port_latency(self) -> List[int]:
         """Matrix latency seen at each port (last input word's handshake on s{p}_axis to the
-        first result's on m{p}_axis, free output): the input slice and the router's slice add
-        one cycle each; port 0's merger slice one more."""
-        return [self.latency() + 3, self.latency() + 2]
+        first result's on m{p}_axis, free output): the matrix engine's latency plus one cycle
+        per glue register stage on that port's way (GLUE_STAGES)."""
+        return [self.latency() + len(GLUE_STAGES[p]) for p in (0, 1)]
 
     def context(self) -> Dict[str, Any]:
-        return {"top": self.top, "summary": self.summary, "fclk_hz": FCLK_HZ, "order_aw": self.p["order_depth"].bit_length() - 1,
+        return {"top": self.top, "summary": self.summary,
+                "order_aw": self.p["order_depth"].bit_length() - 1,
+                "s_bits": S_AXIS_BITS, "m_bits": M_AXIS_BITS, "join_bits": JOIN_BITS,
                 "mat_top": self.matrix().top, "att_top": self.attention().top,
                 "matrix_magic": MATRIX_MAGIC, "attention_magic": ATTENTION_MAGIC,
                 "route_magic": ATTENTION_ROUTE_MAGIC}
@@ -118,9 +133,9 @@ class Overlay(Design):
         mat, att = self.matrix(), self.attention()
         ap = att.p
         return {
-            "streams": [{"port": p, "s_axis": f"s{p}_axis", "s_axis_width": 64,
-                         "m_axis": f"m{p}_axis", "m_axis_width": 32} for p in (0, 1)],
-            "matrix": {"formats": mat.formats(), "max_k": mat.p["max_k"], "bytes": 8,
+            "streams": [{"port": p, "s_axis": f"s{p}_axis", "s_axis_width": S_AXIS_BITS,
+                         "m_axis": f"m{p}_axis", "m_axis_width": M_AXIS_BITS} for p in (0, 1)],
+            "matrix": {"formats": mat.formats(), "max_k": mat.p["max_k"], "bytes": mat.p["bytes"],
                        "latency": mat.latency(), "port_latency": self.port_latency(),
                        "module": mat.top},
             "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],
@@ -132,5 +147,7 @@ class Overlay(Design):
                           "fifo_depth": ap["fifo_depth"], "module": att.top},
             "route": {"matrix_magic": MATRIX_MAGIC, "attention_magic": ATTENTION_MAGIC,
                       "attention_route_magic": ATTENTION_ROUTE_MAGIC},
+            # the clock the latency and speed figures assume (contract: 1 GHz / 7); the Verilog
+            # declares no FREQ_HZ on aclk: Vivado propagates the PS7's actual FCLK_CLK0
             "fclk_hz": FCLK_HZ,
         }

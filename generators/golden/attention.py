@@ -343,10 +343,17 @@ def frame_beat_count(context: int, cfg: AttentionConfig = DEFAULT_CONFIG) -> int
 def frame_output(beats: Sequence[int], cfg: AttentionConfig = DEFAULT_CONFIG) -> list[int]:
     """The engine's output for one frame: ``beats`` are its beats, the last one has tlast."""
     bb = cfg.beat_bytes
-    n = len(beats)
-    if n == 0:
+    if len(beats) == 0:
         raise ValueError("a frame has at least one beat")
-    data = b"".join(int(b).to_bytes(bb, "little") for b in beats)
+    return frame_output_data(b"".join(int(b).to_bytes(bb, "little") for b in beats), cfg)
+
+
+def frame_output_data(data: bytes, cfg: AttentionConfig = DEFAULT_CONFIG) -> list[int]:
+    """As :func:`frame_output`, for the frame's bytes (whole beats; tlast on the last one)."""
+    bb = cfg.beat_bytes
+    n = len(data) // bb
+    if n == 0 or len(data) % bb:
+        raise ValueError(f"a frame is one or more whole {bb}-byte beats, not {len(data)} bytes")
     h0 = int.from_bytes(data[0:8], "little")
     tag = (h0 >> 56) & 0xFF
     if h0 & 0xFFFF != MAGIC:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
-from generators.contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY, MATRIX_MAGIC
+from generators.contract import (FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY, MATRIX_MAGIC,
+                                 VECTORS_FLAG)
 
 MAGIC = MATRIX_MAGIC
 FMT_INT8 = FORMAT_INT8
@@ -72,49 +73,81 @@ def ternary_weights(row: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return digits.reshape(*row.shape[:-1], -1), bad
 
 
-def _accepted(fmt) -> Tuple[int, ...]:
-    """The formats an engine computes: one format code or a collection of them."""
-    if isinstance(fmt, int):
-        return (fmt,)
-    return tuple(int(f) for f in fmt)
+def _accepted(fmt, vectors: int = 1) -> Tuple[int, ...]:
+    """The format bytes an engine takes: its format code(s) and, when it computes more than one
+    vector per frame (``vectors`` >= 2), the same codes with the vectors flag."""
+    codes = (fmt,) if isinstance(fmt, int) else tuple(int(f) for f in fmt)
+    return codes + (tuple(c | VECTORS_FLAG for c in codes) if vectors >= 2 else ())
 
 
-def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int) -> List[Word]:
-    """Expected output words of one input frame (a list of beat integers).
+def header_block(raw: bytes, beat_bytes: int, accepted: Sequence[int], max_k: int,
+                 vectors: int):
+    """Read a frame's header block (docs/vectors.md, DESIGN.md section 3).
 
-    `fmt` is the format code the engine computes, or a collection of codes when it computes
-    several (the frame's own format byte then picks how its rows are read)."""
-    accepted = _accepted(fmt)
-    raw = b"".join(int(d).to_bytes(beat_bytes, "little") for d in frame)
-    hdr_beats = -(-8 // beat_bytes)
-    if len(frame) < hdr_beats:
-        return [(status_word(0, SHORT_FRAME, 0), True)]
+    Returns ``(k, n, code, tag, B, header beats, None)`` for a good header, or ``(..., [the
+    status word])`` for a bad one. The checks, in the order the engine makes them: fewer bytes
+    than a header word: SHORT_FRAME (tag 0); a wrong magic: BAD_MAGIC; from the header word,
+    BAD_SHAPE (K = 0, K > max_k, N = 0) and BAD_FORMAT (a format byte the engine does not take),
+    ORed; with the vectors flag, ``tlast`` before the end of the vectors word: SHORT_FRAME; from
+    the vectors word, BAD_SHAPE (B = 0 or B > vectors) and BAD_FORMAT (reserved bits [63:8] not
+    zero), ORed."""
+    if len(raw) < 8:
+        return 0, 0, 0, 0, 0, 0, [(status_word(0, SHORT_FRAME, 0), True)]
     magic = int.from_bytes(raw[0:2], "little")
     k = int.from_bytes(raw[2:4], "little")
     n = int.from_bytes(raw[4:6], "little")
-    f = raw[6]
-    tag = raw[7]
+    f, tag = raw[6], raw[7]
+    code = f & ~VECTORS_FLAG & 0xFF
     if magic != MAGIC:
-        return [(status_word(tag, BAD_MAGIC, 0), True)]
+        return k, n, code, tag, 0, 0, [(status_word(tag, BAD_MAGIC, 0), True)]
     flags = 0
     if k == 0 or k > max_k or n == 0:
         flags |= BAD_SHAPE
     if f not in accepted:
         flags |= BAD_FORMAT
     if flags:
-        return [(status_word(tag, flags, 0), True)]
-    if f == FMT_Q4:           # llama.cpp Q4_1 rows: their own golden model (golden/q4.py)
+        return k, n, code, tag, 0, 0, [(status_word(tag, flags, 0), True)]
+    if not f & VECTORS_FLAG:
+        return k, n, code, tag, 1, -(-8 // beat_bytes), None
+    if len(raw) < 16:
+        return k, n, code, tag, 0, 0, [(status_word(tag, SHORT_FRAME, 0), True)]
+    ext = int.from_bytes(raw[8:16], "little")
+    b = ext & 0xFF
+    if b == 0 or b > vectors:
+        flags |= BAD_SHAPE
+    if ext >> 8:
+        flags |= BAD_FORMAT
+    if flags:
+        return k, n, code, tag, b, 0, [(status_word(tag, flags, 0), True)]
+    return k, n, code, tag, b, -(-16 // beat_bytes), None
+
+
+def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int,
+             vectors: int = 1) -> List[Word]:
+    """Expected output words of one input frame (a list of beat integers).
+
+    `fmt` is the format code the engine computes, or a collection of codes when it computes
+    several (the frame's own format byte then picks how its rows are read). `vectors` is the
+    most activation vectors a frame may carry (the engine's parameter, docs/vectors.md): a
+    frame of B vectors answers every row with B results (vector 0 first), and its status
+    word counts the rows answered."""
+    accepted = _accepted(fmt, vectors)
+    raw = b"".join(int(d).to_bytes(beat_bytes, "little") for d in frame)
+    k, n, fmt, tag, nvec, hdr_beats, bad = header_block(raw, beat_bytes, accepted, max_k, vectors)
+    if bad is not None:
+        return bad
+    if fmt == FMT_Q4:           # llama.cpp Q4_1 rows: their own golden model (golden/q4.py)
         from .q4 import q4_frame
         assert beat_bytes == 8, "Q4_1 rows are laid out in 8-byte beats"
-        return q4_frame(frame, max_k)
-    fmt = f
+        return q4_frame(frame, max_k, vectors)
 
     body = np.frombuffer(raw[hdr_beats * beat_bytes:], dtype=np.uint8)
     x_len = -(-k // beat_bytes) * beat_bytes
-    if len(body) < x_len:
+    if len(body) < nvec * x_len:
         return [(status_word(tag, SHORT_FRAME, 0), True)]
-    x = body[:k].view(np.int8).astype(np.int64)
-    rows = body[x_len:]
+    xs = np.stack([body[v * x_len:v * x_len + k].view(np.int8).astype(np.int64)
+                   for v in range(nvec)])
+    rows = body[nvec * x_len:]
     wpb = 5 if fmt == FMT_TERNARY else 1
     used = -(-k // wpb)                               # bytes that hold weights of index < K
     row_len = -(-used // beat_bytes) * beat_bytes
@@ -135,16 +168,18 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int) -> List[Wor
             w = w[:k]
         else:
             w = row[:k].view(np.int8).astype(np.int64)
-        out.append((int(np.dot(w, x)) & 0xFFFFFFFF, False))
+        for x in xs:
+            out.append((int(np.dot(w, x)) & 0xFFFFFFFF, False))
     out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 
 
-def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt, max_k: int) -> List[Word]:
+def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt, max_k: int,
+              vectors: int = 1) -> List[Word]:
     """Expected output words for a whole stream of frames (`fmt`: a code or a collection)."""
     out: List[Word] = []
     for fr in split_frames(beats):
-        out.extend(mv_frame(fr, beat_bytes, fmt, max_k))
+        out.extend(mv_frame(fr, beat_bytes, fmt, max_k, vectors))
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Iterable, List, Sequence, Tuple
 import numpy as np
 
 from .mv import (BAD_FORMAT, BAD_MAGIC, BAD_SHAPE, LONG_FRAME, MAGIC, SHORT_FRAME,
-                 end_status, split_frames, status_word)
+                 _accepted, end_status, header_block, split_frames, status_word)
 from generators.contract import FORMAT_Q4
 
 FMT_Q4 = FORMAT_Q4
@@ -105,49 +105,41 @@ def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tupl
     return total, bad
 
 
-def q4_frame(frame: Sequence[int], max_k: int) -> List[Word]:
-    """Expected output words of one input frame (a list of 8-byte beat integers)."""
+def q4_frame(frame: Sequence[int], max_k: int, vectors: int = 1) -> List[Word]:
+    """Expected output words of one input frame (a list of 8-byte beat integers); a frame of
+    B vectors (docs/vectors.md) answers every row with B float32 words, vector 0 first."""
     raw = b"".join(int(d).to_bytes(BEAT, "little") for d in frame)
-    if len(frame) < 1:
-        return [(status_word(0, SHORT_FRAME, 0), True)]
-    magic = int.from_bytes(raw[0:2], "little")
-    k = int.from_bytes(raw[2:4], "little")
-    n = int.from_bytes(raw[4:6], "little")
-    f, tag = raw[6], raw[7]
-    if magic != MAGIC:
-        return [(status_word(tag, BAD_MAGIC, 0), True)]
-    flags = 0
-    if k == 0 or k > max_k or n == 0:
-        flags |= BAD_SHAPE
-    if f != FMT_Q4:
-        flags |= BAD_FORMAT
-    if flags:
-        return [(status_word(tag, flags, 0), True)]
-    body = raw[BEAT:]
+    k, n, _, tag, nvec, hdr_beats, bad = header_block(raw, BEAT, _accepted(FMT_Q4, vectors),
+                                                      max_k, vectors)
+    if bad is not None:
+        return bad
+    body = raw[hdr_beats * BEAT:]
     x_len = -(-k // BEAT) * BEAT
-    if len(body) < x_len:
+    if len(body) < nvec * x_len:
         return [(status_word(tag, SHORT_FRAME, 0), True)]
-    x = np.frombuffer(body[:k], dtype=np.int8).astype(np.int64)
-    rows = body[x_len:]
+    xs = [np.frombuffer(body[v * x_len:v * x_len + k], dtype=np.int8).astype(np.int64)
+          for v in range(nvec)]
+    rows = body[nvec * x_len:]
     row_len = row_beats(k) * BEAT
     out: List[Word] = []
     flags = 0
     complete = min(len(rows) // row_len, n)
     for r in range(min(-(-len(rows) // row_len), n)):
         row = rows[r * row_len:(r + 1) * row_len]
-        value, bad = row_value(row, x, k, len(row) // BEAT)
-        if bad:
-            flags |= BAD_SCALE
-        if r < complete:
-            out.append((round_f32(value), False))
+        for x in xs:
+            value, bad = row_value(row, x, k, len(row) // BEAT)
+            if bad:
+                flags |= BAD_SCALE
+            if r < complete:
+                out.append((round_f32(value), False))
     out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 
 
-def q4_stream(beats: Iterable[Tuple[int, bool]], max_k: int) -> List[Word]:
+def q4_stream(beats: Iterable[Tuple[int, bool]], max_k: int, vectors: int = 1) -> List[Word]:
     out: List[Word] = []
     for fr in split_frames(beats):
-        out.extend(q4_frame(fr, max_k))
+        out.extend(q4_frame(fr, max_k, vectors))
     return out
 
 

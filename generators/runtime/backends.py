@@ -1,269 +1,597 @@
-"""Backends behind one interface: ``golden`` (numpy, fast), ``rtl`` (cocotb co-simulation of
-the overlay top), ``board`` (PYNQ, ``pynq<4``).
+"""The runtime at DMA level, one class for every backend: :class:`DmaRuntime`.
 
-A backend has two calls, both returning the raw output words (results and status word) so
-that the decoder checks every status the same way on every backend:
+    be = make_backend("golden", model)      # "golden" | "rtl" | "board" (bitfile=...)
 
-* ``matrices([(QMatrix, x int8, tag), ...]) -> [[words of port 0, words of port 1], ...]``
-* ``attention([(frame bytes, tag), ...]) -> [words, ...]``
+Every backend is the same host code (this module and generators.runtime.sgdma): DMA memory laid
+out by the memory plan (generators.runtime.plan), descriptor chains built once at load, per
+token only what changes written by the CPU, transfers started with TAILDESC writes and proven
+complete by each descriptor's Cmplt bit and byte count. What differs is what answers the
+registers:
 
-``rtl`` and ``board`` share :class:`DmaHost`, the host code at DMA-channel level: weight images
-in DMA buffers allocated once and kept, only the header and x written per call, both ports
-started together, results taken from the words the S2MM channel actually transferred, a DMA
-that does not finish within the timeout raising DmaTimeout.
+* ``golden``: the AXI DMA register model (generators.runtime.dma.SgDmaRegs) with the golden PL
+  top behind it (GoldenFabric over generators.golden.overlay), in this process;
+* ``rtl``: the same register model in the simulator process with the generated overlay top in
+  Verilator or Icarus behind it (generators.runtime.rtl, generators/cosim/runtime_top.py);
+* ``board``: the PYNQ-Z1's two AXI DMAs in scatter-gather mode through ``pynq.MMIO``
+  (``pynq<4``), buffers from ``pynq.allocate``.
+
+Faults: a transfer that does not complete within the timeout, a DMA error bit, a short MM2S
+transfer or an output frame longer than its slot makes the runtime reset both DMAs (and the PL
+where the backend can), start the four channels again where the chains stand, and run the
+transfer once more; a second failure raises :class:`DmaHangError`, :class:`DmaError` or
+:class:`DmaShortError` naming the transfer, the layer, the port and channel, and DMASR.
 """
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from generators.golden import attention as gatt
-from generators.golden import mv as gmv
-from generators.golden import q4 as gq4
-from generators.packing import unpack_trits
+from generators.packing import split_attention_frame
 
-from .model import Model, QMatrix
+from . import pg021 as R
+from .model import Model
+from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan, memory_plan
+from .sgdma import MM2S, S2MM, SgDma
 
-__all__ = ["make_backend", "GoldenBackend", "DmaHost", "BoardBackend", "DmaTimeout",
-           "BackendError", "split_attention_frame", "route_word"]
+__all__ = ["make_backend", "DmaRuntime", "BoardBackend", "BackendError", "DmaError",
+           "DmaHangError", "DmaShortError", "DmaTimeout", "golden_backend", "check_overlay",
+           "CPU_BYTES"]
+
+#: what the CPU writes per token, by kind (DmaRuntime.cpu_bytes)
+CPU_BYTES = ("kv", "parts", "x", "desc", "requant")
 
 
 class BackendError(RuntimeError):
     pass
 
 
-class DmaTimeout(BackendError):
-    pass
+class DmaError(BackendError):
+    """A DMA transfer failed twice (an error bit); ``info`` holds what was seen."""
+
+    def __init__(self, message: str, info: Optional[dict] = None):
+        super().__init__(message)
+        self.info = info or {}
 
 
-def route_word(context: int, tag: int) -> int:
-    """Port 1's first word of an attention half (contracts, section A)."""
-    from .dma import ROUTE_MAGIC
-    return ROUTE_MAGIC | ((context & 0xFFFF) << 16) | ((tag & 0xFF) << 56)
+class DmaHangError(DmaError):
+    """A DMA transfer did not complete within the timeout, twice."""
 
 
-def split_attention_frame(frame: bytes) -> Tuple[np.ndarray, np.ndarray]:
-    """A 16-byte-beat attention frame -> (port 0 words: the even 8-byte words, port 1 words:
-    the route word, then the odd 8-byte words)."""
-    w = np.frombuffer(frame, "<u8")
-    h0 = int(w[0])
-    ctx, tag = (h0 >> 16) & 0xFFFF, (h0 >> 56) & 0xFF
-    odd = np.concatenate([np.array([route_word(ctx, tag)], np.uint64), w[1::2]])
-    return np.ascontiguousarray(w[0::2]), odd
+class DmaShortError(DmaError):
+    """A DMA transfer moved fewer bytes than its descriptors (or an output frame overran its
+    slot), twice."""
+
+
+#: the name the earlier simple-mode host code used for a transfer that never finished
+DmaTimeout = DmaHangError
+
+
+def _chan(ch: int) -> Tuple[int, int]:
+    """Channel index 0..3 -> (port, register base)."""
+    return ch // 2, S2MM if ch % 2 else MM2S
+
+
+class _Block:
+    """One channel's descriptors of one transfer, contiguous in the frames region."""
+
+    __slots__ = ("ch", "first", "last", "status_idx", "control_idx", "s2mm")
+
+    def __init__(self, ch, first, count, base_word):
+        self.ch, self.s2mm = ch, bool(ch % 2)
+        self.first = first
+        self.last = first + (count - 1) * R.DESC_BYTES
+        w = base_word + np.arange(count) * R.DESC_WORDS
+        self.status_idx = w + R.D_STATUS
+        self.control_idx = w + R.D_CONTROL
+
+
+class _Transfer:
+    """A transfer's precomputed index arrays (DmaRuntime._transfer_table)."""
+
+
+class DmaRuntime:
+    """The host code at DMA level (see the module docstring).
+
+    ``dmas``: two :class:`SgDma` (port 0, port 1); ``allocate(shape, dtype, cacheable)``:
+    pynq.allocate or the DDR model's; ``plan``: the memory plan (its regions are allocated
+    here, its transfers become the descriptor chains); ``pl_reset``: resets the PL (engines,
+    joiner, FIFOs), called after a DMA reset on a fault; ``engine_time``: seconds the DMAs and
+    the PL took so far where the backend can tell (the register model's own time), else None.
+    """
+
+    name = "dma"
+
+    def __init__(self, model: Model, dmas: Sequence[SgDma], allocate, plan: MemoryPlan,
+                 timeout_s: float = 5.0, pl_reset: Optional[Callable[[], None]] = None,
+                 engine_time: Optional[Callable[[], float]] = None):
+        self.model, self.plan, self.dmas = model, plan, list(dmas)
+        self.timeout_s = timeout_s
+        self.pl_reset = pl_reset
+        self._engine_time = engine_time
+        self.acfg = model.engines.attention_config()
+        self.cpu_bytes = dict.fromkeys(CPU_BYTES, 0)       # this token
+        self.cpu_total = dict.fromkeys(CPU_BYTES, 0)       # since load
+        self.faults: List[str] = []
+        self.transfers_run = 0
+        self.tail_writes = 0
+        self.engine_s = 0.0                                 # in run(), where not modelled
+        self.L = 1                                          # the current token's context
+        # ---- DMA memory, as planned
+        self.buf: Dict[str, np.ndarray] = {}
+        self.base: Dict[str, int] = {}
+        for r in plan.regions.values():
+            if r.provided:
+                continue
+            b = allocate((r.nbytes,), np.uint8, cacheable=r.cacheable)
+            self.buf[r.name], self.base[r.name] = b, int(b.physical_address)
+        fr = self.buf["frames"]
+        self.frames = fr
+        self.words = fr.view("<u4")
+        self._image_addr: Dict[Tuple[str, int], int] = {}
+        self._load_weights()
+        kvb = self.buf["kv"]
+        c = model.config
+        shape = (2, 2, c.num_hidden_layers, c.num_key_value_heads, plan.context,
+                 plan.kv_row // 8, 8)
+        kv = kvb.reshape(shape).view(np.int8)
+        # logical (layer, head, position, word pair, port, byte): element 16 j + 8 p + b
+        self.kv_K = kv[:, 0].transpose(1, 2, 3, 4, 0, 5)
+        self.kv_V = kv[:, 1].transpose(1, 2, 3, 4, 0, 5)
+        self._build_chains()
+        self._first = [self._blocks[self._seq[ch][0]][ch].first for ch in range(4)]
+        self.logits_link: Optional[bool] = None
+        self._start_all([self._seq[ch][0] for ch in range(4)])
+
+    # ------------------------------------------------------------------ load
+    def _item(self, region: str, key) -> Tuple[int, int]:
+        off, n = self.plan.regions[region].items[key]
+        return self.base[region] + off, n
+
+    def _load_weights(self) -> None:
+        """Copy every matrix half's frame into the weights region (or use the model's own DMA
+        buffers) and write each frame's static tag into its header."""
+        region = self.plan.regions["weights"]
+        tags = {f.name: f.tag for t in self.plan.transfers for f in t.frames}
+        for m in self.model.matrices.values():
+            for p in (0, 1):
+                img = m.images[p]
+                if region.provided:
+                    img[7] = tags[m.name]
+                    img.flush()
+                    self._image_addr[(m.name, p)] = int(img.physical_address)
+                else:
+                    off, n = region.items[(m.name, p)]
+                    dst = self.buf["weights"][off:off + n]
+                    dst[:] = img
+                    dst[7] = tags[m.name]
+                    self._image_addr[(m.name, p)] = self.base["weights"] + off
+        if not region.provided:
+            self.buf["weights"].flush()
+
+    def _segment(self, seg, L: int) -> Tuple[int, int]:
+        region, key, n = seg
+        if region == "weights":
+            name, p = key
+            a = self._image_addr[key]
+            if n == 8:
+                return a, 8
+            m = self.model.matrices[name]
+            return a + 8 + m.x_bytes, len(m.images[p]) - 8 - m.x_bytes
+        if region == "kv":
+            p, which, layer, h = key
+            return self.base["kv"] + self.plan.kv_offset(p, which, layer, h), L * self.plan.kv_row
+        return self._item(region, key)[0], n
+
+    def _build_chains(self) -> None:
+        """Every descriptor of every transfer, written once: per channel a ring in token order
+        (the last layer's down links to the LM head or back to layer 0: begin_token)."""
+        plan, w = self.plan, self.words
+        fb = self.base["frames"]
+        self._blocks: List[Dict[int, _Block]] = []
+        self._kv_ctrl: List[List[Tuple[int, int, bool]]] = []   # per transfer: (word, port, eof)
+        self._out: List[List[List[Optional[Tuple[int, int]]]]] = []
+        self._seq: List[List[int]] = [[], [], [], []]
+        for t in plan.transfers:
+            blocks, kvc, outs = {}, [], []
+            for ch, (key, count) in t.desc.items():
+                off, _ = plan.regions["frames"].items[key]
+                blocks[ch] = _Block(ch, fb + off, count, off // 4)
+                self._seq[ch].append(t.index)
+            for p in (0, 1):
+                ch = 2 * p
+                if ch in blocks:
+                    i = 0
+                    b = blocks[ch]
+                    for f in t.frames:
+                        for j, seg in enumerate(f.mm2s[p]):
+                            a, n = self._segment(seg, 1)
+                            word = b.control_idx[i] - R.D_CONTROL
+                            sof = R.CTRL_SOF if j == 0 else 0
+                            eof = R.CTRL_EOF if j == len(f.mm2s[p]) - 1 else 0
+                            w[word + R.D_BUFFER] = a
+                            w[word + R.D_BUFFER_MSB] = 0
+                            w[word + R.D_CONTROL] = n | sof | eof
+                            w[word + R.D_STATUS] = 0
+                            if seg[0] == "kv":
+                                kvc.append((word + R.D_CONTROL, p, bool(eof)))
+                            i += 1
+                if ch + 1 in blocks:
+                    b = blocks[ch + 1]
+                    i = 0
+                    for f in t.frames:
+                        if f.s2mm[p] is None:
+                            continue
+                        a, n = self._item("frames", f.s2mm[p])
+                        word = b.control_idx[i] - R.D_CONTROL
+                        w[word + R.D_BUFFER] = a
+                        w[word + R.D_BUFFER_MSB] = 0
+                        w[word + R.D_CONTROL] = n
+                        w[word + R.D_STATUS] = 0
+                        i += 1
+            for f in t.frames:
+                outs.append([self._item("frames", s) if s is not None else None
+                             for s in f.s2mm])
+            self._blocks.append(blocks)
+            self._kv_ctrl.append(kvc)
+            self._out.append(outs)
+        # links: within a block to the next descriptor, a block's last to the channel's next
+        for ch in range(4):
+            seq = self._seq[ch]
+            for k, ti in enumerate(seq):
+                b = self._blocks[ti][ch]
+                n = len(b.status_idx)
+                for i in range(n):
+                    word = b.status_idx[i] - R.D_STATUS
+                    if i + 1 < n:
+                        nxt = b.first + (i + 1) * R.DESC_BYTES
+                    else:
+                        nxt = self._blocks[seq[(k + 1) % len(seq)]][ch].first
+                    w[word + R.D_NXTDESC] = nxt
+                    w[word + R.D_NXTDESC_MSB] = 0
+        # where the LM head is switched in or out: the last non-LM block of every channel
+        self._switch = []
+        for ch in range(4):
+            seq = self._seq[ch]
+            lm = [ti for ti in seq if plan.transfers[ti].kind == LM]
+            body = [ti for ti in seq if plan.transfers[ti].kind != LM]
+            last = self._blocks[body[-1]][ch]
+            self._switch.append((last.status_idx[-1] - R.D_STATUS + R.D_NXTDESC,
+                                 self._blocks[lm[0]][ch].first if lm else None,
+                                 self._blocks[body[0]][ch].first))
+        self._index = {(t.layer, t.kind): t.index for t in plan.transfers}
+        self._tx = [self._transfer_table(t) for t in plan.transfers]
+
+    def _transfer_table(self, t) -> "_Transfer":
+        """One transfer's arrays: every status word index (for clearing and checking in one
+        numpy operation each), the MM2S ones with their CONTROL words, the S2MM ones, the
+        result slots, the TAILDESC writes (S2MM first), and each channel's next transfer."""
+        blocks = self._blocks[t.index]
+        x = _Transfer()
+        order = sorted(blocks, key=lambda c: (-(c % 2), c))
+        status, ctrl, chan, mm2s, s2mm = [], [], [], [], []
+        for ch in order:
+            b = blocks[ch]
+            for si, ci in zip(b.status_idx, b.control_idx):
+                (s2mm if b.s2mm else mm2s).append(len(status))
+                status.append(si)
+                ctrl.append(ci)
+                chan.append(ch)
+        x.status = np.array(status, np.intp)
+        x.mm2s = np.array(mm2s, np.intp)
+        x.s2mm = np.array(s2mm, np.intp)
+        x.mm2s_control = np.array([ctrl[i] for i in mm2s], np.intp)
+        x.channel_of = chan
+        x.channels = order
+        x.tails = [(ch // 2, _chan(ch)[1], blocks[ch].last, ch) for ch in order]
+        x.last_status = {ch: int(blocks[ch].status_idx[-1]) for ch in order}
+        x.outs = []
+        fb = self.base["frames"]
+        for p in (0, 1):
+            b = blocks.get(2 * p + 1)
+            i = 0
+            for fi, f in enumerate(t.frames):
+                if f.s2mm[p] is None:
+                    continue
+                a, _ = self._out[t.index][fi][p]
+                x.outs.append((fi, p, int(b.status_idx[i]), (a - fb) // 4))
+                i += 1
+        x.next_logits, x.next_body = {}, {}
+        for ch in order:
+            seq = self._seq[ch]
+            nxt = seq[(seq.index(t.index) + 1) % len(seq)]
+            x.next_logits[ch] = nxt
+            x.next_body[ch] = seq[0] if self.plan.transfers[nxt].kind == LM else nxt
+        return x
+
+    # ------------------------------------------------------------------ channels
+    def _start_all(self, next_transfer: Sequence[int]) -> None:
+        for ch in range(4):
+            p, base = _chan(ch)
+            self.dmas[p].start(base, self._blocks[next_transfer[ch]][ch].first)
+        self._next = list(next_transfer)
+
+    def _reset(self) -> None:
+        for d in self.dmas:
+            d.reset()
+        if self.pl_reset is not None:
+            self.pl_reset()
+        self._start_all(self._next)
+
+    # ------------------------------------------------------------------ per token
+    def kv_views(self):
+        """The KV cache in DMA memory as (K, V), each indexed [layer, head, position] to a
+        (head_dim / 16, 2, 8) block: element 16 j + 8 p + b is byte b of port p's j-th word."""
+        return self.kv_K, self.kv_V
+
+    def begin_token(self, position: int, logits: bool = True) -> None:
+        """Before a token's first transfer: its K/V descriptor lengths (L = position + 1) and
+        whether the chain runs the LM head after the last layer."""
+        for k in CPU_BYTES:
+            self.cpu_bytes[k] = 0
+        if any(self._next[ch] != self._seq[ch][0] for ch in range(4)):
+            self._next = [self._seq[ch][0] for ch in range(4)]
+            self._reset()                 # a token left half-done (an error): start over
+        L = position + 1
+        n = L * self.plan.kv_row
+        w = self.words
+        for ti, kvc in enumerate(self._kv_ctrl):
+            for word, p, eof in kvc:
+                w[word] = n | (R.CTRL_EOF if eof else 0)
+        self._count("desc", 4 * sum(len(k) for k in self._kv_ctrl))
+        if logits != self.logits_link:
+            for word, lm, body in self._switch:
+                w[word] = lm if logits and lm is not None else body
+            self._count("desc", 4 * len(self._switch))
+            self.logits_link = logits
+        self.L = L
+
+    def end_token(self) -> None:
+        for k in CPU_BYTES:
+            self.cpu_total[k] += self.cpu_bytes[k]
+
+    def _count(self, kind: str, n: int) -> None:
+        self.cpu_bytes[kind] += n
+
+    def write_x(self, kind: str, xq: np.ndarray) -> None:
+        """The quantised x of a transfer kind into its slot (both DMAs read it)."""
+        off, _ = self.plan.regions["frames"].items[("x", kind)]
+        xb = np.asarray(xq, np.int8).view(np.uint8)
+        self.frames[off:off + len(xb)] = xb
+        self._count("x", len(xb))
+
+    def attention_tag(self, layer: int, head: int) -> int:
+        return self.plan.transfers[self._index[(layer, ATT)]].frames[head].tag
+
+    def write_attention_part(self, layer: int, head: int, L: int, qi: np.ndarray, mults,
+                             shifts) -> None:
+        """KV head ``head``'s header block and q, split by port (port 1's behind the route
+        word) into its two part slots; K and V stay where they are."""
+        tag = self.attention_tag(layer, head)
+        block = gatt.pack_header(L, mults, shifts, tag, self.acfg) \
+            + (np.asarray(qi, np.int64).reshape(-1) & 0xFF).astype(np.uint8).tobytes()
+        for p, half in enumerate(split_attention_frame(block, L, tag)):
+            off, n = self.plan.regions["frames"].items[("part", head, p)]
+            self.frames[off:off + n] = np.frombuffer(half, np.uint8)
+            self._count("parts", n)
+
+    def run(self, layer: Optional[int], kind: str):
+        """Run one transfer; returns per frame (FramePlan, [words of port 0, words of port 1]
+        (None where the port has no output))."""
+        ti = self._index[(layer, kind)]
+        t = self.plan.transfers[ti]
+        x = self._tx[ti]
+        for ch in x.channels:
+            if self._next[ch] != ti:
+                raise BackendError(f"transfer {t.name} out of the chain's order on "
+                                   f"{CHANNEL_NAMES[ch]} (next: "
+                                   f"{self.plan.transfers[self._next[ch]].name})")
+        t0 = time.perf_counter()
+        fault = self._attempt(t, x)
+        if fault is not None:
+            self.faults.append(f"{fault['what']} (retried after a reset)")
+            self._reset()
+            fault2 = self._attempt(t, x)
+            if fault2 is not None:
+                self.engine_s += time.perf_counter() - t0
+                raise fault2["cls"](f"{fault2['what']}; it failed the same way before a reset "
+                                    f"of both DMAs and a retry" if fault2["what"] ==
+                                    fault["what"] else
+                                    f"{fault2['what']}; the first attempt: {fault['what']}; "
+                                    f"both DMAs were reset between them", fault2)
+        self.engine_s += time.perf_counter() - t0
+        nxt = x.next_logits if self.logits_link else x.next_body
+        for ch in x.channels:
+            self._next[ch] = nxt[ch]
+        self.transfers_run += 1
+        # results: the bytes every S2MM descriptor received, in frame order
+        out = [(f, [None, None]) for f in t.frames]
+        w = self.words
+        for fi, p, idx, off in x.outs:
+            n = int(w[idx] & R.LEN_MASK) >> 2
+            out[fi][1][p] = w[off:off + n].copy()
+        return out
+
+    def _attempt(self, t, x: "_Transfer") -> Optional[dict]:
+        """Clear the statuses, start the channels (S2MM first), wait, check every
+        descriptor. None when the transfer completed, else what went wrong."""
+        w = self.words
+        w[x.status] = 0
+        self._count("desc", 4 * len(x.status))
+        for p, base, last, _ in x.tails:
+            self.dmas[p].tail(base, last)
+        self.tail_writes += len(x.tails)
+        deadline = time.monotonic() + self.timeout_s
+        pending = list(x.tails)
+        sr = {}
+        while pending:
+            left = []
+            for item in pending:
+                p, base, _, ch = item
+                s = self.dmas[p].status(base)
+                sr[ch] = s
+                if s & R.SR_ERRORS:
+                    return self._fault(DmaError, t, ch, s, f"DMASR error {R.error_names(s)}")
+                if s & R.SR_HALTED:
+                    return self._fault(DmaError, t, ch, s, "the channel halted")
+                if not (s & R.SR_IDLE and w[x.last_status[ch]] & R.ST_CMPLT):
+                    left.append(item)
+            pending = left
+            if pending and time.monotonic() > deadline:
+                ch = pending[0][3]
+                also = "".join(f", {CHANNEL_NAMES[c]} (DMASR 0x{sr.get(c, 0):08X})"
+                               for _, _, _, c in pending[1:])
+                return self._fault(DmaHangError, t, ch, sr.get(ch, 0),
+                                   f"not complete within {self.timeout_s} s", also)
+        st = w[x.status]
+        bad = (st & (R.ST_CMPLT | R.ST_ERRORS)) != R.ST_CMPLT
+        short = (st[x.mm2s] & R.LEN_MASK) != (w[x.mm2s_control] & R.LEN_MASK)
+        over = (st[x.s2mm] & R.ST_RXEOF) == 0
+        if bad.any() or short.any() or over.any():
+            if bad.any():
+                i = int(np.nonzero(bad)[0][0])
+                ch = x.channel_of[i]
+                return self._fault(DmaError, t, ch, sr[ch], f"a descriptor reports an error "
+                                   f"(STATUS 0x{int(st[i]):08X})")
+            if short.any():
+                i = int(np.nonzero(short)[0][0])
+                ch = x.channel_of[x.mm2s[i]]
+                return self._fault(DmaShortError, t, ch, sr[ch],
+                                   f"short transfer: a descriptor moved "
+                                   f"{int(st[x.mm2s[i]] & R.LEN_MASK)} of "
+                                   f"{int(w[x.mm2s_control[i]] & R.LEN_MASK)} bytes")
+            i = int(np.nonzero(over)[0][0])
+            ch = x.channel_of[x.s2mm[i]]
+            return self._fault(DmaShortError, t, ch, sr[ch],
+                               "an output frame overran its slot (no RXEOF)")
+        return None
+
+    def _fault(self, cls, t, ch, sr, what, also: str = "") -> dict:
+        p = ch // 2
+        return dict(cls=cls, what=f"DMA transfer {t.name} on {CHANNEL_NAMES[ch]}: {what} "
+                                  f"(DMASR 0x{sr:08X}){also}",
+                    transfer=t.name, layer=t.layer, kind=t.kind, port=p, channel=ch, dmasr=sr)
+
+    # ------------------------------------------------------------------ figures
+    def engine_time(self) -> float:
+        """Seconds the DMAs and the PL took so far: the register model's own time where it
+        runs in this process, else the time spent in transfers (start to completion)."""
+        return self._engine_time() if self._engine_time is not None else self.engine_s
+
+    def transfer_beats(self, layer: Optional[int], kind: str, L: int = 1) -> int:
+        """8-byte input beats of one transfer on both ports (the progress bar's unit)."""
+        t = self.plan.transfers[self._index[(layer, kind)]]
+        return sum(self._segment(s, L)[1] for f in t.frames for p in (0, 1)
+                   for s in f.mm2s[p]) // 8
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
 
 
 # --------------------------------------------------------------------------- golden
 
-class GoldenBackend:
-    """The engines' golden models on each call's frames, vectorised: the weights of every
-    image are unpacked once (from the image bytes, as the engine reads them) and cached as
-    floats whose dot products are exact (4 bytes per weight ternary, 8 INT8)."""
-
-    name = "golden"
-
-    def __init__(self, model: Model):
-        self.model = model
-        self.acfg = model.engines.attention_config()
-        self._w: Dict[Tuple[str, int], np.ndarray] = {}
-        self.cycles = {"matrix": 0, "attention": 0}
-
-    def _q4_weights(self, m: QMatrix, port: int):
-        """A Q4_1 image read by generators.golden.q4 once: (codes as float32 (nb, N, 32),
-        D, M) or None when a scale is Inf/NaN or a row's sum could leave int64 (then the
-        golden model's exact frame function answers, BAD_SCALE included)."""
-        key = (m.name, port)
-        if key not in self._w:
-            off = 8 + m.x_bytes
-            rows = m.images[port][off:].reshape(m.rows[port], -1)
-            codes, D, M, bad = gq4.decode_rows(rows, m.k)
-            self._w[key] = None if bad.any() or not gq4.int64_safe(D, M) \
-                else (gq4.block_codes(codes), D, M)
-        return self._w[key]
-
-    def _weights(self, m: QMatrix, port: int) -> np.ndarray:
-        """The rows of one image as a float matrix whose products are exact: float32 for
-        trits (|sum| <= 128 K < 2**24), float64 for INT8 (|sum| < 2**53); None when a byte
-        is not a valid trit byte (then the exact frame model answers, BAD_TRIT included)."""
-        key = (m.name, port)
-        if key not in self._w:
-            img = m.images[port]
-            off = 8 + m.x_bytes
-            rb = m.k if m.fmt == "int8" else -(-m.k // 5)
-            stride = -(-rb // 8) * 8
-            rows = img[off:].reshape(m.rows[port], stride)[:, :rb]
-            if m.fmt == "int8":
-                w = rows.view(np.int8).astype(np.float64)
-            else:
-                w, bad = unpack_trits(rows, m.k, strict=False, return_mask=True)
-                w = None if bad.any() else w.astype(np.float32)
-            self._w[key] = w
-        return self._w[key]
-
-    def _frame_words(self, m: QMatrix, port: int, x: np.ndarray, tag: int) -> np.ndarray:
-        """The golden model of the whole frame (slow; exact in every case)."""
-        img = m.images[port].copy()
-        img[:8] = np.frombuffer(m.header(port, tag), np.uint8)
-        img[8:8 + m.k] = x.view(np.uint8)
-        beats = [int(b) for b in img.view("<u8")]
-        return np.array([wd for wd, _ in gmv.mv_frame(beats, 8, m.code,
-                                                      self.model.engines.max_k)], np.uint32)
-
-    def _mv(self, m: QMatrix, port: int, x: np.ndarray, tag: int) -> np.ndarray:
-        if m.fmt == "q4":
-            w = self._q4_weights(m, port)
-            if w is None:
-                return self._frame_words(m, port, x, tag)
-            n = m.rows[port]
-            out = np.empty(n + 1, np.uint32)
-            out[:n] = gq4.matrix_words(*w, np.asarray(x, np.int8))
-            out[n] = gmv.status_word(tag, 0, n)
-            return out
-        w = self._weights(m, port)
-        if w is None:
-            img = m.images[port].copy()
-            hx = m.header(port, tag)
-            img[:8] = np.frombuffer(hx, np.uint8)
-            img[8:8 + m.k] = x.view(np.uint8)
-            beats = [int(b) for b in img.view("<u8")]
-            fmt = gmv.FMT_INT8 if m.fmt == "int8" else gmv.FMT_TERNARY
-            return np.array([wd for wd, _ in gmv.mv_frame(beats, 8, fmt,
-                                                          self.model.engines.max_k)], np.uint32)
-        n = m.rows[port]
-        acc = (w @ x.astype(w.dtype)).astype(np.int64)
-        out = np.empty(n + 1, np.uint32)
-        out[:n] = (acc & 0xFFFFFFFF).astype(np.uint32)
-        out[n] = gmv.status_word(tag, 0, n)
-        return out
-
-    def matrices(self, calls):
-        return [[self._mv(m, p, x, tag) for p in (0, 1)] for m, x, tag in calls]
-
-    def attention(self, frames):
-        out = []
-        bb = self.acfg.beat_bytes
-        for fr, _ in frames:
-            beats = gatt.frame_to_beats(fr, bb)
-            out.append(np.array(gatt.frame_output(beats, self.acfg), np.uint32))
-        return out
-
-    def close(self):
-        pass
+def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4),
+                   timeout_s: float = 5.0, zero_matrices: bool = False) -> DmaRuntime:
+    """The runtime on the AXI DMA register model with the golden PL top behind it, in this
+    process (``formats``: the matrix engines' formats; (8, 3) is an overlay rendered with
+    q4=false; ``zero_matrices``: matrix frames answered with zeros, their rows never read: the
+    host's own cost without the engines' models)."""
+    from .dma import GoldenFabric, Memory, SgDmaRegs
+    plan = memory_plan(model, context)
+    mem = Memory(None, plan.ddr_bytes)
+    fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats,
+                       zero_matrices)
+    regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
+    rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,
+                    timeout_s, pl_reset=fab.reset,
+                    engine_time=lambda: regs[0].busy_s + regs[1].busy_s)
+    rt.name = "golden"
+    rt.memory, rt.fabric, rt.regs = mem, fab, regs
+    return rt
 
 
-# --------------------------------------------------------------------------- DMA host code
+# --------------------------------------------------------------------------- board
 
-class DmaHost:
-    """Host code at DMA-channel level, the same for the board and the RTL co-simulation.
-
-    ``dmas``: two objects with ``sendchannel`` / ``recvchannel`` (pynq's AxiDMA or
-    :class:`generators.runtime.dma.SimpleDma`); ``allocate(shape, dtype)``: pynq.allocate or
-    the DDR model's.
-    """
-
-    def __init__(self, model: Model, dmas: Sequence, allocate, timeout_s: float = 5.0,
-                 beat_bytes: int = 8):
-        if beat_bytes != 8:
-            raise BackendError(f"the DMA streams are {beat_bytes * 8} bits wide; the engines' "
-                               f"frames need 64-bit MM2S streams")
-        self.model, self.dmas, self.allocate = model, list(dmas), allocate
-        self.timeout_s = timeout_s
-        self.acfg = model.engines.attention_config()
-        self.images: Dict[str, List] = {}
-        max_rows = 1
-        for m in model.matrices.values():
-            bufs = []
-            for p in (0, 1):
-                img = m.images[p]
-                b = allocate((len(img),), np.uint8)
-                b[:] = img
-                b.flush()
-                bufs.append(b)
-                max_rows = max(max_rows, m.rows[p])
-            self.images[m.name] = bufs
-        self.out = [allocate((max_rows + 1,), np.uint32) for _ in (0, 1)]
-        L = model.engines.max_context
-        half = gatt.frame_beat_count(L, self.acfg) + 1
-        self.att_in = [allocate((half,), np.uint64) for _ in (0, 1)]
-        self.att_out = allocate((gatt.output_word_count(self.acfg) + 1,), np.uint32)
-
-    def _wait(self, ch, what: str) -> None:
-        deadline = time.monotonic() + self.timeout_s
-        while not ch.idle:
-            if ch.error:
-                break                                  # wait() names the error
-            if time.monotonic() > deadline:
-                raise DmaTimeout(f"DMA {what} did not finish within {self.timeout_s} s")
-        ch.wait()
-
-    def _run(self, sends, recvs):
-        """sends: [(port, buffer, nbytes)], recvs: [(port, buffer)] -> words per recv."""
-        for p, buf in recvs:
-            self.dmas[p].recvchannel.transfer(buf)
-        for p, buf, n in sends:
-            self.dmas[p].sendchannel.transfer(buf, 0, n)
-        for p, _, _ in sends:
-            self._wait(self.dmas[p].sendchannel, f"{p} MM2S")
-        words = []
-        for p, buf in recvs:
-            ch = self.dmas[p].recvchannel
-            self._wait(ch, f"{p} S2MM")
-            n = ch.transferred // 4
-            words.append(np.array(buf[:n], np.uint32))
-        return words
-
-    def matrices(self, calls):
-        out = []
-        for m, x, tag in calls:
-            bufs = self.images[m.name]
-            for p in (0, 1):
-                hx = np.zeros(8 + m.x_bytes, np.uint8)
-                hx[:8] = np.frombuffer(m.header(p, tag), np.uint8)
-                hx[8:8 + m.k] = np.asarray(x, np.int8).view(np.uint8)
-                bufs[p][:len(hx)] = hx
-            out.append(self._run([(p, bufs[p], len(m.images[p])) for p in (0, 1)],
-                                 [(p, self.out[p]) for p in (0, 1)]))
-        return out
-
-    def attention(self, frames):
-        out = []
-        for fr, _ in frames:
-            even, odd = split_attention_frame(fr)
-            self.att_in[0][:len(even)] = even
-            self.att_in[1][:len(odd)] = odd
-            (words,) = self._run([(0, self.att_in[0], 8 * len(even)),
-                                  (1, self.att_in[1], 8 * len(odd))], [(0, self.att_out)])
-            out.append(words)
-        return out
+def check_overlay(ip_dict: dict, plan: MemoryPlan, where: str = "the overlay") -> None:
+    """BackendError unless the overlay's .hwh has dma_0 and dma_1 as scatter-gather AXI DMAs
+    with 64-bit MM2S streams, 32-bit addresses and buffer lengths wide enough for the plan's
+    largest descriptor."""
+    for p in (0, 1):
+        name = f"dma_{p}"
+        if name not in ip_dict:
+            raise BackendError(f"{where}: no {name} in its .hwh")
+        par = {k.lower(): v for k, v in ip_dict[name].get("parameters", {}).items()}
+        if int(par.get("c_include_sg", 0)) != 1:
+            raise BackendError(f"{where}: {name} is built without scatter-gather "
+                               f"(c_include_sg 0); the runtime's descriptor chains need it")
+        width = int(par.get("c_m_axis_mm2s_tdata_width", 64))
+        if width != 64:
+            raise BackendError(f"{where}: {name}'s MM2S stream is {width} bits; the engines' "
+                               f"frames need 64")
+        lw = int(par.get("c_sg_length_width", 14))
+        if lw < R.LEN_BITS:
+            raise BackendError(f"{where}: {name} has c_sg_length_width {lw}; the runtime's "
+                               f"descriptors (a whole matrix half's rows each) need "
+                               f"{R.LEN_BITS}")
+        aw = int(par.get("c_addr_width", 32))
+        if aw != 32:
+            raise BackendError(f"{where}: {name} has c_addr_width {aw}; the runtime writes "
+                               f"32-bit descriptors")
 
 
-class BoardBackend(DmaHost):
-    """The PYNQ-Z1 overlay: dma_0 and dma_1 (simple mode), pynq<4 imported here only."""
+def _slcr_pl_reset(pynq) -> Callable[[], None]:
+    """FCLK_RESET0_N pulsed through the SLCR (FPGA_RST_CTRL, 0xF8000240): resets the PL
+    logic on that reset (the engines, the joiner, the DMAs behind proc_sys_reset)."""
+    slcr = pynq.MMIO(0xF8000000, 0x1000)
+
+    def reset():
+        slcr.write(0x008, 0xDF0D)          # SLCR unlock
+        slcr.write(0x240, 0x1)             # FPGA0_OUT_RST
+        time.sleep(0.001)
+        slcr.write(0x240, 0x0)
+        slcr.write(0x004, 0x767B)          # SLCR lock
+    return reset
+
+
+class BoardBackend(DmaRuntime):
+    """The PYNQ-Z1 overlay: dma_0 and dma_1 in scatter-gather mode; ``pynq<4`` imported here
+    only. The memory plan is checked against the budgets before anything is allocated."""
 
     name = "board"
 
-    def __init__(self, model: Model, bitfile: str, timeout_s: float = 5.0, download=True):
+    def __init__(self, model: Model, bitfile: str, context: Optional[int] = None,
+                 timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,
+                 host_mb: float = 64):
         from generators.host import FCLK_MHZ, _import_pynq, check_clock
+        plan = memory_plan(model, context)
+        msg = plan.check(cma_mb, host_mb)
+        if msg is not None:
+            raise BackendError(msg)
         pynq = _import_pynq()
         ov = pynq.Overlay(bitfile, download=download)
         check_clock(float(pynq.Clocks.fclk0_mhz), FCLK_MHZ)
-        dmas = []
-        for p in (0, 1):
-            if f"dma_{p}" not in ov.ip_dict:
-                raise BackendError(f"{bitfile}: no dma_{p} in the overlay")
-            dmas.append(getattr(ov, f"dma_{p}"))
-        par = ov.ip_dict["dma_0"].get("parameters", {})
-        width = int(par.get("C_M_AXIS_MM2S_TDATA_WIDTH", par.get("c_m_axis_mm2s_tdata_width",
-                                                                   64)))
+        check_overlay(ov.ip_dict, plan, bitfile)
+        mmios = [pynq.MMIO(int(ov.ip_dict[f"dma_{p}"]["phys_addr"]),
+                           int(ov.ip_dict[f"dma_{p}"]["addr_range"])) for p in (0, 1)]
         self.overlay = ov
-        super().__init__(model, dmas, pynq.allocate, timeout_s, beat_bytes=width // 8)
+        super().__init__(model, [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
+                         lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
+                                                                       cacheable=cacheable),
+                         plan, timeout_s, pl_reset=_slcr_pl_reset(pynq))
 
 
 def make_backend(name: str, model: Model, **kw):
     """"golden" | "rtl" | "board" (keyword arguments go to the backend)."""
-    if name == "golden":
-        return GoldenBackend(model)
+    if name in ("golden", "dma-model"):
+        return golden_backend(model, **kw)
     if name == "rtl":
         from .rtl import RtlBackend
         return RtlBackend(model, **kw)
@@ -271,27 +599,5 @@ def make_backend(name: str, model: Model, **kw):
         if "bitfile" not in kw:
             raise BackendError("the board backend needs bitfile=PATH (the overlay's .bit)")
         return BoardBackend(model, **kw)
-    if name == "dma-model":
-        return model_dma_backend(model, **kw)
     raise ValueError(f"backend must be golden, rtl or board, got {name!r}")
 
-
-def model_dma_backend(model: Model, channel_cls=None, path: Optional[str] = None,
-                      size: Optional[int] = None, formats=(8, 3, 4)):
-    """The DMA host code on the register model of the AXI DMAs with the golden PL top behind
-    it (the board host code without a board; tests). ``formats``: the matrix engines'
-    (the manifest's matrix.formats; (8, 3) is an overlay rendered with q4=false)."""
-    import tempfile
-    from .dma import AxiDmaRegs, GoldenFabric, Memory, SimpleDma, SimpleDmaChannel
-    if size is None:
-        size = 2 * sum(len(i) for m in model.matrices.values() for i in m.images) + (64 << 20)
-    if path is None:
-        path = tempfile.NamedTemporaryFile(prefix="ddr-", delete=False).name
-    mem = Memory(path, size)
-    fab = GoldenFabric(model.engines.max_k, model.engines.attention_config(), formats=formats)
-    dmas = [SimpleDma(AxiDmaRegs(p, fab, mem), channel_cls or SimpleDmaChannel) for p in (0, 1)]
-    host = DmaHost(model, dmas, mem.allocate)
-    host.name = "dma-model"
-    host.memory, host.fabric = mem, fab
-    host.close = lambda: None
-    return host

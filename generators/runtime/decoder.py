@@ -19,9 +19,11 @@ from generators.golden import attention as gatt
 from generators.golden.mv import FLAG_NAMES
 
 from .model import Model, QMatrix
+from .plan import ATT, DOWN, GU, LM, O, QKV
 from .quantise import KVCache, quantise_activations
 
-__all__ = ["Decoder", "EngineError", "ContextError", "rope_tables", "sample"]
+__all__ = ["Decoder", "EngineError", "ContextError", "PromptError", "check_prompt",
+           "rope_tables", "sample"]
 
 
 class EngineError(RuntimeError):
@@ -30,6 +32,26 @@ class EngineError(RuntimeError):
 
 class ContextError(ValueError):
     """The prompt does not fit the attention engine's max_context."""
+
+
+class PromptError(ValueError):
+    """A prompt without tokens, or with an id outside the vocabulary."""
+
+
+def check_prompt(ids: Sequence[int], max_context: int, vocab_size: int) -> List[int]:
+    """The prompt check, defined once (the Decoder, chat and decode make it before any engine
+    work): at least one token (PromptError), no more than the attention engine's
+    ``max_context`` (ContextError), every id in the vocabulary (PromptError)."""
+    prompt = [int(t) for t in ids]
+    if not prompt:
+        raise PromptError("the prompt needs at least one token")
+    if len(prompt) > max_context:
+        raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
+                           f"engine's max_context {max_context}")
+    for t in prompt:
+        if not 0 <= t < vocab_size:
+            raise PromptError(f"token id {t} outside the vocabulary (0..{vocab_size - 1})")
+    return prompt
 
 
 ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
@@ -84,42 +106,69 @@ def sample(logits: np.ndarray, temperature: float, top_k: int,
 
 
 class Decoder:
+    """The host loop: one token is a fixed sequence of steps over flat arrays, and the
+    backend's transfers in the order of its descriptor chains (docs/runtime.md, "Host loop").
+
+    ``backend``: a :class:`generators.runtime.backends.DmaRuntime` (every backend is one).
+    Setting ``dec.be`` to another backend between tokens carries the KV cache over (the
+    rows are copied into the new backend's DMA memory once)."""
+
     def __init__(self, model: Model, backend, trace: Optional[list] = None):
         self.model = model
-        self.be = backend
         self.cfg = model.config
         self.acfg = model.engines.attention_config()
         self.trace = trace
         c = self.cfg
-        self.max_context = model.engines.max_context
-        self.cos, self.sin = rope_tables(c.head_dim, c.rope_theta, self.max_context)
-        self.tag = 0
+        self._be = backend
+        self.max_context = backend.plan.context
+        cos, sin = model.rope_tables()                  # the image's tables, else computed
+        self.cos, self.sin = cos[:self.max_context], sin[:self.max_context]
+        self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0, "engine_s": 0.0}
+        #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
+        self.token_bytes: Dict[str, int] = {}
         self.reset()
-        self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0}
+
+    @property
+    def be(self):
+        return self._be
+
+    @be.setter
+    def be(self, new) -> None:
+        if new is self._be:
+            return
+        if new.plan.context < self.pos:
+            raise ContextError(f"the new backend's KV cache holds {new.plan.context} positions, "
+                               f"the decoder has {self.pos}")
+        old = self.kv
+        self._be = new
+        self.reset()
+        n = int(old.length.max(initial=0))
+        if n:
+            self.kv.K[:, :, :n] = old.K[:, :, :n]
+            self.kv.V[:, :, :n] = old.V[:, :, :n]
+        self.kv.k_step[:], self.kv.v_step[:], self.kv.length[:] = \
+            old.k_step, old.v_step, old.length
+        self.pos = n
 
     def reset(self) -> None:
         c = self.cfg
+        K, V = self._be.kv_views()
         self.kv = KVCache(c.num_hidden_layers, c.num_key_value_heads, self.max_context,
-                          c.head_dim)
+                          c.head_dim, K=K, V=V)
         self.pos = 0
 
-    def _next_tag(self) -> int:
-        self.tag = (self.tag + 1) & 0xFF
-        return self.tag
-
     # ------------------------------------------------------------------ engines
-    def _matvecs(self, layer, mats: Sequence[QMatrix], x: np.ndarray) -> List[np.ndarray]:
-        """Real outputs of several matrices that share the input x."""
+    def _matrices(self, layer, kind: str, x: np.ndarray) -> List[np.ndarray]:
+        """Real outputs of the matrices of one transfer, which share the input x."""
         xq, sx = quantise_activations(x)
-        calls = [(m, xq, self._next_tag()) for m in mats]
+        self.be.write_x(kind, xq)
         t0 = time.perf_counter()
-        words = self.be.matrices(calls)
+        frames = self.be.run(layer, kind)
         self.timing["matrix_s"] += time.perf_counter() - t0
         out = []
-        for (m, _, tag), per_port in zip(calls, words):
-            acc = []
-            for p, w in enumerate(per_port):
-                acc.append(self._check_matrix(w, m, p, tag, layer))
+        for fp, per_port in frames:
+            m = self.model.matrices[fp.name]
+            acc = [self._check_matrix(w, m, p, fp.tag, layer) for p, w in enumerate(per_port)]
             if self.trace is not None:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
@@ -158,11 +207,11 @@ class Decoder:
         return words[:-1]
 
     def _attention(self, layer: int, q: np.ndarray) -> np.ndarray:
-        """q (heads, d) real -> attention output (heads, d) real, one engine frame per KV head."""
+        """q (heads, d) real -> attention output (heads, d) real: per KV head its header and
+        q into the part slots, then one transfer for all KV heads (K and V in place)."""
         c, cfg = self.cfg, self.acfg
         G, d = c.group, c.head_dim
         L = int(self.kv.length[layer])
-        frames = []
         for h in range(c.num_key_value_heads):
             qg = q[h * G:(h + 1) * G]
             qi, sq = quantise_activations(qg)          # per query head (G scales)
@@ -173,16 +222,13 @@ class Decoder:
                 m_, s_ = gatt.score_multiplier(cval, cfg)
                 mults.append(m_)
                 shifts.append(s_)
-            tag = self._next_tag()
-            fr = gatt.build_attention_frame(qi, self.kv.K[layer, h, :L], self.kv.V[layer, h, :L],
-                                            mults, shifts, tag, cfg)
-            frames.append((fr, tag))
+            self.be.write_attention_part(layer, h, L, qi, mults, shifts)
         t0 = time.perf_counter()
-        outs = self.be.attention(frames)
+        frames = self.be.run(layer, ATT)
         self.timing["attention_s"] += time.perf_counter() - t0
         o = np.empty((c.num_attention_heads, d))
-        for h, ((fr, tag), words) in enumerate(zip(frames, outs)):
-            words = np.asarray(words, np.uint32)
+        for h, (fp, per_port) in enumerate(frames):
+            words = np.asarray(per_port[0], np.uint32)
             if self.trace is not None:
                 self.trace.append(("attention", layer, f"kv{h}", [words.copy()]))
             where = f"layer {layer}, attention KV head {h}"
@@ -195,45 +241,56 @@ class Decoder:
             if res["y"] is None or res["count"] != gatt.output_word_count(cfg):
                 raise EngineError(f"attention engine sent {len(words) - 1} words, count "
                                   f"{res['count']} ({where})")
-            if res["tag"] != tag:
-                raise EngineError(f"attention engine status tag {res['tag']}, frame tag {tag} "
-                                  f"({where})")
+            if res["tag"] != fp.tag:
+                raise EngineError(f"attention engine status tag {res['tag']}, frame tag "
+                                  f"{fp.tag} ({where})")
             o[h * G:(h + 1) * G] = gatt.dequantise(res["y"], res["Z"], cfg) \
                 * self.kv.v_step[layer, h]
         return o
 
     # ------------------------------------------------------------------ one step
-    def step(self, token: int) -> np.ndarray:
-        """Run one position; return the logits (vocab,) of the next token."""
+    def step(self, token: int, logits: bool = True) -> Optional[np.ndarray]:
+        """Run one position; return the logits (vocab,) of the next token (``logits=False``:
+        a prompt token whose successor is known: the LM head is not run, None is returned)."""
         t_start = time.perf_counter()
+        e_start = self.be.engine_time()
         c, m = self.cfg, self.model
         if self.pos >= self.max_context:
-            raise ContextError(f"context full: the attention engine's max_context is "
-                               f"{self.max_context}")
+            raise ContextError(f"context full: the KV cache holds {self.max_context} positions")
         if not 0 <= token < c.vocab_size:
             raise ValueError(f"token id {token} outside the vocabulary (0..{c.vocab_size - 1})")
         H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
+        rt = self.be
+        rt.begin_token(self.pos, logits)
         cos, sin = self.cos[self.pos], self.sin[self.pos]
-        x = m.embed[token].astype(np.float64)
+        x = np.asarray(m.embed_row(token), np.float64)
         for i in range(c.num_hidden_layers):
             n = _rmsnorm(x, m.norms[f"layers.{i}.input"], eps)
-            q, k, v = self._matvecs(i, [m.matrix(i, "q"), m.matrix(i, "k"), m.matrix(i, "v")], n)
+            q, k, v = self._matrices(i, QKV, n)
             q = _rope(q.reshape(c.num_attention_heads, d), cos, sin)
             k = _rope(k.reshape(c.num_key_value_heads, d), cos, sin)
+            w0, r0 = self.kv.written, self.kv.requantised
             self.kv.append(i, k, v.reshape(c.num_key_value_heads, d))
+            rt.cpu_bytes["kv"] += self.kv.written - w0
+            rt.cpu_bytes["requant"] += self.kv.requantised - r0
             a = self._attention(i, q).reshape(H)
-            (o,) = self._matvecs(i, [m.matrix(i, "o")], a)
+            (o,) = self._matrices(i, O, a)
             x = x + o
             n = _rmsnorm(x, m.norms[f"layers.{i}.post"], eps)
-            g, u = self._matvecs(i, [m.matrix(i, "gate"), m.matrix(i, "up")], n)
+            g, u = self._matrices(i, GU, n)
             h = g / (1.0 + np.exp(-g)) * u
-            (dn,) = self._matvecs(i, [m.matrix(i, "down")], h)
+            (dn,) = self._matrices(i, DOWN, h)
             x = x + dn
-        n = _rmsnorm(x, m.norms["final"], eps)
-        (logits,) = self._matvecs(None, [m.matrix(None, "lm_head")], n)
+        out = None
+        if logits:
+            n = _rmsnorm(x, m.norms["final"], eps)
+            (out,) = self._matrices(None, LM, n)
+        rt.end_token()
+        self.token_bytes = dict(rt.cpu_bytes)
         self.pos += 1
         self.timing["total_s"] += time.perf_counter() - t_start
-        return logits
+        self.timing["engine_s"] += self.be.engine_time() - e_start
+        return out
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 8,
                  temperature: float = 0.0, top_k: int = 0, seed: int = 0,
@@ -242,24 +299,16 @@ class Decoder:
                  ) -> Iterator[int]:
         """Yield up to max_new_tokens tokens after the prompt (greedy when temperature is 0).
 
-        A prompt longer than max_context is refused before any engine work; generation ends
-        when the context is full."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("the prompt needs at least one token")
-        if len(prompt) > self.max_context:
-            raise ContextError(f"prompt of {len(prompt)} tokens is longer than the attention "
-                               f"engine's max_context {self.max_context}")
-        for t in prompt:
-            if not 0 <= t < self.cfg.vocab_size:
-                raise ValueError(f"token id {t} outside the vocabulary "
-                                 f"(0..{self.cfg.vocab_size - 1})")
+        The prompt's tokens run without the LM head except the last one. A prompt longer than
+        the context is refused before any engine work; generation ends when the context is
+        full."""
+        prompt = check_prompt(prompt_ids, self.max_context, self.cfg.vocab_size)
         stop = set(int(s) for s in stop_ids)
         rng = np.random.default_rng(seed)
         self.reset()
         logits = None
-        for t in prompt:
-            logits = self.step(t)
+        for j, t in enumerate(prompt):
+            logits = self.step(t, logits=j == len(prompt) - 1)
         for i in range(max_new_tokens):
             tok = sample(logits, temperature, top_k, rng)
             self.last_logits = logits

@@ -1,32 +1,49 @@
-"""The AXI DMA (simple mode) at register level, DDR, and the golden PL top behind it.
+"""DDR, the AXI DMA in scatter-gather mode at register level, and the golden PL top behind it.
 
-Used by the ``rtl`` backend (the RTL simulation behind the registers) and by the tests of the
-``board`` host code (PYNQ's own ``pynq.lib.dma._SDMAChannel`` driving :class:`AxiDmaRegs`).
+The runtime's host code (generators.runtime.sgdma, generators.runtime.backends) drives the DMA
+registers and descriptors exactly as on the board; what answers it here is:
 
-* :class:`Memory` is "DDR": one file mapped by the host and by the simulator process, a bump
-  allocator handing out :class:`DmaBuffer` arrays (physical_address, flush, invalidate, like
-  ``pynq.allocate``) whose bytes are NOT zeroed (filled with 0xA5 garbage, so leftovers
-  are never mistaken for results).
-* :class:`AxiDmaRegs` is one AXI DMA's register file (PG021, simple mode): MM2S_DMACR 0x00,
-  MM2S_DMASR 0x04 (bit 0 halted, bit 1 idle, bits 4-6 errors), MM2S_SA 0x18/0x1C, MM2S_LENGTH
-  0x28 (a write starts the transfer); S2MM at +0x30, S2MM_LENGTH 0x58 reads back the bytes the
-  stream actually delivered (its tlast). A frame longer than the armed length is DMAIntErr.
-* :class:`SimpleDmaChannel` mirrors ``pynq.lib.dma._SDMAChannel`` of PYNQ 3.1.2 register for
-  register (the same reads and writes in the same order) for environments without PYNQ.
-* :class:`GoldenFabric` is the PL top of the contracts (section A) as numpy golden models:
-  a router per port, matrix engines, the joiner and the attention engine.
+* :class:`Memory`: "DDR", one file mapped by the host and by the simulator process (or an
+  anonymous map), a bump allocator handing out :class:`DmaBuffer` arrays (physical_address,
+  flush, invalidate, like ``pynq.allocate``) whose bytes are NOT zeroed (0xA5 garbage, so
+  leftovers are never mistaken for results).
+* :class:`SgDmaRegs`: one AXI DMA's register file in scatter-gather mode (PG021; the bits in
+  :mod:`generators.runtime.pg021`): DMACR (RS, Reset), DMASR (Halted, Idle, SGIncld, the six
+  error bits, IOC_Irq, Err_Irq), CURDESC (written while halted), TAILDESC (a write starts the
+  fetch; an engine paused at the old tail resumes at its NXTDESC). It walks the descriptors in
+  DDR: MM2S descriptors SOF..EOF form one packet (tlast at EOF) handed to the fabric; each
+  packet the fabric answers fills S2MM descriptors (RXSOF on its first, RXEOF on its last; a
+  packet longer than a descriptor continues in the next one), STATUS written back with Cmplt
+  and the byte count. A fetched descriptor with Cmplt set is SGIntErr, a zero length
+  DMAIntErr, an address outside DDR SGDecErr / DMADecErr: the channel halts. Faults can be
+  injected (:meth:`SgDmaRegs.inject`): a hang (the channel never goes idle), an error bit, a
+  short transfer (fewer bytes, tlast early).
+* :class:`GoldenFabric`: the PL top of docs/overlay.md as golden models
+  (:class:`generators.golden.overlay.Overlay`, the one model of the routing, joiner and output
+  order) with fast engine models: a matrix frame laid out as the runtime sends it ([header][x]
+  [rows], rows read once from DDR and cached by address as floats whose products are exact)
+  is a BLAS product; any other frame goes through the exact frame model
+  (``generators.golden.mv.mv_frame``, bad frames included).
+* :func:`serve`: the register protocol over a socket (MMIO reads and writes of the two DMAs),
+  used by the rtl backend's simulator side (generators/cosim/runtime_top.py) and by
+  :func:`serve_golden` (the register model and the golden top in a process of their own).
 """
 from __future__ import annotations
 
 import mmap
-import os
-from typing import Callable, Dict, List, Optional
+import time
+from collections import deque
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
-from generators.contract import ATTENTION_MAGIC, MATRIX_MAGIC, ROUTE_MAGIC
+from generators.golden import q4 as gq4
+from generators.golden.overlay import Overlay
+from generators.packing import unpack_trits
+
+from . import pg021 as R
 
 BASE_ADDRESS = 0x1000_0000
 GARBAGE = 0xA5
@@ -34,7 +51,7 @@ GARBAGE = 0xA5
 
 class DmaBuffer(np.ndarray):
     """A numpy view of DDR with a physical address (the interface of pynq's PynqBuffer that
-    the DMA driver uses)."""
+    the runtime uses)."""
 
     physical_address: int = 0
 
@@ -53,41 +70,67 @@ class DmaBuffer(np.ndarray):
 
 
 class Memory:
-    """DDR shared by the host and the simulated PL: a file mapped by both processes."""
+    """DDR shared by the host and the simulated PL: a file mapped by both processes, or (no
+    path) an anonymous map for a register model in the host's own process."""
 
-    def __init__(self, path: str, size: int, create: bool = True):
+    def __init__(self, path: Optional[str], size: int, create: bool = True):
         self.path, self.size = path, int(size)
-        if create:
-            with open(path, "wb") as f:
-                f.truncate(self.size)
-        self._f = open(path, "r+b")
-        self.map = mmap.mmap(self._f.fileno(), self.size)
+        self._f = None
+        if path is None:
+            self.map = mmap.mmap(-1, self.size)
+        else:
+            if create:
+                with open(path, "wb") as f:
+                    f.truncate(self.size)
+            self._f = open(path, "r+b")
+            self.map = mmap.mmap(self._f.fileno(), self.size)
         self.bytes = np.frombuffer(self.map, np.uint8)
         self.top = 0
 
-    def allocate(self, shape, dtype=np.uint8) -> DmaBuffer:
+    def allocate(self, shape, dtype=np.uint8, cacheable: bool = True) -> DmaBuffer:
         dt = np.dtype(dtype)
         n = int(np.prod(shape)) * dt.itemsize
-        off = -(-self.top // 64) * 64
+        off = -(-self.top // 4096) * 4096              # page-aligned, as the CMA allocator
         if off + n > self.size:
-            raise MemoryError(f"DDR model of {self.size:,} bytes is full")
+            raise MemoryError(f"DDR model of {self.size:,} bytes is full (asked for {n:,} "
+                              f"more at {off:,})")
         self.top = off + n
         self.bytes[off:off + n] = GARBAGE
         a = self.bytes[off:off + n].view(dt).reshape(shape).view(DmaBuffer)
         a.physical_address = BASE_ADDRESS + off
         return a
 
-    def read(self, address: int, n: int) -> np.ndarray:
+    def offset(self, address: int, n: int) -> int:
         off = address - BASE_ADDRESS
         if off < 0 or off + n > self.size:
             raise ValueError(f"address 0x{address:X} + {n} outside DDR")
+        return off
+
+    def inside(self, address: int, n: int) -> bool:
+        off = address - BASE_ADDRESS
+        return 0 <= off and off + n <= self.size
+
+    def read(self, address: int, n: int) -> np.ndarray:
+        off = self.offset(address, n)
         return self.bytes[off:off + n]
 
     def write(self, address: int, data: np.ndarray) -> None:
-        off = address - BASE_ADDRESS
-        if off < 0 or off + len(data) > self.size:
-            raise ValueError(f"address 0x{address:X} + {len(data)} outside DDR")
+        off = self.offset(address, len(data))
         self.bytes[off:off + len(data)] = data
+
+    def word(self, address: int) -> int:
+        off = self.offset(address, 4)
+        return int(self.bytes[off:off + 4].view("<u4")[0])
+
+    def set_word(self, address: int, value: int) -> None:
+        off = self.offset(address, 4)
+        self.bytes[off:off + 4].view("<u4")[0] = value & 0xFFFFFFFF
+
+    def gather(self, segments: Sequence[Tuple[int, int]]) -> np.ndarray:
+        """The bytes of several (address, length) segments, one after the other."""
+        if len(segments) == 1:
+            return self.read(*segments[0]).copy()
+        return np.concatenate([self.read(a, n) for a, n in segments])
 
     def close(self):
         self.bytes = None
@@ -95,232 +138,507 @@ class Memory:
             self.map.close()
         except BufferError:
             pass
-        self._f.close()
+        if self._f is not None:
+            self._f.close()
 
 
-class AxiDmaRegs:
-    """One AXI DMA in simple mode (MM2S = port p's s_axis, S2MM = port p's m_axis)."""
+# --------------------------------------------------------------------------- register model
+
+class _Channel:
+    """One direction of an AXI DMA: its registers and the descriptors it is working on."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.power_on()
+
+    def power_on(self):
+        self.cr = 0
+        self.halted, self.idle, self.errors, self.irq = True, False, 0, 0
+        self.curdesc = self.taildesc = 0
+        self.next = None          # where the next fetch starts (None: at CURDESC)
+        self.queue: deque = deque()   # MM2S: packets to send; S2MM: descriptors to fill
+        self.sending = False
+        self.partial: Optional[np.ndarray] = None   # S2MM: the rest of a packet too long
+        self.first_of_packet = True
+        self.hung = False
+
+    @property
+    def sr(self) -> int:
+        v = self.errors | self.irq | R.SR_SGINCLD
+        if self.halted:
+            v |= R.SR_HALTED
+        if self.idle and not self.halted:
+            v |= R.SR_IDLE
+        return v
+
+    @property
+    def busy(self) -> bool:
+        return not self.halted and not self.idle
+
+
+class SgDmaRegs:
+    """One AXI DMA in scatter-gather mode: MM2S feeds port ``port``'s s_axis, S2MM takes its
+    m_axis (pynq.MMIO's ``read(offset)`` / ``write(offset, value)``).
+
+    ``busy_s`` (``busy_cpu_s``) is the wall (CPU) time this model spent moving data and
+    running the PL models: the DMA's and the engines' time, which a host-time measurement
+    leaves out."""
 
     def __init__(self, port: int, fabric, memory: Memory):
         self.port, self.fabric, self.mem = port, fabric, memory
-        self.regs = {0x00: 0x0, 0x04: 0x1, 0x30: 0x0, 0x34: 0x1}
-        self.addr = {0: 0, 0x30: 0}
-        self.length = {0: 0, 0x30: 0}
-        self.busy = {0: False, 0x30: False}
-        self.started = {0: False, 0x30: False}   # a transfer since RS went high
+        self.ch = {0: _Channel("MM2S"), R.S2MM: _Channel("S2MM")}
+        self.faults: Dict[int, List[dict]] = {0: [], R.S2MM: []}
+        self.busy_s = 0.0
+        self.busy_cpu_s = 0.0                     # the same, CPU time of this thread
+        self.resets = 0
+        self.transfers = {0: 0, R.S2MM: 0}
 
-    # MMIO interface of pynq.MMIO
+    # ------------------------------------------------------------------ fault injection
+    def inject(self, kind: str, channel: str = "mm2s", after: int = 0, count: int = 1,
+               error: int = R.SR_DMA_SLV_ERR, keep: Optional[int] = None) -> None:
+        """Make the ``after``-th next transfer (TAILDESC write) of ``channel`` ("mm2s" or
+        "s2mm") fail, and the ``count - 1`` transfers after it:
+
+        * ``"hang"``: the channel takes the transfer and never finishes it (never idle);
+        * ``"error"``: the channel sets the DMASR error bit ``error`` (one of the six) and
+          halts before moving a byte;
+        * ``"short"`` (MM2S): the transfer's first packet stops after ``keep`` bytes (default:
+          half of it, whole 8-byte beats) with tlast on its last beat; its descriptors report
+          the bytes they sent.
+        """
+        if kind not in ("hang", "error", "short"):
+            raise ValueError(f"fault kind must be hang, error or short, not {kind!r}")
+        if kind == "short" and channel != "mm2s":
+            raise ValueError("a short transfer is injected on an MM2S channel")
+        if kind == "error" and not error & R.SR_ERRORS:
+            raise ValueError(f"error 0x{error:X} is not a DMASR error bit")
+        base = 0 if channel == "mm2s" else R.S2MM
+        n = self.transfers[base] + after
+        for i in range(count):
+            self.faults[base].append(dict(kind=kind, at=n + i, error=error, keep=keep))
+
+    def _fault(self, base: int) -> Optional[dict]:
+        n = self.transfers[base]
+        for f in self.faults[base]:
+            if f["at"] == n:
+                self.faults[base].remove(f)
+                return f
+        return None
+
+    # ------------------------------------------------------------------ MMIO
     def write(self, offset: int, value: int) -> None:
-        base = 0x30 if offset >= 0x30 else 0
-        r = offset - base
-        value = int(value) & 0xFFFFFFFF
-        if r == 0x00:
-            self.regs[base] = value
-            if value & 1:
-                self.regs[base + 4] &= ~0x1          # running
-                self.started[base] = False
-            else:
-                self.regs[base + 4] |= 0x1           # halted
-        elif r == 0x04:
-            self.regs[base + 4] &= ~(value & 0x7000)  # write 1 to clear interrupt bits
-        elif r == 0x18:
-            self.addr[base] = (self.addr[base] & ~0xFFFFFFFF) | value
-        elif r == 0x1C:
-            self.addr[base] = (self.addr[base] & 0xFFFFFFFF) | (value << 32)
-        elif r == 0x28:
-            self._start(base, value)
+        base = R.S2MM if offset >= R.S2MM else 0
+        r, value = offset - base, int(value) & 0xFFFFFFFF
+        ch = self.ch[base]
+        if r == R.DMACR:
+            if value & R.CR_RESET:
+                self._reset()
+                return
+            was = ch.cr & R.CR_RS
+            ch.cr = value & ~R.CR_RESET
+            if value & R.CR_RS and not was and ch.halted and not ch.errors:
+                ch.halted, ch.idle, ch.next = False, True, None
+            elif not value & R.CR_RS and was:
+                self._stop(base)
+        elif r == R.DMASR:
+            ch.irq &= ~(value & (R.SR_IOC_IRQ | R.SR_DLY_IRQ | R.SR_ERR_IRQ))
+        elif r == R.CURDESC:
+            if ch.halted:
+                ch.curdesc = value & ~0x3F
+        elif r == R.TAILDESC:
+            ch.taildesc = value & ~0x3F
+            if not ch.halted:
+                t0, c0 = time.perf_counter(), time.thread_time()
+                try:
+                    self._start(base)
+                finally:
+                    self.busy_s += time.perf_counter() - t0
+                    self.busy_cpu_s += time.thread_time() - c0
+        elif r in (R.CURDESC_MSB, R.TAILDESC_MSB):
+            if value:
+                raise ValueError("AXI DMA model: 32-bit addresses only (c_addr_width 32)")
         else:
             raise ValueError(f"AXI DMA model: write to unmodelled register 0x{offset:02X}")
 
     def read(self, offset: int, length: int = 4) -> int:
-        base = 0x30 if offset >= 0x30 else 0
-        r = offset - base
-        if r == 0x04:
-            if self.busy[base]:
+        base = R.S2MM if offset >= R.S2MM else 0
+        r, ch = offset - base, self.ch[base]
+        if r == R.DMASR:
+            if ch.busy and not ch.hung:
+                t0, c0 = time.perf_counter(), time.thread_time()
                 self.fabric.poll()
-            st = self.regs[base + 4] & ~0x2
-            if self.started[base] and not self.busy[base] and not (st & 0x1):
-                st |= 0x2
-            return st
-        if r == 0x00:
-            return self.regs[base]
-        if r == 0x18:
-            return self.addr[base] & 0xFFFFFFFF
-        if r == 0x1C:
-            return self.addr[base] >> 32
-        if r == 0x28:
-            return self.length[base]
+                self.busy_s += time.perf_counter() - t0
+                self.busy_cpu_s += time.thread_time() - c0
+            return ch.sr
+        if r == R.DMACR:
+            return ch.cr
+        if r == R.CURDESC:
+            return ch.curdesc
+        if r == R.TAILDESC:
+            return ch.taildesc
+        if r in (R.CURDESC_MSB, R.TAILDESC_MSB):
+            return 0
         raise ValueError(f"AXI DMA model: read of unmodelled register 0x{offset:02X}")
 
-    def _start(self, base: int, nbytes: int) -> None:
-        if self.regs[base + 4] & 0x1:
-            return                                    # halted: the write is ignored
-        if nbytes == 0:
-            self.regs[base + 4] |= 0x10 | 0x1         # DMAIntErr, halts
-            return
-        self.length[base] = nbytes
-        self.busy[base] = True
-        self.started[base] = True
-        addr = self.addr[base]
-        if base == 0:
-            data = self.mem.read(addr, nbytes).copy()
-            self.fabric.send(self.port, data, lambda: self._done(0, nbytes))
-        else:
-            self.fabric.recv(self.port, nbytes, lambda data: self._received(addr, nbytes, data))
+    # ------------------------------------------------------------------ state changes
+    def _reset(self) -> None:
+        """DMACR.Reset: both channels to their power-on state (halted, registers cleared);
+        the transfers in flight are abandoned (the PL keeps what it already took)."""
+        self.resets += 1
+        for base, ch in self.ch.items():
+            ch.power_on()
+        self.fabric.abort(self.port)
 
-    def _done(self, base: int, nbytes: int) -> None:
-        self.length[base] = nbytes
-        self.busy[base] = False
+    def _stop(self, base: int) -> None:
+        ch = self.ch[base]
+        ch.halted, ch.idle = True, False
+        ch.queue.clear()
+        ch.sending = False
+        self.fabric.abort(self.port, mm2s=base == 0, s2mm=base != 0)
 
-    def _received(self, addr: int, cap: int, data: np.ndarray) -> None:
-        if len(data) > cap:                            # the frame overran the armed buffer
-            self.mem.write(addr, data[:cap])
-            self.regs[0x34] |= 0x10 | 0x1
-            self.length[0x30] = cap
-        else:
-            self.mem.write(addr, data)
-            self.length[0x30] = len(data)
-        self.busy[0x30] = False
+    def _halt_error(self, base: int, bit: int) -> None:
+        ch = self.ch[base]
+        ch.errors |= bit
+        ch.irq |= R.SR_ERR_IRQ
+        ch.halted, ch.idle = True, False
+        ch.queue.clear()
 
-
-class SimpleDmaChannel:
-    """A stand-in for ``pynq.lib.dma._SDMAChannel`` (PYNQ 3.1.2): the same register accesses
-    in the same order, for hosts without PYNQ (the rtl backend)."""
-
-    def __init__(self, mmio, max_size: int, width: int, tx_rx: int, dre: bool = False):
-        self._mmio = mmio
-        self._max_size = max_size
-        self._active_buffer = None
-        self._first_transfer = True
-        self._align = width
-        self._dre = dre
-        self._offset = 0x30 if tx_rx == 0 else 0
-        self._flush_before = tx_rx != 0
-        self.transferred = 0
-        self.start()
-
-    @property
-    def running(self):
-        return self._mmio.read(self._offset + 4) & 0x01 == 0x00
-
-    @property
-    def idle(self):
-        return self._mmio.read(self._offset + 4) & 0x02 == 0x02
-
-    @property
-    def error(self):
-        return self._mmio.read(self._offset + 4) & 0x70 != 0x0
-
-    def start(self):
-        self._mmio.write(self._offset, 0x0001)
-        while not self.running:
-            pass
-        self._first_transfer = True
-
-    def stop(self):
-        self._mmio.write(self._offset, 0x0000)
-        while self.running:
-            pass
-
-    def transfer(self, array, start=0, nbytes=0):
-        if not self.running:
-            raise RuntimeError("DMA channel not started")
-        if not self.idle and not self._first_transfer:
-            raise RuntimeError("DMA channel not idle")
-        if nbytes == 0:
-            nbytes = array.nbytes - start
-        if nbytes > self._max_size:
-            raise ValueError(f"Transfer size is {nbytes} bytes, which exceeds the maximum DMA "
-                             f"buffer size {self._max_size}.")
-        if not self._dre and ((array.physical_address + start) % self._align) != 0:
-            raise RuntimeError("DMA does not support unaligned transfers; Starting address "
-                               f"must be aligned to {self._align} bytes.")
-        if self._flush_before:
-            array.flush()
-        self.transferred = 0
-        self._mmio.write(self._offset + 0x18, (array.physical_address + start) & 0xFFFFFFFF)
-        self._mmio.write(self._offset + 0x1C, ((array.physical_address + start) >> 32)
-                         & 0xFFFFFFFF)
-        self._mmio.write(self._offset + 0x28, nbytes)
-        self._active_buffer = array
-        self._first_transfer = False
-
-    def wait(self):
-        if not self.running:
-            raise RuntimeError("DMA channel not started")
+    def _fetch(self, base: int) -> Optional[List[Tuple[int, List[int]]]]:
+        """The descriptors from the channel's position through TAILDESC: [(address, words)],
+        or None after an SG error (the channel halted)."""
+        ch = self.ch[base]
+        addr = ch.curdesc if ch.next is None else ch.next
+        out = []
+        limit = self.mem.size // R.DESC_BYTES + 1
         while True:
-            error = self._mmio.read(self._offset + 4)
-            if self.error:
-                if error & 0x10:
-                    raise RuntimeError("DMA Internal Error (transfer length 0?)")
-                if error & 0x20:
-                    raise RuntimeError("DMA Slave Error (cannot access memory map interface)")
-                if error & 0x40:
-                    raise RuntimeError("DMA Decode Error (invalid address)")
-            if self.idle:
+            if addr % R.DESC_BYTES or not self.mem.inside(addr, R.DESC_BYTES):
+                self._halt_error(base, R.SR_SG_DEC_ERR)
+                return None
+            w = self.mem.read(addr, R.DESC_BYTES).view("<u4")
+            words = [int(v) for v in w[:8]]
+            if words[R.D_STATUS] & R.ST_CMPLT:
+                self._halt_error(base, R.SR_SG_INT_ERR)        # a stale descriptor
+                return None
+            out.append((addr, words))
+            if addr == ch.taildesc:
+                ch.next = words[R.D_NXTDESC] & ~0x3F
+                return out
+            addr = words[R.D_NXTDESC] & ~0x3F
+            if len(out) > limit:
+                self._halt_error(base, R.SR_SG_INT_ERR)
+                return None
+
+    def _start(self, base: int) -> None:
+        ch = self.ch[base]
+        fault = self._fault(base)
+        self.transfers[base] += 1
+        ch.idle = False
+        if fault is not None and fault["kind"] == "hang":
+            ch.hung = True
+            return
+        if fault is not None and fault["kind"] == "error":
+            self._halt_error(base, fault["error"])
+            return
+        descs = self._fetch(base)
+        if descs is None:
+            return
+        for a, w in descs:
+            if w[R.D_CONTROL] & R.LEN_MASK == 0:
+                self._halt_error(base, R.SR_DMA_INT_ERR)
+                self.mem.set_word(a + 4 * R.D_STATUS, R.ST_INT_ERR)
+                return
+            if not self.mem.inside(w[R.D_BUFFER], w[R.D_CONTROL] & R.LEN_MASK):
+                self._halt_error(base, R.SR_DMA_DEC_ERR)
+                self.mem.set_word(a + 4 * R.D_STATUS, R.ST_DEC_ERR)
+                return
+        if base == 0:
+            pkt: List[Tuple[int, List[int]]] = []
+            for a, w in descs:
+                pkt.append((a, w))
+                if w[R.D_CONTROL] & R.CTRL_EOF:
+                    ch.queue.append(pkt)
+                    pkt = []
+            if pkt:
+                ch.queue.append(pkt)             # no EOF before the tail: sent without tlast
+            if fault is not None and fault["kind"] == "short" and ch.queue:
+                ch.queue[0] = ("short", ch.queue[0], fault["keep"])
+            self._send_next()
+        else:
+            ch.queue.extend(descs)
+            self._arm_recv()
+
+    # ------------------------------------------------------------------ MM2S
+    def _send_next(self) -> None:
+        ch = self.ch[0]
+        if ch.sending or ch.halted:
+            return
+        if not ch.queue:
+            ch.idle = True
+            ch.irq |= R.SR_IOC_IRQ
+            return
+        pkt = ch.queue.popleft()
+        short, keep = False, None
+        if isinstance(pkt, tuple):
+            _, pkt, keep = pkt
+            short = True
+        sizes = [w[R.D_CONTROL] & R.LEN_MASK for _, w in pkt]
+        total = sum(sizes)
+        if not short:
+            keep = total
+        else:
+            keep = min(total - 8, total // 2 if keep is None else keep)
+            keep = max(8, keep - keep % 8)
+        segs, sent, left = [], [], keep
+        for (a, w), n in zip(pkt, sizes):
+            take = min(n, left)
+            if take:
+                segs.append((w[R.D_BUFFER], take))
+            sent.append(take)
+            left -= take
+        ch.sending = True
+
+        def done():
+            ch.sending = False
+            for (a, w), n in zip(pkt, sent):
+                self.mem.set_word(a + 4 * R.D_STATUS, R.ST_CMPLT | n)
+            self._send_next()
+
+        self.fabric.send(self.port, segs, done)
+
+    # ------------------------------------------------------------------ S2MM
+    def _arm_recv(self) -> None:
+        ch = self.ch[R.S2MM]
+        if ch.halted:
+            return
+        if ch.partial is not None:
+            data, ch.partial = ch.partial, None
+            self._received(data)
+            return
+        if not ch.queue:
+            ch.idle = True
+            ch.irq |= R.SR_IOC_IRQ
+            return
+        if not ch.sending:
+            ch.sending = True
+            self.fabric.recv(self.port, self._received)
+
+    def _received(self, data: np.ndarray) -> None:
+        """One output frame (up to tlast) into the queued descriptors."""
+        ch = self.ch[R.S2MM]
+        ch.sending = False
+        if ch.halted:
+            return
+        while True:
+            if not ch.queue:
+                ch.partial = data                      # waits for more descriptors
+                return
+            a, w = ch.queue.popleft()
+            cap = w[R.D_CONTROL] & R.LEN_MASK
+            n = min(cap, len(data))
+            self.mem.write(w[R.D_BUFFER], data[:n])
+            st = R.ST_CMPLT | n | (R.ST_RXSOF if ch.first_of_packet else 0)
+            data = data[n:]
+            ch.first_of_packet = len(data) == 0
+            if not len(data):
+                self.mem.set_word(a + 4 * R.D_STATUS, st | R.ST_RXEOF)
                 break
-        if not self._flush_before:
-            self._active_buffer.invalidate()
-        self.transferred = self._mmio.read(self._offset + 0x28)
-        self._active_buffer = None
-
-
-class SimpleDma:
-    """``dma.sendchannel`` / ``dma.recvchannel`` as pynq's AxiDMA has them."""
-
-    def __init__(self, regs, channel_cls=SimpleDmaChannel, max_size=(1 << 26) - 1, width=8):
-        self.sendchannel = channel_cls(regs, max_size, width, 1, False)
-        self.recvchannel = channel_cls(regs, max_size, 4, 0, False)
+            self.mem.set_word(a + 4 * R.D_STATUS, st)
+        self._arm_recv()
 
 
 # --------------------------------------------------------------------------- golden PL top
 
-def _words_to_bytes(words: List[int]) -> np.ndarray:
-    return np.array(words, dtype="<u4").view(np.uint8)
-
-
 class GoldenFabric:
-    """The overlay of section A as golden models: per-port routers, matrix engines (the
-    formats of ``formats``, per frame: 0x08, 0x03 and, with the Q4_1 lane, 0x04), the
-    64+64 -> 128-bit joiner and the attention engine."""
+    """The overlay of docs/overlay.md behind two :class:`SgDmaRegs`: the one golden model of
+    the routing, joiner and output order (:class:`generators.golden.overlay.Overlay`), the
+    matrix engines (the formats of ``formats``: 0x08, 0x03 and, with the Q4_1 lane, 0x04) and
+    the attention engine.
 
-    def __init__(self, max_k: int, acfg: gatt.AttentionConfig, beat_bytes: int = 8,
-                 formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4)):
-        self.max_k, self.acfg, self.bb = max_k, acfg, beat_bytes
+    A matrix frame sent as the runtime sends it (three segments: the 8-byte header, x, the
+    rows, with a valid header whose sizes match) is computed from rows unpacked once per
+    address and kept (floats whose dot products are exact: float32 for trits, |sum| < 2**24;
+    float64 for INT8; Q4_1 by ``generators.golden.q4.matrix_words``); every other frame, and
+    rows holding a byte no 5 trits make or an Inf/NaN Q4_1 scale, go through the exact frame
+    model. Weight rows are assumed not to change once used (:meth:`forget` drops the cache)."""
+
+    def __init__(self, memory: Memory, max_k: int, acfg: gatt.AttentionConfig,
+                 formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4),
+                 zero_matrices: bool = False):
+        self.mem, self.max_k, self.acfg = memory, max_k, acfg
+        #: answer every matrix frame with zero results and a good status word, its rows never
+        #: read (a measurement of the host's own cost without the engines' models)
+        self.zero_matrices = zero_matrices
         self.formats = tuple(int(f) for f in formats)
-        self.out: Dict[int, List[np.ndarray]] = {0: [], 1: []}
+        self.overlay = Overlay(self._matrix, self._attention, self._words)
         self.pending: Dict[int, Optional[Callable]] = {0: None, 1: None}
-        self.half: Dict[int, Optional[np.ndarray]] = {0: None, 1: None}
+        self._w: Dict[tuple, object] = {}
+        self.frames = {"matrix": 0, "attention": 0}
 
+    # the fabric interface of SgDmaRegs
     def poll(self):
         pass
 
-    def send(self, port: int, data: np.ndarray, done: Callable[[], None]) -> None:
-        beats = np.frombuffer(data.tobytes(), "<u8")
-        first = int(beats[0]) if len(beats) else 0
-        magic = first & 0xFFFF
-        if port == 0 and magic == ATTENTION_MAGIC:
-            self.half[0] = beats
-        elif port == 1 and magic == ROUTE_MAGIC:
-            self.half[1] = beats[1:]
-        else:
-            self.out[port].append(_words_to_bytes([w for w, _ in gmv.mv_frame(
-                [int(b) for b in beats], self.bb, self.formats, self.max_k)]))
-        if self.half[0] is not None and self.half[1] is not None:
-            a, b = self.half[0], self.half[1]
-            n = min(len(a), len(b))                 # the joiner ends at the first tlast
-            joined = [int(a[i]) | (int(b[i]) << 64) for i in range(n)]
-            self.out[0].append(_words_to_bytes(gatt.frame_output(joined, self.acfg)))
-            self.half = {0: None, 1: None}
+    def send(self, port: int, segments: List[Tuple[int, int]], done: Callable[[], None]) -> None:
+        if segments:
+            first = int(self.mem.read(segments[0][0], 8).view("<u8")[0]) \
+                if segments[0][1] >= 8 else 0
+            self.overlay.frame(port, first, segments)
         done()
         self._deliver()
 
-    def recv(self, port: int, cap: int, done: Callable[[np.ndarray], None]) -> None:
+    def recv(self, port: int, done: Callable[[np.ndarray], None]) -> None:
         self.pending[port] = done
         self._deliver()
 
+    def abort(self, port: int, mm2s: bool = True, s2mm: bool = True) -> None:
+        """A DMA reset: the receiver it had armed goes away; the PL keeps its answers."""
+        if s2mm:
+            self.pending[port] = None
+
+    def reset(self) -> None:
+        """aresetn: every frame half and every answer still in the PL is dropped."""
+        self.overlay.reset()
+        self.pending = {0: None, 1: None}
+
+    def forget(self) -> None:
+        self._w.clear()
+
     def _deliver(self):
         for p in (0, 1):
-            if self.pending[p] is not None and self.out[p]:
+            if self.pending[p] is not None and self.overlay.out[p]:
                 cb, self.pending[p] = self.pending[p], None
-                cb(self.out[p].pop(0))
+                cb(np.asarray(self.overlay.out[p].popleft(), "<u4").view(np.uint8))
+
+    # the engines
+    def _words(self, segments) -> np.ndarray:
+        data = self.mem.gather(segments)
+        return data[:len(data) - len(data) % 8].view("<u8")
+
+    def _attention(self, data: bytes) -> np.ndarray:
+        self.frames["attention"] += 1
+        return np.array(gatt.frame_output_data(data, self.acfg), np.uint32)
+
+    def _matrix(self, port: int, segments) -> np.ndarray:
+        self.frames["matrix"] += 1
+        if self.zero_matrices:
+            h = int(self.mem.read(segments[0][0], 8).view("<u8")[0])
+            n = h >> 32 & 0xFFFF
+            out = np.zeros(n + 1, np.uint32)
+            out[n] = gmv.status_word(h >> 56, 0, n)
+            return out
+        fast = self._fast_matrix(segments)
+        if fast is not None:
+            return fast
+        words = self._words(segments)
+        return np.array([w for w, _ in gmv.mv_frame([int(b) for b in words], 8, self.formats,
+                                                    self.max_k)], np.uint32)
+
+    def _fast_matrix(self, segments) -> Optional[np.ndarray]:
+        if len(segments) != 3 or segments[0][1] != 8:
+            return None
+        h = int(self.mem.read(segments[0][0], 8).view("<u8")[0])
+        magic, k, n, fmt, tag = h & 0xFFFF, h >> 16 & 0xFFFF, h >> 32 & 0xFFFF, \
+            h >> 48 & 0xFF, h >> 56
+        if magic != gmv.MAGIC or not 0 < k <= self.max_k or n == 0 or fmt not in self.formats:
+            return None
+        if fmt == gmv.FMT_Q4:
+            stride = gq4.row_beats(k) * 8
+        else:
+            stride = -(-(k if fmt == gmv.FMT_INT8 else -(-k // 5)) // 8) * 8
+        (xa, xn), (ra, rn) = segments[1], segments[2]
+        if xn != -(-k // 8) * 8 or rn != n * stride:
+            return None
+        w = self._weights(ra, fmt, k, n, stride)
+        if w is None:
+            return None
+        x = self.mem.read(xa, k).view(np.int8)
+        out = np.empty(n + 1, np.uint32)
+        if fmt == gmv.FMT_Q4:
+            out[:n] = gq4.matrix_words(*w, x.astype(np.int8))
+        else:
+            acc = (w @ x.astype(w.dtype)).astype(np.int64)
+            out[:n] = (acc & 0xFFFFFFFF).astype(np.uint32)
+        out[n] = gmv.status_word(tag, 0, n)
+        return out
+
+    def _weights(self, addr: int, fmt: int, k: int, n: int, stride: int):
+        key = (addr, fmt, k, n)
+        if key not in self._w:
+            rows = self.mem.read(addr, n * stride).reshape(n, stride)
+            if fmt == gmv.FMT_Q4:
+                codes, D, M, bad = gq4.decode_rows(rows, k)
+                w = None if bad.any() or not gq4.int64_safe(D, M) \
+                    else (gq4.block_codes(codes), D, M)
+            elif fmt == gmv.FMT_INT8:
+                w = rows[:, :k].view(np.int8).astype(np.float64)
+            else:
+                t, bad = unpack_trits(rows[:, :-(-k // 5)], k, strict=False, return_mask=True)
+                w = None if bad.any() else t.astype(np.float32)
+            self._w[key] = w
+        return self._w[key]
+
+
+# --------------------------------------------------------------------------- register server
+
+def serve(conn, regs: Sequence[SgDmaRegs], ops: Optional[Dict[str, Callable]] = None,
+          timeout_s: Optional[float] = None) -> None:
+    """The register protocol of the rtl backend over ``conn`` (a multiprocessing Connection):
+    ("w", port, offset, value), ("r", port, offset) -> value, ("q",) -> "bye"; ``ops`` adds
+    more (name -> callable(msg) -> reply or None). ``timeout_s``: give up when the host says
+    nothing for this long (a host that died)."""
+    ops = ops or {}
+    while True:
+        if timeout_s is not None and not conn.poll(timeout_s):
+            return
+        msg = conn.recv()
+        op = msg[0]
+        if op == "w":
+            regs[msg[1]].write(msg[2], msg[3])
+        elif op == "r":
+            conn.send(regs[msg[1]].read(msg[2]))
+        elif op == "q":
+            conn.send("bye")
+            return
+        elif op in ops:
+            reply = ops[op](msg)
+            if reply is not None:
+                conn.send(reply)
+        else:
+            conn.send(("error", f"unknown request {op!r}"))
+
+
+def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
+                 formats=(8, 3, 4)) -> None:
+    """The register model and the golden PL top in a process of their own, at ``address``
+    (a Unix socket the host listens on): the board's host code with nothing of the PL in the
+    host's process (tests/test_runtime.py measures the host's memory this way)."""
+    from multiprocessing.connection import Client
+    mem = Memory(ddr, size, create=False)
+    fab = GoldenFabric(mem, max_k, gatt.AttentionConfig(**acfg), formats)
+    regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
+    conn = Client(address, "AF_UNIX")
+
+    def pl_reset(msg):
+        fab.reset()
+        return "ok"
+
+    def inject(msg):
+        regs[msg[1]].inject(**msg[2])
+        return "ok"
+
+    serve(conn, regs, {"reset": pl_reset, "inject": inject,
+                       "c": lambda msg: (0, 0, 0, sum(r.busy_s for r in regs))},
+          timeout_s=3600)
+    conn.close()
+    mem.close()
+
+
+if __name__ == "__main__":                      # pragma: no cover (run by serve_golden's host)
+    import json
+    import sys
+    a = json.loads(sys.argv[1])
+    serve_golden(a["address"], a["ddr"], a["size"], a["max_k"], a["acfg"], a["formats"])
+
+
+__all__ = ["BASE_ADDRESS", "GARBAGE", "DmaBuffer", "Memory", "SgDmaRegs", "GoldenFabric",
+           "serve", "serve_golden"]

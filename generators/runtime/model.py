@@ -1,7 +1,7 @@
 """Conversion, once: a Checkpoint -> weight images laid out as the engines read them.
 
-    model = convert(ckpt, fmt="int8")           # "ternary", "q4"; None: ternary for BitNet, else int8
-    model.save("smollm2.npz");  model = Model.load("smollm2.npz")
+    model = convert(ckpt, fmt="int8")      # "ternary", "q4"; None: ternary for BitNet, else int8
+    model.save("smollm2.int8.tpimg");  model = Model.load("smollm2.int8.tpimg")   # image.py
 
 Weight formats (the header's format byte): "int8" (0x08, absmax per row), "ternary" (0x03,
 BitNet absmean per matrix) and "q4" (0x04, llama.cpp Q4_1 rows, docs/q4.md). With "q4" a
@@ -17,16 +17,21 @@ is one complete input frame (DESIGN.md section 3, ``generators.packing.build_fra
 8-byte header (magic, K, N of the half, format; the tag is written per call), the x slot
 (K bytes rounded up to whole 8-byte beats, written per call) and the rows, each padded to a
 whole beat. The host keeps one DMA buffer per frame and writes only the header and x per call.
+
+The embedding is kept as quantised rows (:class:`EmbeddingRows`, Q8_0 blocks) and one row is
+dequantised per token (``model.embed_row(token)``); the LM head, tied or not, runs on the
+engines as rows of the model's format. ``Model.save`` writes the model image and
+``Model.load`` maps one (generators/runtime/image.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from generators import __version__
 from generators.contract import MATRIX_MAGIC
 from generators.packing import FORMATS, build_frame, header_bytes
 from generators.q4 import (FORMAT_Q4, build_q4_frame, pack_q4_rows, pack_q4_rows_raw,
@@ -36,14 +41,14 @@ from .checkpoint import (Checkpoint, CheckpointError, EngineConfig, ModelConfig,
                          check_engines, matrix_names)
 from .quantise import quantise_int8_rows, quantise_ternary
 
-__all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "FORMAT_CODES"]
+__all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "FORMAT_CODES",
+           "EmbeddingRows", "quantise_q8_0"]
 
 #: every weight format of the runtime and its header format byte
 FORMAT_CODES = dict(FORMATS, q4=FORMAT_Q4)
 WEIGHT_FORMATS = ("int8", "ternary", "q4")
 
 LAYER_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
-FORMAT_VERSION = 1
 
 
 @dataclasses.dataclass
@@ -143,8 +148,11 @@ def quantise_matrix(name: str, W: np.ndarray, fmt: str) -> QMatrix:
     if fmt == "ternary":
         q, s = quantise_ternary(W)
         scale = np.full(n, s)
-    elif fmt == "int8":
-        q, scale = quantise_int8_rows(W)
+    elif fmt == "int8":                   # per row: done in blocks of rows, same values,
+        q = np.empty((n, k), np.int8)       # float64 temporaries of 4096 rows at a time
+        scale = np.empty(n)
+        for r in range(0, n, 4096):
+            q[r:r + 4096], scale[r:r + 4096] = quantise_int8_rows(W[r:r + 4096])
     elif fmt == "q4":
         return q4_matrix_float(name, W)
     else:
@@ -152,52 +160,221 @@ def quantise_matrix(name: str, W: np.ndarray, fmt: str) -> QMatrix:
     return QMatrix(name, fmt, k, n, scale, _images(q, fmt), split_rows(n))
 
 
+# --------------------------------------------------------------------------- embedding
+
+Q8_0_BLOCK = 32
+Q8_0_BYTES = 34           # fp16 d, then 32 int8 q: value = float32(d) * q (llama.cpp's Q8_0)
+
+
+def _roundf(v: np.ndarray) -> np.ndarray:
+    """C's roundf (half away from zero) on float32, written as llama.cpp's Python port does
+    so that a value just below .5 never rounds up through an inexact ``+ 0.5``."""
+    a = np.abs(v)
+    fl = np.floor(a)
+    return np.sign(v) * (fl + np.floor(2 * (a - fl)))
+
+
+def quantise_q8_0(W: np.ndarray) -> np.ndarray:
+    """Rows of float values -> rows of Q8_0 blocks (uint8 (N, ceil(K/32) * 34)), llama.cpp's
+    reference quantiser (``quantize_row_q8_0_ref``): per 32 values d = max|w| / 127 in float32,
+    q = roundf(w / d) (w * (1/d)), d stored as fp16. A last partial block is zero-padded."""
+    W = np.asarray(W, np.float32)
+    n, k = W.shape
+    nb = -(-k // Q8_0_BLOCK)
+    out = np.empty((n, nb, Q8_0_BYTES), np.uint8)
+    for r0 in range(0, n, 4096):                      # bounded temporaries for a big table
+        blk = np.zeros((min(4096, n - r0), nb * Q8_0_BLOCK), np.float32)
+        blk[:, :k] = W[r0:r0 + 4096]
+        blk = blk.reshape(-1, nb, Q8_0_BLOCK)
+        d = np.max(np.abs(blk), axis=2, keepdims=True) / np.float32(127)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+        q = _roundf(blk * inv).astype(np.int8)
+        out[r0:r0 + 4096, :, :2] = d.astype(np.float16).view(np.uint8).reshape(-1, nb, 2)
+        out[r0:r0 + 4096, :, 2:] = q.view(np.uint8)
+    return out.reshape(n, nb * Q8_0_BYTES)
+
+
+class EmbeddingRows:
+    """The token embedding as quantised rows, dequantised one row at a time (Q8_0: per 32
+    values an fp16 scale d and 32 int8 q; value = float32(d) * q, in float32, exactly as
+    the gguf package and llama.cpp dequantise it). ``rows[token]`` is that row (float32,
+    (hidden,)); ``blocks`` is the (vocab, bytes per row) uint8 table, a view of the image
+    when loaded from one."""
+
+    encoding = "q8_0"
+
+    def __init__(self, blocks: np.ndarray, cols: int):
+        self.blocks = blocks
+        self.cols = int(cols)
+        self.nb = -(-self.cols // Q8_0_BLOCK)
+        if blocks.ndim != 2 or blocks.shape[1] != self.nb * Q8_0_BYTES:
+            raise CheckpointError(f"embedding rows of {blocks.shape} bytes do not hold "
+                                  f"{self.cols} Q8_0 values per row")
+
+    @property
+    def shape(self):
+        return (self.blocks.shape[0], self.cols)
+
+    def __len__(self):
+        return self.blocks.shape[0]
+
+    def __getitem__(self, token) -> np.ndarray:
+        t = int(token)
+        if not 0 <= t < self.blocks.shape[0]:
+            raise IndexError(f"token id {t} outside the embedding (0..{self.blocks.shape[0] - 1})")
+        b = np.asarray(self.blocks[t]).reshape(self.nb, Q8_0_BYTES)
+        d = b[:, :2].copy().view("<f2").astype(np.float32)
+        q = b[:, 2:].view(np.int8).astype(np.float32)
+        return (q * d).reshape(-1)[:self.cols]
+
+    @classmethod
+    def from_float(cls, W: np.ndarray) -> "EmbeddingRows":
+        return cls(quantise_q8_0(W), np.shape(W)[1])
+
+
+# --------------------------------------------------------------------------- the model
+
+def write_matrix(w, m: QMatrix) -> None:
+    """A matrix's sections: its two port frames and its scales (image.ImageWriter ``w``)."""
+    for p, img in enumerate(m.images):
+        w.add(f"frame{p}:{m.name}", np.asarray(img, np.uint8))
+    w.add(f"scale:{m.name}", np.asarray(m.scale, np.float64))
+
+
 @dataclasses.dataclass
 class Model:
+    """A converted model: every matrix as its two port frames, the small tensors, the
+    embedding as quantised rows. Made by :func:`convert` (in memory) or :meth:`load` (an
+    image file, mapped: nothing of matrix size is copied; see generators/runtime/image.py)."""
+
     config: ModelConfig
     engines: EngineConfig
     fmt: str
-    embed: np.ndarray                      # (vocab, hidden) float32, the lookup on the CPU
+    embedding: EmbeddingRows                # one row per token, dequantised on use
     norms: Dict[str, np.ndarray]           # "layers.{i}.input", "layers.{i}.post", "final"
     matrices: Dict[str, QMatrix]
     source: str = ""
+    name: str = ""
+    bitnet: bool = False
+    rope: Optional[Tuple[np.ndarray, np.ndarray]] = None    # cos, sin (max_context, head_dim)
+    tokenizer_data: Optional[dict] = None   # Tokenizer.to_data(): tokenizer.json + template
+    path: Optional[Path] = None             # the image file this model was loaded from
 
     def matrix(self, layer: Optional[int], short: str) -> QMatrix:
         return self.matrices["lm_head" if layer is None else f"layers.{layer}.{short}"]
 
-    # ------------------------------------------------------------------ one file
-    def save(self, path) -> Path:
-        path = Path(path)
-        meta = {"version": FORMAT_VERSION, "config": self.config.as_dict(),
-                "engines": self.engines.as_dict(), "fmt": self.fmt, "source": self.source,
-                "matrices": {m.name: {"fmt": m.fmt, "k": m.k, "n": m.n, "rows": m.rows}
-                             for m in self.matrices.values()}}
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                  "embed": self.embed}
-        for k, v in self.norms.items():
-            arrays[f"norm:{k}"] = v
+    def embed_row(self, token: int) -> np.ndarray:
+        """The embedding of ``token``: float32 (hidden,), one row dequantised."""
+        return self.embedding[token]
+
+    @property
+    def embed(self) -> EmbeddingRows:
+        """``model.embed[token]``: the same row as :meth:`embed_row` (no table is built)."""
+        return self.embedding
+
+    def rope_tables(self):
+        """cos, sin (max_context, head_dim) float64 in the HF rotate_half layout: the image's
+        tables (``decoder.rope_tables`` at conversion), computed when the model has none."""
+        if self.rope is not None:
+            return self.rope
+        from .decoder import rope_tables
+        c = self.config
+        return rope_tables(c.head_dim, c.rope_theta, self.engines.max_context)
+
+    def tokenizer(self):
+        """The model's Tokenizer (vocabulary and chat template travel in the image)."""
+        from .tokenizer import Tokenizer, TokenizerError
+        if not self.tokenizer_data:
+            raise TokenizerError(f"{self.path or self.source or 'the model'} has no tokenizer "
+                                 f"(converted from a folder without tokenizer.json): give "
+                                 f"token ids (decode --prompt-ids)")
+        return Tokenizer.from_data(self.tokenizer_data, str(self.path or self.source))
+
+    def weight_bytes(self) -> Dict[str, int]:
+        """Frame bytes per matrix format (both ports; what one token streams)."""
+        out: Dict[str, int] = {}
         for m in self.matrices.values():
-            arrays[f"scale:{m.name}"] = m.scale
-            for p, img in enumerate(m.images):
-                arrays[f"image{p}:{m.name}"] = img
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
-        return path
+            out[m.fmt] = out.get(m.fmt, 0) + sum(len(i) for i in m.images)
+        return out
+
+    # ------------------------------------------------------------------ one file
+    def header(self) -> dict:
+        """The image header's model part (image.py writes it with the section table)."""
+        return {"kind": "ternary-pynq model image", "generator": f"ternary-pynq {__version__}",
+                "name": self.name, "source": self.source, "fmt": self.fmt,
+                "bitnet": self.bitnet, "config": self.config.as_dict(),
+                "engines": self.engines.as_dict(),
+                "matrices": {m.name: {"fmt": m.fmt, "k": m.k, "n": m.n, "rows": m.rows}
+                             for m in self.matrices.values()},
+                "embedding": {"encoding": self.embedding.encoding,
+                              "rows": self.embedding.shape[0], "cols": self.embedding.cols},
+                "rope": self.rope is not None,
+                "tokenizer": None if not self.tokenizer_data else
+                {k: v for k, v in self.tokenizer_data.items() if k != "tokenizer_json"}}
+
+    def save(self, path) -> Path:
+        """Write the model image (generators/runtime/image.py): one file, each section on a
+        page of its own."""
+        from .image import ImageWriter
+        w = ImageWriter(path)
+        try:
+            for m in self.matrices.values():
+                write_matrix(w, m)
+            return self.finish_image(w)
+        except BaseException:
+            w.abort()
+            raise
+
+    def finish_image(self, w) -> Path:
+        """Write every section but the matrices' (those came first), then the header."""
+        try:
+            for k, v in self.norms.items():
+                w.add(f"norm:{k}", np.asarray(v, np.float64))
+            w.add("embed.q8_0", self.embedding.blocks)
+            if self.rope is not None:
+                w.add("rope.cos", np.asarray(self.rope[0], np.float64))
+                w.add("rope.sin", np.asarray(self.rope[1], np.float64))
+            if self.tokenizer_data:
+                w.add_bytes("tokenizer.json", self.tokenizer_data["tokenizer_json"].encode())
+            return w.close(self.header())
+        except BaseException:
+            w.abort()
+            raise
 
     @classmethod
     def load(cls, path) -> "Model":
-        with np.load(path) as z:
-            meta = json.loads(z["meta"].tobytes())
-            if meta.get("version") != FORMAT_VERSION:
-                raise CheckpointError(f"{path}: model file version {meta.get('version')}, "
-                                      f"expected {FORMAT_VERSION}")
+        """Map an image file (copy-on-write: nothing is read before it is used; a write to a
+        frame changes this process's copy only). ImageError names what is wrong with it."""
+        from .image import ImageError, open_image
+        im = open_image(path)
+        h = im.header
+        try:
+            if h.get("kind") != "ternary-pynq model image":
+                raise ImageError(f"{path}: not a ternary-pynq model image")
             mats = {}
-            for name, m in meta["matrices"].items():
-                mats[name] = QMatrix(name, m["fmt"], m["k"], m["n"], z[f"scale:{name}"],
-                                     [z[f"image0:{name}"], z[f"image1:{name}"]], m["rows"])
-            norms = {k[5:]: z[k] for k in z.files if k.startswith("norm:")}
-            return cls(ModelConfig(**meta["config"]), EngineConfig(**meta["engines"]),
-                       meta["fmt"], z["embed"], norms, mats, meta.get("source", ""))
+            for name, m in h["matrices"].items():
+                mats[name] = QMatrix(name, m["fmt"], m["k"], m["n"], im.section(f"scale:{name}"),
+                                     [im.section(f"frame0:{name}"), im.section(f"frame1:{name}")],
+                                     list(m["rows"]))
+            norms = {s[5:]: im.section(s) for s in h["sections"] if s.startswith("norm:")}
+            e = h["embedding"]
+            if e["encoding"] != EmbeddingRows.encoding:
+                raise ImageError(f"{path}: embedding encoding {e['encoding']!r} is not "
+                                 f"{EmbeddingRows.encoding!r}")
+            emb = EmbeddingRows(im.section("embed.q8_0"), e["cols"])
+            rope = (im.section("rope.cos"), im.section("rope.sin")) if h.get("rope") else None
+            tok = None
+            if h.get("tokenizer") is not None:
+                tok = dict(h["tokenizer"],
+                           tokenizer_json=im.section("tokenizer.json").tobytes().decode())
+            cfg = ModelConfig(**h["config"])
+            eng = EngineConfig(**h["engines"])
+        except (KeyError, TypeError) as exc:
+            raise ImageError(f"{path}: the header lacks {exc}: not an image this version "
+                             f"wrote; convert the model again") from None
+        return cls(cfg, eng, h["fmt"], emb, norms, mats, h.get("source", ""),
+                   h.get("name", ""), bool(h.get("bitnet")), rope, tok, Path(path))
 
 
 def _notice(text: str) -> None:
@@ -206,7 +383,8 @@ def _notice(text: str) -> None:
 
 
 def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
-            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice) -> Model:
+            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice, sink=None,
+            progress=None) -> Model:
     """Quantise and pack every matrix once. ``fmt``: "int8", "ternary", "q4", or None (ternary
     for a BitNet-trained checkpoint, INT8 for any other).
 
@@ -214,7 +392,12 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     on the Q4_1 lane as stored; any other tensor of a GGUF runs as INT8 rows; a checkpoint
     without any quantised tensor (float weights) is quantised to Q4_1 and ``notice`` (a
     callable taking one line; default: stderr) says so. A GGUF asked for q4 that has no Q4_1
-    tensor is a CheckpointError."""
+    tensor is a CheckpointError.
+
+    ``sink``: a callable given each QMatrix as soon as it is made, whose frames are then
+    dropped (the returned Model's matrices have ``images = [None, None]``): how
+    :func:`generators.runtime.image.convert_file` writes an image holding one matrix at a
+    time. ``progress(layer, layers)``: called after each layer."""
     if fmt is None:
         fmt = "ternary" if ckpt.bitnet else "int8"
     if fmt not in WEIGHT_FORMATS:
@@ -237,25 +420,48 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
                    f"to Q4_1 here (llama.cpp's reference quantiser, per 32 weights d = "
                    f"(max-min)/15, m = min), not a GGUF's own Q4_1 weights")
 
-    def matrix(name: str, hf: str, W: np.ndarray) -> QMatrix:
+    def matrix(name: str, hf: str) -> QMatrix:
         if fmt != "q4":
-            return quantise_matrix(name, W, fmt)
+            return quantise_matrix(name, t[hf], fmt)
         r = raw.get(hf)
         if r is not None and r.qtype == "Q4_1":
             n, k = (int(v) for v in r.shape)
             return q4_matrix_raw(name, r.blocks, k, n)
         if gguf:                        # Q8_0, F16, F32, other quantised types: INT8 rows
-            return quantise_matrix(name, W, "int8")
-        return q4_matrix_float(name, W)
+            return quantise_matrix(name, t[hf], "int8")
+        return q4_matrix_float(name, t[hf])
+
+    def add(q: QMatrix) -> None:
+        if sink is not None:
+            sink(q)
+            q.images = [None, None]
+        mats[q.name] = q
 
     mats: Dict[str, QMatrix] = {}
     norms: Dict[str, np.ndarray] = {"final": t["model.norm.weight"].astype(np.float64)}
     for i in range(cfg.num_hidden_layers):
         for short, hf in matrix_names(i).items():
-            mats[f"layers.{i}.{short}"] = matrix(f"layers.{i}.{short}", hf, t[hf])
-        norms[f"layers.{i}.input"] = t[f"model.layers.{i}.input_layernorm.weight"].astype(np.float64)
-        norms[f"layers.{i}.post"] = t[f"model.layers.{i}.post_attention_layernorm.weight"].astype(np.float64)
+            add(matrix(f"layers.{i}.{short}", hf))
+        for key, hf in (("input", "input_layernorm"), ("post", "post_attention_layernorm")):
+            norms[f"layers.{i}.{key}"] = t[f"model.layers.{i}.{hf}.weight"].astype(np.float64)
+        if progress is not None:
+            progress(i + 1, cfg.num_hidden_layers)
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
-    mats["lm_head"] = matrix("lm_head", head_name, t[head_name])
-    return Model(cfg, engines, fmt, t["model.embed_tokens.weight"].astype(np.float32), norms,
-                 mats, ckpt.source)
+    add(matrix("lm_head", head_name))
+    from .decoder import rope_tables
+    from .image import model_name
+    return Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
+                 model_name(ckpt), bool(ckpt.bitnet),
+                 rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))
+
+
+def embedding_rows(ckpt: Checkpoint) -> EmbeddingRows:
+    """The embedding as Q8_0 rows: a GGUF's Q8_0 table as stored (so each dequantised row is
+    the float32 the gguf package gives, bit for bit); any other table (a float checkpoint, a
+    GGUF's F16/F32 or other quantised types) quantised to Q8_0 with llama.cpp's reference
+    quantiser."""
+    name = "model.embed_tokens.weight"
+    r = (getattr(ckpt, "raw", None) or {}).get(name)
+    if r is not None and r.qtype == "Q8_0":
+        return EmbeddingRows(np.array(r.blocks, np.uint8), int(r.shape[1]))
+    return EmbeddingRows.from_float(ckpt.tensors[name])

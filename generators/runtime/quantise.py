@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -53,16 +53,27 @@ class KVCache:
     tokens the step rarely moves. A step of 0 (nothing but zeros so far) stores zeros.
     """
 
-    def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int):
-        self.K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
-        self.V = np.zeros_like(self.K)
+    def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int,
+                 K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None):
+        # storage: (layers, kv_heads, max_context, ...) arrays whose trailing axes hold one
+        # row of head_dim values in C order; the runtime passes views of its DMA memory
+        # (the layout the attention engine reads, split by port: DmaRuntime.kv_views)
+        if K is None:
+            K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
+            V = np.zeros_like(K)
+        self.K, self.V = K, V
         self.k_step = np.zeros((layers, kv_heads))
         self.v_step = np.zeros((layers, kv_heads))
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
+        self.head_dim = head_dim
+        #: bytes written into the cache: new rows, and rows requantised when a step grew
+        self.written = 0
+        self.requantised = 0
+        #: (layer, head, "K" or "V", position) of every step growth that requantised rows
+        self.requant_events = []
 
-    @staticmethod
-    def _append(store, steps, layer, head, t, row):
+    def _append(self, store, steps, layer, head, t, row, which):
         m = float(np.max(np.abs(row)))
         old = steps[layer, head]
         if m > 127.0 * old:
@@ -70,11 +81,20 @@ class KVCache:
             if old > 0 and t:
                 blk = store[layer, head, :t].astype(np.float64)
                 store[layer, head, :t] = np.rint(blk * (old / new)).astype(np.int8)
+                self.requantised += t * self.head_dim
+                self.requant_events.append((layer, head, which, t))
             steps[layer, head] = old = new
         if old > 0:
-            store[layer, head, t] = np.clip(np.rint(row / old), -127, 127).astype(np.int8)
+            q = np.clip(np.rint(row / old), -127, 127).astype(np.int8)
         else:
-            store[layer, head, t] = 0
+            q = np.zeros(row.shape, np.int8)
+        store[layer, head, t] = q.reshape(store.shape[3:])
+        self.written += self.head_dim
+
+    def rows(self, which: str, layer: int, head: int, n: int) -> np.ndarray:
+        """Positions 0..n-1 of one (layer, KV head) of K or V as (n, head_dim) int8."""
+        store = self.K if which == "K" else self.V
+        return np.asarray(store[layer, head, :n]).reshape(n, self.head_dim)
 
     def append(self, layer: int, k: np.ndarray, v: np.ndarray) -> int:
         """Append one position's k and v (kv_heads, head_dim), real values; return the new L."""
@@ -82,7 +102,7 @@ class KVCache:
         if t >= self.max_context:
             raise ValueError(f"KV cache of layer {layer} is full ({self.max_context} positions)")
         for h in range(k.shape[0]):
-            self._append(self.K, self.k_step, layer, h, t, np.asarray(k[h], np.float64))
-            self._append(self.V, self.v_step, layer, h, t, np.asarray(v[h], np.float64))
+            self._append(self.K, self.k_step, layer, h, t, np.asarray(k[h], np.float64), "K")
+            self._append(self.V, self.v_step, layer, h, t, np.asarray(v[h], np.float64), "V")
         self.length[layer] = t + 1
         return t + 1

@@ -1,16 +1,17 @@
-"""The ``rtl`` backend: the overlay top (contracts section A) in a cocotb co-simulation, driven
-by the same DMA-channel host code as the board (:class:`generators.runtime.backends.DmaHost`).
+"""The ``rtl`` backend: the overlay top (docs/overlay.md) in a cocotb co-simulation, driven by
+the runtime's host code (:class:`generators.runtime.backends.DmaRuntime`, the board's).
 
-The host side (this process) holds the decoder, the DMA channel driver (the stand-in of PYNQ's
-_SDMAChannel, the same register accesses) and DDR: a file mapped by both processes, holding the
-weight images in buffers allocated once. The simulator process (generators/cosim/runtime_top.py)
-runs the register model of the two AXI DMAs in front of the RTL; every MMIO access crosses a
-socket. Simulated time only advances while the host waits on a DMA channel, so the cycle
-counts are those of the engines with an ideal host.
+The host side (this process) holds the decoder, the DMA driver and DDR: a file mapped by both
+processes, laid out by the memory plan (weights, KV cache, frame slots, descriptor chains).
+The simulator process (generators/cosim/runtime_top.py) runs the AXI DMA register model
+(generators.runtime.dma.SgDmaRegs, scatter-gather) in front of the RTL; every register access
+crosses a socket, every answer awaited with a timeout (:class:`SimLinkError`). Simulated time
+only advances while the host polls a busy DMA channel, so the cycle counts are those of the
+engines with an ideal host.
 """
 from __future__ import annotations
 
-import os
+import dataclasses
 import socket
 import tempfile
 import threading
@@ -19,26 +20,61 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Dict, Optional
 
-from .backends import BackendError, DmaHost
+from .backends import BackendError, DmaRuntime
 from .checkpoint import EngineConfig
-from .dma import Memory, SimpleDma
+from .dma import Memory
 from .model import Model
+from .plan import ATT, memory_plan
+from .sgdma import SgDma
 
 REPO = Path(__file__).resolve().parents[2]
 
+__all__ = ["RtlBackend", "RemoteMmio", "SimLink", "SimLinkError", "check_formats",
+           "check_manifest", "overlay_params"]
+
+
+class SimLinkError(BackendError):
+    """The simulator did not answer within the link's timeout, or the link broke."""
+
+
+class SimLink:
+    """The socket to a register server (the simulator process, or a golden one): requests
+    and their answers, each answer awaited at most ``timeout_s``."""
+
+    def __init__(self, conn, timeout_s: float, what: str = "the simulator"):
+        self.conn, self.timeout_s, self.what = conn, timeout_s, what
+
+    def send(self, msg) -> None:
+        try:
+            self.conn.send(msg)
+        except (OSError, EOFError) as exc:
+            raise SimLinkError(f"the link to {self.what} broke: {exc}") from None
+
+    def ask(self, msg):
+        self.send(msg)
+        try:
+            if not self.conn.poll(self.timeout_s):
+                raise SimLinkError(f"{self.what} did not answer {msg[0]!r} within "
+                                   f"{self.timeout_s} s")
+            reply = self.conn.recv()
+        except (OSError, EOFError) as exc:
+            raise SimLinkError(f"the link to {self.what} broke: {exc}") from None
+        if isinstance(reply, tuple) and reply and reply[0] == "error":
+            raise SimLinkError(f"{self.what}: {reply[1]}")
+        return reply
+
 
 class RemoteMmio:
-    """pynq.MMIO's read/write, forwarded to the register model in the simulator process."""
+    """pynq.MMIO's read/write, forwarded to the register model across a :class:`SimLink`."""
 
-    def __init__(self, conn, port: int):
-        self.conn, self.port = conn, port
+    def __init__(self, link: SimLink, port: int):
+        self.link, self.port = link, port
 
     def write(self, offset: int, value: int) -> None:
-        self.conn.send(("w", self.port, int(offset), int(value)))
+        self.link.send(("w", self.port, int(offset), int(value)))
 
     def read(self, offset: int, length: int = 4) -> int:
-        self.conn.send(("r", self.port, int(offset)))
-        return self.conn.recv()
+        return self.link.ask(("r", self.port, int(offset)))
 
 
 def overlay_params(engines: EngineConfig) -> Dict:
@@ -67,26 +103,70 @@ def check_manifest(man: dict, engines: EngineConfig) -> None:
                            f"converted for (model, overlay): {diff}")
 
 
-class RtlBackend(DmaHost):
+def accept(listener: Listener, alive, timeout_s: float, what: str):
+    """The register server's connection, or BackendError when it died or never came."""
+    listener._listener._socket.settimeout(1.0)
+    t0 = time.monotonic()
+    while True:
+        try:
+            return listener.accept()
+        except (socket.timeout, TimeoutError):
+            if not alive():
+                raise BackendError(f"{what} ended before connecting")
+            if time.monotonic() - t0 > timeout_s:
+                raise BackendError(f"{what} did not connect within {timeout_s} s")
+
+
+def _shared_ddr(be, model, context, prefix):
+    """The plan, a folder with DDR (a file both processes map, ``be.memory``) and the
+    listener the register server connects to."""
+    plan = memory_plan(model, context)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    be._tmp = tmp
+    be.memory = Memory(str(tmp / "ddr"), plan.ddr_bytes)
+    sock = str(tmp / "sock")
+    return plan, tmp, plan.ddr_bytes, sock, Listener(sock, "AF_UNIX")
+
+
+def _hang_up(be, join) -> None:
+    """Say goodbye to the register server, wait for it (``join``), drop DDR and the folder."""
+    if getattr(be, "conn", None) is not None:
+        try:
+            be.link.ask(("q",))
+        except BackendError:
+            pass
+        be.conn.close()
+        be.conn = None
+    join()
+    be.memory.close()
+    for f in be._tmp.iterdir():
+        f.unlink()
+    be._tmp.rmdir()
+
+
+class RtlBackend(DmaRuntime):
+    """The runtime on the simulated overlay. ``timeout_s``: a transfer's deadline and the
+    link's (simulation is slow: a register read of a busy channel runs the clock until a
+    transfer completes)."""
+
     name = "rtl"
 
     def __init__(self, model: Model, simulator: str = "verilator", params: Optional[Dict] = None,
-                 timeout_s: float = 600.0, start_timeout_s: float = 1800.0):
+                 timeout_s: float = 600.0, start_timeout_s: float = 1800.0,
+                 context: Optional[int] = None):
         from generators.cosim import runner
         self.simulator = simulator
         params = dict(params or overlay_params(model.engines))
         man = runner.render("overlay", params)
         check_manifest(man, model.engines)
         check_formats(man, model)
+        if man["streams"][0]["s_axis_width"] != 64:
+            raise BackendError("the overlay's streams must be 64 bits wide")
         self.manifest = man
-        tmp = Path(tempfile.mkdtemp(prefix="rtl-backend-"))
-        self._tmp = tmp
-        size = sum(len(i) for m in model.matrices.values() for i in m.images) + (64 << 20)
-        self.memory = Memory(str(tmp / "ddr"), size)
-        sock = str(tmp / "sock")
-        listener = Listener(sock, "AF_UNIX")
+        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "rtl-backend-")
         self._error = None
         self.result = None
+        self.conn = None
 
         def sim():
             try:
@@ -102,64 +182,72 @@ class RtlBackend(DmaHost):
 
         self._thread = threading.Thread(target=sim, daemon=True)
         self._thread.start()
-        listener._listener._socket.settimeout(1.0)
-        t0 = time.monotonic()
-        while True:
-            try:
-                self.conn = listener.accept()
-                break
-            except (socket.timeout, TimeoutError):
-                if not self._thread.is_alive():
-                    raise BackendError(f"the {simulator} simulation of the overlay ended "
-                                       f"before connecting: {self._error}")
-                if time.monotonic() - t0 > start_timeout_s:
-                    raise BackendError("the simulation did not connect within "
-                                       f"{start_timeout_s} s")
-        listener.close()
-        dmas = [SimpleDma(RemoteMmio(self.conn, p)) for p in (0, 1)]
+        try:
+            self.conn = accept(listener, self._thread.is_alive, start_timeout_s,
+                               f"the {simulator} simulation of the overlay")
+        except BackendError as exc:
+            raise BackendError(f"{exc}: {self._error}") if self._error else exc
+        finally:
+            listener.close()
+        self.link = SimLink(self.conn, timeout_s, f"the {simulator} simulation")
         self.cycles = {"matrix": 0, "attention": 0}
         self.beats = {"matrix": 0, "attention": 0}
-        super().__init__(model, dmas, self.memory.allocate, timeout_s,
-                         beat_bytes=man["streams"][0]["s_axis_width"] // 8)
+        super().__init__(model, [SgDma(RemoteMmio(self.link, p), f"dma_{p}") for p in (0, 1)],
+                         self.memory.allocate, plan, timeout_s,
+                         pl_reset=lambda: self.link.ask(("reset",)))
 
     def sim_counts(self):
         """(clock cycles simulated, input beats accepted on both ports) so far."""
-        self.conn.send(("c",))
-        return self.conn.recv()[:2]
+        return self.link.ask(("c",))[:2]
 
-    def _counted(self, kind, fn, arg):
+    def run(self, layer, kind):
         c0, b0 = self.sim_counts()
-        out = fn(arg)
+        out = super().run(layer, kind)
         c1, b1 = self.sim_counts()
-        self.cycles[kind] += c1 - c0
-        self.beats[kind] += b1 - b0
+        k = "attention" if kind == ATT else "matrix"
+        self.cycles[k] += c1 - c0
+        self.beats[k] += b1 - b0
         return out
 
-    def matrices(self, calls):
-        return self._counted("matrix", super().matrices, calls)
-
-    def attention(self, frames):
-        return self._counted("attention", super().attention, frames)
-
     def close(self):
-        if getattr(self, "conn", None) is not None:
-            try:
-                self.conn.send(("q",))
-                self.conn.recv()
-            except (EOFError, OSError):
-                pass
-            self.conn.close()
-            self.conn = None
-        self._thread.join(timeout=120)
-        self.memory.close()
-        for f in self._tmp.iterdir():
-            f.unlink()
-        self._tmp.rmdir()
+        _hang_up(self, lambda: self._thread.join(timeout=120))
         if self._error is not None:
             raise BackendError(f"the simulation failed: {self._error}")
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *a):
-        self.close()
+class GoldenServerBackend(DmaRuntime):
+    """The runtime with the register model and the golden PL top in a process of their own
+    (generators.runtime.dma.serve_golden), over the rtl backend's socket protocol: the host's
+    process holds only the host code and DDR's map, as on the board (tests/test_runtime.py
+    measures its memory with tracemalloc this way)."""
+
+    name = "golden-server"
+
+    def __init__(self, model: Model, context: Optional[int] = None, timeout_s: float = 30.0,
+                 formats=(8, 3, 4)):
+        import json
+        import subprocess
+        import sys
+        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "golden-server-")
+        arg = json.dumps({"address": sock, "ddr": str(tmp / "ddr"), "size": size,
+                          "max_k": model.engines.max_k,
+                          "acfg": dataclasses.asdict(model.engines.attention_config()),
+                          "formats": list(formats)})
+        self.proc = subprocess.Popen([sys.executable, "-m", "generators.runtime.dma", arg])
+        try:
+            self.conn = accept(listener, lambda: self.proc.poll() is None, 120,
+                               "the golden register server")
+        finally:
+            listener.close()
+        self.link = SimLink(self.conn, timeout_s, "the golden register server")
+        super().__init__(model, [SgDma(RemoteMmio(self.link, p), f"dma_{p}") for p in (0, 1)],
+                         self.memory.allocate, plan, timeout_s,
+                         pl_reset=lambda: self.link.ask(("reset",)),
+                         engine_time=lambda: self.link.ask(("c",))[3])
+
+    def inject(self, port: int, **fault) -> None:
+        """SgDmaRegs.inject on the server's register model of ``port``."""
+        self.link.ask(("inject", port, fault))
+
+    def close(self):
+        _hang_up(self, lambda: self.proc.wait(timeout=60))

@@ -47,8 +47,10 @@ class TokenizerError(ValueError):
 def _tokenizers():
     try:
         import tokenizers
-    except ImportError as exc:  # pragma: no cover - pinned in requirements.txt
-        raise TokenizerError("text needs the 'tokenizers' package (pip install tokenizers)") from exc
+    except ImportError:
+        raise TokenizerError("text needs the 'tokenizers' package: pip install "
+                             "'ternary-pynq[runtime]' (on the board: pip install "
+                             "'ternary-pynq[board]')") from None
     return tokenizers
 
 
@@ -151,6 +153,27 @@ class Tokenizer:
             tmpl = next((t["template"] for t in tmpl if t.get("name") == "default"), None)
         return cls(tk, chat_template=tmpl, bos_token=bos, eos_token=eos, eos_ids=eos_ids,
                    source=str(d))
+
+    # ---------------------------------------------------------------------------- the image
+    def to_data(self) -> dict:
+        """Everything this tokenizer is, as JSON-able data (the model image carries it):
+        the ``tokenizers`` serialisation (vocabulary, merges, pre-tokenizer, decoder,
+        special tokens), the chat template, the specials and the end-of-turn ids."""
+        return {"tokenizer_json": self._tk.to_str(), "chat_template": self.chat_template,
+                "bos_token": self.bos_token, "eos_token": self.eos_token,
+                "eos_ids": list(self.eos_ids), "add_bos": self.add_bos, "source": self.source}
+
+    @classmethod
+    def from_data(cls, d: dict, where: str = "model image") -> "Tokenizer":
+        """The tokenizer :meth:`to_data` described (encodes and decodes as the original)."""
+        tk_mod = _tokenizers()
+        try:
+            tk = tk_mod.Tokenizer.from_str(d["tokenizer_json"])
+        except Exception as exc:
+            raise TokenizerError(f"{where}: the tokenizer does not load ({exc})") from None
+        return cls(tk, chat_template=d.get("chat_template"), bos_token=d.get("bos_token"),
+                   eos_token=d.get("eos_token"), eos_ids=d.get("eos_ids") or (),
+                   add_bos=bool(d.get("add_bos")), source=d.get("source") or where)
 
     # ---------------------------------------------------------------------------- use
     @property

@@ -20,14 +20,21 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
+from generators.contract import HP_BEAT_BYTES as BEAT, RESULT_BYTES as WORD
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
 from generators.golden import overlay as golden
-from generators.packing import build_frame, header_bytes, split_attention_frame
+from generators.packing import build_frame, header_bytes, row_bytes, split_attention_frame
 from sim.common.axis_tb import (CLOCK_PS, StreamMonitor, compare_words, load_manifest,
                                 random_pauses, seed)
 
 BEATS = int(os.environ.get("TB_BEATS", "3000"))     # 8-byte words per port, roughly
+#: largest attention context of the mixed traffic (0: the engine's max_context). The PYNQ-Z1
+#: top's 2048 would make one attention frame about 16k words per port.
+L_MAX = int(os.environ.get("TB_L_MAX", "0"))
+#: rows of a random matrix frame are cut to stay near this many 8-byte words (0: up to 12 rows);
+#: K still goes up to max_k, so the x banks are read at every depth
+FRAME_WORDS = int(os.environ.get("TB_FRAME_WORDS", "0"))
 
 
 def flag_names(flags):
@@ -39,6 +46,8 @@ class OverlayTB:
         self.dut = dut
         self.man = load_manifest()
         self.max_k = int(self.man["matrix"]["max_k"])
+        for st in self.man["streams"]:        # frames of 8-byte beats in, 4-byte words out
+            assert (st["s_axis_width"], st["m_axis_width"]) == (8 * BEAT, 8 * WORD), st
         self.formats = [int(f) for f in self.man["matrix"].get("formats", golden.FORMATS)]
         a = self.man["attention"]
         self.cfg = gatt.AttentionConfig(
@@ -47,6 +56,7 @@ class OverlayTB:
             exp_width=a["exp_width"], exp_steps_per_octave=a["exp_steps_per_octave"],
             scale_frac_bits=a["scale_frac_bits"])
         self.max_l = a["max_context"]
+        self.formats_sent = [{f: 0 for f in self.formats} for _ in (0, 1)]
         self.rng = random.Random(seed())
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
         cocotb.start_soon(Clock(dut.aclk, CLOCK_PS, unit="ps").start())
@@ -83,10 +93,23 @@ class OverlayTB:
                 k.clear_pause_generator(); k.pause = False
 
     # ---------------------------------------------------------------- frames
+    @staticmethod
+    def row_words(k, fmt):
+        """8-byte words of one row of K weights in format FMT."""
+        if fmt == gmv.FMT_Q4:
+            from generators.q4 import q4_row_bytes
+            return -(-q4_row_bytes(k) // BEAT)
+        return -(-row_bytes(k, "ternary" if fmt == gmv.FMT_TERNARY else "int8") // BEAT)
+
     def matrix(self, k=None, n=None, fmt=None, tag=None):
-        k = self.rng.randint(1, self.max_k) if k is None else k
-        n = self.rng.randint(1, 12) if n is None else n
+        """A random matrix frame: K is max_k a quarter of the time (the deepest x-bank
+        address), else uniform in 1..max_k; N up to 12 rows, fewer where FRAME_WORDS says."""
+        if k is None:
+            k = self.max_k if self.rng.random() < 0.25 else self.rng.randint(1, self.max_k)
         fmt = self.rng.choice(self.formats) if fmt is None else fmt
+        if n is None:
+            n_max = 12 if not FRAME_WORDS else FRAME_WORDS // self.row_words(k, fmt)
+            n = self.rng.randint(1, max(1, min(12, n_max)))
         x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8)
         if fmt == gmv.FMT_Q4:         # llama.cpp Q4_1 rows (overlay q4=true, docs/q4.md)
             from generators.q4 import build_q4_frame, pack_q4_rows
@@ -101,7 +124,7 @@ class OverlayTB:
             w = self.np_rng.integers(-128, 128, size=(n, k), dtype=np.int8)
         tag = self.rng.randrange(256) if tag is None else tag
         return build_frame(x, w, "ternary" if fmt == gmv.FMT_TERNARY else "int8", tag=tag,
-                           beat_bytes=8, pad_fill=self.np_rng)
+                           beat_bytes=BEAT, pad_fill=self.np_rng)
 
     def attention(self, L=None, tag=None, **over):
         """(port-0 half, port-1 half) of a random attention frame."""
@@ -118,21 +141,25 @@ class OverlayTB:
         return split_attention_frame(fr, L, tag)
 
     def mixed(self, budget, att_share=0.3, l_max=None):
-        """Per-port frame lists: matrix frames on both ports and attention frames (one half on
-        each port, in the same relative order, contexts up to l_max), about `budget` words per
-        port."""
+        """Per-port frame lists: matrix frames on both ports, their formats taken in turn per
+        port (self.formats_sent counts them), and attention frames (one half on each port, in
+        the same relative order, contexts up to l_max, else TB_L_MAX, else max_context), about
+        `budget` words per port."""
         ports = ([], [])
         used = [0, 0]
+        l_max = min(l_max or L_MAX or self.max_l, self.max_l)
         while min(used) < budget:
             if self.rng.random() < att_share:
-                h0, h1 = self.attention(self.rng.randint(1, min(l_max or self.max_l, self.max_l)))
+                h0, h1 = self.attention(self.rng.randint(1, l_max))
                 ports[0].append(h0); ports[1].append(h1)
-                used[0] += len(h0) // 8; used[1] += len(h1) // 8
+                used[0] += len(h0) // BEAT; used[1] += len(h1) // BEAT
             else:
                 p = 0 if used[0] <= used[1] else 1
-                fr = self.matrix()
+                fmt = self.formats[sum(self.formats_sent[p].values()) % len(self.formats)]
+                self.formats_sent[p][fmt] += 1
+                fr = self.matrix(fmt=fmt)
                 ports[p].append(fr)
-                used[p] += len(fr) // 8
+                used[p] += len(fr) // BEAT
         return ports
 
     # ---------------------------------------------------------------- running
@@ -140,9 +167,10 @@ class OverlayTB:
     def words_of(frames):
         out = []
         for fr in frames:
-            n = len(fr) // 8
-            assert len(fr) % 8 == 0
-            out += [(int.from_bytes(fr[8 * i:8 * i + 8], "little"), i == n - 1) for i in range(n)]
+            n = len(fr) // BEAT
+            assert len(fr) % BEAT == 0
+            out += [(int.from_bytes(fr[BEAT * i:BEAT * (i + 1)], "little"), i == n - 1)
+                    for i in range(n)]
         return out
 
     async def _send(self, p, frames, skew):
@@ -157,8 +185,9 @@ class OverlayTB:
         for _ in range(n_frames):
             fr = await self.snk[p].recv()
             data = bytes(fr.tdata)
-            assert len(data) % 4 == 0, f"port {p}: output frame of {len(data)} bytes"
-            words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+            assert len(data) % WORD == 0, f"port {p}: output frame of {len(data)} bytes"
+            words = [int.from_bytes(data[i:i + WORD], "little")
+                     for i in range(0, len(data), WORD)]
             out += [(w, i == len(words) - 1) for i, w in enumerate(words)]
         return out
 
@@ -217,6 +246,10 @@ async def test_mixed_traffic(dut):
         got, _ = await tb.run_check(f0, f1, skew=skew)
         dut._log.info("skew %s: port 0 %d frames / %d words, port 1 %d frames / %d words", skew,
                       len(f0), len(got[0]), len(f1), len(got[1]))
+    for p in (0, 1):
+        assert all(tb.formats_sent[p].values()), (
+            f"port {p}: matrix frames per format {tb.formats_sent[p]}: a format was not sent")
+    dut._log.info("matrix frames per format: port 0 %s, port 1 %s", *tb.formats_sent)
 
 
 def bad_cases(tb):
@@ -235,7 +268,7 @@ def bad_cases(tb):
                                                       + bytes(24)]),
         ("matrix SHORT on port 0", [good[:-16]], []),
         ("matrix LONG on port 1", [], [good + bytes(16)]),
-        ("attention SHORT (both halves)", [h0[:-8 * 8]], [h1[:-8 * 8]]),
+        ("attention SHORT (both halves)", [h0[:-8 * BEAT]], [h1[:-8 * BEAT]]),
         ("attention LONG (both halves)", [h0 + bytes(16)], [h1 + bytes(16)]),
         ("halves mismatched: port 1 shorter", [h0], [h1[:-24]]),
         ("halves mismatched: port 0 shorter", [h0[:-40]], [h1]),

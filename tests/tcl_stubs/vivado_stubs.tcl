@@ -17,14 +17,19 @@
 #   STUB_RUN_PROGRESS  PROGRESS of every run                   (default 100%)
 #   STUB_HWH_LAYOUT    gen (2020.2, default), srcs (older Vivado) or none: where generate_target
 #                      puts the hardware handoff
-#   STUB_BD_CRITICAL_WARNINGS  critical warnings validate_bd_design raises (default 0)
+#   STUB_BD_CRITICAL_WARNINGS  extra critical warnings validate_bd_design raises (default 0)
+#   STUB_HWH_NO_PARAMS when set, the .hwh has no PARAMETERS (a handoff of another design)
 # Like Vivado, the stubs also check what they can:
 #   - set_property/get_property of a CONFIG.* name that is not a real parameter of the cell's IP
 #     (tests/tcl_stubs/ip_param_names.tcl, with its public sources) is an error;
-#   - connect_bd_intf_net between an AXI DMA stream and a module reference compares the DMA's
-#     stream width with the port width in the Verilog added by add_files, and raises
-#     CRITICAL WARNING [BD 41-237] on a TDATA_NUM_BYTES mismatch (ERROR after set_msg_config);
-#     a module-reference interface with no such port is an error;
+#   - the block design (bd_model.tcl): the pins and interfaces each cell has for its
+#     configuration (a pin it lacks is not matched and a connection to it fails), and what
+#     validate_bd_design reports: a clock pin with no clock source [BD 41-758], a clock pin whose
+#     own FREQ_HZ or CLK_DOMAIN differs from its source's [BD 41-238], a module reference's
+#     stream interface that no clock is associated with [BD 41-967], and an interface net whose
+#     two ends differ in FREQ_HZ, CLK_DOMAIN or TDATA_NUM_BYTES [BD 41-237] (an ERROR after
+#     build.tcl's set_msg_config); assign_bd_address maps what each master reaches, and
+#     generate_target writes a .hwh with each cell's parameters and the register windows;
 #   - processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative
 #     PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_<n>, as Vivado does;
 #   - get_msg_config -count -severity S (or -id ID) counts the messages raised.
@@ -269,6 +274,13 @@ proc get_property {args} {
     if {[info exists stub::props($name,$obj)]} {
         return $stub::props($name,$obj)
     }
+    # block-design pins: the clock properties after propagation; address segments
+    if {$name in {CONFIG.FREQ_HZ CONFIG.CLK_DOMAIN} && ![info exists stub::cell_ip($obj)]} {
+        return [stub::pin_value $obj [string range $name 7 end]]
+    }
+    if {$name in {OFFSET RANGE}} {
+        return [stub::segment_property $obj $name]
+    }
     return ""
 }
 
@@ -332,7 +344,7 @@ proc generate_target {args} {
     if {$layout ne "none"} {
         set hwh [file join $stub::proj_dir $stub::proj_name.$layout sources_1 bd \
             $stub::bd_name hw_handoff $stub::bd_name.hwh]
-        stub::touch $hwh "<?xml version=\"1.0\"?><EDKSYSTEM stub=\"$stub::bd_name\"/>"
+        stub::touch $hwh [stub::hwh_text]
     }
     return ""
 }
@@ -390,75 +402,11 @@ proc create_bd_cell {args} {
     return "/$name"
 }
 
-# Port widths of the modules in a Verilog file (ANSI headers, literal [N:0] ranges).
-proc stub::read_module_ports {path} {
-    if {![string match *.v $path] || ![file exists $path]} {
-        return
-    }
-    set fh [open $path]
-    set text [read $fh]
-    close $fh
-    set module ""
-    foreach line [split $text "\n"] {
-        if {[regexp {^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)} $line -> name]} {
-            set module $name
-            set stub::module_ports($module,) 0
-        }
-        if {$module eq ""} {
-            continue
-        }
-        set re {^\s*(?:\(\*.*\*\)\s*)*(input|output)\s+(?:wire\s+|reg\s+)?}
-        append re {(?:\[\s*(\d+)\s*:\s*0\s*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)}
-        if {[regexp $re $line -> dir msb port]} {
-            set stub::module_ports($module,$port) [expr {$msb eq "" ? 1 : $msb + 1}]
-        }
-    }
-}
-
 proc add_files {args} {
     stub::record add_files $args
     foreach word [stub::positional $args {-fileset -of_objects}] {
         foreach path $word {
             stub::read_module_ports $path
-        }
-    }
-    return ""
-}
-
-# The DMA stream width against the module reference's port width (TDATA_NUM_BYTES).
-proc stub::check_stream {dma_pin cell_pin} {
-    set dma [file dirname $dma_pin]
-    set cell [file dirname $cell_pin]
-    if {![info exists stub::cell_ref($cell)] || ![info exists stub::cell_ip($dma)]} {
-        return
-    }
-    set prop [dict get {M_AXIS_MM2S C_M_AXIS_MM2S_TDATA_WIDTH \
-        S_AXIS_S2MM C_S_AXIS_S2MM_TDATA_WIDTH} [file tail $dma_pin]]
-    set module $stub::cell_ref($cell)
-    set intf [file tail $cell_pin]
-    if {![info exists stub::module_ports($module,${intf}_tdata)]} {
-        stub::raise ERROR "BD 5-106" "connect_bd_intf_net: $cell_pin is not an interface of\
-            module $module (no port ${intf}_tdata)"
-        error "connect_bd_intf_net: no interface $cell_pin"
-    }
-    set cell_bits $stub::module_ports($module,${intf}_tdata)
-    set dma_bits 32
-    if {[info exists stub::props(CONFIG.$prop,$dma)]} {
-        set dma_bits $stub::props(CONFIG.$prop,$dma)
-    }
-    if {$cell_bits != $dma_bits} {
-        stub::raise {CRITICAL WARNING} "BD 41-237" "Bus Interface property TDATA_NUM_BYTES does\
-            not match between ${cell_pin}([expr {$cell_bits / 8}]) and\
-            ${dma_pin}([expr {$dma_bits / 8}])"
-    }
-}
-
-proc connect_bd_intf_net {args} {
-    stub::record connect_bd_intf_net $args
-    set pins [stub::positional $args {-intf_net -boundary_type}]
-    foreach {a b} [list [lindex $pins 0] [lindex $pins 1] [lindex $pins 1] [lindex $pins 0]] {
-        if {[file tail $a] in {M_AXIS_MM2S S_AXIS_S2MM}} {
-            stub::check_stream $a $b
         }
     }
     return ""
@@ -487,21 +435,12 @@ proc get_msg_config {args} {
     return 0
 }
 
-proc validate_bd_design {args} {
-    stub::record validate_bd_design $args
-    for {set i 0} {$i < [stub::env STUB_BD_CRITICAL_WARNINGS 0]} {incr i} {
-        stub::raise {CRITICAL WARNING} "BD 41-1356" "stub critical warning [expr {$i + 1}]"
-    }
-    return ""
-}
-
 proc stub::bd_get {cmd args} {
     stub::record $cmd $args
     return [stub::bd_objects $args]
 }
 
-foreach cmd {get_bd_cells get_bd_pins get_bd_intf_pins get_bd_ports get_bd_intf_ports
-    get_bd_addr_spaces get_bd_addr_segs get_bd_nets get_bd_intf_nets} {
+foreach cmd {get_bd_cells get_bd_ports get_bd_intf_ports get_bd_nets get_bd_intf_nets} {
     interp alias {} $cmd {} stub::bd_get $cmd
 }
 
@@ -524,11 +463,6 @@ foreach cmd {get_ports get_pins get_cells get_nets} {
 proc current_design {args} {
     stub::record current_design $args
     return $stub::bd_name
-}
-
-proc create_bd_port {args} {
-    stub::record create_bd_port $args
-    return "/[lindex [stub::positional $args {-dir -type -freq_hz -from -to}] 0]"
 }
 
 proc create_bd_intf_port {args} {
@@ -647,9 +581,11 @@ proc stub::record_only {cmd args} {
 }
 
 foreach cmd {import_files update_compile_order update_ip_catalog
-    connect_bd_net disconnect_bd_net apply_bd_automation
-    assign_bd_address save_bd_design close_bd_design open_bd_design
+    disconnect_bd_net apply_bd_automation save_bd_design close_bd_design open_bd_design
     regenerate_bd_layout launch_runs wait_on_run reset_run open_run close_project
     create_clock set_clock_groups} {
     interp alias {} $cmd {} stub::record_only $cmd
 }
+
+# The block-design model: pins, nets, clock propagation, validate_bd_design, addresses, .hwh.
+source [file join [file dirname [file normalize [info script]]] bd_model.tcl]

@@ -1,0 +1,363 @@
+"""The runtime at DMA level (docs/runtime.md): the memory plan and its refusals, the DMA memory
+it allocates, the descriptor chains, the bytes the CPU writes per token, the transfers per
+token and the LM head only where a token is sampled, DMA faults (a hang, an error bit, a short
+transfer: survived with every engine word equal to golden's, or reported by name with nothing
+left behind), the board backend on a stand-in ``pynq`` whose registers are the register model,
+the overlay checks, the simulator link's timeout, and the host's memory (tracemalloc) with the
+register model in a process of its own.
+"""
+from __future__ import annotations
+
+import sys
+import tracemalloc
+import types
+
+import numpy as np
+import pytest
+
+from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime import pg021 as R
+from generators.runtime.backends import (BackendError, DmaError, DmaHangError, DmaShortError,
+                                         check_overlay)
+from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from generators.runtime.plan import MIB, info, memory_plan, model_shape, smollm2_lines
+from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
+
+ENG = EngineConfig(max_k=512, max_context=32)
+PROMPT = [1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    ck = load_checkpoint(write_checkpoint(tmp_path_factory.mktemp("tiny"), TINY, seed=1), ENG)
+    return {f: convert(ck, f, ENG, notice=None) for f in ("int8", "ternary", "q4")}
+
+
+@pytest.fixture(scope="module")
+def golden_run(models):
+    """Tokens and engine words of the golden backend, no fault."""
+    m = models["int8"]
+    tr = []
+    toks = list(Decoder(m, make_backend("golden", m), trace=tr).generate(PROMPT, 4))
+    return toks, tr
+
+
+def _same(t1, t2):
+    return len(t1) == len(t2) and all(
+        a[:3] == b[:3] and len(a[3]) == len(b[3])
+        and all(np.array_equal(x, y) for x, y in zip(a[3], b[3])) for a, b in zip(t1, t2))
+
+
+# ------------------------------------------------------------------ the memory plan
+
+SMOLLM2 = ModelConfig(**SMOLLM2_135M)
+
+
+def test_smollm2_plans_at_context_2048():
+    """Q4_1 (+ the INT8 head) and ternary fit 128 MiB of CMA at context 2048; INT8 does not fit
+    at any context and says so in one line."""
+    mib = {}
+    for f in ("q4", "ternary", "int8"):
+        p = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, f), 2048)
+        mib[f] = p.dma_bytes / MIB
+        assert p.regions["kv"].nbytes == 30 * 384 * 2048          # 384 B / position / layer
+        assert p.transfers_per_token(False) == 150 and p.transfers_per_token(True) == 151
+        per_port = [(t.index, ch) for t in p.transfers for ch in t.desc if ch in (0, 2)]
+        assert len(per_port) == 2 * 30 * 5 + 2                     # 5 per port per layer
+    assert mib["q4"] < 128 and mib["ternary"] < 128 and mib["int8"] > 128
+    q4 = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "q4"), 2048)
+    assert q4.check() is None
+    msg = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8"), 2048).check()
+    assert "exceeds the 128 MiB CMA budget; no context fits" in msg and "\n" not in msg
+    # a larger CMA: the refusal names the context that fits
+    msg = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8"), 2048).check(cma_mb=140)
+    assert "exceeds the 140 MiB CMA budget; context " in msg and " fits" in msg
+    lines = smollm2_lines(2048)
+    assert len(lines) == 3 and "fits" in lines[0]
+
+
+def test_plan_is_what_the_runtime_allocates(models):
+    m = models["ternary"]
+    be = make_backend("golden", m)
+    plan = be.plan
+    assert plan is not None and plan.context == ENG.max_context
+    for name, r in plan.regions.items():
+        assert be.buf[name].nbytes == r.nbytes, name
+    # every descriptor of the plan is written: 64-byte aligned, NXTDESC inside the region
+    w = be.words
+    fb = be.base["frames"]
+    for t in plan.transfers:
+        for ch, (key, n) in t.desc.items():
+            off = plan.regions["frames"].items[key][0]
+            assert off % R.DESC_BYTES == 0
+            for i in range(n):
+                d = w[off // 4 + i * R.DESC_WORDS:][:8]
+                assert fb <= d[R.D_NXTDESC] < fb + plan.regions["frames"].nbytes
+                assert d[R.D_CONTROL] & R.LEN_MASK > 0
+    assert plan.descriptors == sum(n for t in plan.transfers for _, n in t.desc.values())
+
+
+def test_info_prints_the_plan_and_refuses_in_one_line(models, capsys):
+    m = models["q4"]
+    assert info(m, 16) == 0
+    out = capsys.readouterr().out
+    assert "DMA memory" in out and "kv " in out and "host memory" in out and "fits:" in out
+    assert info(m, 16, cma_mb=0.1) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: DMA memory") and "0.1 MiB" in err[0]
+    assert info(m, 16, host_mb=0.01) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: host memory") and "model: weight images" in err
+    with pytest.raises(ValueError, match="context 33 outside 1..32"):
+        memory_plan(m, 33)
+
+
+# ------------------------------------------------------------------ per token
+
+def test_cpu_bytes_transfers_and_the_lm_head_only_where_sampled(models, golden_run):
+    m = models["int8"]
+    be = make_backend("golden", m)
+    dec = Decoder(m, be)
+    ran = []
+    run = be.run
+
+    def spy(layer, kind):
+        ran.append((layer, kind))
+        return run(layer, kind)
+
+    be.run = spy
+    toks = list(dec.generate(PROMPT, 4))
+    assert toks == golden_run[0]
+    lm = [i for i, (_, k) in enumerate(ran) if k == "lm_head"]
+    per_token = 2 * 5
+    # prompt of 3: the LM head after the last prompt token only, then after each new token
+    assert len(lm) == 4 and lm[0] == 3 * per_token
+    assert len(ran) == 6 * per_token + 4
+    c = m.config
+    tb = dec.token_bytes
+    assert tb["kv"] == c.num_hidden_layers * c.num_key_value_heads * 2 * c.head_dim
+    assert tb["parts"] == c.num_hidden_layers * c.num_key_value_heads * (112 + 120)
+    assert tb["x"] == c.num_hidden_layers * (3 * c.hidden_size + c.intermediate_size) \
+        + c.hidden_size
+    # per token the descriptor fields: every status word of the transfers run, the K/V lengths
+    n_desc = sum(n for t in be.plan.transfers for _, n in t.desc.values())
+    assert tb["desc"] == 4 * n_desc + 4 * 4 * c.num_hidden_layers * c.num_key_value_heads
+    assert be.faults == []
+
+
+def test_backend_switch_carries_the_kv_cache(models, golden_run):
+    """The prompt on one backend, the answer on another (chat's --prefill golden): the KV
+    rows move into the second backend's DMA memory once; same tokens and words."""
+    m = models["int8"]
+    tr = []
+    first, second = make_backend("golden", m), make_backend("golden", m)
+    dec = Decoder(m, first, trace=tr)
+
+    def on_token(i, t, logits):
+        if i == 0:
+            dec.be = second
+
+    toks = list(dec.generate(PROMPT, 4, on_token=on_token))
+    assert toks == golden_run[0] and _same(tr, golden_run[1])
+    assert second.transfers_run > 0
+
+
+# ------------------------------------------------------------------ faults
+
+FAULTS = [
+    ("hang", "mm2s", {}), ("hang", "s2mm", {}),
+    ("error", "mm2s", dict(error=R.SR_DMA_SLV_ERR)), ("error", "mm2s", dict(error=R.SR_DMA_DEC_ERR)),
+    ("error", "s2mm", dict(error=R.SR_SG_INT_ERR)), ("error", "s2mm", dict(error=R.SR_DMA_INT_ERR)),
+    ("short", "mm2s", {}),
+]
+ERRORS = {"hang": DmaHangError, "error": DmaError, "short": DmaShortError}
+
+
+@pytest.mark.parametrize("kind, channel, kw", FAULTS)
+@pytest.mark.parametrize("port, after", [(0, 1), (1, 7)])      # an attention, a matrix transfer
+def test_a_dma_fault_is_survived(models, golden_run, kind, channel, kw, port, after):
+    """One fault: the runtime resets both DMAs and the PL and runs the transfer again; the
+    tokens and every engine word equal golden's."""
+    m = models["int8"]
+    be = make_backend("golden", m, timeout_s=0.05)
+    be.regs[port].inject(kind, channel, after=after, **kw)
+    tr = []
+    toks = list(Decoder(m, be, trace=tr).generate(PROMPT, 4))
+    assert toks == golden_run[0] and _same(tr, golden_run[1])
+    assert len(be.faults) == 1 and "retried after a reset" in be.faults[0]
+    assert be.regs[0].resets == be.regs[1].resets == 1
+
+
+@pytest.mark.parametrize("kind, channel, kw", FAULTS)
+def test_a_persistent_dma_fault_is_named(models, golden_run, kind, channel, kw):
+    """The same fault twice: a named error with the transfer, the layer and the channel; the
+    backend then runs a whole generation again with golden's answers (nothing left behind)."""
+    m = models["int8"]
+    be = make_backend("golden", m, timeout_s=0.05)
+    be.regs[1].inject(kind, channel, after=7, count=2, **kw)
+    with pytest.raises(ERRORS[kind]) as e:
+        list(Decoder(m, be).generate(PROMPT, 4))
+    msg = str(e.value)
+    assert "DMA transfer " in msg and " of layer " in msg and "port 1" in msg
+    assert e.value.info["layer"] is not None and e.value.info["port"] in (0, 1)
+    if kind == "error":
+        assert R.error_names(kw["error"]) in msg
+    tr = []
+    assert list(Decoder(m, be, trace=tr).generate(PROMPT, 4)) == golden_run[0]
+    assert _same(tr, golden_run[1])
+
+
+def test_register_model_refuses_stale_and_bad_descriptors(models):
+    """PG021's SG errors: a fetched descriptor with Cmplt set is SGIntErr, a descriptor outside
+    DDR SGDecErr, a buffer outside DDR DMADecErr; the channel halts with the bit set."""
+    m = models["int8"]
+    be = make_backend("golden", m)
+    regs = be.regs[0]
+    b = be._blocks[0][0]
+    be.words[b.status_idx] = R.ST_CMPLT                  # stale: not cleared before reuse
+    be.dmas[0].tail(0, b.last)
+    assert regs.read(R.DMASR) & R.SR_SG_INT_ERR and regs.read(R.DMASR) & R.SR_HALTED
+    be2 = make_backend("golden", m)
+    b = be2._blocks[0][0]
+    be2.words[b.status_idx] = 0
+    be2.words[b.status_idx[0] - R.D_STATUS + R.D_BUFFER] = 0x10              # outside DDR
+    be2.dmas[0].tail(0, b.last)
+    assert be2.regs[0].read(R.DMASR) & R.SR_DMA_DEC_ERR
+    assert be2.words[b.status_idx[0]] & R.ST_DEC_ERR
+    with pytest.raises(ValueError, match="fault kind"):
+        regs.inject("melt")
+
+
+# ------------------------------------------------------------------ board backend
+
+def fake_pynq(model, mhz=142.857132, sg=1, allocations=None):
+    """A stand-in for pynq: Overlay with dma_0/dma_1 in its ip_dict, MMIO onto the register
+    model (the golden PL top behind it), allocate from its DDR model, Clocks.fclk0_mhz."""
+    from generators.runtime.dma import GoldenFabric, Memory, SgDmaRegs
+    mem = Memory(None, 64 << 20)
+    fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config())
+    regs = {0x4040_0000: SgDmaRegs(0, fab, mem), 0x4041_0000: SgDmaRegs(1, fab, mem)}
+    pynq = types.ModuleType("pynq")
+    pynq.Clocks = types.SimpleNamespace(fclk0_mhz=mhz)
+
+    def allocate(shape, dtype, cacheable=True):
+        if allocations is not None:
+            allocations.append((shape, cacheable))
+        return mem.allocate(shape, dtype)
+
+    pynq.allocate = allocate
+
+    class MMIO:
+        def __init__(self, base, length=4):
+            self.regs = regs.get(base)
+
+        def read(self, offset, length=4):
+            return self.regs.read(offset)
+
+        def write(self, offset, value):
+            if self.regs is not None:
+                self.regs.write(offset, value)
+
+    par = {"C_INCLUDE_SG": str(sg), "C_SG_LENGTH_WIDTH": "26", "C_M_AXIS_MM2S_TDATA_WIDTH": "64",
+           "C_ADDR_WIDTH": "32"}
+
+    class Overlay:
+        def __init__(self, bitfile, download=True):
+            self.ip_dict = {f"dma_{p}": {"phys_addr": a, "addr_range": 0x10000,
+                                         "parameters": par}
+                            for p, a in enumerate(regs)}
+
+    pynq.MMIO, pynq.Overlay = MMIO, Overlay
+    pynq.regs = list(regs.values())
+    return pynq
+
+
+def test_board_backend_on_a_stand_in_pynq(models, golden_run, monkeypatch):
+    """BoardBackend (pynq.Overlay, pynq.MMIO on dma_0/dma_1, pynq.allocate, the clock check)
+    over the register model: golden's tokens and words; frames and KV not cached."""
+    m = models["int8"]
+    allocs = []
+    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    be = make_backend("board", m, bitfile="x.bit")
+    tr = []
+    assert list(Decoder(m, be, trace=tr).generate(PROMPT, 4)) == golden_run[0]
+    assert _same(tr, golden_run[1])
+    assert [c for _, c in allocs] == [True, False, False]          # weights, kv, frames
+
+
+def test_board_backend_refusals(models, monkeypatch):
+    m = models["int8"]
+    from generators.host import BoardError
+    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, mhz=100.0))
+    with pytest.raises(BoardError, match="100.000 MHz"):
+        make_backend("board", m, bitfile="x.bit")
+    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, sg=0))
+    with pytest.raises(BackendError, match="without scatter-gather"):
+        make_backend("board", m, bitfile="x.bit")
+    allocs = []
+    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    with pytest.raises(BackendError, match=r"exceeds the 0.5 MiB CMA budget"):
+        make_backend("board", m, bitfile="x.bit", cma_mb=0.5)
+    assert allocs == []                                  # refused before any allocation
+
+
+def test_check_overlay_names_what_is_missing(models):
+    plan = make_backend("golden", models["int8"]).plan
+    good = {"c_include_sg": "1", "c_sg_length_width": "26", "c_m_axis_mm2s_tdata_width": "64"}
+    check_overlay({"dma_0": {"parameters": good}, "dma_1": {"parameters": good}}, plan)
+    for bad, words in [({"c_sg_length_width": "14"}, "c_sg_length_width 14"),
+                       ({"c_m_axis_mm2s_tdata_width": "128"}, "128 bits"),
+                       ({"c_addr_width": "64"}, "c_addr_width 64")]:
+        with pytest.raises(BackendError, match=words):
+            check_overlay({"dma_0": {"parameters": dict(good, **bad)},
+                           "dma_1": {"parameters": good}}, plan)
+    with pytest.raises(BackendError, match="no dma_1"):
+        check_overlay({"dma_0": {"parameters": good}}, plan)
+
+
+# ------------------------------------------------------------------ links and host memory
+
+def test_simulator_link_times_out():
+    from multiprocessing import Pipe
+    from generators.runtime.rtl import RemoteMmio, SimLink, SimLinkError
+    a, b = Pipe()
+    mmio = RemoteMmio(SimLink(a, 0.2, "the silent simulator"), 0)
+    with pytest.raises(SimLinkError, match="the silent simulator did not answer 'r' within "
+                                           "0.2 s"):
+        mmio.read(R.DMASR)
+    b.close()
+    with pytest.raises(SimLinkError, match="broke"):
+        mmio.read(R.DMASR)
+
+
+def test_host_memory_within_the_plan(models, golden_run):
+    """The board's host code with the register model and the PL in another process: what the
+    host allocates (tracemalloc, peak over setup and 7 tokens) stays within the plan's
+    runtime items."""
+    from generators.runtime.rtl import GoldenServerBackend
+    m = models["int8"]
+    tracemalloc.start()
+    try:
+        be = GoldenServerBackend(m)
+        try:
+            toks = list(Decoder(m, be).generate(PROMPT, 4))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            be.close()
+    finally:
+        tracemalloc.stop()
+    assert toks == golden_run[0]
+    print(f"host peak {peak:,} bytes, plan {be.plan.runtime_host_bytes:,}")
+    assert peak <= be.plan.runtime_host_bytes
+
+
+def test_chat_progress_bar_wraps_the_runtime(models, golden_run):
+    """chat's ProgressBackend (a wrapper of run()) counts each transfer's beats; the tokens
+    are golden's."""
+    import io
+    from generators.runtime.chat import ProgressBackend
+    m = models["int8"]
+    out = io.StringIO()
+    pb = ProgressBackend(make_backend("golden", m), m, out=out)
+    assert list(Decoder(m, pb).generate(PROMPT, 4)) == golden_run[0]
+    assert pb.done > 0 and "M beats (matrices)" in out.getvalue()
