@@ -118,8 +118,6 @@ module mv_stream_ctrl #
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
-// more than one format: per-format thresholds in per-frame registers
-localparam MULTI = (HAS_B || HAS_C) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -128,6 +126,12 @@ localparam LANE_ELEMS = BYTES * WPB;
 localparam LANE_ELEMS_B = BYTES * WPB_B;
 localparam [16:0] ELEMS_A17 = LANE_ELEMS;
 localparam [16:0] ELEMS_B17 = LANE_ELEMS_B;
+// every threshold (byte masks, row end) is at most two beats of the widest format: below 2^TW
+localparam LE_MAX = (LANE_ELEMS_C > LANE_ELEMS ? (LANE_ELEMS_C > LANE_ELEMS_B ? LANE_ELEMS_C
+                                                                              : LANE_ELEMS_B)
+                                               : (LANE_ELEMS > LANE_ELEMS_B ? LANE_ELEMS
+                                                                            : LANE_ELEMS_B));
+localparam TW = $clog2(2 * LE_MAX + 1);
 
 
 // flag bits of the status word
@@ -163,6 +167,10 @@ initial begin
         $display("mv_stream_ctrl: GROUP=%0d out of range 0..7", GROUP);
         $finish;
     end
+    if (TW > 15) begin
+        $display("mv_stream_ctrl: beats of %0d elements are too wide for the row counter", LE_MAX);
+        $finish;
+    end
     if (MAX_K < 1 || MAX_K > 65535) begin
         $display("mv_stream_ctrl: MAX_K=%0d out of range 1..65535", MAX_K);
         $finish;
@@ -184,10 +192,13 @@ reg         chk_magic, chk_shape, chk_format;
 reg         k_one_beat;          // a row is one lane beat
 reg         k_one_beat_b;        // the same for a FORMAT_B frame
 reg  [BYTES-1:0] bmask_k_b;      // the same for a FORMAT_B frame
-reg  [17*BYTES-1:0] bthr_q;      // FORMAT_B: byte b of the next beat holds weights if rrem > bthr[b]
-reg  [16:0] rthr_q;              // FORMAT_B: the next beat ends the row if rrem <= rthr
-reg  [17*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
-reg  [16:0] r1thr_q;             // grouped rows: the same for the row end
+// per-frame thresholds (two or three formats; a one-format engine compares with constants)
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [TW*BYTES-1:0] bthr_q;      // byte b of the next beat holds weights if rrem > bthr[b]
+reg  [TW-1:0] rthr_q;            // the next beat ends the row if rrem <= rthr
+reg  [TW*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
+reg  [TW-1:0] r1thr_q;           // grouped rows: the same for the row end
+/* verilator lint_on UNUSEDSIGNAL */
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
 // x capture
@@ -200,6 +211,8 @@ reg  [WPB-1:0] xoh;              // xbank one-hot: bank g takes this x beat
 reg  [WPB-1:0] xlt;              // bit g: xbank < g (bank g lies after this beat's bank)
 // rows
 reg  [16:0] rrem;                // row elements not yet covered, before this beat
+reg         rrem_hi;             // rrem >= 2^TW (above every threshold: the compares below
+                                 // take rrem's TW low bits and this flag, docs/timing.md)
 reg         row_first_q;         // the next row beat starts a row
 reg         row_last_q;          // the next row beat ends its row
 reg  [BYTES-1:0] bmask_q;        // byte mask of the next row beat
@@ -280,11 +293,11 @@ wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_bmask_b;
 reg  [BYTES-1:0] h_xmask;
-reg  [17*BYTES-1:0] h_bthr;
-reg  [17*BYTES-1:0] h_hthr;
+reg  [TW*BYTES-1:0] h_bthr;
+reg  [TW*BYTES-1:0] h_hthr;
 integer b;
 /* verilator lint_off UNUSEDSIGNAL */
-integer thr;   // bits [16:0] used: thresholds are at most 2 * 16 * 5
+integer thr;   // bits [TW-1:0] used: every threshold is below 2^TW
 /* verilator lint_on UNUSEDSIGNAL */
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
@@ -293,17 +306,17 @@ always @* begin
         h_xmask[b]   = (b < h_k);
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
-        h_bthr[17*b +: 17] = thr[16:0];
+        h_bthr[TW*b +: TW] = thr[TW-1:0];
         thr = h_fmt_c ? b * WPB_C : b * WPB;
-        h_hthr[17*b +: 17] = thr[16:0];
+        h_hthr[TW*b +: TW] = thr[TW-1:0];
     end
 end
-localparam [16:0] RTHR_A = 2 * LANE_ELEMS;
-localparam [16:0] RTHR_B = 2 * LANE_ELEMS_B;
-localparam [16:0] RTHR_C = 2 * LANE_ELEMS_C;
+localparam [TW-1:0] RTHR_A = 2 * LANE_ELEMS;
+localparam [TW-1:0] RTHR_B = 2 * LANE_ELEMS_B;
+localparam [TW-1:0] RTHR_C = 2 * LANE_ELEMS_C;
 // after a scale beat (grouped rows): the next code beat ends the row if rrem <= one beat
-localparam [16:0] R1THR_A = LANE_ELEMS;
-localparam [16:0] R1THR_C = LANE_ELEMS_C;
+localparam [TW-1:0] R1THR_A = LANE_ELEMS;
+localparam [TW-1:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
@@ -357,22 +370,48 @@ endgenerate
 
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
-reg  [BYTES-1:0] bmask_next;
-reg  [BYTES-1:0] bmask_here;     // mask of a code beat that follows a scale beat
 wire [31:0] xrem32 = {15'd0, xrem};
-wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        if (MULTI) begin
-            bmask_next[b] = (rrem > bthr_q[17*b +: 17]);
-            bmask_here[b] = (rrem > hthr_q[17*b +: 17]);
-        end else begin
-            bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
-            bmask_here[b] = (rrem32 > b * WPB);
-        end
     end
 end
+// The row's compares take rrem's TW low bits and rrem_hi; each is a kept net of its own (one
+// short carry chain or a LUT). Three formats: against the frame's threshold registers (one
+// compare per byte); two: each format's constant, the result chosen by fmt_b (one LUT input);
+// one: constants. Measured on the yosys netlist, the other choices are deeper (docs/timing.md).
+wire [TW-1:0] rrem_lo = rrem[TW-1:0];
+wire [31:0] rrem_lo32 = {{(32 - TW){1'b0}}, rrem_lo};
+(* keep *) wire [BYTES-1:0] bmask_next;   // byte masks of the beat after this one
+(* keep *) wire [BYTES-1:0] bmask_here;   // mask of a code beat that follows a scale beat
+genvar gb;
+generate
+for (gb = 0; gb < BYTES; gb = gb + 1) begin : g_bm
+    if (HAS_C) begin : g_three
+        assign bmask_next[gb] = rrem_hi || (rrem_lo > bthr_q[TW*gb +: TW]);
+        assign bmask_here[gb] = rrem_hi || (rrem_lo > hthr_q[TW*gb +: TW]);
+    end else if (HAS_B) begin : g_two
+        assign bmask_next[gb] = rrem_hi || (fmt_b ? (rrem_lo32 > gb * WPB_B + LANE_ELEMS_B)
+                                                  : (rrem_lo32 > gb * WPB + LANE_ELEMS));
+        assign bmask_here[gb] = rrem_hi || (rrem_lo32 > gb * WPB);
+    end else begin : g_one
+        assign bmask_next[gb] = rrem_hi || (rrem_lo32 > gb * WPB + LANE_ELEMS);
+        assign bmask_here[gb] = rrem_hi || (rrem_lo32 > gb * WPB);
+    end
+end
+endgenerate
+// the row ends with the next beat: rrem <= the threshold
+(* keep *) wire row_end_1;
+(* keep *) wire row_end_n;
+assign row_end_1 = !rrem_hi && (HAS_C ? (rrem_lo <= r1thr_q) : (rrem_lo <= R1THR_A));
+assign row_end_n = !rrem_hi && (HAS_C ? (rrem_lo <= rthr_q)
+                               : (HAS_B && fmt_b) ? (rrem_lo <= RTHR_B) : (rrem_lo <= RTHR_A));
+// rrem_hi after a step: rrem - elems >= 2^TW, i.e. rrem >= 2^(TW+1) or rrem's low bits >= elems
+(* keep *) wire rrem_t2;
+(* keep *) wire [2:0] rrem_ge;
+assign rrem_t2 = |rrem[16:TW+1];
+assign rrem_ge = {rrem_lo32 >= LANE_ELEMS_C, rrem_lo32 >= LANE_ELEMS_B, rrem_lo32 >= LANE_ELEMS};
+wire hi_step = rrem_hi && (rrem_t2 || (fmt_c ? rrem_ge[2] : fmt_b ? rrem_ge[1] : rrem_ge[0]));
 
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
@@ -449,13 +488,13 @@ always @(posedge aclk) begin
             row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
             bmask_q    <= grp_f ? {BYTES{1'b0}} : (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
         end else if (st_row && scale_q) begin
-            row_last_q <= MULTI ? (rrem <= r1thr_q) : (rrem <= R1THR_A);
+            row_last_q <= row_end_1;
             bmask_q    <= bmask_here;
         end else if (st_row && grp_f && grp_end) begin
             row_last_q <= 1'b0;          // a scale beat comes next
             bmask_q    <= {BYTES{1'b0}};
         end else begin
-            row_last_q <= MULTI ? (rrem <= rthr_q) : (rrem <= RTHR_A);
+            row_last_q <= row_end_n;
             bmask_q    <= bmask_next;
         end
     end
@@ -567,9 +606,11 @@ assign rrem_load = in_vr && (st_x || (st_row && row_last_q));
 assign rrem_step = in_vr && st_row && !row_last_q && !scale_q;
 always @(posedge aclk) begin   // no reset: loaded by every x beat before a row reads it
     if (rrem_load) begin
-        rrem <= {1'b0, k_reg};
+        rrem    <= {1'b0, k_reg};
+        rrem_hi <= |k_reg[15:TW];
     end else if (rrem_step) begin
-        rrem <= rrem - elems;
+        rrem    <= rrem - elems;
+        rrem_hi <= hi_step;
     end
 end
 

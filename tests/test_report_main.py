@@ -152,6 +152,8 @@ def test_vivado_rows_split_the_top_and_count_the_7020():
     assert figs["report.top.lut"]["value"] == 23400 and figs["report.top.lut_mem"]["value"] == 3400
     assert figs["report.probe.lut"]["label"] == "synthesised (yosys)"
     assert figs["report.share.dsp"]["label"] == "modelled"
+    assert figs["report.q4-lane.lut"]["value"] == 4150 - 2500      # mv-engine q4=true - mv-engine
+    assert figs["report.q4-lane.dsp"]["value"] == 16 - 0
     text = format_table(list(rows.values()), resources.COLUMNS, resources.HEADERS,
                         {k: resources.fmt for k in resources.COLUMNS[1:-1]})
     assert "53,200" in text and "published" in text and "LUT as memory: SRL" in text

@@ -270,3 +270,14 @@ def test_max_fanout_is_routed_as_vivado_replicates_it(n):
     # Vivado's synthesis makes copies of ra with at most 16 loads each
     assert res["reg2reg"]["worst_ns"] == pytest.approx(TCKO + route(16), abs=1e-3)
     assert res["replicated"] == [["ra.Q[0]", 64, 16]]
+
+
+def test_docs_carry_the_models_table():
+    """docs/timing.md section 3 is the code's table (generators.report.timing.delay_table)."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "timing.md").read_text()
+    start = doc.index("<!-- delay table: generators.report.timing.delay_table() -->")
+    end = doc.index("<!-- end of the delay table -->")
+    assert doc[start:end].split("\n", 1)[1].strip() == T.delay_table()
+    assert f"{T.DELAYS['ROUTE_BASE'].ns:g} ns + {T.DELAYS['ROUTE_PER_DOUBLING'].ns:.2f} ns x " \
+           f"log2(fanout) [+ {T.DELAYS['ROUTE_HARD'].ns:.2f} ns" in doc

@@ -172,6 +172,14 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
     from ..results import figure
     out = []
     label = "synthesised (yosys)"
+    by = {r["name"]: r for r in rows}
+    if "mv-engine" in by and "mv-engine-q4" in by:     # what the Q4_1 lane adds to an engine
+        a, b = by["mv-engine"], by["mv-engine-q4"]
+        for k, unit, what in (("lut", "LUT", "slice LUTs"), ("ff", "FF", "flip-flops"),
+                              ("dsp", "DSP48E1", "DSP48E1")):
+            out.append(figure(f"report.q4-lane.{k}", b[k] - a[k], unit, label,
+                              f"what the Q4_1 lane adds to one matrix engine: {what} "
+                              f"(mv-engine q4=true minus mv-engine)"))
     for r in rows:
         name = r["name"]
         if r["group"] == "engine" or name == "top":

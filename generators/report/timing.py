@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["Delay", "DELAYS", "Model", "DEFAULT_MODEL", "CLOCK_NS", "BUDGET_NS", "analyze",
-           "format_path", "route_delay", "SOURCES", "TIMING_CONFIGS", "timing_config", "main"]
+           "format_path", "route_delay", "SOURCES", "delay_table", "CARRY4_ARCS", "TIMING_CONFIGS", "timing_config", "main"]
 
 #: the fabric clock period (generators.contract.FCLK_HZ: 142.857 MHz)
 from ..contract import FCLK_HZ as _FCLK_HZ  # noqa: E402
@@ -46,11 +46,13 @@ BUDGET_NS = round(CLOCK_NS - MARGIN_NS, 3)   # 6.0
 #: where the numbers come from (docs/timing.md, section 2)
 SOURCES = {
     "xray": "Vivado's -1 speed model of the Zynq-7000 fabric as published by Project X-Ray "
-            "(f4pga/prjxray-db, zynq7/timings/*.sdf: slow corner, the larger of SLICEL/SLICEM)",
+            "(f4pga/prjxray-db, zynq7/timings/*.sdf: slow corner max, the larger of "
+            "SLICEL/SLICEM)",
     "xray-a7": "the same for the Artix-7 -1 fabric (prjxray-db artix7/timings, quoted in "
                "yosys's xilinx/cells_sim.v specify blocks)",
-    "ds189": "DS189 (7-series -1 at 1.0 V), Table 30 Block RAM and FIFO Switching "
-             "Characteristics",
+    "ds189": "DS189 (Spartan-7 data sheet, -1 at 1.0 V), Table 30 Block RAM and FIFO "
+             "Switching Characteristics: the 7-series block RAM, whose Zynq-7000 tile "
+             "prjxray-db's zynq7 timings do not hold",
     "chosen": "not published: chosen for this model (docs/timing.md, section 3)",
 }
 
@@ -172,6 +174,15 @@ _c4(("DI", 0), {"CO0": 0.393, "CO1": 0.488, "CO2": 0.564, "CO3": 0.550,
 _c4(("DI", 1), {"CO1": 0.456, "CO2": 0.533, "CO3": 0.520, "O2": 0.547, "O3": 0.610})
 _c4(("DI", 2), {"CO2": 0.366, "CO3": 0.404, "O3": 0.447})
 _c4(("DI", 3), {"CO3": 0.396})
+
+
+def delay_table(delays: Mapping[str, Delay] = DELAYS) -> str:
+    """The model's numbers as the markdown table docs/timing.md carries (a test keeps the two
+    equal): key, parameter, ns, what, source."""
+    rows = ["| key | parameter | ns | what | source |", "|---|---|---:|---|---|"]
+    for k, d in delays.items():
+        rows.append(f"| `{k}` | {d.name} | {d.ns:g} | {d.what} | {d.source} |")
+    return "\n".join(rows)
 
 
 @dataclass
