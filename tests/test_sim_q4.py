@@ -63,7 +63,7 @@ def _mutate(pattern, repl, fname):
 @pytest.mark.parametrize("name,pattern,repl,fname,tests", [
     ("latency+1", r"localparam LANE_LAT = (\d+);", lambda m: f"localparam LANE_LAT = {int(m.group(1)) + 1};",
      "q4_engine.v", ["test_tready_duty_and_latency"]),
-    ("round-half-up", r"guard && \(sticky \|\| mant\[0\]\)", "guard", "q4_lane.v",
+    ("round-half-up", r"r5_guard && \(r5_sticky \|\| r5_mant\[0\]\)", "r5_guard", "q4_lane.v",
      ["test_extreme_scales"]),
 ], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
 def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
