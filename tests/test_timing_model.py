@@ -281,3 +281,19 @@ def test_docs_carry_the_models_table():
     assert doc[start:end].split("\n", 1)[1].strip() == T.delay_table()
     assert f"{T.DELAYS['ROUTE_BASE'].ns:g} ns + {T.DELAYS['ROUTE_PER_DOUBLING'].ns:.2f} ns x " \
            f"log2(fanout) [+ {T.DELAYS['ROUTE_HARD'].ns:.2f} ns" in doc
+
+
+def test_recorded_figures_of_the_top():
+    """What make timing records for the top, from an analysis result (no yosys)."""
+    path = dict(ns=5.5, start="a", end="b.D[0]", start_label="a", end_label="b", luts=2,
+                carry4=0)
+    t = {"reg2reg": {"worst_ns": 5.5, "paths": [path], "over_budget": {}, "endpoints": 2},
+         "io": {"worst_ns": 4.0}, "max_fanout": [["core.fh", 1024], ["x", 3]],
+         "replicated": [["r", 100, 24], ["s", 48, 48]]}
+    figs = {f["key"]: f for f in T.figures([dict(name="top", params={}, timing=t)])}
+    assert figs["timing.top.worst_ns"]["value"] == 5.5
+    assert figs["timing.top.path1"]["context"]["end"] == "b.D[0]"
+    assert figs["timing.top.max_fanout"]["value"] == 1024
+    assert "core.fh" in figs["timing.top.max_fanout"]["what"]
+    assert "2.45 ns" in figs["timing.top.max_fanout"]["what"]        # 0.45 + 0.20 x 10
+    assert figs["timing.top.replicated_ffs"]["value"] == 4 + 0        # ceil(100/24) - 1

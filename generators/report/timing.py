@@ -36,6 +36,7 @@ __all__ = ["Delay", "DELAYS", "Model", "DEFAULT_MODEL", "CLOCK_NS", "BUDGET_NS",
 
 #: the fabric clock period (generators.contract.FCLK_HZ: 142.857 MHz)
 from ..contract import FCLK_HZ as _FCLK_HZ  # noqa: E402
+from .yosys import postorder, top_module  # noqa: E402
 
 CLOCK_NS = round(1e9 / _FCLK_HZ, 3)          # 7.0
 #: what every modelled path must meet: the period less 1.0 ns for what the model cannot see
@@ -480,7 +481,6 @@ def _build_dsp(cell: _Cell, m: Model) -> None:
 # ----------------------------------------------------------------------------- analysis
 
 def _top(netlist: Mapping, top: Optional[str]):
-    from .yosys import top_module
     return top_module(netlist, top)
 
 
@@ -608,54 +608,38 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
         arcs = cell.arcs.get((dv[2], dv[3]))
         return ("cell", cell, co, arcs)
 
-    def evaluate(bit):
-        stack = [(bit, False)]
-        onstack = set()
-        while stack:
-            b, expanded = stack.pop()
-            if b in memo:
-                continue
-            s = start_of(b)
-            if s[0] == "none":
-                memo[b] = (None, None)
-                continue
-            if s[0] == "port":
-                memo[b] = (None, (tco_port, None, None, "input port"))
-                continue
-            _, cell, co, arcs = s
-            ins = []
-            if arcs:
-                for (ip, ii, ns, what) in arcs:
-                    bits = cell.conn.get(ip, [])
-                    sel = bits if ii is None else (bits[ii:ii + 1] if ii < len(bits) else [])
-                    for x in sel:
-                        if isinstance(x, int):
-                            ins.append((x, ip, ns, what))
-            if not expanded:
-                onstack.add(b)
-                stack.append((b, True))
-                for x, _, _, _ in ins:
-                    if x not in memo and x not in onstack:
-                        stack.append((x, False))
-                continue
-            onstack.discard(b)
+    def expand(b):
+        s = start_of(b)
+        if s[0] == "none":
+            return (None, None), None
+        if s[0] == "port":
+            return (None, (tco_port, None, None, "input port")), None
+        _, cell, co, arcs = s
+        ins = []
+        for (ip, ii, ns, what) in arcs or ():
+            bits = cell.conn.get(ip, [])
+            sel = bits if ii is None else (bits[ii:ii + 1] if ii < len(bits) else [])
+            ins.extend((x, ip, ns, what) for x in sel if isinstance(x, int))
+
+        def combine():
             res = []
             for mode in (0, 1):
                 best = None
                 if co is not None and mode == 0:
                     best = (co[0], None, cell.name, co[1])
                 for x, ip, ns, what in ins:
-                    if x not in memo:
-                        continue   # combinational loop: back edge ignored
-                    a = memo[x][mode]
+                    a = memo[x][mode] if x in memo else None   # absent: a loop's back edge
                     if a is None:
                         continue
                     t = a[0] + net_route(x, cell, ip) + ns
                     if best is None or t > best[0]:
                         best = (t, x, cell.name, what)
                 res.append(best)
-            memo[b] = tuple(res)
-        return memo[bit]
+            return tuple(res)
+        return None, ([x for x, _, _, _ in ins], combine)
+
+    def evaluate(bit):
+        return postorder(bit, memo, expand)
 
     # endpoints
     ends = []   # (ns, bit, mode-arrival, end cell, pin, setup name, route)
@@ -771,7 +755,8 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
         return f"{dv[1]}.{dv[2]}[{dv[3]}]" if dv[0] == "cell" else f"<input {dv[1]}[{dv[2]}]>"
 
     results.update(
-        max_fanout=[[drv_name(b), f] for f, b in big],
+        max_fanout=[[bitname[b] if not bitname.get(b, "$").startswith("$") else drv_name(b), f]
+                    for f, b in big],
         replicated=[[drv_name(b), loads, mf] for b, (loads, mf) in sorted(replicated.items())],
         unknown_cells=dict(unknown),
         clock_ns=CLOCK_NS, budget_ns=budget_ns,
@@ -895,6 +880,15 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
             figs.append(figure("timing.top.io_ns", t["io"]["worst_ns"], "ns", "modelled",
                                "worst path from or to a port of the top (ports taken as "
                                "registers outside)"))
+            if t.get("max_fanout"):
+                net, loads = t["max_fanout"][0]
+                figs.append(figure("timing.top.max_fanout", loads, "loads", "modelled",
+                                   f"the top's largest net after the MAX_FANOUT copies: {net}, "
+                                   f"routed at {route_delay(loads):.2f} ns",
+                                   net=net, largest=t["max_fanout"][:5]))
+            from .resources import replica_ffs
+            figs.append(figure("timing.top.replicated_ffs", replica_ffs(t), "FF", "modelled", "flip-flops Vivado adds to the top for its "
+                               "MAX_FANOUT attributes (no copy over its limit)"))
     return figs
 
 
