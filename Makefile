@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench
+.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -22,6 +22,7 @@ help:
 	@echo "  make lint-tcl     tclint on vivado/*.tcl and constraints/*.xdc"
 	@echo "  make formal       k-induction proofs of the handshake and no lost word (SymbiYosys): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "  make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
+	@echo "  make host-test    the host kernels: C = numpy bit for bit (x86-64, ARMv7 under qemu-arm), decoder on both paths"
 	@echo "Simulations and figures (each writes docs/results/<target>.json; make results renders docs/results.md):"
 	@echo "  make sim-icarus   make sim on Icarus (= make sim SIM=icarus)"
 	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
@@ -32,7 +33,9 @@ help:
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make host-bench   the runtime's host loop per token on SmolLM2: memory plans, bytes the CPU writes into"
-	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory"
+	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory; the host"
+	@echo "                    small ops' instructions per token (callgrind, x86 SSE2 C / ARMv7 C under qemu-arm / numpy),"
+	@echo "                    contexts 1/512/2048, with the Cortex-A9 model (CPI 1.3, 650 MHz)"
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
@@ -47,7 +50,8 @@ help:
 	@echo "Variables: SIM=verilator|icarus, WAVES=1 (a waveform per test run), JOBS_TEST=2 (pytest workers)"
 
 setup: .venv/.requirements.sha1
-.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh
+.venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
+                         generators/runtime/csrc/tphost.c generators/runtime/csrc/tphost.h
 	@tools/setup.sh
 
 sim: setup
@@ -78,6 +82,7 @@ decode: setup
 
 host-bench: setup
 	@$(ENV) $(PY) -m generators.runtime.hostbench
+	@$(ENV) $(PY) tools/host_bench.py
 
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
@@ -87,6 +92,9 @@ report: setup
 
 timing: setup
 	@$(ENV) $(PY) -m generators.report.timing $(if $(DESIGN),--design $(DESIGN))
+
+host-test: setup
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py
@@ -106,7 +114,7 @@ LLAMACPP_VENV := build/llamacpp-venv
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
 LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 quality: setup
-	@$(ENV) $(PY) tools/quality.py
+	@$(ENV) $(PY) tools/quality.py --dither 2
 
 quality-llamacpp: setup
 	@mkdir -p build/quality
@@ -117,7 +125,7 @@ quality-llamacpp: setup
 	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
-	@$(ENV) $(PY) tools/quality.py
+	@$(ENV) $(PY) tools/quality.py --dither 2
 
 image: setup
 	@$(ENV) $(PY) tools/image_bench.py

@@ -44,16 +44,33 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     out = io.StringIO()
     r = answer(dec, tok, prompt, 12, out=out)
     text = out.getvalue()
-    assert text == r["text"] and "Paris" in text, text
+    assert text == r["text"], text
+
+    # The first answer token is a near tie in the float model itself ("The" 25.33, "L" 25.24 in
+    # tests/llama_reference.py's float64 pass): the host's float64 numerics happened to land on
+    # "The capital of France is Paris, ...", the float32 ones (docs/runtime.md section 9) land
+    # on "L'Étoile, la Cité, ..." (as the Q4_1 weights do). So the check is the tie-proof one:
+    # the engines' first token is one of the float model's two best there, and given the float
+    # model's own greedy answer token by token (teacher forcing), the engines predict "Paris".
+    from llama_reference import Reference
+    ref_float = Reference.from_gguf(path)
+    gold = tok.encode("The capital of France is Paris.") + [tok.eos_ids[0]]
+    ref_lg = ref_float.logits(prompt + gold)[len(prompt) - 1:]
+    assert [int(t) for t in np.argmax(ref_lg[:len(gold)], axis=1)] == gold    # its greedy answer
+    assert r["ids"][0] in np.argsort(ref_lg[0])[-2:], (r["ids"][0], np.argsort(ref_lg[0])[-2:])
+    dec.reset()
+    eng = [dec.step(t) for t in prompt + gold[:-1]][len(prompt) - 1:]
+    forced = [int(np.argmax(lg)) for lg in eng]
+    paris = gold.index(tok.encode(" Paris")[0])
+    assert forced[paris] == gold[paris], tok.decode(forced)
+    assert sum(int(a == b) for a, b in zip(forced, gold)) >= len(gold) - 2, tok.decode(forced)
 
     # next-token agreement with a float64 forward pass of the same GGUF file (its own reader
     # and forward pass): at each position of the answer, the reference's argmax given the
     # prompt and the engines' answer so far (teacher forcing) against the engines' token
-    from llama_reference import Reference
     ids = prompt + r["ids"]
     n = len(r["ids"])
-    res = {"answer": text, "tokens": n}
-    ref_float = Reference.from_gguf(path)
+    res = {"answer": text, "tokens": n, "teacher_forced": tok.decode(forced)}
     # the embedding: the GGUF's Q8_0 rows as stored, one row dequantised per token, exactly
     # the float32 the reference's own reader gets from the gguf package for the whole table
     table = ref_float.w["token_embd.weight"]
@@ -72,8 +89,10 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     out_dir = REPO / "build" / "quality"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "paris_agreement.json").write_text(json.dumps(res, indent=2) + "\n")
-    # measured: "The capital of France is Paris, capital of the French nation" agrees with
-    # the float64 model (float and INT8 weights) on 9 of its 12 tokens
+    # measured: "L'Étoile, la Cité, la Cit" agrees with the float64 model (float and INT8
+    # weights) on 9 of its 12 tokens (the float64 host numerics' "The capital of France is
+    # Paris, capital of the French nation" did too); teacher-forced on "The capital of France
+    # is Paris.", the engines answer "L capital of France is Paris,<|im_end|>" (6 of 8)
     assert res["agree_float"] >= 8 and res["agree_int8"] >= 8, res
 
 
@@ -82,9 +101,10 @@ def test_smollm2_answers_paris_on_golden_q4(record_property):
     """--format q4: the GGUF's own Q4_1 weights as stored on the Q4_1 lane (the Q8_0 LM head
     as INT8 rows). The first answer token is a near tie in the float model ("The" 25.33 vs
     "L" 25.24 in tests/llama_reference.py's float64 pass); with Q4_1 weights, INT8 activations,
-    the INT8 KV cache and the attention engine's fixed point the greedy answer starts with
-    "L'Étoile de la Marseur," and then says "the capital of France is Paris" (measured:
-    docs/q4.md); 20 tokens reach "Paris"."""
+    the INT8 KV cache, the attention engine's fixed point and the host's float32 numerics the
+    greedy answer is "La femme, le monde. Paris, la cité, le succès. La fem" (measured:
+    docs/q4.md; the float64 host numerics gave "L'Étoile de la Marseur, the capital of France
+    is Paris, the City"); 20 tokens reach "Paris"."""
     path = _smollm2()
     model, tok, _ = load_model(path, "q4")
     assert model.fmt == "q4"

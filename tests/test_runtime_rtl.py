@@ -1,6 +1,7 @@
 """Proof of the decoder on the RTL: the overlay top (two matrix engines, the joiner and the
 48-MAC attention engine) in a cocotb co-simulation, driven by the same DMA-channel host code as
-the board, gives the golden backend's tokens and bit-identical engine output words.
+the board, gives the golden backend's tokens and bit-identical engine output words; the rtl
+runs use the host ops' C library, golden their numpy twin (the same bits: docs/runtime.md 9).
 
 Tiny checkpoint (2 layers, hidden 192 = 3 heads x 64, 1 KV head, MLP 512, vocab 512), overlay
 rendered with max_k 512 and max_context 16. Verilator: both weight formats, 8 generated tokens
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
 from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.synthetic import TINY, write_checkpoint
 
@@ -46,11 +47,13 @@ def _compare(t_gold, t_rtl):
 def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     m = convert(ck, fmt, ENG, notice=None)        # q4: the float checkpoint requantised
     t_gold, t_rtl = [], []
-    gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate(
-        prompt, tokens, **sampling))
+    with hostops.using("numpy"):                  # golden with the host ops' numpy path,
+        gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate(
+            prompt, tokens, **sampling))
     be = make_backend("rtl", m, simulator=sim)
     try:
-        rtl = list(Decoder(m, be, trace=t_rtl).generate(prompt, tokens, **sampling))
+        with hostops.using("c"):                  # the RTL with their C path (docs/runtime.md 9)
+            rtl = list(Decoder(m, be, trace=t_rtl).generate(prompt, tokens, **sampling))
     finally:
         be.close()
     print(f"{sim} {fmt}: tokens {rtl}, simulated cycles {be.cycles}")

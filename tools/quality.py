@@ -97,6 +97,21 @@ def engine_logits(model, ids, label):
     return out
 
 
+def dithered(model, seed: int):
+    """The model with every RMSNorm weight moved by one float32 ulp, up or down at random: a
+    perturbation of the size of float32 rounding, to see how far the engines' numerics move
+    the log-likelihood for reasons that are not the numerics' quality (the noise floor)."""
+    import copy
+    rng = np.random.default_rng(seed)
+    m = copy.copy(model)
+    m.norms = {}
+    for k, w in model.norms.items():
+        w32 = np.asarray(w, np.float32)
+        away = np.where(rng.random(w32.shape) < 0.5, -np.inf, np.inf).astype(np.float32)
+        m.norms[k] = np.nextafter(w32, away).astype(np.float64)
+    return m
+
+
 def table(res: dict) -> str:
     wall = res["wall"]
     lines = [f"| weights | activations, KV cache, attention | mean log-likelihood (nats/token) "
@@ -120,6 +135,12 @@ def main(argv=None) -> int:
                          "was made for the same token ids)")
     ap.add_argument("--dump-ids", help="write the text's token ids and the model path (JSON) "
                                        "and stop (for make quality-llamacpp)")
+    ap.add_argument("--dither", type=int, default=0,
+                    help="also run the int8 and q4 engine rows N times with the RMSNorm weights "
+                         "moved by one float32 ulp at random: the spread of the log-likelihood "
+                         "that float32-sized changes cause (make quality: 2)")
+    ap.add_argument("--no-record", dest="record", action="store_false",
+                    help="do not write docs/results/quality.json (make quality writes it)")
     ap.add_argument("--table", action="store_true",
                     help="print the table of build/quality/quality.json again and stop")
     args = ap.parse_args(argv)
@@ -182,6 +203,21 @@ def main(argv=None) -> int:
             lg = engine_logits(model, ids, f"{fmt} on golden")
             np.savez(cf, ids=np.array(ids), logits=lg.astype(np.float32))
             m = metrics(lg, ids, ref_argmax)
+        if args.dither and fmt in ("int8", "q4"):
+            lls = [m["mean_ll"]]
+            for seed in range(1, args.dither + 1):
+                cd = cache / f"engines-{fmt}-dither{seed}.npz"
+                old = dict(np.load(cd)) if cd.is_file() and not args.fresh else {}
+                if "ids" in old and old["ids"].tolist() == ids:
+                    lg = np.array(old["logits"])
+                else:
+                    ckpt = ckpt or load_checkpoint(path)
+                    model = convert(ckpt, fmt, notice=None)
+                    lg = engine_logits(dithered(model, seed), ids,
+                                       f"{fmt} on golden, norms dithered (seed {seed})")
+                    np.savez(cd, ids=np.array(ids), logits=lg.astype(np.float32))
+                lls.append(metrics(lg, ids)["mean_ll"])
+            m["dither_ll"] = lls
         m.update(weights={"int8": "INT8, absmax per row", "ternary": "ternary, absmean",
                           "q4": "Q4_1 as stored (the file's), Q8_0 head as INT8 rows"}[fmt],
                  numerics="engines (golden = RTL): INT8 activations per token, INT8 KV, "
@@ -207,7 +243,40 @@ def main(argv=None) -> int:
     (OUT / "quality.md").write_text(t + "\n")
     print(t)
     print(f"[quality] wrote {OUT / 'quality.json'} and quality.md", file=sys.stderr)
+    if args.record and not args.tokens:          # the whole text only
+        from generators.results import record
+        from generators.runtime import hostops
+        p = record("quality", figures(res), note=f"SmolLM2-135M-Instruct over {res['text']} "
+                   f"({res['tokens']} next tokens, teacher forcing); engine rows on the golden "
+                   f"backend with the host ops' {hostops.active()} path (C and numpy give the "
+                   f"same bits).")
+        print(f"[quality] wrote {p.relative_to(REPO)}", file=sys.stderr)
     return 0
+
+
+def figures(res: dict):
+    """The measured figures of each row (the tok/s at the wall are make report's model)."""
+    from generators.results import figure
+    out = []
+    for r in res["rows"]:
+        what = f"{r['weights']}; {r['numerics']}"
+        key = f"quality.{r['kind']}"
+        out.append(figure(f"{key}.ll", round(r["mean_ll"], 3), "nats/token", "measured",
+                          f"mean log-likelihood of the text's next tokens: {what}",
+                          tokens=r["tokens"], perplexity=round(r["ppl"], 3)))
+        out.append(figure(f"{key}.top1", r["top1"], f"of {r['tokens']}", "measured",
+                          f"argmax = the text's next token: {what}"))
+        if "agree" in r:
+            out.append(figure(f"{key}.agree", r["agree"], f"of {r['tokens']}", "measured",
+                              f"argmax = the float64 model's argmax: {what}"))
+        if "dither_ll" in r:
+            v = r["dither_ll"]
+            out.append(figure(f"{key}.ll_spread", round(max(v) - min(v), 3), "nats/token",
+                              "measured", f"spread (max - min) of the mean log-likelihood over "
+                              f"the row and {len(v) - 1} runs with the RMSNorm weights moved by "
+                              f"one float32 ulp at random: {what}",
+                              runs=[round(x, 4) for x in v]))
+    return out
 
 
 if __name__ == "__main__":

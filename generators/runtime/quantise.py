@@ -3,9 +3,9 @@
 * Weights, ternary: BitNet b1.58 absmean per matrix, ``W ~= trits * scale`` (scale kept).
 * Weights, INT8: absmax per row, ``W[r] ~= q[r] * scale[r]``, ``scale[r] = max|W[r]| / 127``.
 * Activations: BitNet absmax INT8 per token, ``x ~= q / s``, ``s = 127 / max|x|``, round half
-  to even (``np.rint``), as ``generators.packing.absmax_quantize_activations``.
-* KV cache: INT8 per (layer, KV head), one step for K and one for V, the running absmax
-  (:class:`KVCache`).
+  to even, as ``generators.packing.absmax_quantize_activations`` in float32 (``hostops``).
+* KV cache: INT8 per (layer, KV head), one float32 step for K and one for V, the running absmax
+  (:class:`KVCache`, arithmetic in ``hostops.kv_step``, ``kv_requantise``, ``kv_row``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from generators.packing import absmax_quantize_activations, absmean_quantize
+from generators.packing import absmean_quantize
+
+from . import hostops
 
 __all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache"]
 
@@ -37,8 +39,9 @@ def quantise_int8_rows(W: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def quantise_activations(x: np.ndarray) -> Tuple[np.ndarray, float]:
-    """Per token absmax INT8 (round half to even): (q int8, s) with x ~= q / s."""
-    return absmax_quantize_activations(np.asarray(x, np.float64))
+    """Per token absmax INT8 (round half to even, float32; ``hostops.quantise``): (q int8, s)
+    with x ~= q / s (s float32: one per row of a 2-D x)."""
+    return hostops.quantise(x)
 
 
 class KVCache:
@@ -48,9 +51,10 @@ class KVCache:
     The attention engine computes q.k over the whole context with ONE score scale per query
     head, so every cached row of a KV head must share one step. The step is the running absmax:
     when a new row holds a value above 127 * step, the step becomes max|row| / 127 and the rows
-    already cached are requantised in place, ``rint(q * old / new)`` (|q| only shrinks, so no
-    clipping); the new row is then ``clip(rint(row / step), -127, 127)``. After the first
-    tokens the step rarely moves. A step of 0 (nothing but zeros so far) stores zeros.
+    already cached are requantised in place, ``clip(rint(q * (old / new)), -127, 127)``; the
+    new row is then ``clip(rint(row * (1 / step)), -127, 127)``, all in float32
+    (``hostops.kv_append``, the same in C). After the first tokens the step rarely moves. A
+    step of 0 (nothing but zeros so far) stores zeros.
     """
 
     def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int,
@@ -62,8 +66,8 @@ class KVCache:
             K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
             V = np.zeros_like(K)
         self.K, self.V = K, V
-        self.k_step = np.zeros((layers, kv_heads))
-        self.v_step = np.zeros((layers, kv_heads))
+        self.k_step = np.zeros((layers, kv_heads), np.float32)
+        self.v_step = np.zeros((layers, kv_heads), np.float32)
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
         self.head_dim = head_dim
@@ -74,21 +78,15 @@ class KVCache:
         self.requant_events = []
 
     def _append(self, store, steps, layer, head, t, row, which):
-        m = float(np.max(np.abs(row)))
-        old = steps[layer, head]
-        if m > 127.0 * old:
-            new = m / 127.0
-            if old > 0 and t:
-                blk = store[layer, head, :t].astype(np.float64)
-                store[layer, head, :t] = np.rint(blk * (old / new)).astype(np.int8)
-                self.requantised += t * self.head_dim
-                self.requant_events.append((layer, head, which, t))
-            steps[layer, head] = old = new
-        if old > 0:
-            q = np.clip(np.rint(row / old), -127, 127).astype(np.int8)
-        else:
-            q = np.zeros(row.shape, np.int8)
-        store[layer, head, t] = q.reshape(store.shape[3:])
+        # hostops' three parts (the C library's when built): the step, the cached rows
+        # requantised in place (any layout of the view), the new row
+        step, ratio, _ = hostops.kv_step(row, steps[layer, head])
+        if ratio > 0 and t:
+            hostops.kv_requantise(store[layer, head, :t], ratio)
+            self.requantised += t * self.head_dim
+            self.requant_events.append((layer, head, which, t))
+        steps[layer, head] = step
+        store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
         self.written += self.head_dim
 
     def rows(self, which: str, layer: int, head: int, n: int) -> np.ndarray:

@@ -1,0 +1,360 @@
+"""Test vectors of the host kernels: inputs with edge cases, the numpy reference's outputs.
+
+    python -m generators.runtime.hostvectors build/host/vectors.tpv     # then, on any machine:
+    cc -O2 -ffp-contract=off csrc/tph_vectors.c csrc/tphost.c -lm -o tph_vectors
+    ./tph_vectors build/host/vectors.tpv                               # every output bit
+
+``cases(seed)`` is the list the tests run through both paths in one process (ctypes); the
+file carries the same cases with the numpy outputs to a C program built elsewhere: under
+``qemu-arm`` for ARMv7 in ``make test`` (tests/test_hostops.py), or natively on the board.
+
+File format (little-endian): ``b"TPV1"``, u32 case count; per case a 16-byte kernel name
+(NUL-padded), u32 array count, then the arrays, each u32 dtype code (``DTYPES``), u32 element
+count and the elements. Per kernel the arrays are its inputs then its expected outputs, in the
+order ``KERNELS`` lists (tph_vectors.c reads them in that order).
+"""
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from . import hostops
+from .hostops import NUMPY, F32
+
+__all__ = ["KERNELS", "DTYPES", "cases", "reference", "write", "SMOLLM2"]
+
+DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
+          np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.uint16): 6,
+          np.dtype(np.float64): 7}
+
+#: kernel -> (input names, output names); tph_vectors.c reads the arrays in this order
+KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
+    "sumsq": (("x",), ("sum",)),
+    "absmax": (("x",), ("rc", "amax")),
+    "argmax": (("x",), ("index",)),
+    "rmsnorm": (("x", "w", "eps"), ("y",)),
+    "rope": (("x", "dims", "cos", "sin"), ("y",)),
+    "exp": (("x",), ("y",)),
+    "silu_mul": (("g", "u"), ("y",)),
+    "add": (("a", "b"), ("y",)),
+    "quantise_rows": (("x", "dims"), ("rc", "q", "s")),
+    "dequant_i32": (("acc", "scale", "s"), ("y",)),
+    "dequant_f32": (("v", "s"), ("y",)),
+    "kv_step": (("x", "step"), ("rc", "step", "ratio")),
+    "kv_requantise": (("q", "ratio"), ("rc", "q")),
+    "kv_row": (("x", "step"), ("q",)),
+    "kv_append": (("rows", "dims", "step", "x"), ("rc", "rows", "step")),
+    "score_mult": (("c", "params"), ("rc", "mult", "shift")),
+    "score_scale": (("k_step", "s_q", "d"), ("c",)),
+    "attention_out": (("y", "z", "dims", "v_step"), ("o",)),
+    "f16_to_f32": (("h",), ("y",)),
+    "embed_q8_0": (("blocks", "n"), ("y",)),
+    "embed_int8": (("q", "scale"), ("y",)),
+}
+
+#: SmolLM2-135M's sizes (DESIGN.md section 8): hidden, MLP, heads, KV heads, head_dim, vocab
+SMOLLM2 = dict(hidden=576, mlp=1536, heads=9, kv_heads=3, head_dim=64, vocab=49152, layers=30)
+
+RC_OK, RC_NONFINITE, RC_TINY, RC_BADARG = 0, -1, -2, -3
+
+
+def _a(v, dt):
+    return np.ascontiguousarray(np.asarray(v, dtype=dt).reshape(-1))
+
+
+def reference(kernel: str, inp: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The numpy reference's outputs of one case (error cases: the C return code only)."""
+    f = F32
+    x = inp.get("x")
+    if kernel == "sumsq":
+        return {"sum": _a(NUMPY.sumsq(x), f)}
+    if kernel == "absmax":
+        try:
+            return {"rc": _a(RC_OK, np.int32), "amax": _a(NUMPY.absmax(x), f)}
+        except ValueError:
+            return {"rc": _a(RC_NONFINITE, np.int32), "amax": _a(0, f)}
+    if kernel == "argmax":
+        return {"index": _a(NUMPY.argmax(x), np.int32)}
+    if kernel == "rmsnorm":
+        return {"y": NUMPY.rmsnorm(x, inp["w"], inp["eps"][0])}
+    if kernel == "rope":
+        heads, d = (int(v) for v in inp["dims"])
+        return {"y": _a(NUMPY.rope(x.reshape(heads, d), inp["cos"], inp["sin"]), f)}
+    if kernel == "exp":
+        return {"y": NUMPY.exp(x)}
+    if kernel == "silu_mul":
+        return {"y": NUMPY.silu_mul(inp["g"], inp["u"])}
+    if kernel == "add":
+        return {"y": NUMPY.add(inp["a"], inp["b"])}
+    if kernel == "quantise_rows":
+        rows, n = (int(v) for v in inp["dims"])
+        try:
+            q, s = NUMPY.quantise_rows(x.reshape(rows, n))
+            return {"rc": _a(RC_OK, np.int32), "q": _a(q, np.int8), "s": _a(s, f)}
+        except ValueError as e:
+            rc = RC_TINY if hostops.ERR_TINY in str(e) else RC_NONFINITE
+            return {"rc": _a(rc, np.int32), "q": _a(np.zeros(rows * n), np.int8),
+                    "s": _a(np.zeros(rows), f)}
+    if kernel == "dequant_i32":
+        return {"y": NUMPY.dequant_i32(inp["acc"], inp["scale"], inp["s"][0])}
+    if kernel == "dequant_f32":
+        return {"y": NUMPY.dequant_f32(inp["v"], inp["s"][0])}
+    if kernel == "kv_step":
+        try:
+            step, ratio, grew = NUMPY.kv_step(x, inp["step"][0])
+            return {"rc": _a(int(grew), np.int32), "step": _a(step, f), "ratio": _a(ratio, f)}
+        except ValueError as e:
+            rc = RC_TINY if hostops.ERR_TINY in str(e) else RC_NONFINITE
+            return {"rc": _a(rc, np.int32), "step": _a(inp["step"][0], f), "ratio": _a(0, f)}
+    if kernel == "kv_requantise":
+        q, ratio = inp["q"].copy(), f(inp["ratio"][0])
+        if not f(0) < ratio <= hostops.KV_RATIO_MAX:
+            return {"rc": _a(RC_BADARG, np.int32), "q": q}
+        NUMPY.kv_requantise(q, ratio)
+        return {"rc": _a(RC_OK, np.int32), "q": q}
+    if kernel == "kv_row":
+        return {"q": NUMPY.kv_row(x, inp["step"][0])}
+    if kernel == "kv_append":
+        t, d = (int(v) for v in inp["dims"])
+        rows = inp["rows"].copy().reshape(t + 1, d)
+        try:
+            step, grew = NUMPY.kv_append(rows, t, inp["step"][0], x)
+            rc = int(grew)
+        except ValueError as e:
+            rows, step = inp["rows"].reshape(t + 1, d), inp["step"][0]
+            rc = RC_TINY if hostops.ERR_TINY in str(e) else RC_NONFINITE
+        return {"rc": _a(rc, np.int32), "rows": _a(rows, np.int8), "step": _a(step, f)}
+    if kernel == "score_mult":
+        from generators.golden import attention as gatt
+        spo, max_shift, mult_bits = (int(v) for v in inp["params"])
+        assert (max_shift, mult_bits) == (gatt.MAX_SHIFT, gatt.MULT_BITS)
+        cfg = gatt.AttentionConfig(exp_steps_per_octave=spo)
+        try:
+            m, s = NUMPY.score_multiplier(float(inp["c"][0]), cfg)
+            rc = RC_OK
+        except (ValueError, OverflowError):
+            m, s, rc = 0, 0, RC_BADARG
+        return {"rc": _a(rc, np.int32), "mult": _a(m, np.uint32), "shift": _a(s, np.uint32)}
+    if kernel == "score_scale":
+        return {"c": _a(NUMPY.score_scale(inp["k_step"][0], inp["s_q"][0], int(inp["d"][0])),
+                        np.float64)}
+    if kernel == "attention_out":
+        g, d, frac = (int(v) for v in inp["dims"])
+        return {"o": _a(NUMPY.attention_out(inp["y"].reshape(g, d), inp["z"], inp["v_step"][0],
+                                            frac), f)}
+    if kernel == "f16_to_f32":
+        return {"y": NUMPY.f16_to_f32(inp["h"])}
+    if kernel == "embed_q8_0":
+        return {"y": NUMPY.embed_q8_0(inp["blocks"], int(inp["n"][0]))}
+    if kernel == "embed_int8":
+        return {"y": NUMPY.embed_int8(inp["q"], inp["scale"][0])}
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+# --------------------------------------------------------------------------- the cases
+
+def _ties(rng, n: int, amax: float) -> np.ndarray:
+    """A row with max|x| = amax whose other values land on k + 0.5 once scaled by 127/amax."""
+    s = F32(127.0) / F32(amax)
+    k = rng.integers(-127, 127, n).astype(np.float64) + 0.5
+    x = (k / float(s)).astype(F32)
+    x[rng.integers(0, n)] = F32(amax)
+    return x
+
+
+def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+    """(kernel, inputs) of every case: random values at SmolLM2's sizes and odd sizes, plus the
+    edges each kernel has (zeros, ties at .5, huge and tiny values, subnormals, all-equal rows,
+    the maximum at several places, NaN and infinity where the kernel defines them)."""
+    rng = np.random.default_rng(seed)
+    S = SMOLLM2
+    H, I, d, V = S["hidden"], S["mlp"], S["head_dim"], S["vocab"]
+    out: List[Tuple[str, Dict[str, np.ndarray]]] = []
+    f = F32
+
+    def add(kernel, **inp):
+        out.append((kernel, {k: _a(v, v.dtype if isinstance(v, np.ndarray) else f)
+                             for k, v in inp.items()}))
+
+    def normal(n, scale=1.0):
+        return (rng.standard_normal(n) * scale).astype(f)
+
+    sizes = [H, I, 1, 5, 8, 13, 577] if not quick else [H, 13]
+    specials = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.17549435e-38, 1e-30, 1e30, 1e20,
+                         -1e20, 3.4e38, 0.5, -0.5], f)
+    wide = [normal(n, 10.0 ** rng.uniform(-3, 3)) for n in sizes]
+
+    # ---- reductions
+    for x in wide + [np.zeros(H, f), np.full(H, f(2.5)), specials,
+                     np.concatenate([normal(H - 13), specials]), np.full(16, f(1e20))]:
+        add("sumsq", x=x)
+        add("absmax", x=x)
+        add("rmsnorm", x=x, w=normal(x.size), eps=np.array([1e-5], f))
+    add("absmax", x=np.array([1.0, np.inf, 2.0], f))
+    add("absmax", x=np.array([1.0, -np.nan, 2.0], f))
+    add("rmsnorm", x=normal(H), w=normal(H), eps=np.array([1e-6], f))
+    # numpy's add.reduce order, adversarial: big and small values in every lane
+    x = normal(H)
+    x[::7] *= f(4096.0)
+    add("sumsq", x=x)
+    for x in [normal(V, 5.0), normal(13)]:
+        add("argmax", x=x)
+    x = normal(V)
+    x[[17, 300, 4000, V - 1]] = f(99.0)                      # the maximum at several places
+    add("argmax", x=x)
+    add("argmax", x=np.full(64, f(-3.0)))                    # all equal
+    add("argmax", x=np.array([-0.0, 0.0, -1.0], f))
+    add("argmax", x=np.array([-np.inf, -np.inf], f))
+    add("argmax", x=np.array([1.0, np.nan, 5.0, np.nan], f))
+    add("argmax", x=np.concatenate([normal(20), [np.inf], normal(3), [np.inf]]).astype(f))
+
+    # ---- element-wise
+    cos, sin = hostops.rope_tables(d, 100000.0, 2048)
+    for pos in ([0, 1, 511, 2047] if not quick else [511]):
+        for heads in (S["heads"], S["kv_heads"]):
+            add("rope", x=normal(heads * d, 3.0), dims=np.array([heads, d], np.uint32),
+                cos=cos[pos], sin=sin[pos])
+    add("rope", x=normal(2 * 12), dims=np.array([2, 12], np.uint32), cos=normal(6), sin=normal(6))
+    ln2 = math.log(2)
+    e = np.concatenate([np.linspace(-100, 100, 4001), [(k + 0.5) * ln2 for k in range(-130, 130)],
+                        [-86, 88, -86.0001, 88.0001, 0.0, -0.0, 1e-30, -1e-30, 3e38, -3e38]])
+    add("exp", x=e.astype(f))
+    for n in sizes:
+        g = normal(n, 10.0 ** rng.uniform(-1, 1.5))
+        add("silu_mul", g=g, u=normal(n))
+        add("add", a=normal(n), b=normal(n, 1e-3))
+    add("silu_mul", g=np.array([-200, -100, -88, -87, -86, 0, -0.0, 86, 88, 200, 1e-40, 3e38],
+                               f), u=np.array([1, 1e-3, 1, 1, 2, 5, 5, 1, 1, 1, 1, 1], f))
+    add("add", a=specials, b=-specials)
+
+    # ---- quantisation
+    for rows, n in [(1, H), (1, I), (S["heads"] // S["kv_heads"], d), (1, 13), (2, 5)]:
+        add("quantise_rows", x=normal(rows * n, 10.0 ** rng.uniform(-2, 2)),
+            dims=np.array([rows, n], np.uint32))
+    for amax in (127.0, 254.0, 12.7, 3.0):
+        add("quantise_rows", x=_ties(rng, H, amax), dims=np.array([1, H], np.uint32))
+    add("quantise_rows", x=np.array([127.0, 0.5, 1.5, 2.5, -2.5, -0.5], f),
+        dims=np.array([1, 6], np.uint32))
+    add("quantise_rows", x=np.zeros(2 * 64, f), dims=np.array([2, 64], np.uint32))
+    add("quantise_rows", x=np.full(64, f(-7.25)), dims=np.array([1, 64], np.uint32))
+    add("quantise_rows", x=np.concatenate([normal(60), [1e-40, -1e30, 1e-30, 0.0]]).astype(f),
+        dims=np.array([1, 64], np.uint32))
+    add("quantise_rows", x=np.full(8, f(1e-40)), dims=np.array([1, 8], np.uint32))     # TINY
+    add("quantise_rows", x=np.array([1.0, np.inf, 0, 0], f), dims=np.array([1, 4], np.uint32))
+    for n, fmt in [(H, "i32"), (I, "i32"), (V, "i32"), (H, "f32"), (13, "i32"), (13, "f32")]:
+        s = np.array([127.0 / abs(rng.standard_normal())], f)
+        if fmt == "i32":
+            acc = rng.integers(-(1 << 31), 1 << 31, n, dtype=np.int64).astype(np.int32)
+            add("dequant_i32", acc=acc, scale=np.abs(normal(n, 0.01)), s=s)
+        else:
+            add("dequant_f32", v=normal(n, 1e4), s=s)
+    add("dequant_i32", acc=np.array([0, 1, -1, 2 ** 31 - 1, -2 ** 31, 16777217], np.int32),
+        scale=np.array([0.0, 1.0, 1e-30, 1e-3, 1.0, 1.0], f), s=np.array([1.0], f))
+    add("dequant_f32", v=specials, s=np.array([1e30], f))
+
+    # ---- KV append (t rows already cached, one appended)
+    def kv(t, step, xrow, rows=None):
+        if rows is None:
+            rows = rng.integers(-127, 128, (t + 1) * d).astype(np.int8)
+        add("kv_append", rows=rows, dims=np.array([t, d], np.uint32),
+            step=np.array([step], f), x=xrow)
+
+    kv(0, 0.0, normal(d))                              # first row: the step is set
+    kv(0, 0.0, np.zeros(d, f))                         # zeros, step stays 0
+    kv(5, 0.0, np.zeros(d, f), rows=np.zeros(6 * d, np.int8))
+    kv(511, 0.05, normal(d, 0.5))                      # no growth (|x| < 127 * 0.05)
+    kv(511, 0.01, normal(d, 3.0))                      # growth: 511 rows requantised
+    kv(2047, 0.02, normal(d, 0.8))
+    kv(3, 0.5, _ties(rng, d, 63.5))                    # ties at .5 on the new row
+    kv(7, 1.0, np.full(d, f(127.0)))                   # exactly 127 * step: no growth
+    kv(7, 1.0, np.full(d, f(127.00002)))               # just above: growth by one ulp
+    kv(2, 1.0, np.array([np.nan] + [0.0] * (d - 1), f))
+    kv(2, 0.0, np.full(d, f(1e-44)))                   # TINY
+    for step, xrow in [(0.0, normal(d)), (0.05, normal(d, 0.5)), (0.01, normal(d, 3.0)),
+                       (1.0, np.full(d, f(127.00002))), (0.0, np.zeros(d, f)),
+                       (0.0, np.full(d, f(1e-44))), (1.0, np.array([np.inf] * d, f))]:
+        add("kv_step", x=xrow, step=np.array([step], f))
+        add("kv_row", x=xrow if np.all(np.isfinite(xrow)) else np.zeros(d, f),
+            step=np.array([step], f))
+    q = rng.integers(-127, 128, 2048 * d + 13).astype(np.int8)
+    for ratio in (0.999, 0.5, 0.01, 1.0, float(f(1.0) + f(2 ** -23)), 1.5, 0.0, -0.5):
+        add("kv_requantise", q=q[:1000 + int(ratio * 1000) % 7], ratio=np.array([ratio], f))
+    add("kv_requantise", q=q, ratio=np.array([0.73], f))
+
+    # ---- attention
+    from generators.golden import attention as gatt
+    params = np.array([gatt.DEFAULT_CONFIG.exp_steps_per_octave, gatt.MAX_SHIFT, gatt.MULT_BITS],
+                      np.uint32)
+    cs = [0.0, 5e-324, 1e-300, 1e-20, 1e-6, 1.0, 3.5, 123.0, 1e300, float("inf")]
+    cs += list(10.0 ** rng.uniform(-8, 3, 200 if not quick else 20))
+    r16 = (65535.5 / 2 ** 20) * math.log(2) / 170             # r * 2^20 = 65535.5 exactly-ish
+    cs += [r16, math.nextafter(r16, 0), math.nextafter(r16, 1)]
+    for c in cs:
+        add("score_mult", c=np.array([c], np.float64), params=params)
+    for _ in range(20 if not quick else 3):
+        add("score_scale", k_step=np.array([abs(rng.standard_normal()) * 0.01], f),
+            s_q=np.array([abs(rng.standard_normal()) * 50], f), d=np.array([d], np.uint32))
+    add("score_scale", k_step=np.array([0.0], f), s_q=np.array([1.0], f),
+        d=np.array([48], np.uint32))
+    G = S["heads"] // S["kv_heads"]
+    for frac in (24, 16, 0):
+        add("attention_out", y=rng.integers(-128, 128, G * d).astype(np.int8),
+            z=rng.integers(0, 1 << 32, G, dtype=np.uint64).astype(np.uint32),
+            dims=np.array([G, d, frac], np.uint32), v_step=np.array([0.0123], f))
+    add("attention_out", y=np.full(G * d, 127, np.int8),
+        z=np.array([0, 1, 0xFFFFFFFF], np.uint32), dims=np.array([G, d, 24], np.uint32),
+        v_step=np.array([3e38], f))
+
+    # ---- embedding rows
+    add("f16_to_f32", h=np.arange(1 << 16, dtype=np.uint32).astype(np.uint16))
+    for n in (H, 40):
+        nb = -(-n // 32)
+        blocks = rng.integers(0, 256, (nb, 34)).astype(np.uint8)
+        dd = (rng.standard_normal(nb) * 0.01).astype(np.float16)
+        dd[0] = np.float16(6e-8) if n == 40 else dd[0]             # a subnormal d
+        blocks[:, :2] = dd.view(np.uint8).reshape(nb, 2)
+        add("embed_q8_0", blocks=blocks, n=np.array([n], np.uint32))
+        add("embed_int8", q=rng.integers(-128, 128, n).astype(np.int8),
+            scale=np.array([abs(rng.standard_normal()) * 0.01], f))
+    return out
+
+
+def write(path, seed: int = 0, quick: bool = False) -> Tuple[Path, int]:
+    """Write the vector file; returns (path, number of cases)."""
+    cs = cases(seed, quick)
+    buf = bytearray(b"TPV1" + struct.pack("<I", len(cs)))
+    for kernel, inp in cs:
+        names_in, names_out = KERNELS[kernel]
+        outs = reference(kernel, inp)
+        arrays = [inp[n] for n in names_in] + [_a(outs[n], outs[n].dtype) for n in names_out]
+        buf += kernel.encode().ljust(16, b"\0") + struct.pack("<I", len(arrays))
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            le = a.astype(a.dtype.newbyteorder("<"))
+            buf += struct.pack("<II", DTYPES[a.dtype], a.size) + le.tobytes()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(buf))
+    return path, len(cs)
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m generators.runtime.hostvectors",
+                                 description="write the host kernels' test vectors "
+                                             "(numpy reference)")
+    ap.add_argument("out", help="the .tpv file to write")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    path, n = write(args.out, args.seed)
+    print(f"[hostvectors] {path}: {n} cases, {path.stat().st_size:,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
