@@ -3,7 +3,7 @@ register-to-register path of the PYNQ-Z1 top, and of each matrix engine and the 
 PYNQ-Z1 configuration, at most 6.0 ns (the 7.0 ns clock less the 1.0 ns kept for what the
 model cannot see).
 
-Long: synthesising the top takes about 5 min of yosys on this 2-core machine (the engines 15 to
+Long: synthesising the top takes 4.5 to 11 min of yosys on this 2-core machine (the engines 15 to
 50 s each); the synthesis and the analysis are cached in build/report/ by the generated sources'
 text and the model's, as `make report` and `make timing` cache them, so a rerun without changes
 takes seconds. The attention engine alone (10 min of yosys) is not repeated here: the top holds
