@@ -13,7 +13,8 @@ SIM ?= verilator
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
 	@echo "  make sim          render the PYNQ-Z1 configuration of every engine and of the PL top, simulate each"
-	@echo "                    against numpy (Verilator), print the summary table, write docs/results/sim.json"
+	@echo "                    against numpy (Verilator), print the summary table, write docs/results/sim.json;"
+	@echo "                    DESIGN=... PARAMS=\"k=v ...\" simulates one design in your configuration instead"
 	@echo "  make test         make lint, then pytest tests/ -m 'not long' on Verilator and Icarus (under 15 min on 2 cores)"
 	@echo "Tests and checks:"
 	@echo "  make test-long    pytest -m long: PYNQ-Z1-size builds, second simulators, variants (CI runs it after make test)"
@@ -55,7 +56,7 @@ setup: .venv/.requirements.sha1
 	@tools/setup.sh
 
 sim: setup
-	@$(ENV) $(PY) sim/summary.py --sim $(SIM)
+	@$(ENV) $(PY) sim/summary.py --sim $(SIM) $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
 sim-icarus: SIM = icarus
 sim-icarus: sim

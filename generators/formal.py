@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .core import REPO_DIR, ParameterError, render
+from .core import REPO_DIR, ParameterError, parse_assignments, render
+from .designs import PYNQ_Z1 as _PYNQ_Z1
 
 FORMAL_DIR = REPO_DIR / "formal"
 PROPS_DIR = FORMAL_DIR / "props"
@@ -47,14 +48,7 @@ BUILD_DIR = REPO_DIR / "build" / "formal"
 
 #: (design, parameters, label): the PYNQ-Z1 configuration of each engine and a small one.
 #: The PYNQ-Z1 rows are the ones `make test` proves.
-PYNQ_Z1 = [
-    ("probe", {}, "PYNQ-Z1"),
-    ("int8-engine", {}, "PYNQ-Z1"),
-    ("ternary-engine", {}, "PYNQ-Z1"),
-    ("attention-engine", {"macs": 48}, "PYNQ-Z1"),
-    ("mv-engine", {}, "PYNQ-Z1"),              # on main after the overlay merge
-    ("q4-engine", {}, "PYNQ-Z1"),              # on main after the q4 merge
-]
+PYNQ_Z1 = [(d, dict(p), "PYNQ-Z1") for d, p in _PYNQ_Z1.items() if d != "overlay"]
 #: The PL top: `make formal` (and `make test-long`): the default top (q4=true, the one the
 #: bitstream carries) at k = 12, closed by formal/props/matrix_engine.svh (the writes in flight
 #: through each matrix engine fit its FIFO; without it the Q4_1 lane's pipeline is longer than
@@ -606,17 +600,6 @@ MUTANTS: Dict[str, Tuple[Mutant, str]] = {
 # --------------------------------------------------------------------------------------------
 # command line
 
-def _parse_params(items: Sequence[str]) -> Dict[str, str]:
-    out = {}
-    for item in items:
-        for tok in item.split():
-            if "=" not in tok:
-                raise ParameterError(f"PARAMS: {tok!r} is not NAME=VALUE")
-            k, v = tok.split("=", 1)
-            out[k.strip()] = v
-    return out
-
-
 def table(results: Sequence[Result]) -> str:
     rows = [("design", "configuration", "result", "k", "elaborate s", "prove s", "cover s",
              "CPU s", "covers reached", "failed / note")]
@@ -649,7 +632,7 @@ def main(argv=None) -> int:
     if args.manifest_dir:
         runs = [("", {}, "rendered")]
     elif args.design and args.params:
-        runs = [(args.design, _parse_params(args.params), "")]
+        runs = [(args.design, parse_assignments(args.params, 'PARAMS'), "")]
     else:
         import generators
         known = generators.list_designs()

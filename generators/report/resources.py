@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ..designs import PYNQ_Z1
+
 __all__ = ["XC7Z020", "INFRA", "ENGINES", "vivado_rows", "figures", "COLUMNS", "HEADERS",
            "NOTE", "replica_ffs", "fmt"]
 
@@ -48,7 +50,7 @@ ENGINES = [
     ("q4-engine", "q4-engine", {}, "Q4_1 engine"),
     ("mv-engine", "mv-engine", {}, "matrix engine, INT8 + ternary"),
     ("mv-engine-q4", "mv-engine", {"q4": True}, "matrix engine, INT8 + ternary + Q4_1 (the top's)"),
-    ("attention-engine", "attention-engine", {"macs": 48}, "attention engine, 48 MACs/clock"),
+    ("attention-engine", "attention-engine", dict(PYNQ_Z1["attention-engine"]), "attention engine, 48 MACs/clock"),
 ]
 
 #: the note under the table in make report
@@ -108,7 +110,7 @@ def vivado_rows(results: Sequence[Mapping], top_timing: Optional[Mapping] = None
         return rows
     q4 = bool((top.get("all_params") or {}).get("q4", True))
     mat = _find(results, "mv-engine", {"q4": True} if q4 else {})
-    att = _find(results, "attention-engine", {"macs": 48})
+    att = _find(results, "attention-engine", PYNQ_Z1["attention-engine"])
     keys = ("lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram")
     t = _split(top)
     if mat is not None and att is not None:
