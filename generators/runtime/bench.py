@@ -115,7 +115,7 @@ def run_format(fmt, folder, args, prompt):
     return rows, ok, 1 / np.mean(g_times)
 
 
-def record_figures(rows, golds, oks, sim: str, seconds: float):
+def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
     """docs/results/decode.json: per format and token the simulated cycles and the modelled
     time per token (one formula), the report model's tok/s, golden's tok/s here."""
     from generators.results import figure, record
@@ -152,8 +152,9 @@ def record_figures(rows, golds, oks, sim: str, seconds: float):
                            f"the golden backend on this machine (numpy models of the engines, "
                            f"the C host loop), {fmt}; rtl tokens "
                            f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
+    opt = "" if tokens == 2 else f" --tokens {tokens}"
     return record("decode", figs, command=f"make decode (python -m generators.runtime.bench "
-                                          f"--sim {sim})",
+                                          f"--sim {sim}{opt})",
                   note=f"{seconds:.0f} s in all on this machine")
 
 
@@ -204,7 +205,8 @@ def main(argv=None) -> int:
         print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
               f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
     if not args.no_record:
-        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all)
+        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all,
+                              args.tokens)
         print(f"[decode] wrote {path.relative_to(REPO)}")
     print(f"make decode took {time.perf_counter() - t_all:.0f} s")
     return 0 if all(oks.values()) else 1
