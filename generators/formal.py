@@ -654,7 +654,33 @@ def main(argv=None) -> int:
     print()
     print(table(results))
     bad = [r for r in results if r.status not in ("PASS", "NO STREAM")]
+    if not (args.design or args.manifest_dir or args.mutant or args.depth):
+        path = record_figures(results, cover=not args.no_cover)
+        print(f"[formal] wrote {path}")
     return 1 if bad else 0
+
+
+def record_figures(results: Sequence[Result], cover: bool = True):
+    """`make formal`'s figures (docs/results/formal.json): per proof its result, depth and CPU
+    seconds (the wall time depends on the machine's load; the CPU time much less)."""
+    from .results import figure, record
+    figs, seen = [], set()
+    for r in results:
+        if r.status == "NO STREAM":
+            continue
+        slug = re.sub(r"[^a-z0-9]+", "-", (r.label or "defaults").lower()).strip("-")
+        key = f"formal.{r.design}.{slug}"
+        if key in seen:
+            continue
+        seen.add(key)
+        cfg = " ".join(f"{k}={v}" for k, v in r.params.items()) or r.label
+        figs.append(figure(f"{key}.result", r.status + (f" at k = {r.depth}" if r.depth else ""),
+                           "", "measured", f"make formal: {r.design} ({cfg})"))
+        figs.append(figure(f"{key}.cpu_s", round(r.seconds.get("cpu", 0.0), 1), "s CPU",
+                           "measured", f"CPU time of the proof{' and covers' if cover else ''}: "
+                           f"{r.design} ({cfg})"))
+    return record("formal", figs, command="make formal" if cover else
+                  "python -m generators.formal --no-cover")
 
 
 if __name__ == "__main__":
