@@ -66,6 +66,8 @@ def figure(key: str, value, unit: str, label: str, what: str, **context) -> Dict
         raise ValueError(f"figure key {key!r}: lower-case letters, digits, '.', '_' and '-' only")
     if label not in LABELS:
         raise ValueError(f"figure {key}: label {label!r} is not one of {LABELS}")
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        value = value.item()             # a numpy scalar: its Python number (repr is not one)
     if isinstance(value, float) and value != value:
         raise ValueError(f"figure {key}: value is NaN")
     f = {"key": key, "value": value, "unit": unit, "label": label, "what": what,

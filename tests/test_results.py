@@ -19,6 +19,13 @@ def test_display():
         R.display(True)
 
 
+def test_a_numpy_scalar_is_written_as_its_number():
+    import numpy as np
+    f = R.figure("decode.q4.golden_tok_s", np.float64(1.15), "tok/s", "measured", "golden")
+    assert f["text"] == "1.15 tok/s" and type(f["value"]) is float
+    assert R.figure("x.n", np.int64(1234), "B", "measured", "n")["text"] == "1,234 B"
+
+
 def test_figure_checks_label_and_key():
     with pytest.raises(ValueError, match="label"):
         R.figure("a.b", 1, "", "estimated", "x")

@@ -155,7 +155,7 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
                    f"{r['host_ms_armv7']:.2f} ms by the same A9 model): {what}"),
         ]
     for fmt, v in golds.items():
-        figs.append(figure(f"decode.{fmt}.golden_tok_s", round(v, 2), "tok/s", "measured",
+        figs.append(figure(f"decode.{fmt}.golden_tok_s", round(float(v), 2), "tok/s", "measured",
                            f"the golden backend on this machine (numpy models of the engines, "
                            f"the C host loop), {fmt}; rtl tokens "
                            f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
