@@ -97,8 +97,7 @@ def run_format(fmt, folder, args, prompt):
             rows.append(dict(fmt=fmt, token=i + 1, context=dec.pos, id=r_tokens[-1],
                              matrix_cycles=c["matrix"], attention_cycles=c["attention"],
                              matrix_beats=b["matrix"], attention_beats=b["attention"],
-                             beats=b["matrix"] + b["attention"],
-                             model_tok_s=model_tok_s(fmt, dec.pos), sim_s=wall_s))
+                             beats=b["matrix"] + b["attention"], sim_s=wall_s))
             print(f"[decode] {fmt} token {i + 1}: id {r_tokens[-1]}, context {dec.pos}, "
                   f"simulated cycles matrix {c['matrix']:,} attention {c['attention']:,} "
                   f"({wall_s:.0f} s of simulation)", flush=True)
@@ -111,15 +110,16 @@ def run_format(fmt, folder, args, prompt):
 
 
 def add_token_time(rows):
-    """Each row's time by the decoder model's one formula, after every simulation: the host
-    term read from docs/results/host-bench.json once for all rows (a make host-bench that ends
-    while this runs changes no row but all)."""
+    """Each row's time by the decoder model's one formula and the report model's tok/s, after
+    every simulation: the host term read from docs/results/host-bench.json for all rows at
+    once (a make host-bench that ends during the run leaves no row on the old figures)."""
     from generators.report.decoder_model import token_time
     for r in rows:
         args = (r["fmt"], r["context"], r["matrix_cycles"], r["matrix_beats"],
                 r["attention_cycles"], r["attention_beats"])
         arm = token_time(*args, build="armv7")
-        r.update(token_time(*args), host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"])
+        r.update(token_time(*args), host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"],
+                 model_tok_s=model_tok_s(r["fmt"], r["context"]))
 
 
 def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
