@@ -66,8 +66,9 @@ class KVCache:
             K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
             V = np.zeros_like(K)
         self.K, self.V = K, V
-        self.k_step = np.zeros((layers, kv_heads), np.float32)
-        self.v_step = np.zeros((layers, kv_heads), np.float32)
+        # float32 (float64 under hostops.use("float64"), the reference precision)
+        self.k_step = np.zeros((layers, kv_heads), hostops.dtype())
+        self.v_step = np.zeros((layers, kv_heads), hostops.dtype())
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
         self.head_dim = head_dim
