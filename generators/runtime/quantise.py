@@ -17,7 +17,8 @@ from generators.packing import absmean_quantize
 
 from . import hostops
 
-__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache"]
+__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache",
+           "calibrate_kv_steps"]
 
 
 def quantise_ternary(W: np.ndarray) -> Tuple[np.ndarray, float]:
@@ -58,7 +59,8 @@ class KVCache:
     """
 
     def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int,
-                 K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None):
+                 K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None,
+                 steps: Optional[np.ndarray] = None):
         # storage: (layers, kv_heads, max_context, ...) arrays whose trailing axes hold one
         # row of head_dim values in C order; the runtime passes views of its DMA memory
         # (the layout the attention engine reads, split by port: DmaRuntime.kv_views)
@@ -69,6 +71,17 @@ class KVCache:
         # float32 (float64 under hostops.use("float64"), the reference precision)
         self.k_step = np.zeros((layers, kv_heads), hostops.dtype())
         self.v_step = np.zeros((layers, kv_heads), hostops.dtype())
+        #: fixed steps (the model's calibrated ones): no growth, no requantisation
+        self.fixed = steps is not None
+        if self.fixed:
+            st = np.asarray(steps, np.float32)
+            if st.shape != (layers, kv_heads, 2) or not np.all(np.isfinite(st)) \
+                    or np.any(st < 0):
+                raise ValueError(f"KV steps: expected finite steps >= 0 of shape "
+                                 f"{(layers, kv_heads, 2)}, got {st.shape}")
+            self.k_step[:], self.v_step[:] = st[..., 0], st[..., 1]
+        #: values beyond 127 steps, stored as +-127 (fixed steps only)
+        self.clipped = 0
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
         self.head_dim = head_dim
@@ -79,6 +92,14 @@ class KVCache:
         self.requant_events = []
 
     def _append(self, store, steps, layer, head, t, row, which):
+        if self.fixed:
+            # one kernel: the row at the head's fixed step, clamped to +-127 (hostops.kv_row)
+            step = steps[layer, head]
+            store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
+            if step > 0:
+                self.clipped += int(np.count_nonzero(np.abs(row) > 127.5 * float(step)))
+            self.written += self.head_dim
+            return
         # hostops' three parts (the C library's when built): the step, the cached rows
         # requantised in place (any layout of the view), the new row
         step, ratio, _ = hostops.kv_step(row, steps[layer, head])
@@ -105,3 +126,17 @@ class KVCache:
             self._append(self.V, self.v_step, layer, h, t, np.asarray(v[h], np.float64), "V")
         self.length[layer] = t + 1
         return t + 1
+
+
+def calibrate_kv_steps(model, ids, margin: float = 1.0) -> np.ndarray:
+    """Fixed KV steps for ``model``: its running-absmax steps after a calibration text ``ids``
+    (teacher forcing from position 0 on the golden numerics, ``generators.runtime.forced``),
+    times ``margin``, as float32 (layers, kv_heads, 2: K, V). Rows of other texts beyond 127
+    steps are clipped (docs/runtime.md section 4.5)."""
+    from .forced import forced
+    if not margin >= 1.0:
+        raise ValueError(f"KV step margin {margin} must be >= 1")
+    r = forced(model, ids)
+    kv = r["kv"]
+    steps = np.stack([kv.k_step, kv.v_step], axis=-1).astype(np.float64) * margin
+    return steps.astype(np.float32)
