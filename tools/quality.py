@@ -24,8 +24,8 @@ model (generators.report.decoder_model, context 512).
 ``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
 with the RMSNorm weights moved by one float32 ulp at random (``--dither N`` runs; their spread
 is the numerics' own noise, reported as a standard error), and the KV-cache step policies
-(running absmax, steps calibrated on docs/data/frankenstein-letter-2.txt with margins, growth
-with headroom) with the CPU's worst-token KV bytes.
+(running absmax; steps calibrated at conversion on generators/runtime/kv_calibration.txt, with
+margins and calibration lengths; growth with headroom) with the CPU's worst-token KV bytes.
 
     python tools/quality.py [--formats int8,q4] [--tokens N] [--sweep] [--dither N]
 """
@@ -52,8 +52,6 @@ DATA = REPO / "docs" / "data"
 #: the evaluation passages (docs/data/README.md: sources); each starts at position 0
 EVAL = ("gettysburg.txt", "pride-and-prejudice-1.txt", "frankenstein-letter-1.txt",
         "moby-dick-1.txt")
-#: the KV steps' calibration text (never evaluated)
-CALIBRATION = "frankenstein-letter-2.txt"
 OUT = REPO / "build" / "quality"
 CONTEXT = 512
 BLOCK = 32
@@ -287,11 +285,12 @@ def main(argv=None) -> int:
                     help="only the first N tokens of each passage (a quick look; not recorded)")
     ap.add_argument("--sweep", action="store_true",
                     help="make quality-sweep: dither runs and the KV step policies")
-    ap.add_argument("--dither", type=int, default=2,
+    ap.add_argument("--dither", type=int, default=1,
                     help="--sweep: runs per engine row with the RMSNorm weights dithered")
     ap.add_argument("--policies", default="running,calibrated:1.0,calibrated:1.25,"
-                    "calibrated:1.5,headroom:2",
-                    help="--sweep: KV step policies to measure (Q4 and INT8, float32)")
+                    "calibrated:1.5,calibrated:1.25:128,headroom:2",
+                    help="--sweep: KV step policies to measure, float32 host ops: running, "
+                         "calibrated:MARGIN[:TOKENS], headroom:H")
     ap.add_argument("--dump-ids", help="write the passages' token ids and the model path "
                                        "(JSON) and stop (for make quality-llamacpp)")
     ap.add_argument("--no-record", dest="record", action="store_false",
@@ -449,11 +448,15 @@ class HeadroomKV:
 
 
 def sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok):
-    """Dither runs (float32 and float64 host ops) and KV step policies."""
-    from generators.runtime.quantise import KVCache, calibrate_kv_steps
-    text = f"docs/data/ ({len(passages)} passages)"
-    figs, lines = [], []
-    res["sweep_figures"] = figs
+    """KV step policies, then dither runs (float32 and float64 host ops)."""
+    figs = res["sweep_figures"] = []
+    sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs)
+    sweep_dither(args, res, models, passages, ref, blk, nxt, figs)
+
+
+def sweep_dither(args, res, models, passages, ref, blk, nxt, figs):
+    """Every engine row again with the RMSNorm weights dithered, float32 and float64."""
+    lines = []
     for fmt, model in models.items():
         per = {"float32": [], "float64": []}
         for seed in range(0, args.dither + 1):
@@ -477,7 +480,7 @@ def sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok):
                  se=round(float(m32.std(ddof=1) / math.sqrt(r)), 4)),
             dict(key=f"quality.sweep.{fmt}.f64_runs", value=round(float(m64.mean()), 4),
                  unit="nats/token", label="measured",
-                 what=f"the same with the host ops in float64",
+                 what="the same with the host ops in float64",
                  runs=[round(float(x), 4) for x in m64],
                  se=round(float(m64.std(ddof=1) / math.sqrt(r)), 4)),
             dict(key=f"quality.sweep.{fmt}.f32_minus_f64", value=round(dm, 4),
@@ -497,18 +500,26 @@ def sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok):
         lines.append(f"{fmt}: float32 runs {np.round(m32, 4).tolist()}, float64 runs "
                      f"{np.round(m64, 4).tolist()}; float32 - float64 = {dm:+.4f} +- "
                      f"{max(dse, run_se):.4f} (tokens {dse:.4f}, runs {run_se:.4f})")
+        log(lines[-1])
     res["dither"] = {"lines": lines}
-    # KV step policies
+
+
+def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
+    """The KV step policies: quality and the CPU's worst-token KV bytes."""
+    from generators.runtime.quantise import (CALIBRATION_TEXT, KV_CAL_TOKENS, KVCache,
+                                             calibrate_kv_steps)
     kvl = []
-    cal_ids = tok.encode((DATA / CALIBRATION).read_text())
+    cal_ids = tok.encode(CALIBRATION_TEXT.read_text(encoding="utf-8"))
     for fmt, model in models.items():
         c = model.config
         base = None
         for pol in [p for p in args.policies.split(",") if p]:
             if pol == "running":
-                kv = None
+                def kv(n):
+                    return KVCache(c.num_hidden_layers, c.num_key_value_heads, n, c.head_dim)
             elif pol.startswith("calibrated:"):
-                steps = calibrate_kv_steps(model, cal_ids, float(pol.split(":")[1]))
+                _, margin, ntok = (pol.split(":") + [str(KV_CAL_TOKENS)])[:3]
+                steps = calibrate_kv_steps(model, cal_ids[:int(ntok)], float(margin))
 
                 def kv(n, steps=steps):
                     return KVCache(c.num_hidden_layers, c.num_key_value_heads, n, c.head_dim,
@@ -544,6 +555,7 @@ def sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok):
                        f"{d:+.4f} +- {se:.4f}, agree {row['agree']}, worst token "
                        f"{row['kv_bytes_max']:,} B of KV writes, {row['requant_events']} "
                        f"requantisations, {row['clipped']} values clipped")
+            log(kvl[-1])
     res["kv"] = {"lines": kvl}
 
 

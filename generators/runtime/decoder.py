@@ -150,7 +150,7 @@ class Decoder:
         c = self.cfg
         K, V = self._be.kv_views()
         self.kv = KVCache(c.num_hidden_layers, c.num_key_value_heads, self.max_context,
-                          c.head_dim, K=K, V=V)
+                          c.head_dim, K=K, V=V, steps=self.model.kv_steps)
         self.pos = 0
 
     # ------------------------------------------------------------------ engines

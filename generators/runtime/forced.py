@@ -29,7 +29,6 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from generators.golden import attention as gatt
-from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
 from generators.packing import unpack_trits
 
@@ -122,7 +121,8 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     0. Returns ``ll`` (len - 1: the log-likelihood of each next token), ``argmax`` (len - 1),
     ``logits`` (len, vocab, float32 or float64) when asked, ``kv_bytes`` (len: the bytes
     written into the KV cache at each position, new rows and requantised rows), and the
-    ``kv`` cache (its ``requant_events``)."""
+    ``kv`` cache (its ``requant_events``). ``kv``: the cache to fill (default: an empty one
+    with the model's KV steps, as the Decoder makes)."""
     ids = [int(t) for t in ids]
     c, m = model.config, model
     N, H, d = len(ids), c.hidden_size, c.head_dim
@@ -136,7 +136,7 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     eps = F(c.rms_norm_eps)
     cos, sin = model.rope_tables()
     cos, sin = cos[:N, None, :].astype(F), sin[:N, None, :].astype(F)
-    kv = kv or KVCache(c.num_hidden_layers, nkv, N, d)
+    kv = kv or KVCache(c.num_hidden_layers, nkv, N, d, steps=model.kv_steps)
     kv_bytes = np.zeros(N, np.int64)
     matrix = matrix or (lambda name: MatrixOp(m.matrices[name]))
 

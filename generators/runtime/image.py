@@ -32,10 +32,13 @@ Section names: ``frame0:NAME`` / ``frame1:NAME`` (a matrix's two port frames, ui
 ``scale:NAME`` (float64 per row), ``norm:KEY`` (float64), ``embed.q8_0`` (uint8, one row of
 Q8_0 blocks per token), ``rope.cos`` / ``rope.sin`` (float32, (max_context, head_dim / 2):
 ``hostops.rope_tables``),
-``tokenizer.json`` (the ``tokenizers`` serialisation, UTF-8 bytes).
+``tokenizer.json`` (the ``tokenizers`` serialisation, UTF-8 bytes), ``kv.steps`` (float32
+(layers, kv_heads, 2): the fixed K and V steps calibrated at conversion; the header's
+``kv_steps`` says on what).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -115,6 +118,14 @@ class ImageWriter:
         self.sections[name] = {"offset": self.pos, "nbytes": a.nbytes, "dtype": code,
                                "shape": list(a.shape), "crc32": zlib.crc32(buf)}
         self.pos += a.nbytes
+
+    def read(self, name: str) -> np.ndarray:
+        """A section already written, read back (a read-only map of the file being
+        written): how convert_file calibrates the KV steps on frames it no longer holds."""
+        s = self.sections[name]
+        self._f.flush()
+        return np.memmap(self._tmp, dtype=np.dtype(s["dtype"]), mode="r", offset=s["offset"],
+                         shape=tuple(s["shape"]))
 
     def add_bytes(self, name: str, data: bytes) -> None:
         self.add(name, np.frombuffer(data, np.uint8))
@@ -264,6 +275,16 @@ def convert_file(path, fmt: Optional[str] = None, engines=None, notice=True,
             model.tokenizer_data = tok.to_data()
         if w is None:
             return model
+        # the KV steps, calibrated on the frames just written (read back from the file)
+        t1 = time.perf_counter()
+        view = dataclasses.replace(model, matrices={
+            n: dataclasses.replace(q, images=[w.read(f"frame0:{n}"), w.read(f"frame1:{n}")])
+            for n, q in model.matrices.items()})
+        view.calibrate_kv(tok)
+        model.kv_steps, model.kv_calibration = view.kv_steps, view.kv_calibration
+        del view
+        say(f"KV steps calibrated on {model.kv_calibration['tokens']} tokens "
+            f"({time.perf_counter() - t1:.0f} s)")
         model.finish_image(w)
     except BaseException:
         if w is not None:
