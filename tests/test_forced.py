@@ -135,3 +135,18 @@ def test_the_image_keeps_the_steps(models, tmp_path):
     a, _ = _decoder_logits(m, IDS[:6])
     b, _ = _decoder_logits(back, IDS[:6])
     assert np.array_equal(a, b)
+
+
+def test_op_groups_in_float64(models):
+    """make quality --ablate's instrument: no group is the float32 path itself; a group runs in
+    float64 and moves the logits; an unknown group is refused by name."""
+    from generators.runtime.forced import F64_GROUPS
+    m = models["int8"]
+    a = forced(m, IDS, logits=True)["logits"]
+    for g in F64_GROUPS:
+        b = forced(m, IDS, logits=True, f64_ops=(g,))["logits"]
+        assert np.max(np.abs(b.astype(np.float64) - a)) < 0.05 * np.max(np.abs(a)), g
+    c = forced(m, IDS, logits=True, f64_ops=F64_GROUPS)["logits"]
+    assert c.dtype == np.float64 and not np.array_equal(c.astype(np.float32), a)
+    with pytest.raises(ValueError, match="softmax"):
+        forced(m, IDS, f64_ops=("softmax",))

@@ -232,7 +232,8 @@ def table(res: dict) -> str:
             lines.append(f"| {FORMAT_NAMES[fmt]} | {d['diff']:+.4f} +- {d['se']:.4f} "
                          f"| {'yes' if abs(d['diff']) > 2 * d['se'] else 'no'} "
                          f"| {'yes' if d['diff'] + 0.01 < -2 * d['se'] else 'no'} |")
-    for title, key in (("dither runs", "dither"), ("KV step policies", "kv")):
+    for title, key in (("dither runs", "dither"), ("KV step policies", "kv"),
+                       ("op groups in float64", "ablate")):
         if res.get(key):
             lines += ["", f"{title}:", ""] + [f"* {s}" for s in res[key]["lines"]]
     return "\n".join(lines)
@@ -291,6 +292,10 @@ def main(argv=None) -> int:
                     "calibrated:1.5,calibrated:1.25:128,headroom:2",
                     help="--sweep: KV step policies to measure, float32 host ops: running, "
                          "calibrated:MARGIN[:TOKENS], headroom:H")
+    ap.add_argument("--ablate", default="",
+                    help="op groups (generators.runtime.forced.F64_GROUPS, comma-separated, or "
+                         "'all'): each run alone in float64, the rest in float32, per format: "
+                         "which rounding costs what (not recorded)")
     ap.add_argument("--dump-ids", help="write the passages' token ids and the model path "
                                        "(JSON) and stop (for make quality-llamacpp)")
     ap.add_argument("--no-record", dest="record", action="store_false",
@@ -341,7 +346,10 @@ def main(argv=None) -> int:
     models = {}
     for fmt in fmts:
         models[fmt] = convert(ckpt, fmt, notice=None)
-    if args.sweep:
+    if args.ablate:
+        ablate(args, res, models, passages, ref, blk, nxt)
+        args.record = False
+    elif args.sweep:
         sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok)
     else:
         for fmt in fmts:
@@ -417,6 +425,31 @@ def llamacpp_row(res, passages, ref, blk, nxt, text):
                                           f"activations per 32 in the Q4_1 matmuls, F16 KV "
                                           f"cache)", text=text, wall="q4_1", kind="llamacpp",
                                  answer=d.get("answer")))
+
+
+def ablate(args, res, models, passages, ref, blk, nxt):
+    """Per format: float32, then each op group alone in float64; each row's difference to the
+    float32 row, token by token, with its SE."""
+    from generators.runtime.forced import F64_GROUPS, Forced
+    groups = F64_GROUPS if args.ablate == "all" else args.ablate.split(",")
+    lines = []
+    for fmt, model in models.items():
+        run = Forced(model)
+        base = None
+        for g in [()] + [(x,) for x in groups]:
+            t0 = time.perf_counter()
+            runs = []
+            for name, ids in passages:
+                r = run(ids, f64_ops=g)
+                runs.append((r["ll"], r["argmax"]))
+            row = summarise(runs, ref, blk, nxt)
+            base = base or row
+            d, se = diff(row, base, blk)
+            lines.append(f"{fmt} float64 {'+'.join(g) or '(none: float32)'}: "
+                         f"{row['mean_ll']:.4f}, minus float32 {d:+.4f} +- {se:.4f} "
+                         f"({time.perf_counter() - t0:.0f} s)")
+            log(lines[-1])
+    res["ablate"] = {"lines": lines}
 
 
 # --------------------------------------------------------------------------- the sweep

@@ -36,7 +36,7 @@ from . import hostops
 from .model import Model, QMatrix
 from .quantise import KVCache
 
-__all__ = ["forced", "Forced", "MatrixOp", "log_softmax_at"]
+__all__ = ["forced", "Forced", "MatrixOp", "log_softmax_at", "F64_GROUPS"]
 
 #: positions per batch of the matrix products (bounds the int64 block sums of Q4_1 rows)
 CHUNK = 128
@@ -89,6 +89,60 @@ class MatrixOp:
         return np.ascontiguousarray(out.T)
 
 
+#: the op groups ``forced(f64_ops=...)`` can run in float64 while the rest stays float32
+F64_GROUPS = ("rmsnorm", "quantise", "dequant", "rope", "silu", "attention", "residual")
+
+
+class _Mixed:
+    """The numpy reference with some op groups in float64 (each op casts its float inputs to
+    its own type): which rounding of the float32 path costs what (make quality --ablate)."""
+
+    def __init__(self, f64):
+        bad = set(f64) - set(F64_GROUPS)
+        if bad:
+            raise ValueError(f"op groups {sorted(bad)}: not among {F64_GROUPS}")
+        self.f64 = set(f64)
+        self.F = np.float64 if "residual" in self.f64 else np.float32
+
+    def _o(self, g):
+        return hostops.NUMPY64 if g in self.f64 else hostops.NUMPY
+
+    def rmsnorm(self, x, w, eps):
+        o = self._o("rmsnorm")
+        return o.rmsnorm(x.astype(o.F), w.astype(o.F), o.F(eps))
+
+    def quantise_rows(self, x):
+        o = self._o("quantise")
+        return o.quantise_rows(x.astype(o.F))
+
+    def dequant_i32(self, acc, scale, s):
+        o = self._o("dequant")
+        return o.dequant_i32(acc, scale.astype(o.F), np.asarray(s).astype(o.F))
+
+    def dequant_f32(self, v, s):
+        o = self._o("dequant")
+        return o.dequant_f32(v, np.asarray(s).astype(o.F))
+
+    def rope(self, x, c, s):
+        o = self._o("rope")
+        return o.rope(x.astype(o.F), c.astype(o.F), s.astype(o.F))
+
+    def silu_mul(self, g, u):
+        o = self._o("silu")
+        return o.silu_mul(g.astype(o.F), u.astype(o.F))
+
+    def score_scale(self, k, s, d):
+        o = self._o("attention")
+        return o.score_scale(o.F(k), o.F(s), d)
+
+    def score_multiplier(self, c, cfg):
+        return hostops.NUMPY.score_multiplier(c, cfg)
+
+    def attention_out(self, y, z, v_step, frac_bits):
+        o = self._o("attention")
+        return o.attention_out(y, z, o.F(v_step), frac_bits)
+
+
 def log_softmax_at(logits: np.ndarray, nxt: np.ndarray) -> np.ndarray:
     """log p(nxt[t]) under softmax(logits[t]), in float64."""
     z = np.asarray(logits, np.float64)
@@ -116,13 +170,16 @@ class Forced:
 
 def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Optional[KVCache] = None,
            progress: Optional[Callable[[str], None]] = None,
-           matrix: Optional[Callable[[str], MatrixOp]] = None) -> Dict[str, np.ndarray]:
+           matrix: Optional[Callable[[str], MatrixOp]] = None,
+           f64_ops: Sequence[str] = ()) -> Dict[str, np.ndarray]:
     """Run ``ids`` through the model with teacher forcing, from an empty KV cache at position
     0. Returns ``ll`` (len - 1: the log-likelihood of each next token), ``argmax`` (len - 1),
     ``logits`` (len, vocab, float32 or float64) when asked, ``kv_bytes`` (len: the bytes
     written into the KV cache at each position, new rows and requantised rows), and the
     ``kv`` cache (its ``requant_events``). ``kv``: the cache to fill (default: an empty one
-    with the model's KV steps, as the Decoder makes)."""
+    with the model's KV steps, as the Decoder makes). ``f64_ops``: op groups of F64_GROUPS run
+    in float64, the others in float32 (a measuring instrument; the KV cache's own arithmetic
+    stays the active path's)."""
     ids = [int(t) for t in ids]
     c, m = model.config, model
     N, H, d = len(ids), c.hidden_size, c.head_dim
@@ -130,6 +187,8 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
         raise ValueError(f"{N} tokens: between 1 and the attention engine's max_context "
                          f"{model.engines.max_context}")
     ops = hostops.NUMPY64 if hostops.active() == "float64" else hostops.NUMPY
+    if f64_ops and ops is hostops.NUMPY:
+        ops = _Mixed(f64_ops)
     F = ops.F
     acfg = model.engines.attention_config()
     G, nkv, heads = c.group, c.num_key_value_heads, c.num_attention_heads
@@ -163,7 +222,7 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
         v = v.reshape(N, nkv, d)
         qi, sq = ops.quantise_rows(q.reshape(N * heads, d))
         qi, sq = qi.reshape(N, heads, d), sq.reshape(N, heads)
-        a = np.empty((N, heads, d), F)
+        a = np.empty((N, heads, d), np.float64 if isinstance(ops, _Mixed) else F)
         for t in range(N):
             w0 = kv.written + kv.requantised
             kv.append(i, k[t], v[t])
@@ -179,11 +238,11 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
                 a[t, h * G:(h + 1) * G] = ops.attention_out(
                     core["y"].astype(np.int8), z, kv.v_step[i, h], acfg.scale_frac_bits)
         (o,) = mats(i, ("o",), a.reshape(N, H))
-        X = X + o
+        X = (X + o).astype(F, copy=False)
         n = ops.rmsnorm(X, m.norms[f"layers.{i}.post"].astype(F), eps)
         g, u = mats(i, ("gate", "up"), n)
         (dn,) = mats(i, ("down",), ops.silu_mul(g, u))
-        X = X + dn
+        X = (X + dn).astype(F, copy=False)
     if progress:
         progress("LM head")
     n = ops.rmsnorm(X, m.norms["final"].astype(F), eps)
