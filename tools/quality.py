@@ -129,6 +129,9 @@ def dithered(model, seed: int):
     return m
 
 
+_SOURCES = b""
+
+
 def _key(*parts) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -164,12 +167,36 @@ def _ll(logits, ids):
     return log_softmax_at(logits, np.asarray(ids[1:], np.int64))
 
 
-def engine_rows(model, passages, precision: str, label: str, kv=None):
+def _source_hash() -> bytes:
+    """What the engine rows depend on besides their inputs: the runtime, the golden models and
+    the host kernels' sources."""
+    h = hashlib.sha256()
+    for pat in ("generators/runtime/*.py", "generators/runtime/csrc/*.[ch]",
+                "generators/golden/*.py", "generators/packing.py"):
+        for f in sorted(REPO.glob(pat)):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.digest()
+
+
+def engine_rows(model, passages, precision: str, label: str, kv=None, kv_key="model"):
     """The engines (golden) over the passages with the host ops in ``precision`` ("float32":
     the runtime's path; "float64"): per passage (ll, argmax, kv bytes per token, requant
-    events). ``kv``: a callable (n tokens) -> KVCache for another step policy."""
+    events, values clipped). ``kv``: a callable (n tokens) -> KVCache for another step policy,
+    ``kv_key`` its name. Cached in build/quality/rows/ by everything the rows depend on (the
+    ids, the format, the norms, the KV steps and policy, the precision, the sources)."""
     from generators.runtime import hostops
     from generators.runtime.forced import Forced
+    steps = model.kv_steps
+    key = _key([ids for _, ids in passages], model.fmt, precision, kv_key,
+               b"".join(np.asarray(model.norms[k], np.float64).tobytes()
+                        for k in sorted(model.norms)),
+               b"" if steps is None else np.asarray(steps).tobytes(), _SOURCES)
+    cf = OUT / "rows" / f"{model.fmt}-{precision}-{key}.npz"
+    if cf.is_file():
+        d = np.load(cf)
+        log(f"{label}: reusing {cf.relative_to(REPO)}")
+        return [(d[f"ll{i}"], d[f"am{i}"], d[f"kvb{i}"], int(d["ev"][i]), int(d["cl"][i]))
+                for i in range(len(passages))]
     run = Forced(model)
     out = []
     t0 = time.perf_counter()
@@ -177,8 +204,13 @@ def engine_rows(model, passages, precision: str, label: str, kv=None):
         for name, ids in passages:
             r = run(ids, kv=kv(len(ids)) if kv else None)
             out.append((r["ll"], r["argmax"], r["kv_bytes"], len(r["kv"].requant_events),
-                        getattr(r["kv"], "clipped", 0)))
+                        int(getattr(r["kv"], "clipped", 0))))
             log(f"{label}, {name} ({len(ids)} tokens): {time.perf_counter() - t0:.0f} s")
+    cf.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cf, **{f"ll{i}": o[0] for i, o in enumerate(out)},
+             **{f"am{i}": o[1] for i, o in enumerate(out)},
+             **{f"kvb{i}": o[2] for i, o in enumerate(out)},
+             ev=np.array([o[3] for o in out]), cl=np.array([o[4] for o in out]))
     return out
 
 
@@ -314,6 +346,8 @@ def main(argv=None) -> int:
     from generators.runtime.tokenizer import Tokenizer
 
     t_start = time.perf_counter()
+    global _SOURCES
+    _SOURCES = _source_hash()
     path = smollm2_path()
     OUT.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_gguf(path)
@@ -547,12 +581,15 @@ def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
         c = model.config
         base = None
         for pol in [p for p in args.policies.split(",") if p]:
+            pol_key = pol
             if pol == "running":
                 def kv(n):
                     return KVCache(c.num_hidden_layers, c.num_key_value_heads, n, c.head_dim)
             elif pol.startswith("calibrated:"):
                 _, margin, ntok = (pol.split(":") + [str(KV_CAL_TOKENS)])[:3]
                 steps = calibrate_kv_steps(model, cal_ids[:int(ntok)], float(margin))
+                if model.kv_steps is not None and np.array_equal(steps, model.kv_steps):
+                    pol_key = "model"           # the steps convert gave the model
 
                 def kv(n, steps=steps):
                     return KVCache(c.num_hidden_layers, c.num_key_value_heads, n, c.head_dim,
@@ -565,7 +602,8 @@ def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
                                       c.head_dim)
             else:
                 raise SystemExit(f"unknown KV policy {pol!r}")
-            runs = engine_rows(model, passages, "float32", f"{fmt} KV {pol}", kv=kv)
+            runs = engine_rows(model, passages, "float32", f"{fmt} KV {pol}",
+                               kv=None if pol_key == "model" else kv, kv_key=pol_key)
             row = summarise(runs, ref, blk, nxt)
             if base is None:
                 base = row
