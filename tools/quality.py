@@ -518,7 +518,8 @@ def sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok):
     """KV step policies, then dither runs (float32 and float64 host ops)."""
     figs = res["sweep_figures"] = []
     sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs)
-    sweep_dither(args, res, models, passages, ref, blk, nxt, figs)
+    if args.dither > 0:
+        sweep_dither(args, res, models, passages, ref, blk, nxt, figs)
 
 
 def sweep_dither(args, res, models, passages, ref, blk, nxt, figs):
