@@ -498,19 +498,13 @@ class HeadroomKV:
         from generators.runtime.quantise import KVCache
 
         class _KV(KVCache):
-            def _append(self, store, steps, layer, head, t, row, which):
-                step, ratio, grew = hostops.kv_step(row, steps[layer, head])
+            @staticmethod
+            def _grow(row, step):
+                new, ratio, grew = hostops.kv_step(row, step)
                 if grew:
-                    step = hostops.dtype()(step * h)
-                    ratio = hostops.dtype()(steps[layer, head] / step) \
-                        if steps[layer, head] > 0 else 0
-                if ratio > 0 and t:
-                    hostops.kv_requantise(store[layer, head, :t], ratio)
-                    self.requantised += t * self.head_dim
-                    self.requant_events.append((layer, head, which, t))
-                steps[layer, head] = step
-                store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
-                self.written += self.head_dim
+                    new = hostops.dtype()(new * h)
+                    ratio = hostops.dtype()(step / new) if step > 0 else 0
+                return new, ratio
         return _KV(*a, **kw)
 
 

@@ -104,7 +104,7 @@ class KVCache:
             return
         # hostops' three parts (the C library's when built): the step, the cached rows
         # requantised in place (any layout of the view), the new row
-        step, ratio, _ = hostops.kv_step(row, steps[layer, head])
+        step, ratio = self._grow(row, steps[layer, head])
         if ratio > 0 and t:
             hostops.kv_requantise(store[layer, head, :t], ratio)
             self.requantised += t * self.head_dim
@@ -112,6 +112,12 @@ class KVCache:
         steps[layer, head] = step
         store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
         self.written += self.head_dim
+
+    @staticmethod
+    def _grow(row, step):
+        """The running absmax's new step and requantisation ratio (``hostops.kv_step``)."""
+        step, ratio, _ = hostops.kv_step(row, step)
+        return step, ratio
 
     def rows(self, which: str, layer: int, head: int, n: int) -> np.ndarray:
         """Positions 0..n-1 of one (layer, KV head) of K or V as (n, head_dim) int8."""
