@@ -324,6 +324,9 @@ def main(argv=None) -> int:
                     "calibrated:1.5,calibrated:1.25:128,headroom:2",
                     help="--sweep: KV step policies to measure, float32 host ops: running, "
                          "calibrated:MARGIN[:TOKENS], headroom:H")
+    ap.add_argument("--passages", default="",
+                    help="only these files of EVAL (comma-separated; a quick look, not "
+                         "recorded)")
     ap.add_argument("--ablate", default="",
                     help="op groups (generators.runtime.forced.F64_GROUPS, comma-separated, or "
                          "'all'): each run alone in float64, the rest in float32, per format: "
@@ -352,7 +355,9 @@ def main(argv=None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_gguf(path)
     passages = []
-    for f in EVAL:
+    for f in [p for p in args.passages.split(",") if p] or EVAL:
+        if f not in EVAL:
+            raise SystemExit(f"--passages: {f!r} is not one of {', '.join(EVAL)}")
         ids = tok.encode((DATA / f).read_text())
         passages.append((f, ids[:args.tokens] if args.tokens else ids))
     if args.dump_ids:
@@ -362,12 +367,13 @@ def main(argv=None) -> int:
             "ids": passages[0][1], "paris_prompt": q, "eos": tok.eos_ids}))
         return 0
     n_tok = [len(ids) - 1 for _, ids in passages]
+    names = [f for f, _ in passages]
     blk = blocks(n_tok)
     nxt = np.concatenate([np.asarray(ids[1:]) for _, ids in passages])
     text = f"docs/data/ ({len(passages)} passages)"
     log(f"{path.name}: {sum(n_tok)} next tokens in {len(passages)} passages: "
-        + ", ".join(f"{f} {n}" for f, n in zip(EVAL, n_tok)))
-    res = {"model": path.name, "passages": {f: n for f, n in zip(EVAL, n_tok)},
+        + ", ".join(f"{f} {n}" for f, n in zip(names, n_tok)))
+    res = {"model": path.name, "passages": {f: n for f, n in zip(names, n_tok)},
            "tokens": sum(n_tok), "context": CONTEXT, "block": BLOCK, "wall": wall_rows(),
            "rows": [], "diffs": {}}
 
@@ -397,7 +403,7 @@ def main(argv=None) -> int:
                 res["rows"].append(rows[prec])
             d, se = diff(rows["float32"], rows["float64"], blk)
             res["diffs"][fmt] = dict(diff=d, se=se, tokens=int(blk.size))
-        if not args.tokens:
+        if not args.tokens and names[0] == EVAL[0]:
             weight_only(res, path, passages[:1], ckpt)
         llamacpp_row(res, passages, ref, blk, nxt, text)
     for r in res["rows"]:
@@ -410,7 +416,7 @@ def main(argv=None) -> int:
     (OUT / f"{name}.md").write_text(t + "\n")
     print(t)
     log(f"wrote {OUT / name}.json and .md; {res['seconds']} s in all")
-    if args.record and not args.tokens:
+    if args.record and not args.tokens and not args.passages:
         from generators.results import record
         p = record("quality", figures(res, args.sweep), variant="sweep" if args.sweep else "",
                    command="make quality-sweep" if args.sweep else "make quality",
