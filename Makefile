@@ -29,7 +29,7 @@ help:
 	@echo "  make report       resources (yosys estimates), simulated speed, the decoder model: build/report/"
 	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
 	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
-	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h)"
+	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h; DITHER=0: the KV policies alone)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make host-bench   the runtime's host loop per token on SmolLM2: memory plans, bytes the CPU writes into"
 	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory; the host"
@@ -113,7 +113,7 @@ quality: setup
 	@$(ENV) $(PY) tools/quality.py
 
 quality-sweep: setup
-	@$(ENV) $(PY) tools/quality.py --sweep
+	@$(ENV) $(PY) tools/quality.py --sweep $(if $(DITHER),--dither $(DITHER))
 
 quality-llamacpp: setup
 	@mkdir -p build/quality

@@ -22,8 +22,9 @@ engines) run over the Gettysburg Address alone. The tok/s columns are make repor
 model (generators.report.decoder_model, context 512).
 
 ``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
-with the RMSNorm weights moved by one float32 ulp at random (``--dither N`` runs; their spread
-is the numerics' own noise, reported as a standard error), and the KV-cache step policies
+with the RMSNorm weights moved by one float32 ulp at random (``--dither N`` runs, make's
+DITHER=N; 0: the KV policies alone; their spread is the numerics' own noise, reported as a
+standard error), and the KV-cache step policies
 (running absmax; steps calibrated at conversion on generators/runtime/kv_calibration.txt, with
 margins and calibration lengths; growth with headroom) with the CPU's worst-token KV bytes.
 
@@ -310,7 +311,7 @@ def figures(res: dict, sweep: bool):
 
 # --------------------------------------------------------------------------- main
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--formats", default="int8,q4", help="engine formats (int8, q4; ternary "
                     "runs over the Gettysburg Address alone in make quality)")
@@ -337,7 +338,14 @@ def main(argv=None) -> int:
                     help="do not write docs/results/quality*.json")
     ap.add_argument("--table", action="store_true",
                     help="print the table of build/quality/quality.json again and stop")
-    args = ap.parse_args(argv)
+    return ap
+
+
+PARSER = parser()
+
+
+def main(argv=None) -> int:
+    args = PARSER.parse_args(argv)
     if args.table:
         t = table(json.loads((OUT / "quality.json").read_text()))
         print(t)
@@ -417,15 +425,31 @@ def main(argv=None) -> int:
     print(t)
     log(f"wrote {OUT / name}.json and .md; {res['seconds']} s in all")
     if args.record and not args.tokens and not args.passages:
+        # every token of every passage: recorded (a sweep of fewer formats, policies or dither
+        # runs too: its figures are per format and policy, and its command says what ran)
         from generators.results import record
         p = record("quality", figures(res, args.sweep), variant="sweep" if args.sweep else "",
-                   command="make quality-sweep" if args.sweep else "make quality",
-                   note=f"SmolLM2-135M-Instruct over docs/data/ ({res['tokens']} next tokens in "
-                        f"{len(passages)} passages, teacher forcing); engine rows on the golden "
-                        f"numerics (generators.runtime.forced = Decoder.step's bits); "
-                        f"{res['seconds']} s")
+                   command=command(args, argv), note=f"SmolLM2-135M-Instruct over docs/data/ "
+                   f"({res['tokens']} next tokens in {len(passages)} passages, teacher forcing); "
+                   f"engine rows on the golden numerics (generators.runtime.forced = "
+                   f"Decoder.step's bits); formats {args.formats}"
+                   + (f"; KV policies {args.policies}; {args.dither} dither run(s)"
+                      if args.sweep else "") + f"; {res['seconds']} s")
         log(f"wrote {p.relative_to(REPO)}")
     return 0
+
+
+def command(args, argv) -> str:
+    """The command line that made the figures: the make target's when it ran as make runs it
+    (``make quality-sweep DITHER=N`` for other dither counts), else the script's own."""
+    target = "make quality-sweep" if args.sweep else "make quality"
+    dflt = argparse.Namespace(**vars(args))
+    dflt.dither, dflt.record = 1, True
+    if vars(dflt) == vars(PARSER.parse_args(["--sweep"] if args.sweep else [])):
+        return target + (f" DITHER={args.dither}" if args.dither != 1 else "")
+    return "python tools/quality.py " + " ".join(a for a in (argv if argv is not None
+                                                              else sys.argv[1:])
+                                                 if a != "--no-record")
 
 
 def weight_only(res, path, passages, ckpt):
@@ -606,6 +630,8 @@ def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
             runs = engine_rows(model, passages, "float32", f"{fmt} KV {pol}",
                                kv=None if pol_key == "model" else kv, kv_key=pol_key)
             row = summarise(runs, ref, blk, nxt)
+            row["kv_values"] = sum(len(ids) for _, ids in passages) * 2 * \
+                c.num_hidden_layers * c.num_key_value_heads * c.head_dim
             if base is None:
                 base = row
             d, se = diff(row, base, blk)
@@ -622,6 +648,14 @@ def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
                      unit="B", label="measured",
                      what=f"most bytes the CPU wrote into the KV cache in one token (new rows "
                           f"and requantised rows) with the policy {pol}, {FORMAT_NAMES[fmt]}"),
+                dict(key=f"quality.kv.{fmt}.{k}.clipped", value=row["clipped"],
+                     unit=f"of {row['kv_values']:,} values", label="measured",
+                     what=f"K and V values beyond 127 steps (stored as +-127) with the policy "
+                          f"{pol}, {FORMAT_NAMES[fmt]}"),
+                dict(key=f"quality.kv.{fmt}.{k}.minus_running", value=round(d, 4),
+                     unit="nats/token", label="measured",
+                     what=f"mean log-likelihood with the policy {pol} minus with the running "
+                          f"absmax, token by token ({FORMAT_NAMES[fmt]})", se=round(se, 4)),
             ]
             kvl.append(f"{fmt} {pol}: {row['mean_ll']:.4f} +- {row['se']:.4f}, minus running "
                        f"{d:+.4f} +- {se:.4f}, agree {row['agree']}, worst token "
