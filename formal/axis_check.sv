@@ -7,10 +7,13 @@
 //   formal_axis_in   ASSUMPTIONS on an input port (s_axis): the AXI-Stream rules only:
 //                    once tvalid is high and the beat not taken, tvalid, tdata, tlast and
 //                    tkeep hold until the handshake (a reset ends the obligation).
-//   formal_axis_out  ASSERTIONS on an output port (m_axis): tvalid low after a reset cycle;
-//                    while tvalid && !tready, tvalid, tdata, tlast and tkeep hold.
+//   formal_axis_out  ASSERTIONS on an output port (m_axis): tvalid low after two reset
+//                    cycles; while tvalid && !tready, tvalid, tdata, tlast and tkeep hold.
 //                    COVERS: a stalled word accepted, a tlast word accepted.
-//   formal_reset     reset in the first cycle (the only assumption besides the stream rules).
+//   formal_reset     reset in the first two cycles, and every reset lasts two cycles or more
+//                    (the only assumptions besides the stream rules): the engines register
+//                    aresetn once (docs/timing.md), so their state is reset in the cycle after
+//                    the second reset cycle.
 
 `default_nettype none
 
@@ -18,9 +21,19 @@ module formal_reset (
     input wire aclk,
     input wire aresetn
 );
-    reg f_first = 1'b1;
-    always @(posedge aclk) f_first <= 1'b0;
-    always @(*) if (f_first) assume (!aresetn);
+    reg [1:0] f_start = 2'b11;       // the first two cycles
+    reg       f_rst1 = 1'b1;         // last cycle was a reset cycle
+    reg       f_rst2 = 1'b1;         // ... and the one before
+    always @(posedge aclk) begin
+        f_start <= {f_start[0], 1'b0};
+        f_rst1  <= !aresetn;
+        f_rst2  <= f_rst1;
+    end
+    always @(*) begin
+        if (f_start != 2'b00) assume (!aresetn);
+        // a reset that began in the last cycle goes on in this one
+        if (f_rst1 && !f_rst2) assume (!aresetn);
+    end
 endmodule
 
 module formal_axis_in #(
@@ -72,6 +85,7 @@ module formal_axis_out #(
 );
     reg          f_past_valid = 1'b0;
     reg          f_past_rst;       // last cycle was a reset cycle
+    reg          f_past_rst2;      // ... and the one before (the engines' registered reset)
     reg          f_stall;          // last cycle: out of reset, tvalid && !tready
     reg [DW-1:0] f_data;
     reg [KW-1:0] f_keep;
@@ -79,13 +93,14 @@ module formal_axis_out #(
     always @(posedge aclk) begin
         f_past_valid <= 1'b1;
         f_past_rst   <= !aresetn;
+        f_past_rst2  <= f_past_rst;
         f_stall      <= aresetn && tvalid && !tready;
         f_data       <= tdata;
         f_keep       <= tkeep;
         f_last       <= tlast;
     end
     always @(*) begin
-        if (f_past_valid && f_past_rst) begin
+        if (f_past_valid && f_past_rst && f_past_rst2) begin
             m_valid_low_in_reset: assert (!tvalid);
         end
         if (f_past_valid && f_stall && aresetn) begin

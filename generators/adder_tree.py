@@ -147,6 +147,16 @@ def spread_registers(levels: int, registers: int) -> Set[int]:
     return {-(-(i + 1) * levels // registers) for i in range(registers)}
 
 
+def dsp_spread_registers(levels: int, registers: int) -> Set[int]:
+    """:func:`spread_registers` for a tree over DSP48 products: with two registers or more the
+    first is after level 1, so that synthesis can pack each pair of products and their sum into
+    two DSP48E1 (cascade PCOUT -> PCIN, the sum in the second one's P register). Without it the
+    sum leaves the DSP48E1 unregistered, 3.8 ns after the clock (docs/timing.md)."""
+    if registers < 2 or levels < 2:
+        return spread_registers(levels, registers)
+    return {1} | {1 + lv for lv in spread_registers(levels - 1, registers - 1)}
+
+
 def cadence_registers(levels: int, every: int) -> Set[int]:
     """A register after every `every` levels, and always after the last level."""
     if every < 1:

@@ -10,18 +10,24 @@
 // loop here: heads `hd[g]`, bytes of a beat `ln[j]` inside a head, the K adder tree `kt`, the
 // |acc| maximum tree `mt`, the four result dividers `yk[k]`.
 //
-// Pipeline (every register-to-register path is at most 4 LUT levels; docs/attention.md 9):
+// Pipeline (docs/attention.md 9; every register-to-register path at most 6.0 ns in the timing
+// model of docs/timing.md: DSP48 operands and products registered, no LUT between a block RAM
+// and its output register, the registers that address the accumulators replicated):
 //   input reg     the beat registered with the header checks precomputed from the port
 //   input FSM     one-hot: header block, q (held per head in LUTRAM), K rows, V rows, drain
 //   K pipeline    K1 beat and q slices, K2 q.k products (DSP), the per-head adder tree
-//                 (registered at the levels K_TREE_REG_LEVELS), K4 row accumulate, K5 score
-//                 RAM write and running maximum
+//                 (registered at the levels K_TREE_REG_LEVELS: after level 1, so each pair of
+//                 products is summed in a DSP48 cascade into its P register), K4 row
+//                 accumulate, K5 score RAM write and running maximum
 //   weight unit   TRIG_DELAY cycles after a V row's first beat: score RAM read (read and output
 //                 registers), then one head per clock: e = m - s, e*MULT + rnd (DSP), >> SHIFT,
 //                 exp table (2 cycles), weight register
-//   V pipeline    V beats delayed V_DELAY cycles, p.v products (DSP), accumulators in LUTRAM
-//                 (read-modify-write at {bank, beat in row}), S per head, A = max |acc| on the
-//                 last row (registered tree of pairwise maxima)
+//   V pipeline    V beats delayed V_DELAY cycles; M0 the p.v operands registered (the
+//                 DSP48's A and B registers), M1/M2 products in its M and P registers, M3
+//                 accumulators in LUTRAM (read-modify-write at {bank, beat in row}; address
+//                 and enable replicated per lane by MAX_FANOUT), S per head, M4 sums, M5
+//                 order keys, then
+//                 A = max |acc| on the last row (registered tree of pairwise maxima)
 //   finisher      takes a frame FIN_WAIT cycles after its tlast, then 4 pipelined 8-bit
 //                 dividers give one result word per clock, G sequential ZQ-bit dividers give
 //                 Z, then the status word; writes to the output FIFO are registered
@@ -259,12 +265,13 @@ reg            l1;
 reg  [7:0]     tag;
 reg  [4:0]     flags;
 reg            ph_wait, ph_room, ph_y, ph_zw, ph_zout, ph_stat;   // finisher phase
-reg            fbank;     // the finisher's frame: bank, tag, flags, results sent
+(* max_fanout = 24 *) reg fbank;   // the finisher's frame: bank, tag, flags, results sent
+                                   // (fbank, fb: the accumulators' read address, replicated)
 reg  [7:0]     ftag;
 reg  [4:0]     fflags;
 reg            fres;      // fflags[3:0] == 0: good or long frame, results are sent
 reg  [GW-1:0]  fg;
-reg  [RBW-1:0] fb;
+(* max_fanout = 24 *) reg [RBW-1:0] fb;
 reg  [FHW-1:0] fh;        // result word within the beat
 reg  [GW-1:0]  zg;
 reg            zstart;
@@ -582,6 +589,7 @@ wire [G*SB-1:0]   racc_all;   // row scores (K4), written to the score RAM
 wire [G*SB-1:0]   m_all;      // running maxima
 wire [G*16-1:0]   mu_all;     // MULT of the weight unit's frame
 wire [G*6-1:0]    sh_all;     // SHIFT of the weight unit's frame
+wire [G*48-1:0]   rnd_all;    // its rounding constant 2^SHIFT / 2
 
 (* ram_style = "block" *) reg [G*SB-1:0] score_ram [0:LMAX-1];
 always @(posedge aclk) begin
@@ -611,6 +619,7 @@ reg  [GW-1:0]  w1h, w2h, w3h, w4h, w5h;
 reg  [SB-1:0]  e1;
 reg  [15:0]    mu1;
 reg  [5:0]     sh1, sh2;
+reg  [47:0]    rnd1;      // (1 << SHIFT) >> 1
 reg  [1:0]     sh3;
 reg  [47:0]    lim2;      // EDEPTH << SHIFT (low 48 bits)
 reg            big2;      // EDEPTH << SHIFT >= 2^48: no 48-bit product reaches past the table
@@ -671,23 +680,26 @@ end
 
 integer iw;
 always @(posedge aclk) begin
-    // W1: distance below the maximum, this head's scale (the row's frame bank); head wh
-    // (head 0 for any other value)
+    // W1: distance below the maximum, this head's scale and rounding constant (the row's
+    // frame bank; the constant registered, the DSP48's C operand); head wh (head 0 for any
+    // other value)
     w1h <= wh;
     e1  <= m_all[SB-1:0] - srd[SB-1:0];
     mu1 <= mu_all[15:0];
     sh1 <= sh_all[5:0];
+    rnd1 <= rnd_all[47:0];
     for (iw = 1; iw < G; iw = iw + 1) begin
         if (wh == iw[GW-1:0]) begin
             e1  <= m_all[SB*iw +: SB] - srd[SB*iw +: SB];
             mu1 <= mu_all[16*iw +: 16];
             sh1 <= sh_all[6*iw +: 6];
+            rnd1 <= rnd_all[48*iw +: 48];
         end
     end
     // W2: e * MULT + rounding constant (one DSP48)
     w2h <= w1h;
     sh2 <= sh1;
-    p2  <= ep1_48 + ((48'd1 << sh1) >> 1);
+    p2  <= ep1_48 + rnd1;
     lim2 <= EDEPTH48 << sh1;
     big2 <= (sh1 >= BIG_SH);
     // W3: shift, as three 4-way steps (one LUT level each, kept apart)
@@ -716,12 +728,41 @@ delay_line #(.WIDTH(8 * BB + 5 + RBW), .CTRL_W(1), .DEPTH(V_DELAY)) v_dl (
     .d({v0d, v0b, v0bank, v0lastrow, v0row0, v0first, v0v}),
     .q({md, mb, mbank, mlastrow, mrow0, mfirst, mv})
 );
+// M0: the p*v operands registered (the DSP48's A and B registers: per head pa, below; the V
+// bytes vb, shared by the heads); M1: product in the M register; M2: the accumulator read and
+// added to it in the DSP48 (P = C + M), into its P register; M3: the sum written back
+// (docs/timing.md: no fabric adder and no DSP48 output without its register on the way).
+// A beat reads at M2 the address the beat ahead of it (at M3) writes at the end of the cycle:
+// then it takes that beat's sum instead (m2fwd: rows of one beat, head_dim = beat bytes).
+reg  signed [7:0] vb [0:BB-1];
+generate
+for (j = 0; j < BB; j = j + 1) begin : vreg
+    always @(posedge aclk) begin
+        vb[j] <= mvs[j];
+    end
+end
+endgenerate
 reg            m1v;
 reg            m1first;
 reg            m1row0;
 reg            m1lastrow;
 reg            m1bank;
 reg  [RBW-1:0] m1b;
+reg            m2v;
+reg            m2first;
+reg            m2lastrow;
+reg            m2bank;
+reg            m3first;
+reg            m3lastrow;
+reg            m3bank;
+// the accumulators' read and write addresses, write enable, row-0 and forward flags: each
+// drives every lane's LUTRAM or C operand (1,000 to 2,000 pins); MAX_FANOUT has Vivado's
+// synthesis replicate them, about one copy per lane (docs/timing.md counts them so)
+(* max_fanout = 24 *) reg [RBA-1:0] m2a;
+(* max_fanout = 48 *) reg            m2row0;
+(* max_fanout = 48 *) reg            m2fwd;
+(* max_fanout = 24 *) reg [RBA-1:0] m3a;
+(* max_fanout = 24 *) reg            m3v;
 always @(posedge aclk) begin
     m1v       <= aresetn && mv;
     m1first   <= mfirst;
@@ -729,26 +770,39 @@ always @(posedge aclk) begin
     m1lastrow <= mlastrow;
     m1bank    <= mbank;
     m1b       <= mb;
+    m2v       <= aresetn && m1v;
+    m2a       <= {m1bank, m1b};
+    m2row0    <= m1row0;
+    m2first   <= m1first;
+    m2lastrow <= m1lastrow;
+    m2bank    <= m1bank;
+    // next cycle the beat now at M1 is at M2 and the one now at M2 at M3, writing its sum
+    m2fwd     <= m1v && m2v && (m2a == {m1bank, m1b});
+    m3v       <= aresetn && m2v;
+    m3a       <= m2a;
+    m3first   <= m2first;
+    m3lastrow <= m2lastrow;
+    m3bank    <= m2bank;
 end
-// M1: accumulators at {bank, beat in row}; the finisher reads the other bank
-wire [RBA-1:0] m1a = {m1bank, m1b};
+// the finisher reads the other bank
 wire [RBA-1:0] fa  = {fbank, fb};
-reg            m2v;
-reg            m2first;
-reg            m2bank;
+// M4: the order keys of the last row's sums registered (akr)
+reg            m4v;
+reg            m4first;
+reg            m4bank;
 always @(posedge aclk) begin
-    m2v     <= aresetn && m1v && m1lastrow;
-    m2first <= m1first;
-    m2bank  <= m1bank;
+    m4v     <= aresetn && m3v && m3lastrow;
+    m4first <= m3first;
+    m4bank  <= m3bank;
 end
-// M2..M(MT+1): row maximum of |acc| on the last row (tree levels, per head below); then A
+// M5..M(MT+4): row maximum of |acc| on the last row (tree levels, per head below); then A
 reg  [MT-1:0]  mtv;
 reg  [MT-1:0]  mtfirst;
 reg  [MT-1:0]  mtbank;
 always @(posedge aclk) begin
-    mtv     <= {mtv[MT-2:0], aresetn && m2v} & {MT{aresetn}};
-    mtfirst <= {mtfirst[MT-2:0], m2first};
-    mtbank  <= {mtbank[MT-2:0], m2bank};
+    mtv     <= {mtv[MT-2:0], aresetn && m4v} & {MT{aresetn}};
+    mtfirst <= {mtfirst[MT-2:0], m4first};
+    mtbank  <= {mtbank[MT-2:0], m4bank};
 end
 
 // finisher: per-head values it reads
@@ -781,14 +835,21 @@ for (g = 0; g < G; g = g + 1) begin : hd
     // may still read the previous frame's)
     reg  [15:0] mult [0:1];
     reg  [5:0]  shift [0:1];
-    always @(posedge aclk) begin
+    reg  [47:0] rnd_b0, rnd_b1;   // the rounding constant 2^SHIFT / 2 per bank, decoded once
+    always @(posedge aclk) begin  // per frame (flip-flops: decoded in front of their D pins)
         if (hs1 && s_hdr && hcnt == SBEAT_W) begin
             mult[ib]  <= r0d[8*SPOS +: 16];
             shift[ib] <= r0d[8*SPOS+16 +: 6];
+            if (ib) begin
+                rnd_b1 <= (48'd1 << r0d[8*SPOS+16 +: 6]) >> 1;
+            end else begin
+                rnd_b0 <= (48'd1 << r0d[8*SPOS+16 +: 6]) >> 1;
+            end
         end
     end
     assign mu_all[16*g +: 16] = mult[wbank];
     assign sh_all[6*g +: 6]   = shift[wbank];
+    assign rnd_all[48*g +: 48] = wbank ? rnd_b1 : rnd_b0;
 
     // -------------------------------------------------------------- q, K pipeline
     // q: one LUTRAM of RB beats; K1: the slice of this beat registered
@@ -891,33 +952,41 @@ for (g = 0; g < G; g = g + 1) begin : hd
         end
     end
 
-    // M0: p * v products (DSP, W+1 x 8 bits signed: the natural width); M1: accumulators,
-    // LUTRAM per byte, read-modify-write at {bank, beat in row}
+    // M0: the row's weight as the p*v products' A operand (registered); M1: p * v products
+    // (DSP, W+1 x 8 bits signed: the natural width; M register); M2: the accumulator (LUTRAM
+    // per byte at m2a = {bank, beat in row}, zero on row 0) added to it in the DSP48, into its
+    // P register; M3: written back; the sum's order key registered
+    reg signed [W:0] pa;
+    always @(posedge aclk) begin
+        pa <= pus;
+    end
     wire [AB-1:0] ak [0:BB-1];     // order key of |acc| without a negation:
-                                   // {acc ^ sign, sign} = 2 |acc| - sign
+                                   // {acc ^ sign, sign} = 2 |acc| - sign, registered (M4)
     wire [AB-1:0] accf [0:BB-1];   // the finisher's read at fa
     for (j = 0; j < BB; j = j + 1) begin : ln
-        (* use_dsp = "yes" *) reg signed [MPW-1:0] mp;
+        (* use_dsp = "yes" *) reg signed [MPW-1:0] mp1;
+        (* use_dsp = "yes" *) reg [AB-1:0] sum;
         reg  [AB-1:0] acc [0:(1 << RBA)-1];
-        reg  [AB-1:0] ab;
+        reg  [AB-1:0] akr;
         /* verilator lint_off WIDTHEXPAND */
-        wire signed [AB-1:0] mp_x = mp;                 // sign-extended
+        wire signed [AB-1:0] mp_x = mp1;                // sign-extended
         /* verilator lint_on WIDTHEXPAND */
-        wire [AB-1:0] na = (m1row0 ? {AB{1'b0}} : acc[m1a]) + mp_x;
+        wire [AB-1:0] cin = m2row0 ? {AB{1'b0}} : m2fwd ? sum : acc[m2a];
         always @(posedge aclk) begin
-            mp <= pus * mvs[j];
-            if (m1v) begin
-                acc[m1a] <= na;
+            mp1 <= pa * vb[j];
+            sum <= cin + mp_x;
+            if (m3v) begin
+                acc[m3a] <= sum;
             end
-            ab <= na;
+            akr <= {sum[AB-2:0] ^ {(AB-1){sum[AB-1]}}, sum[AB-1]};
         end
-        assign ak[j]   = {ab[AB-2:0] ^ {(AB-1){ab[AB-1]}}, ab[AB-1]};
+        assign ak[j]   = akr;
         assign accf[j] = acc[fa];
     end
 
-    // M2..: row maximum of the order keys, a registered tree of pairwise maxima (one
-    // compare and select per level; level 1 compares by the borrow of one subtraction, the
-    // XOR of the keys sitting in its LUTs). Node k of level l is mtn[BB - 2 (BB >> l) + k].
+    // M5..: row maximum of the order keys, a registered tree of pairwise maxima (one
+    // compare and select per level; level 1 compares by the borrow of one subtraction).
+    // Node k of level l is mtn[BB - 2 (BB >> l) + k].
     wire [AB-1:0] mtn [0:BB-2];
     for (l = 1; l <= MT; l = l + 1) begin : mtl
         for (k = 0; k < (BB >> l); k = k + 1) begin : nd
@@ -991,8 +1060,14 @@ for (g = 0; g < G; g = g + 1) begin : hd
         /* verilator lint_on WIDTHEXPAND */
         assign zn = {af_x, s_x};
     end
+    // registered: A and S of the finisher's frame are final from the cycle after `take`, and
+    // zstart comes a cycle later still (ph_room); the divider loads a register, not an adder
+    reg  [ZN-1:0] zn_r;
+    always @(posedge aclk) begin
+        zn_r <= zn;
+    end
     attention_div_seq #(.NW(ZN), .DW(ZD), .QB(ZQ)) zdiv (
-        .clk(aclk), .rst_n(aresetn), .start(zstart), .n(zn), .d({Sf, 1'b0}),
+        .clk(aclk), .rst_n(aresetn), .start(zstart), .n(zn_r), .d({Sf, 1'b0}),
         .done(zd_all[g]), .q(zq_all[ZQ*g +: ZQ])
     );
 end

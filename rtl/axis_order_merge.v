@@ -47,6 +47,7 @@ module axis_order_merge #
 wire tok_valid;
 wire tok;
 wire o_ready;
+wire q_valid, q_tok, q_ready;     // the order FIFO's head, before the token register
 
 wire sel_valid = tok_valid && (tok ? s1_valid : s0_valid);
 wire sel_last  = tok ? s1_last : s0_last;
@@ -67,10 +68,21 @@ sync_fifo #(
     .rst_n(rst_n),
     .wr_en(tok_push),
     .wr_data(tok_data),
-    .m_data(tok),
-    .m_valid(tok_valid),
-    .m_ready(pop),
+    .m_data(q_tok),
+    .m_valid(q_valid),
+    .m_ready(q_ready),
     .room(tok_room)
+);
+
+// the head token registered (a register slice): the merger's selects start at a flip-flop,
+// not at the FIFO's LUTRAM read, and the FIFO's read does not wait for pop (docs/timing.md)
+/* verilator lint_off UNUSEDSIGNAL */
+wire tok_last_unused;
+/* verilator lint_on UNUSEDSIGNAL */
+axis_skid #(.DATA_W(1)) tok_slice (
+    .clk(clk), .rst_n(rst_n),
+    .s_data(q_tok), .s_last(1'b0), .s_valid(q_valid), .s_ready(q_ready),
+    .m_data(tok), .m_last(tok_last_unused), .m_valid(tok_valid), .m_ready(pop)
 );
 
 axis_skid #(.DATA_W(DW)) out_slice (

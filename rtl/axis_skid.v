@@ -47,36 +47,32 @@ reg              tmp_valid;
 wire s_ready_early = m_ready || (!tmp_valid && (!out_valid || !s_valid));
 
 reg out_valid_next, tmp_valid_next;
-reg in_to_out, in_to_tmp, tmp_to_out;
 
 always @* begin
     out_valid_next = out_valid;
     tmp_valid_next = tmp_valid;
-    in_to_out      = 1'b0;
-    in_to_tmp      = 1'b0;
-    tmp_to_out     = 1'b0;
     if (s_ready_reg) begin
         if (m_ready || !out_valid) begin
-            out_valid_next = s_valid;
-            in_to_out      = 1'b1;
+            out_valid_next = s_valid;           // the input word goes to the output register
         end else begin
-            tmp_valid_next = s_valid;
-            in_to_tmp      = 1'b1;
+            tmp_valid_next = s_valid;           // ... or waits in the temporary register
         end
     end else if (m_ready) begin
-        out_valid_next = tmp_valid;
+        out_valid_next = tmp_valid;             // the temporary word moves to the output
         tmp_valid_next = 1'b0;
-        tmp_to_out     = 1'b1;
     end
 end
 
+// The data registers' enables do not wait for m_ready where they need not (docs/timing.md):
+// the temporary register takes every input word while s_ready is high (it only counts once
+// tmp_valid says so, and s_ready high means it is empty), and the output register loads
+// whenever it may change, from the input while s_ready is high, else from the temporary
+// register (loading it while out_valid is low is harmless: its word is not shown).
 always @(posedge clk) begin
-    if (in_to_out) begin
-        out_reg <= {s_last, s_data};
-    end else if (tmp_to_out) begin
-        out_reg <= tmp_reg;
+    if (m_ready || !out_valid) begin
+        out_reg <= s_ready_reg ? {s_last, s_data} : tmp_reg;
     end
-    if (in_to_tmp) begin
+    if (s_ready_reg) begin
         tmp_reg <= {s_last, s_data};
     end
     if (!rst_n) begin

@@ -58,7 +58,10 @@ initial begin
     end
 end
 
-wire        d_valid, d_first, d_last, d_eof;
+// the sideband through the lane's latency; a FIFO write is decided before the delay (d_wr, and
+// d_kind: 0 a row result, 1 the status word), so one write per cycle is all the delay can hold
+wire        d_valid, d_first;
+wire        d_wr, d_kind;
 wire [15:0] d_status;
 
 delay_line #(
@@ -68,10 +71,9 @@ delay_line #(
 ) sideband (
     .clk(aclk),
     .rst_n(aresetn),
-    .d({sb_status, sb_last, sb_first, sb_eof, sb_valid}),
-    .q({d_status, d_last, d_first, d_eof, d_valid})
+    .d({sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
+    .q({d_status, d_first, d_kind, d_wr, d_valid})
 );
-
 
 reg  signed [31:0] acc;
 reg  [15:0]        count;
@@ -80,9 +82,9 @@ wire signed [31:0] acc_next = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){psum[PSUM
                             + {31'd0, psum_ci};
 wire               bad_now  = bad_seen | (d_valid & lane_bad);
 
-wire        wr_res    = d_valid && d_last;
-wire        wr_status = d_eof;
-wire [32:0] wr_word   = wr_status
+wire        wr_res    = d_wr && !d_kind;
+wire        wr_status = d_wr && d_kind;
+wire [32:0] wr_word   = d_kind
                       ? {1'b1, count, d_status[15:8] | {2'b00, bad_now, 5'b00000}, d_status[7:0]}
                       : {1'b0, acc_next};
 
@@ -111,7 +113,7 @@ sync_fifo #(
 ) results (
     .clk(aclk),
     .rst_n(aresetn),
-    .wr_en(wr_res || wr_status),
+    .wr_en(d_wr),
     .wr_data(wr_word),
     .m_data(head),
     .m_valid(m_axis_tvalid),

@@ -4,11 +4,19 @@
 //
 // It parses the header, captures x from the stream into WPB banks (no AXI-Lite, no BRAM
 // controller), sequences the rows with runtime K and N, and hands each row beat to the
-// compute lane with x already read (the x read is a register stage of its own). It raises the
-// error flags of the contract and sends an end-of-frame token down the pipeline, in a slot of
-// its own, carrying the tag and flags the back end writes into the status word.
+// compute lane with x already read. It raises the error flags of the contract and sends an
+// end-of-frame token down the pipeline, in a slot of its own, carrying the tag and flags the
+// back end writes into the status word.
 //
-// Lane interface, all registered ("stage 1"):
+// Three register stages (CTRL_STAGES = 3 in generators/designs/mv_common.py; docs/timing.md):
+//   stage 0  the input register: the beat, its tlast and "accepted" (tvalid && room); every
+//            decision below is taken on it, so the port drives one flip-flop per bit
+//   stage 1  the x read (the bank's read register; a block RAM's own read latch) and the
+//            row beat's weights and sideband registered
+//   stage 2  the x bank's output register (the block RAM's DOA_REG) and stage 1 registered:
+//            the lane sees a block RAM's registered output (clock-to-out 0.89 ns, not 2.46 ns)
+//
+// Lane interface, all registered (stage 2):
 //   lane_valid  a row beat: lane_w holds BYTES weight bytes, lane_x the BYTES*WPB x elements
 //   lane_first  first beat of a row        lane_last   last beat of a row
 //   lane_bmask  bit b: weight byte b holds at least one weight of index < K
@@ -99,19 +107,17 @@ module mv_stream_ctrl #
     output wire [XW-1:0]    lane_x,
     output reg  [BYTES-1:0] lane_bmask,
     output reg  [15:0]      lane_status,
-    // FORMAT_B frame (stage 1, with lane_valid)
+    // FORMAT_B frame (with lane_valid)
     output reg              lane_fmt_b,
     // one-hot bank of lane_x a one-weight-per-byte beat uses (all banks otherwise)
     output reg  [NBANKS-1:0] lane_xsel,
-    // FORMAT_C frame (stage 1, with lane_valid)
+    // FORMAT_C frame (with lane_valid)
     output reg              lane_fmt_c
 );
 
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
-// more than one format: per-format thresholds in per-frame registers
-localparam MULTI = (HAS_B || HAS_C) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -120,12 +126,21 @@ localparam LANE_ELEMS = BYTES * WPB;
 localparam LANE_ELEMS_B = BYTES * WPB_B;
 localparam [16:0] ELEMS_A17 = LANE_ELEMS;
 localparam [16:0] ELEMS_B17 = LANE_ELEMS_B;
+// every threshold (byte masks, row end) is at most two beats of the widest format: below 2^TW
+localparam LE_MAX = (LANE_ELEMS_C > LANE_ELEMS ? (LANE_ELEMS_C > LANE_ELEMS_B ? LANE_ELEMS_C
+                                                                              : LANE_ELEMS_B)
+                                               : (LANE_ELEMS > LANE_ELEMS_B ? LANE_ELEMS
+                                                                            : LANE_ELEMS_B));
+localparam TW = $clog2(2 * LE_MAX + 1);
 
 
 // flag bits of the status word
 localparam [4:0] F_MAGIC = 5'b00001, F_SHAPE = 5'b00010, F_FORMAT = 5'b00100,
                  F_SHORT = 5'b01000, F_LONG = 5'b10000;
 localparam [1:0] HDR_LAST = HDR_BEATS[1:0] - 2'd1;
+// x bank 0: its one-hot select, and the banks after it
+localparam [WPB-1:0] XOH0 = 1;
+localparam [WPB-1:0] XLT0 = ~XOH0;
 
 initial begin
     if (BYTES != 4 && BYTES != 8 && BYTES != 16) begin
@@ -152,6 +167,10 @@ initial begin
         $display("mv_stream_ctrl: GROUP=%0d out of range 0..7", GROUP);
         $finish;
     end
+    if (TW > 15) begin
+        $display("mv_stream_ctrl: beats of %0d elements are too wide for the row counter", LE_MAX);
+        $finish;
+    end
     if (MAX_K < 1 || MAX_K > 65535) begin
         $display("mv_stream_ctrl: MAX_K=%0d out of range 1..65535", MAX_K);
         $finish;
@@ -173,10 +192,13 @@ reg         chk_magic, chk_shape, chk_format;
 reg         k_one_beat;          // a row is one lane beat
 reg         k_one_beat_b;        // the same for a FORMAT_B frame
 reg  [BYTES-1:0] bmask_k_b;      // the same for a FORMAT_B frame
-reg  [17*BYTES-1:0] bthr_q;      // FORMAT_B: byte b of the next beat holds weights if rrem > bthr[b]
-reg  [16:0] rthr_q;              // FORMAT_B: the next beat ends the row if rrem <= rthr
-reg  [17*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
-reg  [16:0] r1thr_q;             // grouped rows: the same for the row end
+// per-frame thresholds (two or three formats; a one-format engine compares with constants)
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [TW*BYTES-1:0] bthr_q;      // byte b of the next beat holds weights if rrem > bthr[b]
+reg  [TW-1:0] rthr_q;            // the next beat ends the row if rrem <= rthr
+reg  [TW*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
+reg  [TW-1:0] r1thr_q;           // grouped rows: the same for the row end
+/* verilator lint_on UNUSEDSIGNAL */
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
 // x capture
@@ -185,8 +207,12 @@ reg         x_last_q;            // the next x beat is the last
 reg  [BYTES-1:0] xmask_q;        // bytes of the next x beat that hold x (index < K)
 reg  [XA_W-1:0] xaddr;
 reg  [2:0]  xbank;
+reg  [WPB-1:0] xoh;              // xbank one-hot: bank g takes this x beat
+reg  [WPB-1:0] xlt;              // bit g: xbank < g (bank g lies after this beat's bank)
 // rows
 reg  [16:0] rrem;                // row elements not yet covered, before this beat
+reg         rrem_hi;             // rrem >= 2^TW (above every threshold: the compares below
+                                 // take rrem's TW low bits and this flag, docs/timing.md)
 reg         row_first_q;         // the next row beat starts a row
 reg         row_last_q;          // the next row beat ends its row
 reg  [BYTES-1:0] bmask_q;        // byte mask of the next row beat
@@ -204,21 +230,44 @@ reg  [2:0]  gcnt;                // code beats of the current group before this 
 localparam HAS_G = (GROUP != 0) ? 1 : 0;
 localparam [2:0] GROUP_LAST = (GROUP != 0) ? GROUP[2:0] - 3'd1 : 3'd0;
 wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
+// stage 1: the row beat's weights and sideband (registered again into the lane_* ports)
+reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c;
+reg  [DW-1:0]    s1_w;
+reg  [BYTES-1:0] s1_bmask;
+reg  [15:0]      s1_status;
+reg  [NBANKS-1:0] s1_xsel;
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
 
 assign s_axis_tready = room;
-wire accept = s_axis_tvalid && room;
+
+// ---------------------------------------------------------------- stage 0: input register
+reg            in_v;               // a beat was accepted (tvalid && room) in the cycle before
+reg            in_vx;              // copies of in_v for the x write and for rrem alone (small
+reg            in_vr;              // fanouts; all kept, or synthesis merges them)
+reg  [DW-1:0]  in_d;
+reg            in_l;
+always @(posedge aclk) begin
+    in_d <= s_axis_tdata;
+    in_l <= s_axis_tlast;
+end
+(* keep *)
+always @(posedge aclk) begin
+    in_v  <= aresetn && s_axis_tvalid && room;
+    in_vx <= aresetn && s_axis_tvalid && room;
+    in_vr <= aresetn && s_axis_tvalid && room;
+end
+wire accept = in_v;
 
 // ---------------------------------------------------------------- header decode
 wire [63:0] hdr_word;
 generate
 if (DW >= 64) begin : g_hdr_wide
-    assign hdr_word = s_axis_tdata[63:0];
+    assign hdr_word = in_d[63:0];
 end else begin : g_hdr_narrow
     // beats arrive low word first; the final beat completes the header
-    assign hdr_word = {s_axis_tdata, hdr_buf[63:DW]};
+    assign hdr_word = {in_d, hdr_buf[63:DW]};
 end
 endgenerate
 
@@ -244,11 +293,11 @@ wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
 reg  [BYTES-1:0] h_bmask;
 reg  [BYTES-1:0] h_bmask_b;
 reg  [BYTES-1:0] h_xmask;
-reg  [17*BYTES-1:0] h_bthr;
-reg  [17*BYTES-1:0] h_hthr;
+reg  [TW*BYTES-1:0] h_bthr;
+reg  [TW*BYTES-1:0] h_hthr;
 integer b;
 /* verilator lint_off UNUSEDSIGNAL */
-integer thr;   // bits [16:0] used: thresholds are at most 2 * 16 * 5
+integer thr;   // bits [TW-1:0] used: every threshold is below 2^TW
 /* verilator lint_on UNUSEDSIGNAL */
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
@@ -257,17 +306,17 @@ always @* begin
         h_xmask[b]   = (b < h_k);
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
-        h_bthr[17*b +: 17] = thr[16:0];
+        h_bthr[TW*b +: TW] = thr[TW-1:0];
         thr = h_fmt_c ? b * WPB_C : b * WPB;
-        h_hthr[17*b +: 17] = thr[16:0];
+        h_hthr[TW*b +: TW] = thr[TW-1:0];
     end
 end
-localparam [16:0] RTHR_A = 2 * LANE_ELEMS;
-localparam [16:0] RTHR_B = 2 * LANE_ELEMS_B;
-localparam [16:0] RTHR_C = 2 * LANE_ELEMS_C;
+localparam [TW-1:0] RTHR_A = 2 * LANE_ELEMS;
+localparam [TW-1:0] RTHR_B = 2 * LANE_ELEMS_B;
+localparam [TW-1:0] RTHR_C = 2 * LANE_ELEMS_C;
 // after a scale beat (grouped rows): the next code beat ends the row if rrem <= one beat
-localparam [16:0] R1THR_A = LANE_ELEMS;
-localparam [16:0] R1THR_C = LANE_ELEMS_C;
+localparam [TW-1:0] R1THR_A = LANE_ELEMS;
+localparam [TW-1:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
@@ -278,63 +327,91 @@ wire [4:0]  hdr_flags = chk_magic ? F_MAGIC
 reg  [DW-1:0] x_masked;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        x_masked[8*b +: 8] = xmask_q[b] ? s_axis_tdata[8*b +: 8] : 8'd0;
+        x_masked[8*b +: 8] = xmask_q[b] ? in_d[8*b +: 8] : 8'd0;
     end
 end
 
-wire x_wr = accept && st_x && !hdr_bad;
+// the x write of this beat, one LUT from the input register (kept: it is not merged into the
+// controller's other enables, whose fanout is large); each bank adds its one-hot select
+(* keep *) wire x_wr;
+assign x_wr = in_vx && st_x && !hdr_bad;
 wire [XA_W-1:0] rd_addr = raddr;
 
 genvar g;
 generate
 for (g = 0; g < WPB; g = g + 1) begin : g_bank
-    reg [DW-1:0] bank_q;
+    reg [DW-1:0] bank_q;            // stage 1: the read register
+    reg [DW-1:0] bank_q2;           // stage 2: the output register
     // this bank is written with the beat, or zeroed when it lies after the last x beat
     wire wr_this;
-    if (g == 0) begin : g_first
-        assign wr_this = x_wr && (xbank == 0);
-    end else begin : g_later
-        assign wr_this = x_wr && ((xbank == g) || (x_last_q && (xbank < g)));
-    end
+    assign wr_this = x_wr && (xoh[g] || (x_last_q && xlt[g]));
     if (X_BRAM) begin : g_bram
         (* ram_style = "block" *) reg [DW-1:0] bank [0:X_DEPTH-1];
         always @(posedge aclk) begin
             if (wr_this) begin
-                bank[xaddr] <= (xbank == g) ? x_masked : {DW{1'b0}};
+                bank[xaddr] <= xoh[g] ? x_masked : {DW{1'b0}};
             end
             bank_q <= bank[rd_addr];
+            bank_q2 <= bank_q;
         end
     end else begin : g_lutram
         (* ram_style = "distributed" *) reg [DW-1:0] bank [0:X_DEPTH-1];
         always @(posedge aclk) begin
             if (wr_this) begin
-                bank[xaddr] <= (xbank == g) ? x_masked : {DW{1'b0}};
+                bank[xaddr] <= xoh[g] ? x_masked : {DW{1'b0}};
             end
             bank_q <= bank[rd_addr];
+            bank_q2 <= bank_q;
         end
     end
-    assign lane_x[g*DW +: DW] = bank_q;
+    assign lane_x[g*DW +: DW] = bank_q2;
 end
 endgenerate
 
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
-reg  [BYTES-1:0] bmask_next;
-reg  [BYTES-1:0] bmask_here;     // mask of a code beat that follows a scale beat
 wire [31:0] xrem32 = {15'd0, xrem};
-wire [31:0] rrem32 = {15'd0, rrem};
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
-        if (MULTI) begin
-            bmask_next[b] = (rrem > bthr_q[17*b +: 17]);
-            bmask_here[b] = (rrem > hthr_q[17*b +: 17]);
-        end else begin
-            bmask_next[b] = (rrem32 > b * WPB + LANE_ELEMS);
-            bmask_here[b] = (rrem32 > b * WPB);
-        end
     end
 end
+// The row's compares take rrem's TW low bits and rrem_hi; each is a kept net of its own (one
+// short carry chain or a LUT). Three formats: against the frame's threshold registers (one
+// compare per byte); two: each format's constant, the result chosen by fmt_b (one LUT input);
+// one: constants. Measured on the yosys netlist, the other choices are deeper (docs/timing.md).
+wire [TW-1:0] rrem_lo = rrem[TW-1:0];
+wire [31:0] rrem_lo32 = {{(32 - TW){1'b0}}, rrem_lo};
+(* keep *) wire [BYTES-1:0] bmask_next;   // byte masks of the beat after this one
+(* keep *) wire [BYTES-1:0] bmask_here;   // mask of a code beat that follows a scale beat
+genvar gb;
+generate
+for (gb = 0; gb < BYTES; gb = gb + 1) begin : g_bm
+    if (HAS_C) begin : g_three
+        assign bmask_next[gb] = rrem_hi || (rrem_lo > bthr_q[TW*gb +: TW]);
+        assign bmask_here[gb] = rrem_hi || (rrem_lo > hthr_q[TW*gb +: TW]);
+    end else if (HAS_B) begin : g_two
+        assign bmask_next[gb] = rrem_hi || (fmt_b ? (rrem_lo32 > gb * WPB_B + LANE_ELEMS_B)
+                                                  : (rrem_lo32 > gb * WPB + LANE_ELEMS));
+        assign bmask_here[gb] = rrem_hi || (rrem_lo32 > gb * WPB);
+    end else begin : g_one
+        assign bmask_next[gb] = rrem_hi || (rrem_lo32 > gb * WPB + LANE_ELEMS);
+        assign bmask_here[gb] = rrem_hi || (rrem_lo32 > gb * WPB);
+    end
+end
+endgenerate
+// the row ends with the next beat: rrem <= the threshold
+(* keep *) wire row_end_1;
+(* keep *) wire row_end_n;
+assign row_end_1 = !rrem_hi && (HAS_C ? (rrem_lo <= r1thr_q) : (rrem_lo <= R1THR_A));
+assign row_end_n = !rrem_hi && (HAS_C ? (rrem_lo <= rthr_q)
+                               : (HAS_B && fmt_b) ? (rrem_lo <= RTHR_B) : (rrem_lo <= RTHR_A));
+// rrem_hi after a step: rrem - elems >= 2^TW, i.e. rrem >= 2^(TW+1) or rrem's low bits >= elems
+(* keep *) wire rrem_t2;
+(* keep *) wire [2:0] rrem_ge;
+assign rrem_t2 = |rrem[16:TW+1];
+assign rrem_ge = {rrem_lo32 >= LANE_ELEMS_C, rrem_lo32 >= LANE_ELEMS_B, rrem_lo32 >= LANE_ELEMS};
+wire hi_step = rrem_hi && (rrem_t2 || (fmt_c ? rrem_ge[2] : fmt_b ? rrem_ge[1] : rrem_ge[0]));
 
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
@@ -362,14 +439,14 @@ end
 
 always @(posedge aclk) begin
     // datapath registers (no reset)
-    lane_w      <= s_axis_tdata;
-    lane_bmask  <= bmask_q;
-    lane_first  <= row_first_q;
-    lane_last   <= row_last_q;
-    lane_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
-    lane_fmt_b  <= fmt_b;
-    lane_fmt_c  <= fmt_c;
-    lane_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
+    s1_w      <= in_d;
+    s1_bmask  <= bmask_q;
+    s1_first  <= row_first_q;
+    s1_last   <= row_last_q;
+    s1_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
+    s1_fmt_b  <= fmt_b;
+    s1_fmt_c  <= fmt_c;
+    s1_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
     e_in_x        <= st_x;
@@ -411,13 +488,13 @@ always @(posedge aclk) begin
             row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
             bmask_q    <= grp_f ? {BYTES{1'b0}} : (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
         end else if (st_row && scale_q) begin
-            row_last_q <= MULTI ? (rrem <= r1thr_q) : (rrem <= R1THR_A);
+            row_last_q <= row_end_1;
             bmask_q    <= bmask_here;
         end else if (st_row && grp_f && grp_end) begin
             row_last_q <= 1'b0;          // a scale beat comes next
             bmask_q    <= {BYTES{1'b0}};
         end else begin
-            row_last_q <= MULTI ? (rrem <= rthr_q) : (rrem <= RTHR_A);
+            row_last_q <= row_end_n;
             bmask_q    <= bmask_next;
         end
     end
@@ -427,20 +504,21 @@ always @(posedge aclk) begin
         st_x        <= 1'b0;
         st_row      <= 1'b0;
         hdr_cnt     <= 0;
-        lane_valid  <= 1'b0;
-        lane_eof    <= 1'b0;
+        s1_valid  <= 1'b0;
+        s1_eof    <= 1'b0;
         eof_d       <= 1'b0;
         tag_reg     <= 8'd0;
         chk_magic   <= 1'b0;
         chk_shape   <= 1'b0;
         chk_format  <= 1'b0;
         xrem        <= 0;
-        rrem        <= 0;
         rows_left   <= 0;
         last_row_q  <= 1'b0;
         row_first_q <= 1'b1;
         xaddr       <= 0;
         xbank       <= 0;
+        xoh         <= XOH0;
+        xlt         <= XLT0;
         raddr       <= 0;
         rsel        <= 1;
         fmt_b       <= 1'b0;
@@ -448,24 +526,26 @@ always @(posedge aclk) begin
         scale_q     <= 1'b0;
         gcnt        <= 3'd0;
     end else begin
-        lane_valid <= row_beat;
-        eof_d      <= accept && s_axis_tlast;
-        lane_eof   <= eof_d;
+        s1_valid <= row_beat;
+        eof_d      <= accept && in_l;
+        s1_eof   <= eof_d;
         // next state, written as flat sum-of-products: tlast always ends the frame
-        st_hdr <= (accept && s_axis_tlast) || (st_hdr && !(accept && hdr_done));
-        st_x   <= !(accept && s_axis_tlast)
+        st_hdr <= (accept && in_l) || (st_hdr && !(accept && hdr_done));
+        st_x   <= !(accept && in_l)
                   && ((st_hdr && accept && hdr_done) || (st_x && !(accept && (hdr_bad || x_last_q))));
-        st_row <= !(accept && s_axis_tlast)
+        st_row <= !(accept && in_l)
                   && ((st_x && accept && x_last_q && !hdr_bad)
                       || (st_row && !(accept && row_last_q && last_row_q)));
         if (accept && st_hdr) begin
             if (!hdr_done) begin
-                hdr_cnt <= s_axis_tlast ? 2'd0 : hdr_cnt + 1'b1;
+                hdr_cnt <= in_l ? 2'd0 : hdr_cnt + 1'b1;
             end else begin
                 hdr_cnt <= 0;
                 xrem    <= {1'b0, h_k};
                 xaddr   <= 0;
                 xbank   <= 0;
+                xoh     <= XOH0;
+                xlt     <= XLT0;
                 tag_reg <= hdr_word[63:56];
             end
         end
@@ -473,14 +553,17 @@ always @(posedge aclk) begin
             xrem <= xrem - BYTES;
             if (xbank == xwrap) begin
                 xbank <= 0;
+                xoh   <= XOH0;
+                xlt   <= XLT0;
                 xaddr <= xaddr + 1'b1;
             end else begin
                 xbank <= xbank + 1'b1;
+                xoh   <= xoh << 1;
+                xlt   <= xlt << 1;
             end
             raddr       <= 0;
             rsel        <= 1;
             row_first_q <= 1'b1;
-            rrem        <= {1'b0, k_reg};
             rows_left   <= n_reg - 1'b1;
             last_row_q  <= n_one;
             scale_q     <= grp_f;
@@ -491,7 +574,6 @@ always @(posedge aclk) begin
                 raddr       <= 0;
                 rsel        <= 1;
                 row_first_q <= 1'b1;
-                rrem        <= {1'b0, k_reg};
                 rows_left   <= rows_left - 1'b1;
                 last_row_q  <= (rows_left == 1);
                 scale_q     <= grp_f;
@@ -507,13 +589,47 @@ always @(posedge aclk) begin
                     rsel    <= (rsel << 1) | (rsel >> (NBANKS - 1));
                 end
                 row_first_q <= 1'b0;
-                rrem        <= rrem - elems;
                 if (grp_f) begin
                     scale_q <= grp_end;
                     gcnt    <= grp_end ? 3'd0 : gcnt + 1'b1;
                 end
             end
         end
+    end
+end
+
+// row elements still to cover: its two enables are one LUT each from the input register, kept
+// apart from the controller's other enables (their shared terms have large fanouts)
+(* keep *) wire rrem_load;          // a row starts with the next beat
+(* keep *) wire rrem_step;          // a code beat: its elements are covered
+assign rrem_load = in_vr && (st_x || (st_row && row_last_q));
+assign rrem_step = in_vr && st_row && !row_last_q && !scale_q;
+always @(posedge aclk) begin   // no reset: loaded by every x beat before a row reads it
+    if (rrem_load) begin
+        rrem    <= {1'b0, k_reg};
+        rrem_hi <= |k_reg[15:TW];
+    end else if (rrem_step) begin
+        rrem    <= rrem - elems;
+        rrem_hi <= hi_step;
+    end
+end
+
+// ---------------------------------------------------------------- stage 2
+always @(posedge aclk) begin
+    lane_w      <= s1_w;
+    lane_bmask  <= s1_bmask;
+    lane_first  <= s1_first;
+    lane_last   <= s1_last;
+    lane_status <= s1_status;
+    lane_fmt_b  <= s1_fmt_b;
+    lane_fmt_c  <= s1_fmt_c;
+    lane_xsel   <= s1_xsel;
+    if (!aresetn) begin
+        lane_valid <= 1'b0;
+        lane_eof   <= 1'b0;
+    end else begin
+        lane_valid <= s1_valid;
+        lane_eof   <= s1_eof;
     end
 end
 

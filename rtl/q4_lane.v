@@ -17,15 +17,20 @@
 // (Inf, NaN) in a block holding a weight of index < K counts as zero and raises `bad`.
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
-// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 13
-// cycles after stage 1:
-//   A  scale beat held; code beat: 16 products q*x (LUTs, shift-add), x registered
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 16
+// cycles after the lane's inputs (generators/designs/q4.py LANE_STAGES):
+//   A  scale beat held; code beat: 16 products q*x (LUTs, two shift-add levels), x registered
 //   B  sums of four          C  beat sums S_beat, X_beat
-//   D  block sums, fp16 decode          E  d*S and m*X (2 DSP48)
-//   F  shifted by the exponents         G  the two terms added
-//   H  row accumulator (ACC_W bits)     R1 sign, magnitude
-//   R2 per 8-bit chunk: nonzero, top bit R3 leading-one position
-//   R4 normalised                       R5 rounded, packed
+//   D  block sums, fp16 decode          E1 d*S and m*X (2 DSP48, M register)
+//   E2 the products in the P register   F  shifted by the exponents
+//   G  the two terms added              H  row accumulator (ACC_W bits)
+//   R1 sign, magnitude                  R2 per 8-bit chunk: nonzero, top bit
+//   R3 leading-one position and the normalising shift TOP - lead
+//   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits
+//   R6 rounded, packed
+// Timing (docs/timing.md): every stage is at most two adder levels or one wide shift; the
+// products leave their DSP48s from the P register; the control bits that drive a whole word
+// (first, valid) are flip-flops of their own, never the end of a shift-register LUT.
 
 `resetall
 `timescale 1ns / 1ps
@@ -85,20 +90,25 @@ reg  [31:0]       a_dm;
 reg  [16*14-1:0]  a_p;              // q*x, 16 fields
 reg  [16*10-1:0]  a_x;              // x, 16 fields
 
-// q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s)
-function [11:0] qmul(input [3:0] q, input [7:0] x);
-    reg [11:0] xe;
+// q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s), in two adder levels:
+// (q0 x + 2 q1 x) + 4 (q2 x + 2 q3 x); the two partial sums are kept apart so synthesis does
+// not fold the three additions into one deeper compressor
+function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits signed
+    reg [9:0] xe;
     begin
-        xe = {{4{x[7]}}, x};
-        qmul = (q[0] ? xe : 12'd0) + (q[1] ? {xe[10:0], 1'b0} : 12'd0)
-             + (q[2] ? {xe[9:0], 2'b0} : 12'd0) + (q[3] ? {xe[8:0], 3'b0} : 12'd0);
+        xe = {{2{x[7]}}, x};
+        qpair = (q[0] ? xe : 10'd0) + (q[1] ? {xe[8:0], 1'b0} : 10'd0);
     end
 endfunction
 
 genvar gi;
 generate
 for (gi = 0; gi < 16; gi = gi + 1) begin : g_prod
-    wire [11:0] p = qmul(in_w[4*gi +: 4], in_x[8*gi +: 8]);
+    (* keep *) wire [9:0] plo;
+    (* keep *) wire [9:0] phi;
+    assign plo = qpair(in_w[4*gi +: 2], in_x[8*gi +: 8]);
+    assign phi = qpair(in_w[4*gi + 2 +: 2], in_x[8*gi +: 8]);
+    wire [11:0] p = {{2{plo[9]}}, plo} + {phi, 2'b00};
     always @(posedge aclk) begin
         a_p[14*gi +: 14] <= {{2{p[11]}}, p};
         a_x[10*gi +: 10] <= {{2{in_x[8*gi+7]}}, in_x[8*gi +: 8]};
@@ -137,12 +147,17 @@ always @(posedge aclk) begin
     b_last <= a_last; b_dm <= a_dm;
 end
 
-reg               c_valid, c_end, c_second, c_first, c_last;
+reg               c_valid, c_end, c_first, c_last;
+(* shreg_extract = "no" *) reg c_second;   // selects two sums: a flip-flop, not an SRL's end
+(* keep *)
+always @(posedge aclk) begin
+    c_second <= b_second;
+end
 reg  [31:0]       c_dm;
 reg  signed [15:0] c_s;
 reg  signed [11:0] c_x;
 always @(posedge aclk) begin
-    c_valid <= b_valid; c_end <= b_end; c_second <= b_second; c_first <= b_first;
+    c_valid <= b_valid; c_end <= b_end; c_first <= b_first;
     c_last <= b_last; c_dm <= b_dm;
     c_s <= b_p[15:0] + b_p[31:16] + b_p[47:32] + b_p[63:48];
     c_x <= b_x[11:0] + b_x[23:12] + b_x[35:24] + b_x[47:36];
@@ -184,22 +199,39 @@ always @(posedge aclk) begin
     d_m <= f16dec(c_dm[31:16]);
 end
 
-// ---------------------------------------------------------------- E: the two multiplies
+// ---------------------------------------------------------------- E1, E2: the two multiplies
+// the product registered twice: in the DSP48's M register (E1) and its P register (E2), so the
+// F shift starts 0.43 ns after the clock, not 2.3 ns (docs/timing.md)
+reg               e1_valid, e1_first, e1_last, e1_bad;
+reg  [4:0]        e1_shd, e1_shm;
+(* use_dsp = "yes" *) reg signed [27:0] e1_pd;
+(* use_dsp = "yes" *) reg signed [23:0] e1_pm;
+wire signed [11:0] sig_d = d_d[11:0];
+wire signed [11:0] sig_m = d_m[11:0];
+always @(posedge aclk) begin
+    e1_valid <= d_valid;
+    e1_first <= d_first;
+    e1_last  <= d_last;
+    e1_bad   <= d_valid && (d_d[17] || d_m[17]);
+    e1_shd   <= d_d[16:12];
+    e1_shm   <= d_m[16:12];
+    e1_pd    <= sig_d * d_s;
+    e1_pm    <= sig_m * d_x;
+end
+
 reg               e_valid, e_first, e_last, e_bad;
 reg  [4:0]        e_shd, e_shm;
 (* use_dsp = "yes" *) reg signed [27:0] e_pd;
 (* use_dsp = "yes" *) reg signed [23:0] e_pm;
-wire signed [11:0] sig_d = d_d[11:0];
-wire signed [11:0] sig_m = d_m[11:0];
 always @(posedge aclk) begin
-    e_valid <= d_valid;
-    e_first <= d_first;
-    e_last  <= d_last;
-    e_bad   <= d_valid && (d_d[17] || d_m[17]);
-    e_shd   <= d_d[16:12];
-    e_shm   <= d_m[16:12];
-    e_pd    <= sig_d * d_s;
-    e_pm    <= sig_m * d_x;
+    e_valid <= e1_valid;
+    e_first <= e1_first;
+    e_last  <= e1_last;
+    e_bad   <= e1_bad;
+    e_shd   <= e1_shd;
+    e_shm   <= e1_shm;
+    e_pd    <= e1_pd;
+    e_pm    <= e1_pm;
 end
 
 // ---------------------------------------------------------------- F, G: shifted, added
@@ -212,10 +244,19 @@ always @(posedge aclk) begin
     f_tm <= {{29{e_pm[23]}}, e_pm} <<< e_shm;
 end
 
-reg               g_valid, g_first, g_last, g_bad;
+// g_valid and g_first drive the whole accumulator: flip-flops of their own, not the end of a
+// shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
+(* shreg_extract = "no" *) reg g_valid, g_first, g_first_hi;   // g_first_hi: a copy for the
+reg               g_last, g_bad;                                  // upper half of the sum
 reg  signed [57:0] g_t;
+(* keep *)
 always @(posedge aclk) begin
-    g_valid <= f_valid; g_first <= f_first; g_last <= f_last; g_bad <= f_bad;
+    g_valid    <= f_valid;
+    g_first    <= f_first;
+    g_first_hi <= f_first;
+end
+always @(posedge aclk) begin
+    g_last <= f_last; g_bad <= f_bad;
     g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
 end
 
@@ -223,7 +264,10 @@ end
 reg  signed [PW-1:0] acc;
 reg               h_row, h_bad;
 reg  signed [PW-1:0] h_sum;
-wire signed [PW-1:0] acc_next = (g_first ? {PW{1'b0}} : acc) + {{(PW-58){g_t[57]}}, g_t};
+localparam PLO = PW / 2;            // the low half's bits (its own copy of g_first)
+wire signed [PW-1:0] acc_in = {g_first_hi ? {(PW-PLO){1'b0}} : acc[PW-1:PLO],
+                               g_first ? {PLO{1'b0}} : acc[PLO-1:0]};
+wire signed [PW-1:0] acc_next = acc_in + {{(PW-58){g_t[57]}}, g_t};
 always @(posedge aclk) begin
     if (g_valid) acc <= acc_next;
     h_row <= g_valid && g_last;
@@ -274,44 +318,72 @@ always @* begin
     end
 end
 
+// R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
+// barrel shift does not start behind a subtraction)
+localparam [LZW-1:0] TOP = PW - 1;
 reg               r3_row, r3_bad, r3_neg, r3_zero;
 reg  [PW-1:0]     r3_mag;
 reg  [LZW-1:0]    r3_lead;
+reg  [LZW-1:0]    r3_sh;
 always @(posedge aclk) begin
     r3_row <= r2_row; r3_bad <= r2_bad; r3_neg <= r2_neg; r3_zero <= r2_zero;
     r3_mag  <= r2_mag;
     r3_lead <= lead;
+    r3_sh   <= TOP - lead;
 end
 
-// normalised: the leading one at bit PW-1
-localparam [LZW-1:0] TOP = PW - 1;
+// R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT
+// level each, kept apart (synthesis would otherwise build 2-way steps), two steps per stage
+(* keep *) wire [PW-1:0] r4_s1;
+(* keep *) wire [PW-1:0] r4_s3;
+assign r4_s1 = r3_mag << r3_sh[1:0];
+reg               r4a_row, r4a_bad, r4a_neg, r4a_zero;
+reg  [PW-1:0]     r4a_mag;
+reg  [LZW-1:0]    r4a_lead;
+reg  [2:0]        r4a_sh;
+always @(posedge aclk) begin
+    r4a_row <= r3_row; r4a_bad <= r3_bad; r4a_neg <= r3_neg; r4a_zero <= r3_zero;
+    r4a_mag  <= r4_s1 << {r3_sh[3:2], 2'd0};
+    r4a_lead <= r3_lead;
+    r4a_sh   <= r3_sh[6:4];
+end
+assign r4_s3 = r4a_mag << {r4a_sh[1:0], 4'd0};
 reg               r4_row, r4_bad, r4_neg, r4_zero;
 reg  [PW-1:0]     r4_norm;
 reg  [LZW-1:0]    r4_lead;
 always @(posedge aclk) begin
-    r4_row <= r3_row; r4_bad <= r3_bad; r4_neg <= r3_neg; r4_zero <= r3_zero;
-    r4_norm <= r3_mag << (TOP - r3_lead);
-    r4_lead <= r3_lead;
+    r4_row <= r4a_row; r4_bad <= r4a_bad; r4_neg <= r4a_neg; r4_zero <= r4a_zero;
+    r4_norm <= r4_s3 << {r4a_sh[2], 6'd0};
+    r4_lead <= r4a_lead;
 end
 
-// round to nearest even at 24 significant bits; exponent field = lead - 24 + 127
-wire [23:0]       mant   = r4_norm[PW-1 -: 24];
-wire              guard  = r4_norm[PW-25];
-wire              sticky = |r4_norm[PW-26:0];
-wire [24:0]       mant_r = {1'b0, mant} + {24'd0, guard && (sticky || mant[0])};
-wire [7:0]        expo   = {1'b0, r4_lead} + 8'd103 + {7'd0, mant_r[24]};
-wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
-reg  [31:0]       r5_word;
-reg               r5_row, r5_bad;
+// R5: the 24 significant bits, the guard bit and the sticky bit (the OR of the rest)
+reg               r5_row, r5_bad, r5_neg, r5_zero;
+reg  [23:0]       r5_mant;
+reg               r5_guard, r5_sticky;
+reg  [LZW-1:0]    r5_lead;
 always @(posedge aclk) begin
-    r5_row  <= r4_row;
-    r5_bad  <= r4_bad;
-    r5_word <= r4_zero ? 32'd0 : {r4_neg, expo, frac};
+    r5_row <= r4_row; r5_bad <= r4_bad; r5_neg <= r4_neg; r5_zero <= r4_zero;
+    r5_mant   <= r4_norm[PW-1 -: 24];
+    r5_guard  <= r4_norm[PW-25];
+    r5_sticky <= |r4_norm[PW-26:0];
+    r5_lead   <= r4_lead;
 end
 
-assign psum = r5_row ? r5_word : 32'd0;
+// R6: rounded to nearest even at 24 significant bits; exponent field = lead - 24 + 127
+wire [24:0]       mant_r = {1'b0, r5_mant} + {24'd0, r5_guard && (r5_sticky || r5_mant[0])};
+wire [7:0]        expo   = {1'b0, r5_lead} + 8'd103 + {7'd0, mant_r[24]};
+wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
+reg  [31:0]       r6_word;          // the row's word in its last beat's slot, else zero
+reg               r6_bad;
+always @(posedge aclk) begin
+    r6_bad  <= r5_bad;
+    r6_word <= (r5_zero || !r5_row) ? 32'd0 : {r5_neg, expo, frac};
+end
+
+assign psum = r6_word;
 assign ci   = 1'b0;
-assign bad  = r5_bad;
+assign bad  = r6_bad;
 
 endmodule
 

@@ -37,9 +37,22 @@ def test_render_manifest_and_stamp(design, tmp_path):
             assert f"Latency: {man['latency']} cycles" in text
 
 
-def test_int8_latency_is_pipeline():
+def test_int8_latency_is_pipeline_plus_the_controller_stages():
+    # `pipeline` counts the x read, multiply, tree registers and accumulate; the controller's
+    # input register and the x banks' output register come on top (docs/timing.md)
+    from generators.designs.mv_common import CTRL_STAGES
+    assert CTRL_STAGES == 3
     for p in range(3, 7):
-        assert generators.build("int8-engine", {"pipeline": p}).latency() == p
+        assert generators.build("int8-engine", {"pipeline": p}).latency() == p + 2
+
+
+def test_dsp_spread_registers_put_the_first_register_after_level_one():
+    from generators.adder_tree import dsp_spread_registers, spread_registers
+    assert dsp_spread_registers(3, 2) == {1, 3}
+    assert dsp_spread_registers(3, 3) == {1, 2, 3}
+    assert dsp_spread_registers(4, 2) == {1, 4}
+    assert dsp_spread_registers(3, 1) == spread_registers(3, 1) == {3}
+    assert dsp_spread_registers(3, 0) == set()
 
 
 @pytest.mark.parametrize("design,params,needle", [

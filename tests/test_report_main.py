@@ -3,6 +3,7 @@ no simulator."""
 import pytest
 
 from generators.report import __main__ as rep
+from generators.report import resources
 from generators.report.decoder_model import ATTN_FIXED_LATENCY_PLACEHOLDER, format_table
 
 
@@ -110,35 +111,65 @@ def test_figure_inputs():
     assert [d["name"] for d in de][-1] == "yosys ternary-engine" and len(de) == 3
 
 
-def test_top_rows_whole_overlay_against_the_7020():
-    res = [_synth("overlay", LUT=20000, FF=15000, DSP48E1=70, BRAM=30.0),
-           _synth("mv-engine", LUT=3000, FF=2000, DSP48E1=8, BRAM=3.0),
-           _synth("attention-engine", {"macs": 48}, "sweep", LUT=8000, FF=6000, DSP48E1=52,
-                  BRAM=20.0)]
-    assert rep.top_rows(res[1:]) == []          # no overlay synthesised: no table
-    rows = {r["part"].split(" (")[0]: r for r in rep.top_rows(res)}
-    glue = rows["glue: slices, routers, joiner, merger"]
-    assert (glue["LUT"], glue["FF"], glue["DSP48E1"], glue["BRAM"]) == (6000, 5000, 2, 4.0)
-    total = rows["total PL"]
-    assert total["LUT"] == 20000 + 2 * 2050 + 3 * 2130 and total["DSP48E1"] == 70
-    assert rows["share of the 7020"]["DSP48E1"] == f"{100 * 70 / 220:.1f} %"
-    assert all("published" in r["source"] for p, r in rows.items() if p.startswith("AXI"))
-    text = format_table(rep.top_rows(res), rep.TOP_COLUMNS, {}, {"BRAM": rep._top_bram_fmt})
-    assert "53200" in text.replace(",", "") and "published" in text
+def _vsynth(design, params=None, kind="default", lut=1000, lutram=0, srl=0, ff=500, dsp=0,
+            bram=0.5, **kw):
+    return _synth(design, params, kind, LUT=lut, LUTRAM_luts=lutram, SRL=srl,
+                  LUT_slice=lut + lutram + srl, FF=ff, DSP48E1=dsp, BRAM=bram, **kw)
 
 
-def test_top_rows_use_the_q4_matrix_engine_when_the_overlay_has_it():
-    res = [_synth("overlay", LUT=24000, FF=17000, DSP48E1=74, BRAM=30.0,
-                  all_params={"q4": True}),
-           _synth("overlay", {"q4": False}, "sweep", LUT=20000),
-           _synth("mv-engine", LUT=3000, FF=2000, DSP48E1=8, BRAM=3.0),
-           _synth("mv-engine", {"q4": True}, "sweep", LUT=5000, FF=3000, DSP48E1=10, BRAM=3.0),
-           _synth("attention-engine", {"macs": 48}, "sweep", LUT=8000, FF=6000, DSP48E1=52,
-                  BRAM=20.0)]
-    rows = {r["part"].split(" (")[0]: r for r in rep.top_rows(res)}
-    m = rows["matrix engine"]
-    assert "Q4_1" in m["part"] and m["LUT"] == 10000 and m["DSP48E1"] == 20
-    assert rows["glue: slices, routers, joiner, merger"]["LUT"] == 24000 - 10000 - 8000
+def test_vivado_rows_split_the_top_and_count_the_7020():
+    res = [_vsynth("overlay", lut=20000, lutram=3000, srl=400, ff=15000, dsp=117, bram=21.0,
+                   all_params={"q4": True}),
+           _vsynth("overlay", {"q4": False}, "sweep", lut=15000),
+           _vsynth("mv-engine", lut=2500),
+           _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000, lutram=100, srl=50, ff=3000,
+                   dsp=16, bram=1.5),
+           _vsynth("attention-engine", {"macs": 48}, "sweep", lut=9000, lutram=2600, srl=200,
+                   ff=7000, dsp=85, bram=17.0),
+           _vsynth("probe", lut=50, ff=60, bram=0)]
+    assert [r["name"] for r in res_rows(res[2:])] == ["probe", "mv-engine", "mv-engine-q4",
+                                                       "attention-engine"]  # no top: engines only
+    timing = {"replicated": [["a", 1000, 100], ["b", 150, 100], ["c", 50, 100]]}
+    assert resources.replica_ffs(timing) == 9 + 1 + 0
+    rows = {r["name"]: r for r in resources.vivado_rows(res, timing)}
+    m, a, g, t = rows["top-matrix"], rows["top-attention"], rows["top-glue"], rows["top"]
+    assert (m["lut_logic"], m["lutram"], m["srl"], m["lut"], m["dsp"]) == (8000, 200, 100, 8300, 32)
+    assert (a["lut"], a["ff"], a["bram"]) == (11800, 7000, 17.0)
+    # glue = top - 2 matrix engines - attention, column by column
+    assert (g["lut_logic"], g["lutram"], g["srl"], g["lut"], g["ff"], g["dsp"], g["bram"]) == \
+        (20000 - 8000 - 9000, 3000 - 200 - 2600, 400 - 100 - 200, 23400 - 8300 - 11800,
+         15000 - 6000 - 7000, 117 - 32 - 85, 21.0 - 3.0 - 17.0)
+    assert t["lut"] == 23400 and rows["replicas"]["ff"] == 10
+    infra_lut = sum(i["count"] * i["LUT"] for i in resources.INFRA)
+    total = rows["total"]
+    assert total["lut"] == 23400 + infra_lut and total["ff"] == 15010 and total["dsp"] == 117
+    share = rows["share"]
+    assert share["lut"] == round(100 * (23400 + infra_lut) / 53200, 1)
+    assert share["lutram"] == round(100 * 3400 / 17400, 1)      # RAM + SRL of the SLICEM LUTs
+    assert share["dsp"] == round(100 * 117 / 220, 1) and share["bram"] == 15.0
+    assert all(i["source"] for i in resources.INFRA)
+    figs = {f["key"]: f for f in resources.figures(list(rows.values()))}
+    assert figs["report.top.lut"]["value"] == 23400 and figs["report.top.lut_mem"]["value"] == 3400
+    assert figs["report.probe.lut"]["label"] == "synthesised (yosys)"
+    assert figs["report.share.dsp"]["label"] == "modelled"
+    assert figs["report.q4-lane.lut"]["value"] == 4150 - 2500      # mv-engine q4=true - mv-engine
+    assert figs["report.q4-lane.dsp"]["value"] == 16 - 0
+    text = format_table(list(rows.values()), resources.COLUMNS, resources.HEADERS,
+                        {k: resources.fmt for k in resources.COLUMNS[1:-1]})
+    assert "53,200" in text and "published" in text and "LUT as memory: SRL" in text
+
+
+def res_rows(results):
+    return resources.vivado_rows(results)
+
+
+def test_vivado_rows_take_the_matrix_engine_the_top_carries():
+    res = [_vsynth("overlay", lut=20000, all_params={"q4": False}),
+           _vsynth("mv-engine", lut=2500), _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000),
+           _vsynth("attention-engine", {"macs": 48}, "sweep", lut=9000)]
+    rows = {r["name"]: r for r in resources.vivado_rows(res)}
+    assert rows["top-matrix"]["lut"] == 5000 and "replicas" not in rows
     cfgs = rep.silicon_configs(["overlay", "mv-engine", "attention-engine"])
     labels = [rep._label(c) for c in cfgs]
     assert "overlay q4=false" in labels and "mv-engine q4=true" in labels
+

@@ -15,7 +15,14 @@ from ..contract import ATTENTION_MAGIC
 
 BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
 MAGIC = ATTENTION_MAGIC
-K_TREE_EVERY = 2         # the K adder tree is registered every 2 levels and at its output
+K_TREE_EVERY = 2         # the K adder tree: registered after level 1, then every 2 levels and at its output
+
+
+def k_tree_registers(depth: int):
+    """The K tree's registered levels: after level 1 (the q*k products leave their DSP48s
+    summed in pairs, in the second one's P register: docs/timing.md), then every
+    K_TREE_EVERY levels and at the output."""
+    return {1} | {1 + lv for lv in cadence_registers(depth - 1, K_TREE_EVERY)}
 
 
 def _clog2(n: int) -> int:
@@ -42,7 +49,8 @@ class AttentionTiming:
     - V pass: the V beats wait `v_delay` cycles so the last head's weight is there when the
       row's first beat reaches the p*v products.
     - drain: the finisher takes a frame `fin_wait` cycles after the FSM saw its tlast (A and S
-      final: product, read-modify-write, |acc| tree, A).
+      final: product operands registered, product (M register), accumulate (P register),
+      order key, |acc| tree, A).
     - finisher: room check, NY result words issued one per clock through the `y_latency`
       divider pipeline while the Z dividers run `z_bits` steps, G scale words, status word.
     """
@@ -56,7 +64,9 @@ class AttentionTiming:
     in_reg: int = 1         # input register in front of the FSM
     score_read: int = 2     # score BRAM: read register + output register
     w_stages: int = 6       # weight unit: e, e*MULT+rnd, shift, ROM read, ROM out reg, p reg
-    drain_base: int = 3     # after the V delay: product, accumulate (sum registered), A
+    drain_base: int = 5     # after the V delay: p*v operands registered (the DSP48's A and B
+                            # registers), product (M register), accumulate (P register),
+                            # order key registered, A
     y_latency: int = 12     # result path: acc read reg, divider input reg, 8 quotient
                             # stages, rounding-bit register, result register
     pending: int = 2        # drain delay line output -> pending register -> finisher take
@@ -230,12 +240,11 @@ class AttentionEngine(Design):
     # ------------------------------------------------------------------ latency
     def k_tree(self, g: int = 0) -> Tree:
         """The per-head K-pass adder tree over the beat's INT8 products q*k (leaves
-        kp<g>_<j>, range [-128*127, 128*128]), registered every K_TREE_EVERY levels and at
-        its output."""
+        kp<g>_<j>, range [-128*127, 128*128]), registered at k_tree_registers: after level 1,
+        every K_TREE_EVERY levels after it and at its output."""
         bb = self.bb
         leaves = [(f"kp{g}_{j}", -128 * 127, 128 * 128) for j in range(bb)]
-        return build_tree(leaves, cadence_registers(tree_depth(bb), K_TREE_EVERY),
-                          prefix=f"kt{g}_")
+        return build_tree(leaves, k_tree_registers(tree_depth(bb)), prefix=f"kt{g}_")
 
     def k_tree_reg_levels(self) -> int:
         """The K tree's registered levels as the bit mask rtl/attention_core.v takes (bit l-1:

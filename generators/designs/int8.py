@@ -1,7 +1,7 @@
 """`int8-engine`: the write-up's Stage 3 INT8 matrix-vector engine on DSP48s."""
 from __future__ import annotations
 
-from ..adder_tree import build_tree, spread_registers, tree_depth
+from ..adder_tree import build_tree, dsp_spread_registers, tree_depth
 from ..core import Param, ParameterError, register
 from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 
@@ -21,8 +21,9 @@ class Int8Engine(MVEngine):
         P_MAX_K,
         P_BYTES,
         Param("pipeline", int, 5,
-              "pipeline depth in cycles: x read + multiply + adder-tree registers + accumulate; "
-              "legal 3 .. 3 + log2(bytes)", min=3, max=7),
+              "pipeline depth in cycles: x read + multiply + adder-tree registers + accumulate "
+              "(the latency is 2 more: the controller's input register and the x banks' output "
+              "register); legal 3 .. 3 + log2(bytes)", min=3, max=7),
         P_FIFO,
         P_XSTORE,
     )
@@ -40,7 +41,7 @@ class Int8Engine(MVEngine):
         super().check()
 
     def lane_tree(self):
-        regs = spread_registers(self.tree_levels(), self.p["pipeline"] - 3)
+        regs = dsp_spread_registers(self.tree_levels(), self.p["pipeline"] - 3)
         leaves = [(f"p{i}", PROD_LO, PROD_HI) for i in range(self.p["bytes"])]
         return build_tree(leaves, regs)
 

@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Tuple
 
 import jinja2
 
-from ..adder_tree import build_tree, sext, spread_registers, tree_depth
+from ..adder_tree import build_tree, dsp_spread_registers, sext, tree_depth
 from ..core import TEMPLATE_DIR, Param, ParameterError, register
 from .int8 import PROD_LO, PROD_HI
-from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
-from .ternary import TREE_MODULE, ternary_tree, trit_decode_table
+from .mv_common import CTRL_STAGES, P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
+from .ternary import DECODE_BRAM_STAGES, TREE_MODULE, ternary_tree, trit_decode_table
 from ..contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY
 
 FORMATS = (FORMAT_INT8, FORMAT_TERNARY)   # INT8 rows, ternary rows
@@ -40,7 +40,8 @@ class MVDualEngine(MVEngine):
               "adder-tree registers + accumulate; legal 3 .. 3 + log2(bytes)", min=3, max=7),
         Param("reg_every", int, 2, "ternary tree: adder levels between register stages",
               min=1, max=8),
-        Param("decode_bram", bool, True, "ternary trit decode table in BRAM (one cycle) "
+        Param("decode_bram", bool, True, "ternary trit decode table in BRAM (two cycles: read and output "
+              "registers) "
               "instead of LUTs"),
         P_FIFO,
         P_XSTORE,
@@ -51,7 +52,7 @@ class MVDualEngine(MVEngine):
     # ---------------------------------------------------------------- the two lanes
     def int8_tree(self):
         levels = tree_depth(self.p["bytes"])
-        regs = spread_registers(levels, self.p["pipeline"] - 3)
+        regs = dsp_spread_registers(levels, self.p["pipeline"] - 3)
         leaves = [(f"p{i}", PROD_LO, PROD_HI) for i in range(self.p["bytes"])]
         return build_tree(leaves, regs)
 
@@ -62,7 +63,7 @@ class MVDualEngine(MVEngine):
         return 1 + self.int8_tree().registers
 
     def ternary_lane_latency(self) -> int:
-        return (1 if self.p["decode_bram"] else 0) + self.ternary_tree().registers
+        return (DECODE_BRAM_STAGES if self.p["decode_bram"] else 0) + self.ternary_tree().registers
 
     def paths(self) -> Dict[str, int]:
         """Cycles from the controller's stage 1 to each lane's partial sum: the INT8 path has
@@ -119,7 +120,7 @@ class MVDualEngine(MVEngine):
             psum8_w=t8.out.width, psumt_w=tt.out.width,
             delay8=max(p.values()) - p["int8"], delayt=max(p.values()) - p["ternary"],
             int8_module="int8_lane", ternary_module="ternary_lane",
-            format_b=0x08, sext=sext, q4=self.p["q4"],
+            format_b=0x08, sext=sext, q4=self.p["q4"], paths=p, ctrl_stages=CTRL_STAGES,
         )
         if self.p["q4"]:
             from .q4 import q4_acc_width

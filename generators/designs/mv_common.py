@@ -8,6 +8,10 @@ from ..core import Design, Param, ParameterError
 #: The rtl/ files every matrix-vector engine compiles, in order.
 MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
 
+#: register stages of the shared controller in front of the lane (rtl/mv_stream_ctrl.v): the
+#: input register, the x read, the x bank's output register (docs/timing.md)
+CTRL_STAGES = 3
+
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
 P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
@@ -35,13 +39,16 @@ class MVEngine(Design):
 
     # -- shared -------------------------------------------------------------------------------
     def latency(self) -> int:
-        # x read (1) + lane + accumulate and FIFO write (1)
-        return 1 + self.lane_latency() + 1
+        # input register, x read, x output register (CTRL_STAGES) + lane + accumulate and
+        # FIFO write (1)
+        return CTRL_STAGES + self.lane_latency() + 1
 
     def fifo_margin(self) -> int:
-        # every beat that can be in the pipeline when room falls, plus the eof token,
-        # plus one cycle for the registered room flag
-        return self.latency() + 3
+        # every beat that can be in the pipeline when room falls, plus the eof token, plus
+        # one cycle for the registered room flag (latency + 3), plus 2: then the bound the
+        # proof uses holds stage by stage (at most two writes in the input register, one per
+        # other stage: formal/props/matrix_engine.svh, docs/formal.md)
+        return self.latency() + 5
 
     def check(self) -> None:
         if self.fifo_margin() + 2 > self.p["fifo_depth"]:
@@ -65,6 +72,7 @@ class MVEngine(Design):
             "format_code": self.format_code,
             "lane_module": self.lane_module,
             "lane_latency": self.lane_latency(),
+            "ctrl_stages": CTRL_STAGES,
             "lane_doc": self.lane_doc(),
             "tree": tree,
             "psum_w": tree.out.width,

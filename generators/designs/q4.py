@@ -3,7 +3,7 @@
 
 The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
 every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
-The lane's pipeline is fixed (13 stages); the generator computes the row accumulator's width
+The lane's pipeline is fixed (16 stages); the generator computes the row accumulator's width
 from max_k and the latency once, here.
 """
 from __future__ import annotations
@@ -11,16 +11,19 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ..core import ParameterError, register
-from .mv_common import P_FIFO, P_MAX_K, P_XSTORE, MV_RTL, MVEngine
+from .mv_common import CTRL_STAGES, P_FIFO, P_MAX_K, P_XSTORE, MV_RTL, MVEngine
 from ..contract import FORMAT_Q4
 
 BLOCK = 32                  # weights per Q4_1 block
 GROUP = 64                  # weights per scale beat (two blocks)
-#: lane stages: products, sums of 4, beat sums, block sums and fp16 decode, multiplies,
-#: shifts, term sum, row accumulator, sign/magnitude, leading one (2), normalise, round
+#: lane stages (rtl/q4_lane.v): products, sums of 4, beat sums, block sums and fp16 decode,
+#: multiplies (M and P registers), shifts, term sum, row accumulator, sign/magnitude, leading
+#: one (2), normalise, mantissa/guard/sticky, round
 LANE_STAGES = ("A products", "B sums of 4", "C beat sums", "D block sums, fp16 decode",
-               "E d*S, m*X", "F shifts", "G term sum", "H accumulate",
-               "R1 magnitude", "R2 chunk flags", "R3 leading one", "R4 normalise", "R5 round")
+               "E1 d*S, m*X (M register)", "E2 P register", "F shifts", "G term sum",
+               "H accumulate", "R1 magnitude", "R2 chunk flags", "R3 leading one, shift",
+               "R4a normalise (shift by 0..15)", "R4b normalise (by 16s)",
+               "R5 mantissa, guard, sticky", "R6 round")
 SIG_MAX = 2047              # largest fp16 significand
 SH_MAX = 29                 # largest fp16 exponent shift (value = sig * 2^(sh - 24))
 
@@ -64,6 +67,7 @@ class Q4Engine(MVEngine):
         return {
             "top": self.top, "summary": self.summary, "format_code": self.format_code,
             "lane_latency": self.lane_latency(), "lane_doc": self.lane_doc(),
+            "ctrl_stages": CTRL_STAGES,
             "acc_w": self.acc_w(),
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.fifo_margin(), "x_bram": int(self.x_bram()),

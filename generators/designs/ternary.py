@@ -10,6 +10,11 @@ from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
 TREE_MODULE = "ternary_tree"
 
 
+#: register stages of the trit decode table in BRAM: its read register and its output register
+#: (DOA_REG: the term select sees the RAMB18's registered output; docs/timing.md)
+DECODE_BRAM_STAGES = 2
+
+
 def ternary_tree(terms: int, x_width: int, reg_every: int) -> Tree:
     """Term select + adder tree: `terms` signed x of `x_width` bits, each passed, zeroed or
     one's-complemented; the +1 of every negation rides on an adder's carry-in."""
@@ -90,7 +95,8 @@ class TernaryEngine(MVEngine):
         P_BYTES,
         Param("reg_every", int, 2, "adder levels between register stages (the tree output is "
               "always registered)", min=1, max=8),
-        Param("decode_bram", bool, True, "hold the trit decode table in BRAM (one more cycle, "
+        Param("decode_bram", bool, True, "hold the trit decode table in BRAM (two more cycles: read and "
+              "output registers, "
               "2 RAMB18 per 8 bytes) instead of LUTs (about 55 LUT per byte)"),
         P_FIFO,
         P_XSTORE,
@@ -104,11 +110,11 @@ class TernaryEngine(MVEngine):
         return ternary_tree(self.terms, 8, self.p["reg_every"])
 
     def lane_latency(self) -> int:
-        return (1 if self.p["decode_bram"] else 0) + self.lane_tree().registers
+        return (DECODE_BRAM_STAGES if self.p["decode_bram"] else 0) + self.lane_tree().registers
 
     def lane_doc(self) -> str:
         t = self.lane_tree()
-        return (f"trit decode ({'BRAM, 1 cycle' if self.p['decode_bram'] else 'LUT'}), "
+        return (f"trit decode ({f'BRAM, {DECODE_BRAM_STAGES} cycles' if self.p['decode_bram'] else 'LUT'}), "
                 f"{self.terms}-term tree, {t.registers} register stage(s)")
 
     def context(self) -> Dict[str, Any]:

@@ -2,8 +2,11 @@
 
     python -m generators.report [--no-synth] [--no-sim] [--jobs N] [--beats N] [--out DIR]
 
-Writes DIR/report.md (default build/report/), figure1.png, figure5.png, figure6.png and
-prints the three tables.  Synthesis results are cached in DIR/synth/<hash>.json, keyed by
+Writes DIR/report.md (default build/report/), figure1.png, figure5.png, figure6.png,
+prints the tables and records the resources (generators.report.resources: engines and the PL
+top as Vivado counts LUTs, the infrastructure, the XC7Z020's utilisation) in
+docs/results/report.json.  Section 1c repeats `make timing`'s summary (generators.report.timing)
+on the same cached netlists.  Synthesis results are cached in DIR/synth/<hash>.json, keyed by
 the generated sources' text, the top module and the text of generators/report/yosys.py, so
 a rerun with unchanged generators does not run yosys again.
 
@@ -13,7 +16,6 @@ The table-assembly functions (``silicon_rows``, ``speed_rows``, ``frame_rows``,
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -21,6 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
+
+from ..results import record
+from . import resources, timing
+from .synth_cache import _label, fmt_params, log, synth_config, synth_key  # noqa: F401
+from generators.cosim import BENCHES
+from generators.designs import PYNQ_Z1
 
 from .decoder_model import (
     ATTN_FIXED_LATENCY_PLACEHOLDER,
@@ -55,44 +63,18 @@ WRITEUP_SILICON = [
 #: the design goal for one 40-term ternary lane
 LANE_GOAL_LUT = 600
 
-#: the Zynq-7020's programmable logic (DS190): LUT, FF, DSP48E1, RAMB36
-XC7Z020 = {"LUT": 53200, "FF": 106400, "DSP48E1": 220, "BRAM": 140}
-#: the block design's infrastructure around pynq_overlay (vivado/build.tcl), with published
-#: per-instance LUT figures: Vivado utilisation reported by bitnet-kv260 (Zynq UltraScale+),
-#: quoted in DESIGN.md section 7; the SmartConnect figure stands in for each axi_interconnect
-INFRA_PUBLISHED = [
-    {"part": "AXI DMA, simple mode (dma_0, dma_1)", "count": 2, "LUT": 2050,
-     "source": "published: bitnet-kv260 Vivado figure (DESIGN.md 7)"},
-    {"part": "AXI interconnect (ctrl_ic, hp0_ic, hp1_ic)", "count": 3, "LUT": 2130,
-     "source": "published: bitnet-kv260 SmartConnect figure (DESIGN.md 7), as a stand-in"},
-]
-
-#: cocotb module per design (sim/summary.py has the same list)
-SIM_MODULES = {
-    "probe": "sim.probe.test_probe",
-    "int8-engine": "sim.mv_engine.test_mv_engine",
-    "ternary-engine": "sim.mv_engine.test_mv_engine",
-    "q4-engine": "sim.q4_engine.test_q4_engine",
-    "attention-engine": "sim.attention.test_attention",
-}
+#: the designs whose speed the report simulates, and their cocotb bench
+SIM_MODULES = {d: BENCHES[d] for d in ("probe", "int8-engine", "ternary-engine", "q4-engine",
+                                       "attention-engine")}
 #: weights per byte of each design's weight stream (None: no weights: the probe computes
 #: nothing, the attention engine streams q and the KV cache; Q4_1: 64 weights in 40 bytes)
 WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5, "q4-engine": Fraction(8, 5),
                     "attention-engine": None}
 
 
-def log(msg: str) -> None:
-    print(f"[report] {msg}", flush=True)
-
-
 def _designs() -> List[str]:
     import generators
     return list(generators.list_designs())
-
-
-def fmt_params(params: Mapping) -> str:
-    return " ".join(f"{k}={'true' if v is True else 'false' if v is False else v}"
-                    for k, v in params.items())
 
 
 # --------------------------------------------------------------------------------------
@@ -106,7 +88,7 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
     order = sorted(designs, key=lambda d: (d != "overlay", d != "attention-engine"))
     out = [dict(design=d, params={}, kind="default") for d in order]
     if "attention-engine" in designs:   # the PYNQ-Z1 attention: 16-byte beats, 48 MACs/clock
-        out.insert(1, dict(design="attention-engine", params={"macs": 48}, kind="sweep"))
+        out.insert(1, dict(design="attention-engine", params=dict(PYNQ_Z1["attention-engine"]), kind="sweep"))
     if "ternary-engine" in designs:
         for b in (4, 16):
             out.append(dict(design="ternary-engine", params={"bytes": b}, kind="sweep"))
@@ -128,62 +110,6 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
     return out
 
 
-def _label(cfg: Mapping) -> str:
-    lab = cfg["design"] + (" lane" if cfg.get("kind") == "lane" else "")
-    p = fmt_params(cfg.get("params", {}))
-    return f"{lab} {p}".strip()
-
-
-def synth_key(files: Mapping[str, bytes], top: str, salt: bytes = b"") -> str:
-    """Hash of the sources' names and text, the top and ``salt`` (the synth flow's text)."""
-    h = hashlib.sha256()
-    h.update(top.encode() + b"\0" + salt + b"\0")
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return h.hexdigest()[:16]
-
-
-def _flow_salt() -> bytes:
-    return (Path(__file__).parent / "yosys.py").read_bytes()
-
-
-def synth_config(cfg: dict, out: Path, force: bool = False) -> dict:
-    """Render, synthesise (or load from the cache) one configuration; returns the row
-    source dict: cfg + manifest parameters + the synth() result (without the netlist
-    paths)."""
-    import generators
-    from .yosys import synth
-
-    t0 = time.time()
-    gen = out / "gen" / hashlib.sha1(json.dumps([cfg["design"], cfg["params"]], sort_keys=True)
-                                     .encode()).hexdigest()[:10]
-    man = generators.render(cfg["design"], cfg["params"], gen)
-    top = cfg.get("top", man["top"])
-    sources = cfg.get("sources", man["sources"])
-    files = {s: (gen / s).read_bytes() for s in sources}
-    key = synth_key(files, top, _flow_salt())
-    cache = out / "synth" / f"{key}.json"
-    cached = cache.exists() and not force
-    if cached:
-        res = json.loads(cache.read_text())
-    else:
-        res = synth([gen / s for s in sources], top, out / "synth" / key)
-        depth = res.pop("depth", {})
-        res["comb_loops"] = depth.get("comb_loops") if isinstance(depth, dict) else None
-        res["logic_path"] = (depth.get("reg2reg", {}) or {}).get("path") if isinstance(depth, dict) else None
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(res, indent=1, default=str))
-    dt = time.time() - t0
-    log(f"synth {_label(cfg)} ({top}) {'cached' if cached else 'yosys'} {dt:.1f} s")
-    row = dict(cfg)
-    row.update(res)
-    row["all_params"] = man["parameters"]
-    row["terms"] = man.get("terms")
-    row["key"] = key
-    row["seconds"] = dt
-    return row
-
-
 def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> List[dict]:
     """Rows of the silicon table from synth_config() results (plain dicts), with the
     write-up's whole-design Vivado figures appended for comparison."""
@@ -196,7 +122,7 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
         params = fmt_params(r.get("all_params") or r.get("params", {}))
         note = {"default": "generator default", "sweep": "sweep: " + fmt_params(r.get("params", {})),
                 "lane": ""}.get(r.get("kind", ""), "")
-        if r["design"] == "attention-engine" and r.get("params") == {"macs": 48}:
+        if r["design"] == "attention-engine" and r.get("params") == PYNQ_Z1["attention-engine"]:
             note = "PYNQ-Z1 configuration (make sim): 48 MACs/clock"
         if r.get("kind") == "lane":
             terms = r.get("terms")
@@ -212,64 +138,6 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
         rows.append(dict(design=w["name"], params="", LUT=w["LUT"], DSP48E1=w["DSP48E1"],
                          note="incl. DMA, AXI interconnect, PS glue"))
     return rows
-
-
-def top_rows(results: Sequence[Mapping], infra: Sequence[Mapping] = INFRA_PUBLISHED,
-             chip: Mapping[str, float] = XC7Z020) -> List[dict]:
-    """The PL top against the 7020: the whole `overlay` (yosys), its engines (yosys, each
-    synthesised alone), the glue (top minus engines), the DMA and interconnect (published
-    figures), the total and the share of the chip. [] when the overlay was not synthesised."""
-    def find(design, params):
-        for r in results:
-            if r.get("design") == design and r.get("params", {}) == params and not r.get("error") \
-                    and r.get("kind") != "lane":
-                return r
-        return None
-
-    top = find("overlay", {})
-    if top is None:
-        return []
-    keys = ("LUT", "FF", "DSP48E1", "BRAM")
-    rows = []
-    q4 = bool((top.get("all_params") or {}).get("q4"))
-    parts = [("mv-engine", {"q4": True} if q4 else {}, 2,
-              "matrix engine (INT8 + ternary + Q4_1), one per port" if q4
-              else "matrix engine (INT8 + ternary), one per port"),
-             ("attention-engine", {"macs": 48}, 1, "attention engine, 48 MACs/clock")]
-    engines = {k: 0 for k in keys}
-    have_all = True
-    for design, params, n, what in parts:
-        r = find(design, params)
-        if r is None:
-            have_all = False
-            continue
-        rows.append(dict(part=f"{what} (x{n})", LUT=n * r["LUT"], FF=n * r["FF"],
-                         DSP48E1=n * r["DSP48E1"], BRAM=n * r["BRAM"],
-                         source="yosys, engine alone"))
-        for k in keys:
-            engines[k] += n * r[k]
-    if have_all:
-        rows.append(dict(part="glue: slices, routers, joiner, merger", source="yosys, top minus engines",
-                         **{k: top[k] - engines[k] for k in keys}))
-    rows.append(dict(part="pynq_overlay (whole top)", source="yosys synth_xilinx estimate",
-                     **{k: top[k] for k in keys}))
-    total = {k: top[k] for k in keys}
-    for i in infra:
-        rows.append(dict(part=f"{i['part']} (x{i['count']})", LUT=i["count"] * i["LUT"],
-                         FF=None, DSP48E1=0, BRAM=None, source=i["source"]))
-        total["LUT"] += i["count"] * i["LUT"]
-    rows.append(dict(part="total PL (top + infrastructure LUT)", source="sum", **total))
-    rows.append(dict(part="XC7Z020 capacity", source="DS190", **chip))
-    rows.append(dict(part="share of the 7020", source="total / capacity",
-                     **{k: f"{100.0 * total[k] / chip[k]:.1f} %" for k in keys}))
-    return rows
-
-
-TOP_COLUMNS = ["part", "LUT", "FF", "DSP48E1", "BRAM", "source"]
-
-
-def _top_bram_fmt(v):
-    return v if isinstance(v, str) else f"{v:g}"
 
 
 SILICON_COLUMNS = ["design", "params", "LUT", "FF", "CARRY4", "DSP48E1", "BRAM",
@@ -528,16 +396,33 @@ def main(argv=None) -> int:
                 "DMA, AXI interconnect and PS glue, so they are an upper reference, not a like-"
                 "for-like match. BRAM in RAMB36 units; levels register to register. Sweep "
                 "rows move one parameter from the default.")
-        tr = top_rows(synth_results)
-        if tr:
-            section("1b. The PL top on the XC7Z020 (yosys estimate + published infrastructure)",
-                    format_table(tr, TOP_COLUMNS, {}, {"BRAM": _top_bram_fmt}),
-                    "The `overlay` top as `make bitstream` builds it, PYNQ-Z1 configuration "
-                    "(max_k 2048, max_context 2048). Engine rows are each engine synthesised "
-                    "alone; the glue is the whole top minus them. The DMA and interconnect "
-                    "LUT figures are PUBLISHED figures (Vivado utilisation reported by "
-                    "bitnet-kv260 on a Zynq UltraScale+, DESIGN.md section 7), not measured "
-                    "here; their FF and BRAM are not counted. FF share excludes them.")
+        # 1b. resources as Vivado counts them, 1c. modelled timing (make timing's analysis of
+        # the same cached netlists: docs/timing.md)
+        timing_rows_ = []
+        for design, params, name in timing.TIMING_CONFIGS:
+            if any(r.get("design") == design and r.get("params") == params and not r.get("error")
+                   and r.get("kind") != "lane" for r in synth_results):
+                try:
+                    t = timing.timing_config(design, params, out)
+                except Exception as exc:     # the table shows the failure
+                    t = dict(error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+                timing_rows_.append(dict(t, name=name, params=params))
+        top_t = next((r["timing"] for r in timing_rows_ if r["name"] == "top" and "timing" in r),
+                     None)
+        vr = resources.vivado_rows(synth_results, top_t)
+        if vr:
+            section("1b. Resources as Vivado counts them, and the XC7Z020",
+                    format_table(vr, resources.COLUMNS, resources.HEADERS,
+                                 {k: resources.fmt for k in resources.COLUMNS[1:-1]}),
+                    resources.NOTE)
+            record("report", resources.figures(vr))
+        if timing_rows_:
+            section(f"1c. Timing (modelled: yosys netlist + 7-series -1 delays, docs/timing.md; "
+                    f"budget {timing.BUDGET_NS} ns of the {timing.CLOCK_NS} ns clock)",
+                    format_table(timing.timing_rows(timing_rows_), timing.TIMING_COLUMNS,
+                                 timing.TIMING_HEADERS),
+                    "`make timing` records these figures (docs/results/timing.json) and lists "
+                    "each configuration's worst paths (build/report/timing.md).")
     # 2. speed
     latencies = {}
     if sim_results:

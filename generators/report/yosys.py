@@ -379,6 +379,35 @@ def _carry4_deps(port: str, idx: int) -> list[tuple[str, int]]:
     return deps
 
 
+def postorder(root, memo: dict, expand):
+    """Evaluate ``memo[root]`` over a graph of net bits, inputs first, without recursion (the
+    netlists are deep). ``expand(b)`` returns ``(value, None)`` for a start point or
+    ``(None, (inputs, combine))``: ``combine()`` is called once every input is in ``memo``, except
+    an input that is still being evaluated (a combinational loop's back edge), which it finds
+    missing. Shared by :func:`logic_depth` and the timing model (generators.report.timing)."""
+    stack = [(root, False)]
+    onstack: set = set()
+    pending: dict = {}
+    while stack:
+        b, expanded = stack.pop()
+        if b in memo or (not expanded and b in onstack):
+            continue
+        if expanded:
+            onstack.discard(b)
+            memo[b] = pending.pop(b)()
+            continue
+        value, node = expand(b)
+        if node is None:
+            memo[b] = value
+            continue
+        ins, combine = node
+        pending[b] = combine
+        onstack.add(b)
+        stack.append((b, True))
+        stack.extend((x, False) for x in ins if x not in memo and x not in onstack)
+    return memo[root]
+
+
 def logic_depth(netlist: Mapping, top: str | None = None) -> dict:
     """Deepest combinational paths of a flattened ``write_json`` netlist.
 
@@ -480,37 +509,20 @@ def logic_depth(netlist: Mapping, top: str | None = None) -> dict:
     weight_of = {"lut": (1, 1, 0, 0), "lutram": (1, 1, 0, 0), "carry": (1, 0, 1, 0),
                  "muxf": (1, 0, 0, 1), "pass": (0, 0, 0, 0)}
 
-    def evaluate(bit) -> tuple:
-        nonlocal loops
-        # iterative post-order DFS
-        stack = [(bit, False)]
-        onstack = set()
-        while stack:
-            b, expanded = stack.pop()
-            if b in memo:
-                continue
-            if not isinstance(b, int):
-                memo[b] = ((None, None), (None, None))
-                continue
-            sv = start_value(b)
-            if sv is not None:
-                z = ((0, 0, 0, 0, None), (0, None))
-                memo[b] = (z if sv == "reg" else (None, None),
-                           z if sv in ("reg", "port") else (None, None))
-                continue
-            _, cname, pn, idx = driver[b]
-            ins = [x for x in comb_inputs(cname, pn, idx) if isinstance(x, int)]
-            if not expanded:
-                onstack.add(b)
-                stack.append((b, True))
-                for x in ins:
-                    if x not in memo:
-                        if x in onstack:
-                            continue
-                        stack.append((x, False))
-                continue
-            onstack.discard(b)
-            w = weight_of[kinds[cname]]
+    def expand(b):
+        if not isinstance(b, int):
+            return ((None, None), (None, None)), None
+        sv = start_value(b)
+        if sv is not None:
+            z = ((0, 0, 0, 0, None), (0, None))
+            return (z if sv == "reg" else (None, None),
+                    z if sv in ("reg", "port") else (None, None)), None
+        _, cname, pn, idx = driver[b]
+        ins = [x for x in comb_inputs(cname, pn, idx) if isinstance(x, int)]
+        w = weight_of[kinds[cname]]
+
+        def combine():
+            nonlocal loops
             res = []
             for mode in (0, 1):
                 best = None
@@ -530,8 +542,11 @@ def logic_depth(netlist: Mapping, top: str | None = None) -> dict:
                             best[3] + w[3], best[4])
                     lmax = (lmax[0] + w[1], lmax[1])
                 res.append((best, lmax))
-            memo[b] = tuple(res)
-        return memo[bit]
+            return tuple(res)
+        return None, (ins, combine)
+
+    def evaluate(bit) -> tuple:
+        return postorder(bit, memo, expand)
 
     # endpoints: (bit, description, is_register_endpoint)
     endpoints = []

@@ -1,0 +1,213 @@
+"""Resources as Vivado's utilisation report counts them, for every engine and the PL top.
+
+Vivado's "Slice LUTs" are LUT as Logic + LUT as Memory (distributed RAM and shift registers,
+SRL); yosys's ``stat`` counts logic LUTs only. :func:`vivado_rows` builds one table from the
+synthesis results of ``make report`` (generators.report.synth_cache): per engine at its
+PYNQ-Z1 configuration, the top's parts (its two matrix engines, the attention engine, the glue
+and the whole top), the registers Vivado adds for the MAX_FANOUT attributes (counted by the
+timing model: generators.report.timing), the block design's infrastructure at published
+figures (:data:`INFRA`, each with its source) and the XC7Z020's capacity and utilisation.
+:func:`figures` turns the table into ``make report``'s recorded figures.
+
+One place for the infrastructure's published figures and the chip's capacity: here.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from ..designs import PYNQ_Z1
+
+__all__ = ["XC7Z020", "INFRA", "ENGINES", "vivado_rows", "figures", "COLUMNS", "HEADERS",
+           "NOTE", "replica_ffs", "fmt"]
+
+#: the Zynq-7020's programmable logic (DS190, Zynq-7000 SoC overview): 53,200 LUTs of which
+#: 17,400 (the SLICEMs' LUTs: 1,100 Kb of distributed RAM at 64 bits a LUT) can be memory,
+#: 106,400 flip-flops, 220 DSP48E1, 140 RAMB36
+XC7Z020 = {"LUT": 53200, "LUTMEM": 17400, "FF": 106400, "DSP48E1": 220, "BRAM": 140}
+
+#: The block design around pynq_overlay (vivado/build.tcl; the DMAs in scatter-gather mode:
+#: c_include_sg 1, M_AXI_SG beside the data masters on the HP interconnects): two AXI DMAs, the
+#: AXI-Lite interconnect ctrl_ic (GP0 -> the DMAs' registers) and one AXI interconnect per HP
+#: port (hp0_ic, hp1_ic: the DMAs' MM2S, S2MM and SG masters -> S_AXI_HPn, AXI3, 64 bit).
+#: Published per-instance figures, LUT only (FF, BRAM not published there: not counted):
+#: AMD's own PG021 resource table for the SG configuration could not be read from this machine
+#: (PG021 v7.1 defers to an external "Performance and Resource Utilization" page); until it is,
+#: the rows carry the Vivado utilisation that bitnet-kv260 reports (DESIGN.md section 7).
+INFRA = [
+    {"part": "AXI DMA, scatter-gather (dma_0, dma_1)", "count": 2, "LUT": 2050,
+     "source": "published: bitnet-kv260 Vivado figure per AXI DMA (DESIGN.md 7); "
+               "PG021's SG table not read here"},
+    {"part": "AXI interconnect (ctrl_ic, hp0_ic, hp1_ic)", "count": 3, "LUT": 2130,
+     "source": "published: bitnet-kv260 SmartConnect figure (DESIGN.md 7), a stand-in"},
+]
+
+#: every engine at its PYNQ-Z1 configuration: (name, design, parameters, what)
+ENGINES = [
+    ("probe", "probe", {}, "bandwidth probe"),
+    ("int8-engine", "int8-engine", {}, "INT8 engine"),
+    ("ternary-engine", "ternary-engine", {}, "ternary engine"),
+    ("q4-engine", "q4-engine", {}, "Q4_1 engine"),
+    ("mv-engine", "mv-engine", {}, "matrix engine, INT8 + ternary"),
+    ("mv-engine-q4", "mv-engine", {"q4": True}, "matrix engine, INT8 + ternary + Q4_1 (the top's)"),
+    ("attention-engine", "attention-engine", dict(PYNQ_Z1["attention-engine"]), "attention engine, 48 MACs/clock"),
+]
+
+#: the note under the table in make report
+NOTE = ("Slice LUTs = LUT as logic + LUT as memory (distributed RAM: the LUT sites of the RAM32M/"
+        "RAM64M/RAM32X1D cells; SRL: SRL16E/SRLC32E), as Vivado's utilisation report counts "
+        "them; yosys synth_xilinx estimates, engines synthesised alone at their PYNQ-Z1 "
+        "configuration; the top's rows split the overlay (q4=true, max_k 2048, max_context "
+        "2048) into its engines and the glue (top minus engines). FF copies: the registers "
+        "Vivado replicates for the MAX_FANOUT attributes (docs/timing.md). The DMA and "
+        "interconnect rows are published LUT figures, not measured here (their FF and BRAM are "
+        "not published with them: not counted); the reset block (proc_sys_reset) and the PS7 "
+        "wrapper are not counted. BRAM in RAMB36 units. LUT as memory's share is "
+        "of the 17,400 SLICEM LUTs.")
+
+COLUMNS = ["part", "lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram", "source"]
+HEADERS = {"lut_logic": "LUT as logic", "lutram": "LUT as memory: RAM",
+           "srl": "LUT as memory: SRL", "lut": "slice LUTs", "ff": "FF", "dsp": "DSP48E1",
+           "bram": "BRAM (RAMB36)"}
+
+
+def _find(results: Sequence[Mapping], design: str, params: Mapping) -> Optional[Mapping]:
+    for r in results:
+        if r.get("design") == design and dict(r.get("params", {})) == dict(params) \
+                and not r.get("error") and r.get("kind") != "lane":
+            return r
+    return None
+
+
+def _split(r: Mapping, n: int = 1) -> Dict:
+    """The Vivado split of one synthesis result (times n)."""
+    return dict(lut_logic=n * r["LUT"], lutram=n * r.get("LUTRAM_luts", 0),
+                srl=n * r.get("SRL", 0), lut=n * r.get("LUT_slice", r["LUT"]),
+                ff=n * r["FF"], dsp=n * r["DSP48E1"], bram=n * r["BRAM"])
+
+
+def replica_ffs(timing: Optional[Mapping]) -> int:
+    """Flip-flops Vivado adds for the MAX_FANOUT attributes: for every replicated register bit
+    of the timing analysis (``replicated``: [driver, loads, max_fanout]) ceil(loads / max) - 1
+    copies."""
+    if not timing:
+        return 0
+    return sum(math.ceil(loads / mf) - 1 for _, loads, mf in timing.get("replicated", []))
+
+
+def vivado_rows(results: Sequence[Mapping], top_timing: Optional[Mapping] = None,
+                infra: Sequence[Mapping] = INFRA, chip: Mapping = XC7Z020) -> List[dict]:
+    """The table (see the module doc); rows whose synthesis is missing are left out; the top's
+    part and the totals only when the overlay was synthesised."""
+    rows = []
+    for name, design, params, what in ENGINES:
+        r = _find(results, design, params)
+        if r is not None:
+            rows.append(dict(part=f"{what} ({name})", name=name, group="engine",
+                             source="yosys, engine alone", **_split(r)))
+    top = _find(results, "overlay", {})
+    if top is None:
+        return rows
+    q4 = bool((top.get("all_params") or {}).get("q4", True))
+    mat = _find(results, "mv-engine", {"q4": True} if q4 else {})
+    att = _find(results, "attention-engine", PYNQ_Z1["attention-engine"])
+    keys = ("lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram")
+    t = _split(top)
+    if mat is not None and att is not None:
+        m2, a1 = _split(mat, 2), _split(att)
+        rows.append(dict(part="top: matrix engines (x2)", group="top", name="top-matrix",
+                         source="yosys, engine alone", **m2))
+        rows.append(dict(part="top: attention engine (x1)", group="top", name="top-attention",
+                         source="yosys, engine alone", **a1))
+        rows.append(dict(part="top: glue (slices, routers, joiner, merger)", group="top",
+                         name="top-glue", source="yosys: top minus engines",
+                         **{k: t[k] - m2[k] - a1[k] for k in keys}))
+    rows.append(dict(part="pynq_overlay, the whole top", group="top", name="top",
+                     source="yosys synth_xilinx", **t))
+    total = dict(t)
+    rep = replica_ffs(top_timing)
+    if top_timing is not None:
+        rows.append(dict(part="FF copies Vivado makes for MAX_FANOUT", group="infra",
+                         name="replicas", lut_logic=0, lutram=0, srl=0, lut=0, ff=rep, dsp=0,
+                         bram=0, source="timing model: replicated registers (docs/timing.md)"))
+        total["ff"] += rep
+    for i in infra:
+        n = i["count"]
+        rows.append(dict(part=f"{i['part']} (x{n})", group="infra", name="infra",
+                         lut_logic=n * i["LUT"], lutram=None, srl=None, lut=n * i["LUT"],
+                         ff=None, dsp=0, bram=None, source=i["source"]))
+        total["lut_logic"] += n * i["LUT"]
+        total["lut"] += n * i["LUT"]
+    rows.append(dict(part="total PL (top + copies + infrastructure LUT)", group="total",
+                     name="total", source="sum", **total))
+    cap = dict(lut_logic=chip["LUT"], lutram=chip["LUTMEM"], srl=chip["LUTMEM"],
+               lut=chip["LUT"], ff=chip["FF"], dsp=chip["DSP48E1"], bram=chip["BRAM"])
+    rows.append(dict(part="XC7Z020 capacity", group="total", name="capacity",
+                     source="DS190 (LUT as memory: SLICEM LUTs)", **cap))
+    share = {k: round(100.0 * total[k] / cap[k], 1) for k in keys}
+    share["lutram"] = round(100.0 * (total["lutram"] + total["srl"]) / cap["lutram"], 1)
+    share["srl"] = None
+    rows.append(dict(part="share of the 7020 (%)", group="total", name="share",
+                     source="total / capacity (LUT as memory: RAM + SRL)", **share))
+    return rows
+
+
+def fmt(v):
+    """Table cells: thousands separators, BRAM halves, a dash for what is not counted."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}" if v != int(v) else f"{int(v):,}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _num(v):
+    """A whole float as an int (BRAM counts: 21.0 -> 21, 16.5 stays)."""
+    return int(v) if isinstance(v, float) and v == int(v) else v
+
+
+def figures(rows: Sequence[Mapping]) -> List[dict]:
+    """``make report``'s recorded figures: each engine's and the top's Vivado-style resources
+    and the 7020's utilisation."""
+    from ..results import figure
+    out = []
+    label = "synthesised (yosys)"
+    by = {r["name"]: r for r in rows}
+    if "mv-engine" in by and "mv-engine-q4" in by:     # what the Q4_1 lane adds to an engine
+        a, b = by["mv-engine"], by["mv-engine-q4"]
+        for k, unit, what in (("lut", "LUT", "slice LUTs"), ("ff", "FF", "flip-flops"),
+                              ("dsp", "DSP48E1", "DSP48E1")):
+            out.append(figure(f"report.q4-lane.{k}", b[k] - a[k], unit, label,
+                              f"what the Q4_1 lane adds to one matrix engine: {what} "
+                              f"(mv-engine q4=true minus mv-engine)"))
+    for r in rows:
+        name = r["name"]
+        if r["group"] == "engine" or name == "top":
+            key = f"report.{name}"
+            what = r["part"]
+            out += [
+                figure(f"{key}.lut", r["lut"], "LUT", label,
+                       f"{what}: slice LUTs (logic + memory, as Vivado counts them)",
+                       logic=r["lut_logic"], lutram=r["lutram"], srl=r["srl"]),
+                figure(f"{key}.lut_logic", r["lut_logic"], "LUT", label, f"{what}: LUT as logic"),
+                figure(f"{key}.lut_mem", r["lutram"] + r["srl"], "LUT", label,
+                       f"{what}: LUT as memory (distributed RAM + SRL)"),
+                figure(f"{key}.ff", r["ff"], "FF", label, f"{what}: flip-flops"),
+                figure(f"{key}.dsp", r["dsp"], "DSP48E1", label, f"{what}: DSP48E1"),
+                figure(f"{key}.bram", _num(r["bram"]), "RAMB36", label,
+                       f"{what}: block RAM (RAMB18 = 0.5)"),
+            ]
+        elif name == "total":
+            out += [figure("report.total.lut", r["lut"], "LUT", "modelled",
+                           "PL total: the top (yosys) + published DMA and interconnect LUTs"),
+                    figure("report.total.ff", r["ff"], "FF", "modelled",
+                           "PL total flip-flops: the top (yosys) + MAX_FANOUT copies "
+                           "(infrastructure FFs not published)")]
+        elif name == "share":
+            for k, what in (("lut", "slice LUTs"), ("lutram", "LUT as memory"), ("ff", "FF"),
+                            ("dsp", "DSP48E1"), ("bram", "block RAM")):
+                out.append(figure(f"report.share.{k}", r[k], "%", "modelled",
+                                  f"share of the XC7Z020's {what} the PL total takes"))
+    return out
