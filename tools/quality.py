@@ -652,6 +652,10 @@ def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
                      unit=f"of {row['kv_values']:,} values", label="measured",
                      what=f"K and V values beyond 127 steps (stored as +-127) with the policy "
                           f"{pol}, {FORMAT_NAMES[fmt]}"),
+                dict(key=f"quality.kv.{fmt}.{k}.requant_events", value=row["requant_events"],
+                     unit="requantisations", label="measured",
+                     what=f"KV step growths, each requantising one head's cached K or V, over "
+                          f"the text with the policy {pol}, {FORMAT_NAMES[fmt]}"),
                 dict(key=f"quality.kv.{fmt}.{k}.minus_running", value=round(d, 4),
                      unit="nats/token", label="measured",
                      what=f"mean log-likelihood with the policy {pol} minus with the running "
