@@ -297,6 +297,9 @@ def figures(res: dict, sweep: bool):
             out.append(figure(f"{key}.vs_float", round(r["vs_float"], 3), "nats/token",
                               "measured", f"mean log-likelihood minus the float model's, "
                               f"token by token: {what}", se=round(r["vs_float_se"], 4)))
+            out.append(figure(f"{key}.vs_float_se", round(r["vs_float_se"], 4), "nats/token",
+                              "measured", f"standard error of that difference (batch means, "
+                              f"{BLOCK}-token blocks): {what}"))
     for fmt, d in res.get("diffs", {}).items():
         out.append(figure(f"quality.engines-{fmt}.f32_minus_f64", round(d["diff"], 4),
                           "nats/token", "measured",
