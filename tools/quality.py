@@ -318,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--formats", default="int8,q4", help="engine formats (int8, q4; ternary "
                     "runs over the Gettysburg Address alone in make quality)")
+    ap.add_argument("--f64", default=None,
+                    help="the formats whose engine rows run with the float64 host ops too "
+                         "(default: every one of --formats; '' none)")
     ap.add_argument("--tokens", type=int, default=0,
                     help="only the first N tokens of each passage (a quick look; not recorded)")
     ap.add_argument("--sweep", action="store_true",
@@ -403,17 +406,19 @@ def main(argv=None) -> int:
     elif args.sweep:
         sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok)
     else:
+        f64 = fmts if args.f64 is None else [f for f in args.f64.split(",") if f]
         for fmt in fmts:
             rows = {}
-            for prec in ("float32", "float64"):
+            for prec in ("float32", "float64") if fmt in f64 else ("float32",):
                 runs = engine_rows(models[fmt], passages, prec, f"{fmt} {prec}")
                 rows[prec] = summarise(runs, ref, blk, nxt, weights=FORMAT_NAMES[fmt],
                                        numerics=ENGINES, host=prec, text=text, wall=fmt,
                                        kind=f"engines-{fmt}" + ("-f64" if prec == "float64"
                                                                 else ""))
                 res["rows"].append(rows[prec])
-            d, se = diff(rows["float32"], rows["float64"], blk)
-            res["diffs"][fmt] = dict(diff=d, se=se, tokens=int(blk.size))
+            if "float64" in rows:
+                d, se = diff(rows["float32"], rows["float64"], blk)
+                res["diffs"][fmt] = dict(diff=d, se=se, tokens=int(blk.size))
         if not args.tokens and names[0] == EVAL[0]:
             weight_only(res, path, passages[:1], ckpt)
         llamacpp_row(res, passages, ref, blk, nxt, text)
