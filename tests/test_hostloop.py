@@ -62,10 +62,14 @@ def _run(m, be, loop, prompt=PROMPT, tokens=6, **sampling):
         dec = Decoder(m, be, trace=trace, loop=loop)
         toks = list(dec.generate(prompt, tokens, on_token=lambda i, t, lg: (
             logits.append(lg.copy()), nbytes.append(dict(dec.token_bytes))), **sampling))
-    rt = be.runtime
+    rt, kv = be.runtime, dec.kv
     return dict(toks=toks, trace=trace, logits=logits, bytes=nbytes,
                 counts=(rt.transfers_run, rt.tail_writes, [d.reads for d in rt.dmas],
-                        [d.writes for d in rt.dmas], dict(rt.cpu_total)))
+                        [d.writes for d in rt.dmas], dict(rt.cpu_total)),
+                kv=dict(fixed=kv.fixed, clipped=kv.clipped, requantised=kv.requantised,
+                        written=kv.written, length=kv.length.tolist(),
+                        steps=(kv.k_step.copy(), kv.v_step.copy()),
+                        K=np.array(kv.K), V=np.array(kv.V)))
 
 
 def _same_run(a, b):
@@ -79,6 +83,13 @@ def _same_run(a, b):
         assert u.dtype == v.dtype == np.float32 and np.array_equal(u.view(np.uint32),
                                                                    v.view(np.uint32))
     assert a["bytes"] == b["bytes"]
+    ka, kb = a["kv"], b["kv"]
+    for k in ("fixed", "clipped", "requantised", "written", "length"):
+        assert ka[k] == kb[k], k
+    for u, v in zip(ka["steps"], kb["steps"]):
+        assert u.dtype == v.dtype == np.float32 and np.array_equal(u.view(np.uint32),
+                                                                   v.view(np.uint32))
+    assert np.array_equal(ka["K"], kb["K"]) and np.array_equal(ka["V"], kb["V"])
 
 
 def test_facts_header_is_current():
@@ -94,6 +105,34 @@ def test_c_loop_equals_the_python_loop_on_golden(models, fmt, sampling):
     got = _run(m, make_backend("golden", m), "c", **sampling)
     _same_run(ref, got)
     assert ref["counts"] == got["counts"]       # transfers, TAILDESC writes, reads, writes
+
+
+@pytest.mark.parametrize("policy", ["calibrated", "tight", "running"])
+def test_c_loop_equals_the_python_loop_for_each_kv_policy(models, policy):
+    """The KV cache's two rules in C as in Python: fixed steps (the conversion's calibrated
+    ones; a quarter of them, so that many values clip: every row clipped to +-127 and the
+    clipped values counted, nothing requantised) and the running absmax (a model without
+    steps: growth and requantisation). Every engine word, logit, K/V byte, step and count."""
+    m = models["int8"]
+    assert m.kv_steps is not None                 # the default conversion calibrates them
+    if policy == "tight":
+        m = dataclasses.replace(m, kv_steps=(m.kv_steps * np.float32(0.25)).astype(np.float32))
+    elif policy == "running":
+        m = dataclasses.replace(m, kv_steps=None)
+    ref = _run(m, make_backend("golden", m), "python", tokens=8)
+    got = _run(m, make_backend("golden", m), "c", tokens=8)
+    _same_run(ref, got)
+    assert ref["counts"] == got["counts"]
+    kv = got["kv"]
+    assert kv["fixed"] == (policy != "running")
+    if policy == "running":
+        assert kv["clipped"] == 0 and kv["requantised"] > 0
+    else:
+        assert kv["requantised"] == 0 and all(b["requant"] == 0 for b in got["bytes"])
+        # the clipped count, from the stored rows: a clipped value is stored as +-127 (a
+        # value that rounds to 127 without clipping is stored so too: at least as many)
+        n127 = sum(int(np.count_nonzero(np.abs(kv[w].astype(np.int16)) == 127)) for w in "KV")
+        assert (kv["clipped"] > 0) == (policy == "tight") and kv["clipped"] <= n127
 
 
 def test_c_loop_on_the_register_model_in_another_process(models):

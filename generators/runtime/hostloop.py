@@ -15,7 +15,10 @@ What C gets, all computed here from the runtime's own objects, never by C itself
   slots' offsets in the frames region, and per transfer its frames (tag, format, rows per
   port, where its row scales start), every descriptor's STATUS and CONTROL word and channel,
   the TAILDESC writes (S2MM first), the result slots, each channel's next transfer with the
-  LM head on and off: DmaRuntime's chains, as ``DmaRuntime.run`` uses them;
+  LM head on and off: DmaRuntime's chains, as ``DmaRuntime.run`` uses them; per step, the
+  decoder's RoPE tables' type and its KV cache's policy (``KVCache.fixed``: the model's
+  calibrated steps, each row clipped to +-127 and the clipped values counted; else the running
+  absmax with requantisation);
 * **pointers**: the frames and kv regions (the DMA memory), the Q8_0 embedding rows (the
   image's, mapped), float32 copies of the norms and row scales (``hostops`` converts the same
   float64 values on every call; here once: the same float32 bits), the RoPE tables, the
@@ -55,7 +58,7 @@ __all__ = ["CLoop", "for_runtime", "available", "c_facts", "FACTS", "replay_back
 
 HERE = Path(__file__).resolve().parent
 FACTS = HERE / "csrc" / "tpl_facts.h"
-TPL_ABI = 1                       # tphloop.h TPL_ABI
+TPL_ABI = 2                       # tphloop.h TPL_ABI
 NONE = 0xFFFFFFFF
 
 
@@ -67,7 +70,7 @@ class TPL:
      T_EPS, T_CONTEXT, T_KV_ROW, T_EMBED_ROWS, T_EMBED_STRIDE, T_ROPE_F64, T_HDR_BYTES, T_PART0,
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
-     T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES) = range(36)
+     T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED) = range(37)
     T_HEADER = 40
     X_FIXED = 18
     FRAME_WORDS, DESC_WORDS, TAIL_WORDS, OUT_WORDS = 5, 3, 3, 6
@@ -75,7 +78,7 @@ class TPL:
      P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_COUNT) = range(17)
     S_NEXT, S_LINK, S_L, S_TIMEOUT_US, S_RESET_TIMEOUT_US, STATE_WORDS = 0, 4, 5, 6, 7, 8
     (C_KV, C_PARTS, C_X, C_DESC, C_REQUANT, C_TRANSFERS, C_TAILS, C_READS0, C_READS1,
-     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, STATS) = range(15)
+     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, C_CLIPPED, STATS) = range(16)
     (E_DMA_ERRBIT, E_DMA_HALTED, E_DMA_HANG, E_DMA_DESC, E_DMA_SHORT, E_DMA_OVER) = range(1, 7)
     (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT) = range(16, 24)
     W_NONE, W_FLAGS, W_COUNT, W_TAG = 1, 2, 3, 4
@@ -397,6 +400,11 @@ class CLoop:
         for a in (kv.k_step, kv.v_step, kv.length):
             if not a.flags.c_contiguous:
                 raise ValueError("the C loop needs the KV cache's steps and lengths contiguous")
+        if kv.k_step.dtype != np.float32 or kv.v_step.dtype != np.float32 \
+                or kv.length.dtype != np.int64:
+            raise ValueError("the C loop needs float32 KV steps and int64 lengths")
+        # fixed steps (the model's calibrated ones): quantise and clip, never requantise
+        self.table[TPL.T_KV_FIXED] = int(bool(getattr(kv, "fixed", False)))
         p[TPL.P_KSTEP], p[TPL.P_VSTEP] = kv.k_step.ctypes.data, kv.v_step.ctypes.data
         p[TPL.P_LENGTH] = kv.length.ctypes.data
         out = np.empty(rt.model.config.vocab_size, np.float32) if logits else None
@@ -432,6 +440,7 @@ class CLoop:
             rt.dmas[d].writes += int(s[TPL.C_WRITES0 + d])
         dec.kv.written += int(s[TPL.C_KV])
         dec.kv.requantised += int(s[TPL.C_REQUANT])
+        dec.kv.clipped += int(s[TPL.C_CLIPPED])
         n = int(self.err[TPL.ERR_NRETRIED])
         for k in range(min(n, TPL.ERR_RETRIED)):
             rec = self.err[TPL.REC_WORDS * (1 + k):][:TPL.REC_WORDS]
@@ -637,6 +646,7 @@ def write_dump(path, dec, token: int) -> Path:
     table = cl.table.copy()
     table[TPL.T_EMBED_ROWS] = 1
     table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
+    table[TPL.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
     emb = rt.model.embedding.blocks
     state = rt.state.copy()
     state[TPL.S_NEXT:TPL.S_NEXT + 4] = -1

@@ -16,6 +16,7 @@
 
 #include "tphloop.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -438,18 +439,30 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     return TPL_OK;
 }
 
-/* KVCache._append of one K or V row of one (layer, KV head) at position t: the step, the
- * cached rows of both port halves requantised when it grew, the row quantised and written as
- * the attention engine reads it (element 16 j + 8 p + b: byte 8 j + b of port p's row) */
+/* KVCache._append of one K or V row of one (layer, KV head) at position t: the step (fixed,
+ * or the running absmax's, with the cached rows of both port halves requantised when it
+ * grew), the row quantised and written as the attention engine reads it (element
+ * 16 j + 8 p + b: byte 8 j + b of port p's row) */
 static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t head, uint32_t t,
                       const float *x, float *stp)
 {
     int8_t *kv = (int8_t *)c->p[TPL_P_KV];
     const uint32_t block = c->context * c->kv_row;
-    float step = *stp, ratio;
+    float step = *stp, ratio = 0.0f;
     uint32_t port, j;
-    int32_t rc = tph_kv_step(x, c->d, &step, &ratio);
-    if (rc < 0)
+    int32_t rc;
+    if (c->t[TPL_T_KV_FIXED]) {
+        /* the fixed step: no growth, no requantisation; the values beyond 127 steps (stored
+         * as +-127 by tph_kv_row) counted as KVCache._append counts them, in double:
+         * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits) */
+        if (step > 0.0f) {
+            const double lim = 127.5 * (double)step;
+            uint32_t i, n = 0;
+            for (i = 0; i < c->d; i++)
+                n += (double)fabsf(x[i]) > lim;
+            stats(c)[TPL_C_CLIPPED] += n;
+        }
+    } else if ((rc = tph_kv_step(x, c->d, &step, &ratio)) < 0)
         return value_error(c, TPL_V_KV_STEP, rc, 0.0);
     if (ratio > 0.0f && t) {
         for (port = 0; port < 2; port++) {

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPL_ABI 1
+#define TPL_ABI 2
 #define TPL_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPL_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 
@@ -80,6 +80,10 @@ enum {
     TPL_T_TRACE_OUTS,                  /* result slots of a token (trace_n entries) */
     TPL_T_FRAMES_BYTES,                /* bytes of the frames region (every index checked) */
     TPL_T_KV_BYTES,                    /* bytes of the kv region */
+    TPL_T_KV_FIXED,                    /* 1: the KV steps are fixed (the model's calibrated
+                                          ones): each row quantised with its head's step and
+                                          clipped to +-127, never requantised; 0: the running
+                                          absmax (tph_kv_step, requantisation) */
     TPL_T_HEADER = 40
 };
 
@@ -139,6 +143,7 @@ enum {
     TPL_C_TRANSFERS, TPL_C_TAILS, TPL_C_READS0, TPL_C_READS1, TPL_C_WRITES0, TPL_C_WRITES1,
     TPL_C_RETRIES, TPL_C_GROWTHS,
     TPL_C_READ,                        /* CPU bytes read from DMA memory (CPU_BYTES "read") */
+    TPL_C_CLIPPED,                     /* K/V values beyond 127 fixed steps (KVCache.clipped) */
     TPL_STATS
 };
 
