@@ -275,6 +275,20 @@ def test_c_step_without_python_on_x86(recorded, tmp_path):
     assert f"argmax {int(np.argmax(recorded['want']))} " in out
 
 
+def test_c_step_without_python_kv_rules(recorded, tmp_path):
+    """The dump keeps the decoder's KV rule (fixed steps: nothing requantised); tpl_bench's
+    "growth" (make host-bench's cost of one step growth) runs the running absmax, so one head's
+    cached rows (both port halves, 3 positions) are requantised every step."""
+    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tpl_bench", ["-march=x86-64"])
+    _, fixed = _run_bench([exe], recorded["dump"], tmp_path / "a.bin")
+    assert " requant 0 " in fixed, fixed
+    r = subprocess.run([str(exe), str(recorded["dump"]), "2", "growth"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = recorded["replay"]("c").kv.head_dim
+    assert f" requant {len(PROMPT) * d} clipped 0" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
 def test_c_step_on_armv7_under_qemu(recorded, tmp_path, fpu):
     """The whole step built for the Cortex-A9 (32-bit pointers, hard float) and run under

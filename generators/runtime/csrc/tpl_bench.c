@@ -9,10 +9,12 @@
  * one sampled token per port, and the position. The program runs one warm-up step (which
  * also starts the four channels: the state says the chains are elsewhere), then TOKENS
  * steps at that position (the KV lengths set back before each: the same work every time;
- * "growth": layer 0 KV head 0's K step set tiny before each step, so every step requantises
- * that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
+ * "growth": the running absmax (the table's KV_FIXED word cleared: the rule of a model
+ * without calibrated steps) and layer 0 KV head 0's K step set tiny before each step, so
+ * every step requantises that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
  * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
- * prints the time per step on this machine and the argmax; out=FILE writes the last step's
+ * prints the time per step on this machine, the argmax and the last step's KV bytes
+ * requantised and values clipped; out=FILE writes the last step's
  * logits (float32, raw).
  */
 #define _POSIX_C_SOURCE 200112L
@@ -129,6 +131,8 @@ int main(int argc, char **argv)
     vocab = table[TPL_T_VOCAB];
     layers = table[TPL_T_LAYERS];
     kvh = table[TPL_T_KV_HEADS];
+    if (growth)                           /* the running absmax: what "growth" measures */
+        table[TPL_T_KV_FIXED] = 0;
     ddr = calloc(ddr_size, 1);
     logits = malloc(vocab * sizeof *logits);
     if (!ddr || !logits)
@@ -195,12 +199,14 @@ int main(int argc, char **argv)
             die("cannot write the logits");
     }
     printf("tokens %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
-           "reads %u writes %u kv_heads %u device_errors %u\n", (unsigned)tokens,
+           "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
+           (unsigned)tokens,
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPL_C_RETRIES],
            (unsigned)stats_[TPL_C_TRANSFERS],
            (unsigned)(stats_[TPL_C_READS0] + stats_[TPL_C_READS1]),
            (unsigned)(stats_[TPL_C_WRITES0] + stats_[TPL_C_WRITES1]), (unsigned)kvh,
-           (unsigned)dev.errors);
+           (unsigned)dev.errors, (unsigned)stats_[TPL_C_REQUANT],
+           (unsigned)stats_[TPL_C_CLIPPED]);
     free(ctx);
     free(ddr);
     free(logits);
