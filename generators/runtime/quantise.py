@@ -97,6 +97,8 @@ class KVCache:
         if self.fixed:
             # one kernel: the row at the head's fixed step, clamped to +-127 (hostops.kv_row)
             step = steps[layer, head]
+            if not np.all(np.isfinite(row)):      # as kv_step refuses it (and the C loop)
+                raise ValueError(f"kv_step: the row {hostops.ERR_NONFINITE}")
             store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
             if step > 0:
                 self.clipped += int(np.count_nonzero(np.abs(row) > 127.5 * float(step)))

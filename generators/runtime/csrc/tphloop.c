@@ -454,8 +454,14 @@ static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t h
     if (c->t[TPL_T_KV_FIXED]) {
         /* the fixed step: no growth, no requantisation; the values beyond 127 steps (stored
          * as +-127 by tph_kv_row) counted as KVCache._append counts them, in double:
-         * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits) */
-        if (step > 0.0f) {
+         * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits). The row's
+         * absmax (the library's SSE2 kernel; a NaN or an infinity refused as kv_step
+         * refuses it) decides whether any value is beyond: almost never, so the count's
+         * scalar loop runs only then */
+        float amax;
+        if ((rc = tph_absmax(x, c->d, &amax)) < 0)
+            return value_error(c, TPL_V_KV_STEP, rc, 0.0);
+        if (step > 0.0f && (double)amax > 127.5 * (double)step) {
             const double lim = 127.5 * (double)step;
             uint32_t i, n = 0;
             for (i = 0; i < c->d; i++)
