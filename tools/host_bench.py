@@ -61,7 +61,8 @@ GOAL_MINSTR = 2.0          # issue 18 item 6: at most 2.0 M instructions per tok
 ARM_CC = "arm-linux-gnueabihf-gcc"
 #: the kernels (tphost.h) the C step calls: their inclusive costs are the small ops
 STEP_KERNELS = ("tph_embed_q8_0", "tph_rmsnorm", "tph_quantise_rows", "tph_dequant_i32",
-                "tph_dequant_f32", "tph_rope", "tph_kv_step", "tph_kv_requantise", "tph_kv_row",
+                "tph_dequant_f32", "tph_rope", "tph_absmax", "tph_kv_step", "tph_kv_requantise",
+                "tph_kv_row",
                 "tph_score_scale", "tph_score_multiplier", "tph_attention_out", "tph_add",
                 "tph_silu_mul")
 DEVICE = ("tpl_replay_read", "tpl_replay_write")
