@@ -6,6 +6,16 @@
 // delayed by LANE_LAT cycles, the lane's latency as computed by the generator, so it meets the
 // lane's partial sum. On the last beat of a row the accumulated sum is written to the result
 // FIFO; on the end-of-frame token the status word follows it, in order, through the same FIFO.
+//
+// Frames of B vectors (VECTORS > 1, docs/vectors.md): the lane gives VECTORS partial sums per
+// beat (vector v in psum[v*PSUM_W +: PSUM_W], its carry in psum_ci[v]); VECTORS accumulators
+// run side by side, and a row's last beat writes ONE FIFO entry holding all its B results
+// ({status?, B-1, sums}: a VECTORS*32-bit entry, LUTRAM). The read side sends an entry's
+// words one per clock, vector 0 first (a V:1 word select behind the FIFO's head), and pops the
+// entry after its last word; a status entry is one word. So the FIFO takes at most one entry
+// per clock whatever B is, its room flag counts entries as before, and a frame whose rows are
+// shorter than B beats fills the FIFO until room falls: then the output's one word per clock
+// sets the rate (B words per row).
 
 `resetall
 `timescale 1ns / 1ps
@@ -20,7 +30,11 @@ module mv_backend #
     // log2 of the result FIFO depth
     parameter FIFO_ADDR_W = 5,
     // Words that can still arrive after `room` falls (from the generator)
-    parameter FIFO_MARGIN = 8
+    parameter FIFO_MARGIN = 8,
+    // Partial sums per beat: the most activation vectors of a frame
+    parameter VECTORS = 1,
+    // Bits of sb_nv (B - 1)
+    parameter NVW = (VECTORS <= 2) ? 1 : $clog2(VECTORS)
 )
 (
     input  wire              aclk,
@@ -32,10 +46,13 @@ module mv_backend #
     input  wire              sb_last,
     input  wire              sb_eof,
     input  wire [15:0]       sb_status,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [NVW-1:0]    sb_nv,       // the frame's B - 1 (unused when VECTORS = 1)
+    /* verilator lint_on UNUSEDSIGNAL */
 
     // from the lane, LANE_LAT cycles after stage 1
-    input  wire signed [PSUM_W-1:0] psum,
-    input  wire              psum_ci,     // one more to add (a carry the lane's tree had no adder for)
+    input  wire [VECTORS*PSUM_W-1:0] psum,
+    input  wire [VECTORS-1:0] psum_ci,    // one more to add (a carry the lane's tree had no adder for)
     input  wire              lane_bad,
 
     output wire              room,
@@ -52,6 +69,10 @@ initial begin
         $display("mv_backend: PSUM_W=%0d out of range 2..32", PSUM_W);
         $finish;
     end
+    if (VECTORS < 1 || VECTORS > 255) begin
+        $display("mv_backend: VECTORS=%0d out of range 1..255", VECTORS);
+        $finish;
+    end
     if (LANE_LAT < 0) begin
         $display("mv_backend: LANE_LAT=%0d must be >= 0", LANE_LAT);
         $finish;
@@ -63,35 +84,49 @@ end
 wire        d_valid, d_first;
 wire        d_wr, d_kind;
 wire [15:0] d_status;
+/* verilator lint_off UNUSEDSIGNAL */
+wire [NVW-1:0] d_nv;                  // unused when VECTORS = 1
+/* verilator lint_on UNUSEDSIGNAL */
 
+// (with VECTORS = 1 the B - 1 bits are a constant nobody reads: synthesis removes them)
 delay_line #(
-    .WIDTH(20),
+    .WIDTH(20 + NVW),
     .CTRL_W(2),
     .DEPTH(LANE_LAT)
 ) sideband (
     .clk(aclk),
     .rst_n(aresetn),
-    .d({sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
-    .q({d_status, d_first, d_kind, d_wr, d_valid})
+    .d({sb_nv, sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
+    .q({d_nv, d_status, d_first, d_kind, d_wr, d_valid})
 );
 
-reg  signed [31:0] acc;
+// one accumulator per vector
+wire [VECTORS*32-1:0] acc_next;
+genvar gv;
+generate
+for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_acc
+    reg  signed [31:0] acc;
+    wire signed [PSUM_W-1:0] ps = psum[gv*PSUM_W +: PSUM_W];
+    wire signed [31:0] nxt = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){ps[PSUM_W-1]}}, ps}
+                           + {31'd0, psum_ci[gv]};
+    always @(posedge aclk) begin
+        if (d_valid) begin
+            acc <= nxt;
+        end
+    end
+    assign acc_next[gv*32 +: 32] = nxt;
+end
+endgenerate
+
 reg  [15:0]        count;
 reg                bad_seen;
-wire signed [31:0] acc_next = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){psum[PSUM_W-1]}}, psum}
-                            + {31'd0, psum_ci};
 wire               bad_now  = bad_seen | (d_valid & lane_bad);
 
 wire        wr_res    = d_wr && !d_kind;
 wire        wr_status = d_wr && d_kind;
-wire [32:0] wr_word   = d_kind
-                      ? {1'b1, count, d_status[15:8] | {2'b00, bad_now, 5'b00000}, d_status[7:0]}
-                      : {1'b0, acc_next};
+wire [31:0] st_word   = {count, d_status[15:8] | {2'b00, bad_now, 5'b00000}, d_status[7:0]};
 
 always @(posedge aclk) begin
-    if (d_valid) begin
-        acc <= acc_next;
-    end
     if (!aresetn) begin
         count    <= 16'd0;
         bad_seen <= 1'b0;
@@ -104,25 +139,53 @@ always @(posedge aclk) begin
     end
 end
 
-wire [32:0] head;
+// entry: {status, B - 1, VECTORS words} (a status entry: B - 1 = 0, the word in slot 0);
+// with VECTORS = 1 the entry is {status, word}, 33 bits, and every word is popped as it is sent
+localparam EW = (VECTORS > 1) ? 1 + NVW + VECTORS*32 : 33;
+wire [EW-1:0] wr_entry;
+wire [EW-1:0] head;
+wire          head_valid;
+wire          head_pop;                 // the head entry's last word is taken
 
 sync_fifo #(
-    .WIDTH(33),
+    .WIDTH(EW),
     .ADDR_W(FIFO_ADDR_W),
     .MARGIN(FIFO_MARGIN)
 ) results (
     .clk(aclk),
     .rst_n(aresetn),
     .wr_en(d_wr),
-    .wr_data(wr_word),
+    .wr_data(wr_entry),
     .m_data(head),
-    .m_valid(m_axis_tvalid),
-    .m_ready(m_axis_tready),
+    .m_valid(head_valid),
+    .m_ready(head_pop),
     .room(room)
 );
 
-assign m_axis_tdata = head[31:0];
-assign m_axis_tlast = head[32];
+generate
+if (VECTORS > 1) begin : g_words
+    assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
+                             : {1'b0, d_nv, acc_next};
+    reg  [NVW-1:0] widx;                // the word of the head entry on m_axis
+    wire           last_word = (widx == head[EW-2 -: NVW]);
+    always @(posedge aclk) begin
+        if (!aresetn) begin
+            widx <= {NVW{1'b0}};
+        end else if (head_valid && m_axis_tready) begin
+            widx <= last_word ? {NVW{1'b0}} : widx + 1'b1;
+        end
+    end
+    assign head_pop     = m_axis_tready && last_word;
+    assign m_axis_tdata = head[32*widx +: 32];
+end else begin : g_word
+    assign wr_entry     = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
+    assign head_pop     = m_axis_tready;
+    assign m_axis_tdata = head[31:0];
+end
+endgenerate
+
+assign m_axis_tvalid = head_valid;
+assign m_axis_tlast  = head[EW-1];
 assign m_axis_tkeep = 4'hF;
 
 endmodule
