@@ -65,8 +65,12 @@ class Overlay(Design):
 
     # ---------------------------------------------------------------- sub-designs
     def matrix(self) -> Design:
+        # B-vector frames: a 64-entry result FIFO, so that while rows shorter than B beats
+        # hold the input back, the entries it holds outlast the pipeline's refill and the
+        # output stays busy (docs/vectors.md "As built")
         return build("mv-engine", {"max_k": self.p["max_k"], "bytes": HP_BEAT_BYTES,
-                                   "q4": self.p["q4"], "vectors": self.p["vectors"]})
+                                   "q4": self.p["q4"], "vectors": self.p["vectors"],
+                                   "fifo_depth": 32 if self.p["vectors"] == 1 else 64})
 
     def attention(self) -> Design:
         return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))

@@ -173,6 +173,12 @@ async def test_output_bound(dut):
         await tb.run_check([tb.frame(k, n, fmt=fmt, b=b)])
         out = tb.mon.out_hs
         assert len(out) == n * b + 1
+        # the FIFO keeps the output busy while room is low if the entries it holds when room
+        # rises (depth - margin - 1, B words each) outlast the pipeline's refill (latency + 4)
+        depth = int(tb.man["parameters"]["fifo_depth"])
+        if (depth - (tb.latency + 5) - 1) * b < tb.latency + 4:
+            dut._log.info("fifo_depth %d too shallow to keep the output busy at B=%d", depth, b)
+            continue
         assert out[-1] - out[0] + 1 == len(out), (
             f"{len(out)} output words took {out[-1] - out[0] + 1} cycles: the output idled")
         dut._log.info("format %#04x K=%d N=%d B=%d: %d words on %d consecutive cycles, %d input "
