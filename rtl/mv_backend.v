@@ -146,6 +146,9 @@ wire [EW-1:0] wr_entry;
 wire [EW-1:0] head;
 wire          head_valid;
 wire          head_pop;                 // the head entry's last word is taken
+/* verilator lint_off UNUSEDSIGNAL */
+wire [NVW-1:0] widx;                    // the word of the head entry on m_axis (0 for VECTORS = 1)
+/* verilator lint_on UNUSEDSIGNAL */
 
 sync_fifo #(
     .WIDTH(EW),
@@ -166,21 +169,23 @@ generate
 if (VECTORS > 1) begin : g_words
     assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
                              : {1'b0, d_nv, acc_next};
-    reg  [NVW-1:0] widx;                // the word of the head entry on m_axis
-    wire           last_word = (widx == head[EW-2 -: NVW]);
+    reg  [NVW-1:0] widx_q;
+    wire           last_word = (widx_q == head[EW-2 -: NVW]);
     always @(posedge aclk) begin
         if (!aresetn) begin
-            widx <= {NVW{1'b0}};
+            widx_q <= {NVW{1'b0}};
         end else if (head_valid && m_axis_tready) begin
-            widx <= last_word ? {NVW{1'b0}} : widx + 1'b1;
+            widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
         end
     end
+    assign widx         = widx_q;
     assign head_pop     = m_axis_tready && last_word;
     assign m_axis_tdata = head[32*widx +: 32];
 end else begin : g_word
     assign wr_entry     = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
     assign head_pop     = m_axis_tready;
     assign m_axis_tdata = head[31:0];
+    assign widx         = {NVW{1'b0}};
 end
 endgenerate
 
