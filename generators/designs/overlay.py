@@ -26,6 +26,22 @@ from ..contract import (ATTENTION_MAGIC, FCLK_HZ, HP_BEAT_BYTES, MATRIX_MAGIC, R
 #: to the attention engine, the DMAs and the interconnect (make report's budget table)
 PYNQ_Z1_VECTORS = 2
 
+#: result FIFO entries of the matrix engines when they take B-vector frames (vectors > 1)
+VECTORS_FIFO_DEPTH = 64
+
+
+def engine_params(vectors: int, q4: bool = True) -> Dict[str, Any]:
+    """The matrix engine's parameters the top sets besides max_k and bytes (whose PYNQ-Z1
+    values are the engine's defaults): the Q4_1 lane and, for B-vector frames, `vectors` and a
+    64-entry result FIFO, so that while rows shorter than B beats hold the input back, the
+    entries it holds outlast the pipeline's refill and the output stays busy (docs/vectors.md
+    "As built"). ``make report`` synthesises the engine alone with exactly these."""
+    out: Dict[str, Any] = {"q4": q4}
+    if vectors > 1:
+        out.update(vectors=vectors, fifo_depth=VECTORS_FIFO_DEPTH)
+    return out
+
+
 OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order_merge.v"]
 ATTENTION_ROUTE_MAGIC = ROUTE_MAGIC
 ATT_MACS = 48
@@ -65,12 +81,8 @@ class Overlay(Design):
 
     # ---------------------------------------------------------------- sub-designs
     def matrix(self) -> Design:
-        # B-vector frames: a 64-entry result FIFO, so that while rows shorter than B beats
-        # hold the input back, the entries it holds outlast the pipeline's refill and the
-        # output stays busy (docs/vectors.md "As built")
-        return build("mv-engine", {"max_k": self.p["max_k"], "bytes": HP_BEAT_BYTES,
-                                   "q4": self.p["q4"], "vectors": self.p["vectors"],
-                                   "fifo_depth": 32 if self.p["vectors"] == 1 else 64})
+        return build("mv-engine", dict(engine_params(self.p["vectors"], self.p["q4"]),
+                                       max_k=self.p["max_k"], bytes=HP_BEAT_BYTES))
 
     def attention(self) -> Design:
         return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
