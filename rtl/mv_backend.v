@@ -147,7 +147,9 @@ wire [EW-1:0] head;
 wire          head_valid;
 wire          head_pop;                 // the head entry's last word is taken
 /* verilator lint_off UNUSEDSIGNAL */
-wire [NVW-1:0] widx;                    // the word of the head entry on m_axis (0 for VECTORS = 1)
+wire [NVW-1:0] widx;                    // the word of the entry on m_axis (0 for VECTORS = 1)
+wire           out_valid;               // an entry is on m_axis
+wire [NVW-1:0] out_nv;                  // its B - 1 (0 for VECTORS = 1)
 /* verilator lint_on UNUSEDSIGNAL */
 
 sync_fifo #(
@@ -167,30 +169,52 @@ sync_fifo #(
 
 generate
 if (VECTORS > 1) begin : g_words
+    // the read side: the head entry is taken into an output register (one more cycle of
+    // latency, OUT_STAGES in generators/designs/mv_common.py) and its words leave from there,
+    // so the word select and the "last word" compare work on flip-flops, not on the LUTRAM's
+    // read, and the FIFO's pop (its count's carry chain) starts from registers (docs/timing.md)
     assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
                              : {1'b0, d_nv, acc_next};
+    reg  [EW-1:0]  oreg;                // the entry whose words are on m_axis
+    reg            oval;
     reg  [NVW-1:0] widx_q;
-    wire           last_word = (widx_q == head[EW-2 -: NVW]);
+    wire           last_word = (widx_q == oreg[EW-2 -: NVW]);
+    wire           refill    = !oval || (m_axis_tready && last_word);
     always @(posedge aclk) begin
+        if (refill) begin
+            oreg <= head;
+        end
         if (!aresetn) begin
+            oval   <= 1'b0;
             widx_q <= {NVW{1'b0}};
-        end else if (head_valid && m_axis_tready) begin
-            widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
+        end else begin
+            if (refill) begin
+                oval <= head_valid;
+            end
+            if (oval && m_axis_tready) begin
+                widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
+            end
         end
     end
-    assign widx         = widx_q;
-    assign head_pop     = m_axis_tready && last_word;
-    assign m_axis_tdata = head[32*widx +: 32];
+    assign widx          = widx_q;
+    assign head_pop      = refill;
+    assign m_axis_tdata  = oreg[32*widx_q +: 32];
+    assign m_axis_tvalid = oval;
+    assign m_axis_tlast  = oreg[EW-1];
+    assign out_valid     = oval;
+    assign out_nv        = oreg[EW-2 -: NVW];
 end else begin : g_word
-    assign wr_entry     = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
-    assign head_pop     = m_axis_tready;
-    assign m_axis_tdata = head[31:0];
-    assign widx         = {NVW{1'b0}};
+    assign wr_entry      = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
+    assign head_pop      = m_axis_tready;
+    assign m_axis_tdata  = head[31:0];
+    assign m_axis_tvalid = head_valid;
+    assign m_axis_tlast  = head[EW-1];
+    assign widx          = {NVW{1'b0}};
+    assign out_valid     = head_valid;
+    assign out_nv        = {NVW{1'b0}};
 end
 endgenerate
 
-assign m_axis_tvalid = head_valid;
-assign m_axis_tlast  = head[EW-1];
 assign m_axis_tkeep = 4'hF;
 
 endmodule

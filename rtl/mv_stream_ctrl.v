@@ -370,6 +370,18 @@ end
 // controller's other enables, whose fanout is large); each bank adds its one-hot select
 (* keep *) wire x_wr;
 assign x_wr = in_vx && st_x && !hdr_bad;
+// the last x beat of a vector: the x position restarts (VECTORS > 1), one LUT from registers
+// (kept apart like x_wr; a constant 0 when VECTORS = 1)
+wire x_clr;
+generate
+if (HAS_V) begin : g_xclr
+    (* keep *) wire clr;
+    assign clr = in_vx && st_x && x_last_q;
+    assign x_clr = clr;
+end else begin : g_xclr1
+    assign x_clr = 1'b0;
+end
+endgenerate
 wire [XA_W-1:0] rd_addr = raddr;
 
 genvar g, gv;
@@ -634,13 +646,7 @@ always @(posedge aclk) begin
         end
         if (accept && st_x) begin
             xrem <= xrem - BYTES;
-            if (HAS_V && x_last_q) begin
-                xrem  <= {1'b0, k_reg};
-                xbank <= 0;
-                xoh   <= XOH0;
-                xlt   <= XLT0;
-                xaddr <= 0;
-            end else if (xbank == xwrap) begin
+            if (xbank == xwrap) begin
                 xbank <= 0;
                 xoh   <= XOH0;
                 xlt   <= XLT0;
@@ -657,6 +663,15 @@ always @(posedge aclk) begin
             last_row_q  <= n_one;
             scale_q     <= grp_f;
             gcnt        <= 3'd0;
+        end
+        if (HAS_V && x_clr) begin
+            // a vector ends: the next one starts at bank 0, address 0 of its bank set (a
+            // synchronous clear from one LUT of registers: x_clr)
+            xrem  <= {1'b0, k_reg};
+            xbank <= 0;
+            xoh   <= XOH0;
+            xlt   <= XLT0;
+            xaddr <= 0;
         end
         if (accept && st_row) begin
             if (row_last_q) begin

@@ -9,11 +9,11 @@ always @(*) begin
         backend_one_write_per_cycle: assert (!(sb_eof && sb_valid && sb_last));
     end
 end
-// Frames of B vectors (VECTORS > 1): the read side's word index stays inside the head entry
-// (at most its B - 1; zero while the FIFO is empty), so the words of an entry leave in order,
-// each once, and the entry is popped with its last word. (VECTORS = 1: widx is the constant 0.)
+// Frames of B vectors (VECTORS > 1): the read side's word index stays inside the entry on
+// m_axis (at most its B - 1; zero while there is none), so the words of an entry leave in
+// order, each once, and the entry is released with its last word. (VECTORS = 1: widx is 0.)
 always @(*) begin
     if (f_be_pv && aresetn) begin
-        backend_word_in_entry: assert (head_valid ? widx <= head[EW-2 -: NVW] : widx == 0);
+        backend_word_in_entry: assert (out_valid ? widx <= out_nv : widx == 0);
     end
 end

@@ -12,6 +12,12 @@ MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
 #: input register, the x read, the x bank's output register (docs/timing.md)
 CTRL_STAGES = 3
 
+#: register stages of the back end's read side after the result FIFO (rtl/mv_backend.v): none
+#: for one-vector engines (the FIFO's head drives m_axis), one for vectors > 1 (the entry of B
+#: words in an output register, its words selected from flip-flops: docs/vectors.md)
+def out_stages(vectors: int) -> int:
+    return 0 if vectors == 1 else 1
+
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
 P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
@@ -56,8 +62,8 @@ class MVEngine(Design):
     # -- shared -------------------------------------------------------------------------------
     def latency(self) -> int:
         # input register, x read, x output register (CTRL_STAGES) + lane + accumulate and
-        # FIFO write (1)
-        return CTRL_STAGES + self.lane_latency() + 1
+        # FIFO write (1) + the output register of B-vector engines (out_stages)
+        return CTRL_STAGES + self.lane_latency() + 1 + out_stages(self.p.get("vectors", 1))
 
     def fifo_margin(self) -> int:
         # every beat that can be in the pipeline when room falls, plus the eof token, plus
