@@ -218,6 +218,8 @@ def bad_frames(tb, fmt=None):
         cases["BAD_TRIT"] = bytes(bad)
     if tb.bytes < 8:
         cases["SHORT half header"] = good[:tb.bytes]
+    if tb.vectors == 1:     # an engine of one vector takes no frame with the flag
+        cases["vectors flag on a one-vector engine"] = tb.frame(k, n, fmt=fmt, b=2)
     if tb.vectors > 1:
         V = tb.vectors
         gv = tb.frame(k, n, fmt=fmt, b=V)

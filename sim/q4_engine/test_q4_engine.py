@@ -252,6 +252,8 @@ def bad_frames(tb):
         "NaN past K (no flag)": build_q4_frame(np.ones(k1, np.int8), rows_past, k1, 0x17),
         "SHORT after a NaN": tb.frame(k, n, m=m_nan)[:8 + xlen + 3 * row - 8],
     }
+    if tb.vectors == 1:     # an engine of one vector takes no frame with the flag
+        cases["vectors flag on a one-vector engine"] = tb.frame(k, n, b=2)
     if tb.vectors > 1:
         V = tb.vectors
         gv = tb.frame(k, n, b=V)
