@@ -11,11 +11,12 @@
 // beat (vector v in psum[v*PSUM_W +: PSUM_W], its carry in psum_ci[v]); VECTORS accumulators
 // run side by side, and a row's last beat writes ONE FIFO entry holding all its B results
 // ({status?, B-1, sums}: a VECTORS*32-bit entry, LUTRAM). The read side sends an entry's
-// words one per clock, vector 0 first (a V:1 word select behind the FIFO's head), and pops the
-// entry after its last word; a status entry is one word. So the FIFO takes at most one entry
-// per clock whatever B is, its room flag counts entries as before, and a frame whose rows are
-// shorter than B beats fills the FIFO until room falls: then the output's one word per clock
-// sets the rate (B words per row).
+// words one per clock, vector 0 first, from two entry registers behind the FIFO (a V:1 word
+// select on flip-flops; one cycle more latency than VECTORS = 1, whose FIFO head drives
+// m_axis); a status entry is one word. So the FIFO takes at most one entry per clock whatever
+// B is, its room flag counts entries as before, and a frame whose rows are shorter than B beats
+// fills the FIFO until room falls: then the output's one word per clock sets the rate (B words
+// per row).
 
 `resetall
 `timescale 1ns / 1ps
@@ -150,6 +151,7 @@ wire          head_pop;                 // the head entry's last word is taken
 wire [NVW-1:0] widx;                    // the word of the entry on m_axis (0 for VECTORS = 1)
 wire           out_valid;               // an entry is on m_axis
 wire [NVW-1:0] out_nv;                  // its B - 1 (0 for VECTORS = 1)
+wire           out_second;              // a second entry waits behind it (0 for VECTORS = 1)
 /* verilator lint_on UNUSEDSIGNAL */
 
 sync_fifo #(
@@ -169,40 +171,47 @@ sync_fifo #(
 
 generate
 if (VECTORS > 1) begin : g_words
-    // the read side: the head entry is taken into an output register (one more cycle of
-    // latency, OUT_STAGES in generators/designs/mv_common.py) and its words leave from there,
-    // so the word select and the "last word" compare work on flip-flops, not on the LUTRAM's
-    // read, and the FIFO's pop (its count's carry chain) starts from registers (docs/timing.md)
+    // the read side: two entry registers after the FIFO (o0 on m_axis, o1 behind it). The FIFO
+    // is read while one of them is free, a decision of registers alone, so neither m_axis_tready
+    // nor the word index reaches the FIFO's pop and its count's carry chain (docs/timing.md);
+    // the word select and the "last word" compare work on flip-flops. One cycle more latency
+    // than VECTORS = 1 (OUT_STAGES in generators/designs/mv_common.py).
     assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
                              : {1'b0, d_nv, acc_next};
-    reg  [EW-1:0]  oreg;                // the entry whose words are on m_axis
-    reg            oval;
+    reg  [EW-1:0]  o0, o1;
+    reg            o0v, o1v;
     reg  [NVW-1:0] widx_q;
-    wire           last_word = (widx_q == oreg[EW-2 -: NVW]);
-    wire           refill    = !oval || (m_axis_tready && last_word);
+    wire           last_word = (widx_q == o0[EW-2 -: NVW]);
+    wire           pop       = o0v && m_axis_tready && last_word;   // o0's last word taken
+    wire           take      = head_valid && !(o0v && o1v);         // the FIFO's head comes in
     always @(posedge aclk) begin
-        if (refill) begin
-            oreg <= head;
+        // o0: kept, or o1 moves up, or the FIFO's head comes in; o1: kept or the head
+        if (!o0v || pop) begin
+            o0 <= o1v ? o1 : head;
+        end
+        if (take && (o1v ? pop : (o0v && !pop))) begin
+            o1 <= head;
         end
         if (!aresetn) begin
-            oval   <= 1'b0;
+            o0v    <= 1'b0;
+            o1v    <= 1'b0;
             widx_q <= {NVW{1'b0}};
         end else begin
-            if (refill) begin
-                oval <= head_valid;
-            end
-            if (oval && m_axis_tready) begin
+            o0v <= (o0v && !pop) || o1v || take;
+            o1v <= o1v ? (!pop || take) : (take && o0v && !pop);
+            if (o0v && m_axis_tready) begin
                 widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
             end
         end
     end
     assign widx          = widx_q;
-    assign head_pop      = refill;
-    assign m_axis_tdata  = oreg[32*widx_q +: 32];
-    assign m_axis_tvalid = oval;
-    assign m_axis_tlast  = oreg[EW-1];
-    assign out_valid     = oval;
-    assign out_nv        = oreg[EW-2 -: NVW];
+    assign head_pop      = take;
+    assign m_axis_tdata  = o0[32*widx_q +: 32];
+    assign m_axis_tvalid = o0v;
+    assign m_axis_tlast  = o0[EW-1];
+    assign out_valid     = o0v;
+    assign out_nv        = o0[EW-2 -: NVW];
+    assign out_second    = o1v;
 end else begin : g_word
     assign wr_entry      = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
     assign head_pop      = m_axis_tready;
@@ -212,6 +221,7 @@ end else begin : g_word
     assign widx          = {NVW{1'b0}};
     assign out_valid     = head_valid;
     assign out_nv        = {NVW{1'b0}};
+    assign out_second    = 1'b0;
 end
 endgenerate
 

@@ -232,8 +232,10 @@ reg  [WPB-1:0] xlt;              // bit g: xbank < g (bank g lies after this bea
 // vectors (VECTORS > 1): the vector being captured, one-hot, and whether it is the frame's last
 reg  [VECTORS-1:0] xvoh;
 reg         xv_last_q;
+wire        x_vlast = !HAS_V || xv_last_q;   // the x beats are the frame's last vector's
 reg  [7:0]  xvrem;               // vectors after the current one
-reg         chk_vshape, chk_vres;   // vectors word checks (1 = bad)
+reg  [16:0] xadv;                // K padded to whole beats, less one beat: xrem's step at a
+                                 // vector's last beat, back to K for the next vector
 reg  [NVW-1:0] nv_reg;           // B - 1
 reg         kx_last0;            // K fits one beat: a vector is one x beat
 reg  [BYTES-1:0] xmask0;         // bytes of a vector's first x beat that hold x
@@ -352,11 +354,10 @@ localparam [TW-1:0] R1THR_A = LANE_ELEMS;
 localparam [TW-1:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
-// (and of the vectors word, registered on it: a header that is bad already clears them)
-wire        hdr_bad   = chk_magic || chk_shape || chk_format || (HAS_V && (chk_vshape || chk_vres));
+// (the vectors word's checks are ORed into chk_shape and chk_format on its beat)
+wire        hdr_bad   = chk_magic || chk_shape || chk_format;
 wire [4:0]  hdr_flags = chk_magic ? F_MAGIC
-                      : ((chk_shape || (HAS_V && chk_vshape) ? F_SHAPE : 5'd0)
-                         | (chk_format || (HAS_V && chk_vres) ? F_FORMAT : 5'd0));
+                      : ((chk_shape ? F_SHAPE : 5'd0) | (chk_format ? F_FORMAT : 5'd0));
 
 // ---------------------------------------------------------------- x capture
 reg  [DW-1:0] x_masked;
@@ -424,6 +425,8 @@ endgenerate
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
 wire [31:0] xrem32 = {15'd0, xrem};
+localparam [16:0] XSTEP1 = 17'h1_0000 - BYTES + 17'h1_0000;   // -BYTES in 17 bits
+wire [16:0] xstep = (HAS_V && x_last_q) ? xadv : XSTEP1;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
@@ -532,12 +535,16 @@ always @(posedge aclk) begin
             x_last_q   <= (h_k <= BYTES);
             kx_last0   <= (h_k <= BYTES);
             xmask0     <= h_xmask;
+            xadv       <= (({1'b0, h_k} + BYTES - 1) & ~(BYTES - 1)) - BYTES;
             nv_reg     <= {NVW{1'b0}};
         end
     end
     if (HAS_V && accept && st_vw) begin
-        // the vectors word: B in [7:0], checked unless the header is bad already
-        nv_reg <= in_d[NVW-1:0] - 1'b1;
+        // the vectors word: B in [7:0]; its checks are made unless the header is bad already
+        // and ORed into the header's (so hdr_bad stays one LUT of three flags)
+        nv_reg     <= in_d[NVW-1:0] - 1'b1;
+        chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
+        chk_format <= chk_format || (!hdr_bad && (in_d[63:8] != 56'd0));
     end
     if (accept && st_x) begin
         if (HAS_V && x_last_q) begin
@@ -571,8 +578,6 @@ always @(posedge aclk) begin
         st_x        <= 1'b0;
         st_row      <= 1'b0;
         st_vw       <= 1'b0;
-        chk_vshape  <= 1'b0;
-        chk_vres    <= 1'b0;
         xvoh        <= 1;
         xv_last_q   <= 1'b1;
         xvrem       <= 8'd0;
@@ -606,24 +611,20 @@ always @(posedge aclk) begin
         st_hdr <= (accept && in_l) || (st_hdr && !(accept && hdr_done));
         st_x   <= !(accept && in_l)
                   && ((st_hdr && accept && hdr_done && !h_vflag) || (HAS_V && st_vw && accept)
-                      || (st_x && !(accept && (hdr_bad || (x_last_q && xv_last_q)))));
+                      || (st_x && !(accept && (hdr_bad || (x_last_q && x_vlast)))));
         st_vw  <= HAS_V && !(accept && in_l)
                   && ((st_hdr && accept && hdr_done && h_vflag) || (st_vw && !accept));
         st_row <= !(accept && in_l)
-                  && ((st_x && accept && x_last_q && xv_last_q && !hdr_bad)
+                  && ((st_x && accept && x_last_q && x_vlast && !hdr_bad)
                       || (st_row && !(accept && row_last_q && last_row_q)));
         if (HAS_V && accept && st_hdr && hdr_done) begin
-            // a frame without the flag has one vector; the checks of a vectors word cleared
+            // a frame without the flag has one vector
             xvoh       <= 1;
             xv_last_q  <= 1'b1;
-            chk_vshape <= 1'b0;
-            chk_vres   <= 1'b0;
         end
         if (HAS_V && accept && st_vw) begin
             xv_last_q  <= (in_d[7:0] <= 8'd1);
             xvrem      <= in_d[7:0] - 8'd1;
-            chk_vshape <= !hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS);
-            chk_vres   <= !hdr_bad && (in_d[63:8] != 56'd0);
         end
         if (HAS_V && accept && st_x && x_last_q && !xv_last_q) begin
             // the next vector: its bank set, x from its start
@@ -645,7 +646,9 @@ always @(posedge aclk) begin
             end
         end
         if (accept && st_x) begin
-            xrem <= xrem - BYTES;
+            // a vector's last beat steps back to K (VECTORS > 1): one adder, its operand chosen
+            // from registers
+            xrem <= xrem + xstep;
             if (xbank == xwrap) begin
                 xbank <= 0;
                 xoh   <= XOH0;
@@ -667,7 +670,6 @@ always @(posedge aclk) begin
         if (HAS_V && x_clr) begin
             // a vector ends: the next one starts at bank 0, address 0 of its bank set (a
             // synchronous clear from one LUT of registers: x_clr)
-            xrem  <= {1'b0, k_reg};
             xbank <= 0;
             xoh   <= XOH0;
             xlt   <= XLT0;

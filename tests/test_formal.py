@@ -113,9 +113,9 @@ def test_two_port_top_from_manifest_streams(tmp_path):
     assert "m1_axis_tready -> m1_axis_tvalid" in r.note and "m0_axis" not in r.note
 
 
-@pytest.mark.parametrize("design,params", [(d, p) for d, p, lab in formal.VECTORS
-                                           if lab.startswith("small")],
-                         ids=[lab for _, _, lab in formal.VECTORS if lab.startswith("small")])
+@pytest.mark.parametrize("design,params", [
+    pytest.param(d, p, id=lab, marks=[pytest.mark.long] if "vectors 3" in lab else [])
+    for d, p, lab in formal.VECTORS if lab.startswith("small")])
 def test_vectors_proof(design, params, tmp_path):
     """Matrix engines taking frames of B vectors (docs/vectors.md): the handshake, no lost
     word and the read side's word index (backend_word_in_entry) prove at the default depth."""

@@ -15,5 +15,6 @@ end
 always @(*) begin
     if (f_be_pv && aresetn) begin
         backend_word_in_entry: assert (out_valid ? widx <= out_nv : widx == 0);
+        backend_out_in_order:  assert (!out_second || out_valid);   // the second waits behind one
     end
 end
