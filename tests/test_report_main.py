@@ -178,8 +178,10 @@ def test_vivado_rows_take_the_matrix_engine_the_top_carries():
 def test_budget_rows_per_vectors():
     """make report's budget per vectors (docs/vectors.md): the top synthesised at 1 and at the
     default, the others the default top plus twice the engine's difference; shares of the
-    7020 against the caps; the worst paths where analysed."""
-    from generators.designs.overlay import PYNQ_Z1_VECTORS as D, engine_params
+    7020 against the caps; the worst paths where analysed, the top's against 6.0 ns. The rows
+    are built for a default of 2 whatever PYNQ_Z1_VECTORS is (budget_rows takes it)."""
+    from generators.designs.overlay import PYNQ_Z1_VECTORS, engine_params
+    D = 2
     infra = sum(i["count"] * i["LUT"] for i in resources.INFRA)
     res = [_vsynth("overlay", lut=25000, ff=16000, dsp=117, bram=21.0,
                    all_params={"q4": True, "vectors": D}),
@@ -187,7 +189,7 @@ def test_budget_rows_per_vectors():
     for v in resources.BUDGET_VECTORS:
         res.append(_vsynth("mv-engine", engine_params(v), "sweep", lut=3000 * v, ff=2000 * v,
                            dsp=10 * v, bram=5.0 * v + 2))
-    worst = {("mv-engine", 1): 5.5, ("top", D): 5.9}
+    worst = {("mv-engine", 1): 5.5, ("top", D): 5.9, ("top", 1): 6.1}
     rows = {r["vectors"]: r for r in resources.budget_rows(res, worst, default=D)}
     assert sorted(rows) == list(resources.BUDGET_VECTORS)
     assert rows[1]["t_lut"] == 22000 and rows[1]["source"] == "top synthesised"
@@ -200,9 +202,32 @@ def test_budget_rows_per_vectors():
     assert rows[1]["e_worst"] == 5.5 and rows[D]["t_worst"] == 5.9 and rows[v]["e_worst"] is None
     for r in rows.values():
         assert r["fits"] == ("yes" if r["lut_pct"] <= 80 and r["dsp_pct"] <= 90 else "no")
+    assert (rows[1]["meets"], rows[D]["meets"], rows[v]["meets"]) == ("no", "yes", "-")
     figs = {f["key"]: f for f in resources.budget_figures(list(rows.values()))}
     assert figs[f"report.vectors.v{v}.top_lut"]["label"] == "modelled"
     assert figs["report.vectors.v1.top_lut"]["label"] == "synthesised (yosys)"
     labels = [rep._label(c) for c in rep.silicon_configs(["overlay", "mv-engine"])]
-    assert "overlay vectors=1" in labels or D == 1
+    for t in resources.TOP_VECTORS:     # the tops make report synthesises besides the default
+        assert (f"overlay vectors={t}" in labels) == (t != PYNQ_Z1_VECTORS)
     assert f"mv-engine q4=true vectors={v} fifo_depth=64" in labels
+
+
+def test_timing_configs_per_vectors():
+    """make timing's per-vectors rows: the top at resources.TOP_VECTORS (named top-v<B> but at
+    its default, "top"), the matrix engine at every budget vectors; only the default's rows are
+    the bitstream's (tests/test_timing_top.py holds those to 6.0 ns)."""
+    from generators.designs.overlay import PYNQ_Z1_VECTORS as D
+    from generators.report import timing
+    names = [c[2] for c in timing.TIMING_CONFIGS]
+    assert "top" in names and "mv-engine-q4" in names
+    for t in resources.TOP_VECTORS:
+        assert (f"top-v{t}" in names) == (t != D)
+    assert {f"mv-engine-q4-v{v}" for v in resources.BUDGET_VECTORS if v > 1} <= set(names)
+    built = {c[2] for c in timing.built_configs()}
+    assert "top" in built and all(timing.config_vectors(n) == D for n in built)
+    assert ("mv-engine-q4" in built) == (D == 1) and f"mv-engine-q4-v{D}" in built | {"mv-engine-q4-v1"}
+    rows = [dict(name=n, timing={"reg2reg": {"worst_ns": ns}}) for n, ns in
+            (("top", 5.9), ("top-v7", 7.2), ("mv-engine-q4", 5.5), ("mv-engine-q4-v3", 5.8),
+             ("probe", 3.0))] + [dict(name="top-v9", error="synthesis failed")]
+    assert timing.vector_worst(rows) == {("top", D): 5.9, ("top", 7): 7.2, ("mv-engine", 1): 5.5,
+                                         ("mv-engine", 3): 5.8}

@@ -6,9 +6,12 @@ import pytest
 
 import generators
 from generators.cosim import runner
+from generators.designs.overlay import PYNQ_Z1_VECTORS
 
 MOD = "sim.overlay.test_overlay"
-PARAMS = {"max_k": 64, "max_context": 8}
+#: the small top takes frames of two vectors (the PYNQ-Z1 default is one: docs/vectors.md), so
+#: make test sends B-vector matrix frames through the top on both simulators
+PARAMS = {"max_k": 64, "max_context": 8, "vectors": 2}
 TESTS = {"verilator": ["test_mixed_traffic", "test_bad_frames", "test_output_stall"],
          "icarus": ["test_mixed_traffic", "test_bad_frames"]}
 
@@ -42,6 +45,7 @@ def test_overlay_pynq_z1(sim):
                    extra_env=PYNQ_ENV)
     assert r["tests"] == 2
     assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
+    assert r["manifest"]["matrix"]["vectors"] == PYNQ_Z1_VECTORS
 
 
 @pytest.mark.long
