@@ -135,7 +135,7 @@ def test_vector_mutant_fails(mutant, tmp_path):
 
 @pytest.mark.long   # make test-long
 def test_vectors_pynq_engine_proof(tmp_path):
-    """The PYNQ-Z1 top's matrix engine at its vectors (q4=true, fifo_depth 64)."""
+    """The top's matrix engine at vectors 2 as the overlay builds it (q4=true, fifo_depth 64)."""
     design, params, _ = formal.VECTORS[-1]
     r = formal.prove(design, params, cover=False, workdir=tmp_path / "f")
     assert r.status == "PASS", (r.status, r.failed, r.note)
