@@ -8,15 +8,17 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench host-test
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
 	@echo "  make sim          render the PYNQ-Z1 configuration of every engine and of the PL top, simulate each"
-	@echo "                    against numpy (Verilator), print the summary table, write docs/results/sim.json"
+	@echo "                    against numpy (Verilator), print the summary table, write docs/results/sim.json;"
+	@echo "                    DESIGN=... PARAMS=\"k=v ...\" simulates one design in your configuration instead"
 	@echo "  make test         make lint, then pytest tests/ -m 'not long' on Verilator and Icarus (under 15 min on 2 cores)"
 	@echo "Tests and checks:"
 	@echo "  make test-long    pytest -m long: PYNQ-Z1-size builds, second simulators, variants (CI runs it after make test)"
+	@echo "  make test-timed   make test (LONG=1: make test-long) timed: tests passed and wall time to docs/results/test.json"
 	@echo "  make test-quick   pytest without the simulations, the proofs and the long tests; no lint (a few minutes)"
 	@echo "  make lint         verilator --lint-only -Wall and iverilog -Wall on every design at several parameter sets, then lint-tcl"
 	@echo "  make lint-tcl     tclint on vivado/*.tcl and constraints/*.xdc"
@@ -57,7 +59,7 @@ setup: .venv/.requirements.sha1
 	@tools/setup.sh
 
 sim: setup
-	@$(ENV) $(PY) sim/summary.py --sim $(SIM)
+	@$(ENV) $(PY) sim/summary.py --sim $(SIM) $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
 
 sim-icarus: SIM = icarus
 sim-icarus: sim
@@ -72,6 +74,9 @@ test: setup
 
 test-long: setup
 	@$(ENV) $(PY) -m pytest -n $(JOBS_TEST) -p no:cacheprovider -m long --durations=15 tests
+
+test-timed: setup
+	@$(ENV) $(PY) tools/test_time.py $(if $(LONG),--long)
 
 test-quick: setup
 	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py

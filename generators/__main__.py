@@ -12,20 +12,9 @@ import json
 import sys
 
 from . import __version__
-from .core import ParameterError, build, designs
+from .core import ParameterError, build, designs, parse_assignments
 
 
-def _parse_sets(items):
-    values = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ParameterError(f"--set {item!r}: expected NAME=VALUE")
-        k, v = item.split("=", 1)
-        k = k.strip().replace("-", "_")
-        if not k:
-            raise ParameterError(f"--set {item!r}: empty parameter name")
-        values[k] = v
-    return values
 
 
 def cmd_list(args) -> int:
@@ -43,7 +32,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_render(args) -> int:
-    d = build(args.design, _parse_sets(args.set))
+    d = build(args.design, parse_assignments(args.set))
     man = d.write(args.out)
     if args.json:
         print(json.dumps(man, indent=2))

@@ -257,13 +257,16 @@ def format_table(rows: list[dict], markdown: bool = False) -> str:
 
 
 def _parse_sets(items: list[str]) -> dict:
-    out = {}
-    for it in items:
-        k, _, v = it.partition("=")
-        if not _ or k not in {f.name for f in dataclasses.fields(AttentionConfig)}:
-            raise SystemExit(f"--set {it!r}: expected NAME=VALUE with an AttentionConfig field")
-        out[k] = int(v, 0)
-    return out
+    from .core import ParameterError, parse_assignments
+    try:
+        sets = parse_assignments(items)
+    except ParameterError as exc:
+        raise SystemExit(str(exc)) from None
+    fields = {f.name for f in dataclasses.fields(AttentionConfig)}
+    bad = sorted(set(sets) - fields)
+    if bad:
+        raise SystemExit(f"--set {bad[0]}: not an AttentionConfig field ({', '.join(sorted(fields))})")
+    return {k: int(v, 0) for k, v in sets.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

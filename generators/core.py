@@ -38,6 +38,23 @@ class ParameterError(ValueError):
     """An invalid generator parameter. Raised before any file is written."""
 
 
+
+def parse_assignments(items: Optional[Sequence[str]], what: str = "--set") -> Dict[str, str]:
+    """``NAME=VALUE`` items (an item may hold several, blank-separated: make's PARAMS="a=1 b=2")
+    -> {name: value as a string}; '-' in a name becomes '_'. ParameterError on a malformed item.
+    The one parser of --set (render), PARAMS (make sim, make formal) and attention_error's --set."""
+    values: Dict[str, str] = {}
+    for item in items or []:
+        for tok in str(item).split():
+            if "=" not in tok:
+                raise ParameterError(f"{what} {tok!r}: expected NAME=VALUE")
+            k, v = tok.split("=", 1)
+            k = k.strip().replace("-", "_")
+            if not k:
+                raise ParameterError(f"{what} {tok!r}: empty parameter name")
+            values[k] = v
+    return values
+
 @dataclass(frozen=True)
 class Param:
     """One generator parameter: a type, a default, a legal range and a description."""

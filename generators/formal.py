@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .core import REPO_DIR, ParameterError, render
+from .core import REPO_DIR, ParameterError, parse_assignments, render
+from .designs import PYNQ_Z1 as _PYNQ_Z1
 
 FORMAL_DIR = REPO_DIR / "formal"
 PROPS_DIR = FORMAL_DIR / "props"
@@ -47,14 +48,7 @@ BUILD_DIR = REPO_DIR / "build" / "formal"
 
 #: (design, parameters, label): the PYNQ-Z1 configuration of each engine and a small one.
 #: The PYNQ-Z1 rows are the ones `make test` proves.
-PYNQ_Z1 = [
-    ("probe", {}, "PYNQ-Z1"),
-    ("int8-engine", {}, "PYNQ-Z1"),
-    ("ternary-engine", {}, "PYNQ-Z1"),
-    ("attention-engine", {"macs": 48}, "PYNQ-Z1"),
-    ("mv-engine", {}, "PYNQ-Z1"),              # on main after the overlay merge
-    ("q4-engine", {}, "PYNQ-Z1"),              # on main after the q4 merge
-]
+PYNQ_Z1 = [(d, dict(p), "PYNQ-Z1") for d, p in _PYNQ_Z1.items() if d != "overlay"]
 #: The PL top: `make formal` (and `make test-long`): the default top (q4=true, the one the
 #: bitstream carries) at k = 12, closed by formal/props/matrix_engine.svh (the writes in flight
 #: through each matrix engine fit its FIFO; without it the Q4_1 lane's pipeline is longer than
@@ -627,17 +621,6 @@ VECTOR_MUTANTS: Dict[str, Tuple[Mutant, str]] = {
 # --------------------------------------------------------------------------------------------
 # command line
 
-def _parse_params(items: Sequence[str]) -> Dict[str, str]:
-    out = {}
-    for item in items:
-        for tok in item.split():
-            if "=" not in tok:
-                raise ParameterError(f"PARAMS: {tok!r} is not NAME=VALUE")
-            k, v = tok.split("=", 1)
-            out[k.strip()] = v
-    return out
-
-
 def table(results: Sequence[Result]) -> str:
     rows = [("design", "configuration", "result", "k", "elaborate s", "prove s", "cover s",
              "CPU s", "covers reached", "failed / note")]
@@ -671,7 +654,7 @@ def main(argv=None) -> int:
     if args.manifest_dir:
         runs = [("", {}, "rendered")]
     elif args.design and args.params:
-        runs = [(args.design, _parse_params(args.params), "")]
+        runs = [(args.design, parse_assignments(args.params, 'PARAMS'), "")]
     else:
         import generators
         known = generators.list_designs()
@@ -693,7 +676,33 @@ def main(argv=None) -> int:
     print()
     print(table(results))
     bad = [r for r in results if r.status not in ("PASS", "NO STREAM")]
+    if not (args.design or args.manifest_dir or args.mutant or args.depth):
+        path = record_figures(results, cover=not args.no_cover)
+        print(f"[formal] wrote {path}")
     return 1 if bad else 0
+
+
+def record_figures(results: Sequence[Result], cover: bool = True):
+    """`make formal`'s figures (docs/results/formal.json): per proof its result, depth and CPU
+    seconds (the wall time depends on the machine's load; the CPU time much less)."""
+    from .results import figure, record
+    figs, seen = [], set()
+    for r in results:
+        if r.status == "NO STREAM":
+            continue
+        slug = re.sub(r"[^a-z0-9]+", "-", (r.label or "defaults").lower()).strip("-")
+        key = f"formal.{r.design}.{slug}"
+        if key in seen:
+            continue
+        seen.add(key)
+        cfg = " ".join(f"{k}={v}" for k, v in r.params.items()) or r.label
+        figs.append(figure(f"{key}.result", r.status + (f" at k = {r.depth}" if r.depth else ""),
+                           "", "measured", f"make formal: {r.design} ({cfg})"))
+        figs.append(figure(f"{key}.cpu_s", round(r.seconds.get("cpu", 0.0), 1), "s CPU",
+                           "measured", f"CPU time of the proof{' and covers' if cover else ''}: "
+                           f"{r.design} ({cfg})"))
+    return record("formal", figs, command="make formal" if cover else
+                  "python -m generators.formal --no-cover")
 
 
 if __name__ == "__main__":

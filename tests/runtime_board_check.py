@@ -122,7 +122,7 @@ def main():
     eng = EngineConfig(max_k=512, max_context=16)
     write_checkpoint(d, TINY, seed=3)
     ck = load_checkpoint(d, eng)
-    res = {"pynq": pynq.__version__, "numpy": np.__version__}
+    res = {"pynq": pynq.__version__, "numpy": np.__version__, "python": sys.version.split()[0]}
     for fmt in ("int8", "ternary"):
         m = convert(ck, fmt, eng)
         t_gold, t_pynq = [], []

@@ -6,3 +6,15 @@ on it (:mod:`generators.cosim.runner`); the simulator side of the runtime's ``rt
 Nothing here imports the repository's ``sim/`` or ``tests/`` folders, so an installed copy
 (``pip install ternary-pynq[sim]``) runs ``decode --backend rtl`` from any folder.
 """
+
+#: the cocotb bench (a module of the repository's sim/ folder: checkouts only) of each design
+#: that `make sim` and `make report` simulate; `test_summary` in each writes $TB_RESULT
+BENCHES = {
+    "probe": "sim.probe.test_probe",
+    "int8-engine": "sim.mv_engine.test_mv_engine",
+    "ternary-engine": "sim.mv_engine.test_mv_engine",
+    "mv-engine": "sim.mv_engine.test_mv_engine",
+    "q4-engine": "sim.q4_engine.test_q4_engine",
+    "attention-engine": "sim.attention.test_attention",
+    "overlay": "sim.overlay.test_overlay",
+}

@@ -27,6 +27,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..results import record
 from . import resources, timing
 from .synth_cache import _label, fmt_params, log, synth_config, synth_key  # noqa: F401
+from generators.cosim import BENCHES
+from generators.designs import PYNQ_Z1
+
 from .decoder_model import (
     ATTN_FIXED_LATENCY_PLACEHOLDER,
     PLAttention,
@@ -60,14 +63,9 @@ WRITEUP_SILICON = [
 #: the design goal for one 40-term ternary lane
 LANE_GOAL_LUT = 600
 
-#: cocotb module per design (sim/summary.py has the same list)
-SIM_MODULES = {
-    "probe": "sim.probe.test_probe",
-    "int8-engine": "sim.mv_engine.test_mv_engine",
-    "ternary-engine": "sim.mv_engine.test_mv_engine",
-    "q4-engine": "sim.q4_engine.test_q4_engine",
-    "attention-engine": "sim.attention.test_attention",
-}
+#: the designs whose speed the report simulates, and their cocotb bench
+SIM_MODULES = {d: BENCHES[d] for d in ("probe", "int8-engine", "ternary-engine", "q4-engine",
+                                       "attention-engine")}
 #: weights per byte of each design's weight stream (None: no weights: the probe computes
 #: nothing, the attention engine streams q and the KV cache; Q4_1: 64 weights in 40 bytes)
 WEIGHTS_PER_BYTE = {"probe": None, "int8-engine": 1, "ternary-engine": 5, "q4-engine": Fraction(8, 5),
@@ -90,7 +88,7 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
     order = sorted(designs, key=lambda d: (d != "overlay", d != "attention-engine"))
     out = [dict(design=d, params={}, kind="default") for d in order]
     if "attention-engine" in designs:   # the PYNQ-Z1 attention: 16-byte beats, 48 MACs/clock
-        out.insert(1, dict(design="attention-engine", params={"macs": 48}, kind="sweep"))
+        out.insert(1, dict(design="attention-engine", params=dict(PYNQ_Z1["attention-engine"]), kind="sweep"))
     if "ternary-engine" in designs:
         for b in (4, 16):
             out.append(dict(design="ternary-engine", params={"bytes": b}, kind="sweep"))
@@ -126,7 +124,7 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
         params = fmt_params(r.get("all_params") or r.get("params", {}))
         note = {"default": "generator default", "sweep": "sweep: " + fmt_params(r.get("params", {})),
                 "lane": ""}.get(r.get("kind", ""), "")
-        if r["design"] == "attention-engine" and r.get("params") == {"macs": 48}:
+        if r["design"] == "attention-engine" and r.get("params") == PYNQ_Z1["attention-engine"]:
             note = "PYNQ-Z1 configuration (make sim): 48 MACs/clock"
         if r.get("kind") == "lane":
             terms = r.get("terms")

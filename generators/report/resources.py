@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ..designs import PYNQ_Z1
+
 __all__ = ["XC7Z020", "INFRA", "ENGINES", "vivado_rows", "figures", "COLUMNS", "HEADERS",
            "NOTE", "replica_ffs", "fmt", "BUDGET_VECTORS", "CAPS", "budget_rows",
            "budget_figures", "BUDGET_COLUMNS", "BUDGET_HEADERS", "BUDGET_NOTE",
@@ -56,7 +58,8 @@ ENGINES = [
 ] + ([(f"mv-engine-q4-v{PYNQ_Z1_VECTORS}", "mv-engine", engine_params(PYNQ_Z1_VECTORS),
        f"matrix engine, INT8 + ternary + Q4_1, vectors {PYNQ_Z1_VECTORS} (the top's)")]
      if PYNQ_Z1_VECTORS > 1 else []) + [
-    ("attention-engine", "attention-engine", {"macs": 48}, "attention engine, 48 MACs/clock"),
+    ("attention-engine", "attention-engine", dict(PYNQ_Z1["attention-engine"]),
+     "attention engine, 48 MACs/clock"),
 ]
 
 #: the note under the table in make report
@@ -118,7 +121,7 @@ def vivado_rows(results: Sequence[Mapping], top_timing: Optional[Mapping] = None
     vec = int((top.get("all_params") or {}).get("vectors", PYNQ_Z1_VECTORS))
     mat = _find(results, "mv-engine", engine_params(vec, True) if q4 else
                 ({} if vec == 1 else dict(engine_params(vec, False), q4=False)))
-    att = _find(results, "attention-engine", {"macs": 48})
+    att = _find(results, "attention-engine", PYNQ_Z1["attention-engine"])
     keys = ("lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram")
     t = _split(top)
     if mat is not None and att is not None:

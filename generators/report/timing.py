@@ -37,6 +37,7 @@ __all__ = ["Delay", "DELAYS", "Model", "DEFAULT_MODEL", "CLOCK_NS", "BUDGET_NS",
 
 #: the fabric clock period (generators.contract.FCLK_HZ: 142.857 MHz)
 from ..contract import FCLK_HZ as _FCLK_HZ  # noqa: E402
+from ..designs import PYNQ_Z1  # noqa: E402
 from .yosys import postorder, top_module  # noqa: E402
 
 CLOCK_NS = round(1e9 / _FCLK_HZ, 3)          # 7.0
@@ -787,7 +788,7 @@ def format_path(p: Mapping) -> str:
 #: overlay's own matrix engine: mv-engine with the Q4_1 lane)
 TIMING_CONFIGS: List[Tuple[str, Dict, str]] = [
     ("overlay", {}, "top"),
-    ("attention-engine", {"macs": 48}, "attention-engine"),
+    ("attention-engine", dict(PYNQ_Z1["attention-engine"]), "attention-engine"),
     ("mv-engine", {"q4": True}, "mv-engine-q4"),
     ("mv-engine", {}, "mv-engine"),
     ("q4-engine", {}, "q4-engine"),
