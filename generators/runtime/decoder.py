@@ -150,7 +150,7 @@ class Decoder:
         c = self.cfg
         K, V = self._be.kv_views()
         self.kv = KVCache(c.num_hidden_layers, c.num_key_value_heads, self.max_context,
-                          c.head_dim, K=K, V=V)
+                          c.head_dim, K=K, V=V, steps=self.model.kv_steps)
         self.pos = 0
 
     # ------------------------------------------------------------------ engines
@@ -221,7 +221,7 @@ class Decoder:
         t0 = time.perf_counter()
         frames = self.be.run(layer, ATT)
         self.timing["attention_s"] += time.perf_counter() - t0
-        o = np.empty((c.num_attention_heads, d), np.float32)
+        o = np.empty((c.num_attention_heads, d), hostops.dtype())
         for h, (fp, per_port) in enumerate(frames):
             words = np.asarray(per_port[0], np.uint32)
             if self.trace is not None:

@@ -147,6 +147,7 @@ class COps:
     library."""
 
     name = "c"
+    F = np.float32
 
     def __init__(self, lib: ctypes.CDLL, path: Path):
         self.lib, self.path = lib, path
