@@ -613,7 +613,7 @@ end
 
 reg            wrun;
 reg            wbank;
-reg  [GW-1:0]  wh;
+(* max_fanout = 24 *) reg [GW-1:0] wh;   // head of W1: selects every head's operands (C of a DSP48E1)
 reg            w1v, w2v, w3v, w4v, w5v;
 reg  [GW-1:0]  w1h, w2h, w3h, w4h, w5h;
 reg  [SB-1:0]  e1;

@@ -5,6 +5,7 @@ import re
 import pytest
 
 import generators
+from generators.designs.overlay import PYNQ_Z1_VECTORS
 from generators import ParameterError
 from generators.golden import overlay as gov
 from generators.packing import split_attention_frame
@@ -24,7 +25,9 @@ def test_manifest_contract(pynq):
         {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
     # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
     assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
-    # latency: 3 controller stages + 17 (the Q4_1 path and the select) + 1 (docs/timing.md)
+    # latency: 3 controller stages + 17 (the Q4_1 path and the select) + 1 (docs/timing.md);
+    # one vector per frame (PYNQ_Z1_VECTORS: vectors 2 misses the 6.0 ns budget, docs/vectors.md)
+    assert man["matrix"]["vectors"] == PYNQ_Z1_VECTORS == 1
     assert man["matrix"]["latency"] == 21 and man["matrix"]["port_latency"] == [24, 23]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
@@ -38,7 +41,7 @@ def test_manifest_contract(pynq):
 
 def test_q4_false_leaves_two_formats(tmp_path):
     man = generators.render("overlay", {"q4": False}, tmp_path / "o")
-    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 10
+    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 10   # vectors 1
     assert "q4_lane.v" not in man["sources"]
 
 
@@ -98,3 +101,16 @@ def test_split_attention_frame():
     route = int.from_bytes(odd[:8], "little")
     assert route == 0xA77F | (5 << 16) | (0x9A << 56)
     assert odd[8:] == bytes(range(8, 16)) + bytes(range(24, 32)) + bytes(range(40, 48))
+
+
+def test_vectors_one_is_todays_top(tmp_path):
+    """vectors=1 (the default): the matrix engines of before (latency 21, 32-entry FIFO, one
+    vector); vectors=2: 64 FIFO entries and the back end's entry registers (latency 22)."""
+    man = generators.render("overlay", {"vectors": 1}, tmp_path / "o")
+    assert man["matrix"]["vectors"] == 1
+    assert man["matrix"]["latency"] == 21 and man["matrix"]["port_latency"] == [24, 23]
+    assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 32
+    man = generators.render("overlay", {"vectors": 2}, tmp_path / "o2")
+    assert man["matrix"]["vectors"] == 2
+    assert man["matrix"]["latency"] == 22 and man["matrix"]["port_latency"] == [25, 24]
+    assert generators.core.build("overlay", {"vectors": 2}).matrix().p["fifo_depth"] == 64

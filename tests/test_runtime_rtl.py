@@ -65,6 +65,26 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     assert be.cycles["matrix"] > 0 and be.cycles["attention"] > 0
 
 
+@pytest.mark.long
+def test_rtl_on_a_two_vector_top(ck):
+    """The runtime's one-vector frames (no vectors flag, docs/vectors.md) on a top built with
+    vectors=2 (64-entry result FIFOs, latency 22): the golden backend's tokens and words."""
+    from generators.runtime.rtl import overlay_params
+    m = convert(ck, "int8", ENG, notice=None)
+    t_gold, t_rtl = [], []
+    with hostops.using("numpy"):
+        gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate([1], 2, seed=7))
+    be = make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=2))
+    try:
+        assert be.manifest["matrix"]["vectors"] == 2
+        with hostops.using("c"):
+            rtl = list(Decoder(m, be, trace=t_rtl).generate([1], 2, seed=7))
+    finally:
+        be.close()
+    assert rtl == gold
+    _compare(t_gold, t_rtl)
+
+
 def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
     """A byte no 5 trits make (250) in layer 0's k_proj, port 1 half: the RTL engine answers
     BAD_TRIT and the decoder names the flag, the layer, the matrix and the port."""

@@ -6,9 +6,12 @@ import pytest
 
 import generators
 from generators.cosim import runner
+from generators.designs.overlay import PYNQ_Z1_VECTORS
 
 MOD = "sim.overlay.test_overlay"
-PARAMS = {"max_k": 64, "max_context": 8}
+#: the small top takes frames of two vectors (the PYNQ-Z1 default is one: docs/vectors.md), so
+#: make test sends B-vector matrix frames through the top on both simulators
+PARAMS = {"max_k": 64, "max_context": 8, "vectors": 2}
 TESTS = {"verilator": ["test_mixed_traffic", "test_bad_frames", "test_output_stall"],
          "icarus": ["test_mixed_traffic", "test_bad_frames"]}
 
@@ -42,6 +45,17 @@ def test_overlay_pynq_z1(sim):
                    extra_env=PYNQ_ENV)
     assert r["tests"] == 2
     assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
+    assert r["manifest"]["matrix"]["vectors"] == PYNQ_Z1_VECTORS
+
+
+@pytest.mark.long
+def test_overlay_vectors_one():
+    """The top with vectors=1 (the matrix engines of before): a frame with the vectors flag is
+    BAD_FORMAT, every other word as before (make test-long)."""
+    r = runner.run("overlay", dict(PARAMS, vectors=1), "verilator", MOD,
+                   testcase=["test_mixed_traffic", "test_bad_frames"],
+                   extra_env={"TB_BEATS": "900"})
+    assert r["manifest"]["matrix"]["vectors"] == 1 and r["manifest"]["matrix"]["latency"] == 21
 
 
 def _swap_halves(gen_dir):

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["Delay", "DELAYS", "Model", "DEFAULT_MODEL", "CLOCK_NS", "BUDGET_NS", "analyze",
-           "format_path", "route_delay", "SOURCES", "delay_table", "CARRY4_ARCS", "TIMING_CONFIGS", "timing_config", "main"]
+           "format_path", "route_delay", "SOURCES", "delay_table", "CARRY4_ARCS", "TIMING_CONFIGS", "timing_config", "main",
+           "config_vectors", "built_configs", "vector_worst"]
 
 #: the fabric clock period (generators.contract.FCLK_HZ: 142.857 MHz)
 from ..contract import FCLK_HZ as _FCLK_HZ  # noqa: E402
@@ -797,6 +798,54 @@ TIMING_CONFIGS: List[Tuple[str, Dict, str]] = [
 ]
 
 
+def _vector_configs() -> List[Tuple[str, Dict, str]]:
+    """The budget per `vectors` (docs/vectors.md): the top's matrix engine at every vectors
+    value make report tries but 1 (mv-engine-q4), and the top at resources.TOP_VECTORS but its
+    default ("top")."""
+    from ..designs.overlay import PYNQ_Z1_VECTORS, engine_params
+    from .resources import BUDGET_VECTORS, TOP_VECTORS
+    out = [("overlay", {"vectors": v}, f"top-v{v}") for v in TOP_VECTORS
+           if v != PYNQ_Z1_VECTORS]
+    out += [("mv-engine", engine_params(v), f"mv-engine-q4-v{v}") for v in BUDGET_VECTORS
+            if v > 1]
+    return out
+
+
+TIMING_CONFIGS += _vector_configs()
+
+
+def config_vectors(name: str) -> int:
+    """The `vectors` of a TIMING_CONFIGS row by its name: top-v<B> and mv-engine-q4-v<B> carry
+    theirs, every other configuration is at its PYNQ-Z1 one (the top's default)."""
+    from ..designs.overlay import PYNQ_Z1_VECTORS
+    if name == "mv-engine-q4":
+        return 1
+    m = re.fullmatch(r"(?:top|mv-engine-q4)-v(\d+)", name)
+    return int(m.group(1)) if m else PYNQ_Z1_VECTORS
+
+
+def built_configs() -> List[Tuple[str, Dict, str]]:
+    """The configurations the bitstream carries (what tests/test_timing_top.py holds to
+    6.0 ns): every row of TIMING_CONFIGS at the top's default vectors; the others are the
+    budget's what-ifs, recorded but not built."""
+    from ..designs.overlay import PYNQ_Z1_VECTORS
+    return [c for c in TIMING_CONFIGS if config_vectors(c[2]) == PYNQ_Z1_VECTORS]
+
+
+def vector_worst(rows: Sequence[Mapping]) -> Dict[Tuple[str, int], float]:
+    """{("mv-engine" | "top", vectors): worst ns} from timing rows named as TIMING_CONFIGS."""
+    out: Dict[Tuple[str, int], float] = {}
+    for r in rows:
+        if r.get("error") or "timing" not in r:
+            continue
+        name, ns = r["name"], r["timing"]["reg2reg"]["worst_ns"]
+        if name == "top" or name.startswith("top-v"):
+            out[("top", config_vectors(name))] = ns
+        elif name.startswith("mv-engine-q4"):
+            out[("mv-engine", config_vectors(name))] = ns
+    return out
+
+
 def _model_salt() -> str:
     import hashlib
     from pathlib import Path
@@ -864,7 +913,9 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
         t = r["timing"]
         w = t["reg2reg"]["paths"][0] if t["reg2reg"]["paths"] else {}
         what = ("worst register-to-register path of the PYNQ-Z1 top (overlay)" if r["name"] == "top"
-                else f"worst register-to-register path of {r['name']} at its PYNQ-Z1 configuration")
+                else f"worst register-to-register path of {r['name']} at its PYNQ-Z1 configuration"
+                + (f" ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
+                   if r.get("params") else ""))
         figs.append(figure(f"timing.{r['name']}.worst_ns", t["reg2reg"]["worst_ns"], "ns",
                            "modelled", what, start=w.get("start_label"), end=w.get("end_label"),
                            params=r.get("params", {})))
