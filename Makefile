@@ -34,10 +34,10 @@ help:
 	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
-	@echo "  make host-bench   the runtime's host loop per token on SmolLM2: memory plans, bytes the CPU writes into"
-	@echo "                    DMA memory, transfers, KV requantisation on real text, host time and memory; the host"
-	@echo "                    small ops' instructions per token (callgrind, x86 SSE2 C / ARMv7 C under qemu-arm / numpy),"
-	@echo "                    contexts 1/512/2048, with the Cortex-A9 model (CPI 1.3, 650 MHz)"
+	@echo "  make host-bench   the host's whole work per SmolLM2 token on the replay backend (recorded engine words, no"
+	@echo "                    compute): instructions (callgrind: C x86-64 SSE2, numpy; qemu-arm: C ARMv7) split into"
+	@echo "                    small ops / frames and DMA / sampling, time, the Cortex-A9 model (CPI 1.3, 650 MHz), at"
+	@echo "                    contexts 1/512/2048; memory plans, CPU bytes, transfers, KV requantisation on real text"
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
@@ -53,7 +53,7 @@ help:
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
-                         generators/runtime/csrc/tphost.c generators/runtime/csrc/tphost.h
+                         $(wildcard generators/runtime/csrc/tph*.[ch]) generators/runtime/csrc/tpl_facts.h
 	@tools/setup.sh
 
 sim: setup
@@ -86,7 +86,6 @@ decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
 
 host-bench: setup
-	@$(ENV) $(PY) -m generators.runtime.hostbench
 	@$(ENV) $(PY) tools/host_bench.py
 
 formal: setup

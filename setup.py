@@ -4,8 +4,9 @@ Every `generators*` package with an __init__.py is found, so a new subpackage sh
 an edit here; `generators.rtl` is the repository's top-level rtl/ folder (pyproject.toml maps
 it with package-dir and ships its *.v as package data).
 
-`generators.runtime._tphost` is the host kernels' C library (generators/runtime/csrc/tphost.c,
-loaded with ctypes by generators/runtime/hostlib.py). It is optional: without a C compiler (or
+`generators.runtime._tphost` is the host's C library (generators/runtime/csrc: the kernels
+tphost.c, the per-token loop tphloop.c, the replay device tphreplay.c; loaded with ctypes by
+generators/runtime/hostlib.py). It is optional: without a C compiler (or
 when the build fails) pip prints a warning and installs the package anyway, and the runtime
 runs the numpy twins of the kernels (the same bits) after one warning. The flags are part of
 the numerics: no contraction into FMA, no fast-math, -O2 as `make host-bench` counts it.
@@ -17,7 +18,8 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 CSRC = Path("generators") / "runtime" / "csrc"
-SOURCES = ("tphost.h", "tphost.c")       # hostlib.SOURCES: the SHA the loader checks
+# hostlib.SOURCES: the SHA the loader checks
+SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h")
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
 
@@ -53,8 +55,8 @@ class OptionalBuildExt(build_ext):
 
 tphost = Extension(
     "generators.runtime._tphost",
-    sources=[str(CSRC / "tphost.c")],
-    depends=[str(CSRC / "tphost.h")],
+    sources=[str(CSRC / n) for n in SOURCES if n.endswith(".c")],
+    depends=[str(CSRC / n) for n in SOURCES if n.endswith(".h")],
     define_macros=[("TPH_SOURCE_SHA", f'"{source_sha()}"')],
     extra_compile_args=CFLAGS,
     libraries=["m"],

@@ -161,29 +161,24 @@ def test_missing_package_names_the_pip_command(files, capsys, monkeypatch, packa
 
 def test_engine_error_during_chat_is_one_line(files, capsys, monkeypatch):
     """An engine's error flags during a chat: the answer so far, then one line, exit 2."""
+    from engine_flags import flag_answers
     from generators.golden import mv as gmv
     from generators.runtime import backends
     real = backends.make_backend
 
-    class Flagging:
-        """The backend's transfers, a BAD_TRIT flag on port 1 after 40 matrix transfers."""
+    def flagging(be):
+        """A BAD_TRIT flag on port 1 after 40 matrix transfers (in the answer, not the
+        prompt)."""
+        calls = []
 
-        def __init__(self, inner):
-            self.inner, self.calls = inner, 0
+        def select(t, f, p):
+            if t.kind != "att" and p == 1 and f is t.frames[0]:
+                calls.append(t.index)
+                return len(calls) > 40
+            return False
+        return flag_answers(be, select, gmv.BAD_TRIT)
 
-        def __getattr__(self, k):
-            return getattr(self.inner, k)
-
-        def run(self, layer, kind):
-            out = self.inner.run(layer, kind)
-            if kind != "att":
-                self.calls += 1
-                if self.calls > 40:                         # in the answer, not the prompt
-                    out[0][1][1] = out[0][1][1].copy()
-                    out[0][1][1][-1] |= gmv.BAD_TRIT << 8
-            return out
-
-    monkeypatch.setattr(backends, "make_backend", lambda n, m, **k: Flagging(real(n, m)))
+    monkeypatch.setattr(backends, "make_backend", lambda n, m, **k: flagging(real(n, m)))
     assert main(["chat", "--model", str(files.img), "--prompt", "hi", "--tokens", "4"]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -24,11 +23,12 @@ from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.hostops import F32, NUMPY
 from generators.runtime.synthetic import TINY, write_checkpoint
 
+sys.path.insert(0, str(Path(__file__).parent))
+import armv7  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 CSRC = hostlib.CSRC
-CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
-          "-Werror"]
-ARM_CC = "arm-linux-gnueabihf-gcc"
+CFLAGS = armv7.CFLAGS
 
 
 def _c():
@@ -266,11 +266,7 @@ def test_score_multiplier_equals_the_golden_model():
 # ------------------------------------------------------------------ builds: x86-64 and ARMv7
 
 def _build(cc, out, extra=()):
-    srcs = [str(CSRC / "tph_vectors.c"), str(CSRC / "tphost.c")]
-    r = subprocess.run([cc, *CFLAGS, *extra, *srcs, "-lm", "-o", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return out
+    return armv7.build(cc, [CSRC / "tph_vectors.c", CSRC / "tphost.c"], out, extra)
 
 
 def _run_vectors(cmd, vec):
@@ -298,12 +294,6 @@ def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
     assert rc == 1 and "MISMATCH" in out and " 1 mismatches" in out, out
 
 
-def _need(tool, pkg):
-    if shutil.which(tool) is None:
-        pytest.fail(f"{tool} is missing: install the Debian package {pkg} (tools/setup.sh "
-                    f"installs it when it can: apt-get install gcc-arm-linux-gnueabihf qemu-user)")
-
-
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
 def test_armv7_vectors_under_qemu(vectors, tmp_path, fpu):
     """The same C built for the board's CPU (ARMv7, 32-bit pointers, hard float) with Debian's
@@ -311,22 +301,12 @@ def test_armv7_vectors_under_qemu(vectors, tmp_path, fpu):
     -mfpu=neon gcc may use NEON only for integers and int->float conversions (no subnormal
     can occur there, and NEON rounds to nearest as the VFP's default does); float arithmetic
     stays on the VFP (IEEE, subnormals kept): the objdump check below."""
-    _need(ARM_CC, "gcc-arm-linux-gnueabihf")
-    _need("qemu-arm", "qemu-user")
+    armv7.need_arm()
     vec, n = vectors
     extra = ["-static", "-mcpu=cortex-a9", f"-mfpu={fpu}"]
-    exe = _build(ARM_CC, tmp_path / f"tph_vectors_{fpu}", extra)
-    dump = subprocess.run(["arm-linux-gnueabihf-objdump", "-d", str(exe)], capture_output=True,
-                          text=True).stdout
-    lib = dump[dump.index("<tph_abi>:"):]                   # the library's functions onward
-    neon_float = [ln for ln in lib.splitlines()
-                  if ".f32" in ln and any(f" {r}" in ln or f"\t{r}" in ln for r in ("q", "d"))
-                  and "vcvt.f32.s32" not in ln and "vcvt.f32.u32" not in ln
-                  and "vcvt.f64.f32" not in ln and "vcvt.f32.f64" not in ln]
-    neon_float = [ln for ln in neon_float if any(
-        tok.startswith(("q", "d")) and tok.rstrip(",")[1:].isdigit()
-        for tok in ln.replace(",", " ").split())]
-    assert not neon_float, "NEON float arithmetic in tphost:\n" + "\n".join(neon_float[:10])
+    exe = _build(armv7.ARM_CC, tmp_path / f"tph_vectors_{fpu}", extra)
+    bad = armv7.neon_float(exe, "tph_abi")                 # the library's functions onward
+    assert not bad, "NEON float arithmetic in tphost:\n" + "\n".join(bad[:10])
     rc, out = _run_vectors(["qemu-arm", "-cpu", "cortex-a9", str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (32-bit" in out, out
 

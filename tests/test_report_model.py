@@ -30,7 +30,7 @@ TOY = ModelShape(name="toy", hidden=10, intermediate=20, layers=1, q_heads=2, kv
 # rates chosen so that each part takes a round number of ms:
 TOY_PLATFORM = Platform(
     fclk_hz=1e4, beat_bytes=8, wall_bytes_per_s=72e3, pl_matmul_weights_per_s=1.2e6,
-    cpu_attention_macs_per_s=80e3, cpu_matmul_macs_per_s=0.6e6, small_ops_s=2e-3,
+    cpu_attention_macs_per_s=80e3, cpu_matmul_macs_per_s=0.6e6, host_s=2e-3,
     pl_attention_engines=1)
 
 
@@ -111,10 +111,10 @@ def test_engine_cycles_forms():
 
 def test_toy_decoder_row_by_hand():
     r = decoder_row(TOY, 4, "cpu", platform=TOY_PLATFORM)
-    # matmul 1 ms (PL) + attention 1 ms (CPU) + small ops 2 ms = 4 ms -> 250 tok/s
+    # matmul 1 ms (PL) + attention 1 ms (CPU) + host 2 ms = 4 ms -> 250 tok/s
     assert r["matmul_ms"] == pytest.approx(1.0)
     assert r["attention_ms"] == pytest.approx(1.0)
-    assert r["small_ops_ms"] == pytest.approx(2.0)
+    assert r["host_ms"] == pytest.approx(2.0)
     assert r["total_ms"] == pytest.approx(4.0)
     assert r["tok_s"] == pytest.approx(250.0)
     assert r["pl_share"] == pytest.approx(0.25)
@@ -123,7 +123,7 @@ def test_toy_decoder_row_by_hand():
     wb = wall_bound(TOY, 4, TOY_PLATFORM)
     assert wb["wall_tok_s"] == pytest.approx(72e3 / 280)
     rows = part_rows(TOY, 4, "pl", 11, platform=TOY_PLATFORM)
-    assert [x["part"] for x in rows][-2:] == ["attention", "small_ops"]
+    assert [x["part"] for x in rows][-2:] == ["attention", "host"]
     assert sum(x["ms"] for x in rows) == pytest.approx(1.0 + 2.0 + 2.0)
 
 
@@ -179,9 +179,9 @@ def test_figure6_reproduction_within_5_percent():
 
 
 def test_pl_attention_estimate_matches_writeup():
-    # write-up: bandwidth-bound attention 2.94 ms at context 512, 14.68 + 2.94 + 4.2 ms,
-    # about 46 tok/s
-    r = decoder_row(ModelShape(), 512, "pl")
+    # write-up: bandwidth-bound attention 2.94 ms at context 512, 14.68 + 2.94 + 4.2 ms (its
+    # own host), about 46 tok/s
+    r = decoder_row(ModelShape(), 512, "pl", platform=Platform(host_s=dm.WRITEUP_SMALL_OPS_S))
     assert r["attention_ms"] == pytest.approx(2.94, rel=0.05)
     assert r["tok_s"] == pytest.approx(46, rel=0.05)
     att = attention_costs(ModelShape(), 512, "pl")
@@ -264,3 +264,54 @@ def test_pl_attention_follows_the_engine():
                           eng.row_beats, lambda b: eng.period(b) + 100)
     assert (attention_costs(ModelShape(), 1, "pl", engine_cycles=slow)["ms"]
             > one["ms"])
+
+
+# ------------------------------------------------------------------ the host term
+
+def test_host_term_and_token_time_by_hand():
+    """One formula: matrices max(cycles / fclk, bytes / wall) + attention the same + host."""
+    from generators.report.decoder_model import host_ms, token_time
+    p = Platform(fclk_hz=1e4, beat_bytes=8, wall_bytes_per_s=8e4, host_s=3e-3)
+    assert host_ms("int8", 512, p) == pytest.approx(3.0)
+    # matrices: 20 cycles = 2 ms, 30 beats = 240 B = 3 ms at the wall -> 3 ms (wall-bound);
+    # attention: 50 cycles = 5 ms, 10 beats = 1 ms -> 5 ms; + 3 ms host = 11 ms
+    t = token_time("q4", 1, 20, 30, 50, 10, p)
+    assert t["matrix_ms"] == pytest.approx(3.0) and t["matrix_bound"] == "wall"
+    assert t["attention_ms"] == pytest.approx(5.0) and t["host_ms"] == pytest.approx(3.0)
+    assert t["total_ms"] == pytest.approx(11.0) and t["tok_s"] == pytest.approx(1e3 / 11)
+    with pytest.raises(ValueError, match="weight format"):
+        host_ms("fp8", 1)
+
+
+def test_host_term_is_host_benchs_figure():
+    """The default host term is make host-bench's recorded A9 model (docs/results), read and
+    interpolated between its contexts, not a copy of a number; figure6 keeps the write-up's
+    own 4.2 ms."""
+    from generators.report.decoder_model import HOST_FIGURES, WRITEUP_SMALL_OPS_S, host_ms
+    from generators.results import load
+    figs = {f["key"]: f["value"] for f in load()["host-bench"]["figures"]}
+    for build, key in HOST_FIGURES.items():
+        for fmt, measured in (("q4", "q4"), ("int8", "int8"), ("ternary", "int8")):
+            for ctx in (1, 512, 2048):
+                assert host_ms(fmt, ctx, build=build) == figs[key.format(fmt=measured,
+                                                                         context=ctx)]
+            lo, hi = (figs[key.format(fmt=measured, context=c)] for c in (1, 512))
+            assert host_ms(fmt, 256, build=build) == pytest.approx(lo + (hi - lo) * 255 / 511)
+    r = decoder_row(None, 512, "pl")
+    assert r["host_ms"] == host_ms("ternary", 512)
+    assert all(row["host_ms"] == pytest.approx(WRITEUP_SMALL_OPS_S * 1e3) for row in figure6())
+
+
+def test_chat_rtl_tok_s_line_is_the_formula():
+    """chat's rtl tok/s: the simulated cycles and beats per token through token_time, no
+    'engine time only' figure."""
+    from generators.report.decoder_model import token_time
+    from generators.runtime.chat import tok_s_line
+    counts = dict(matrix_cycles=2 * 5_939_895, matrix_beats=2 * 11_800_000,
+                  attention_cycles=2 * 10_620, attention_beats=2 * 76_000)
+    r = dict(steps=2, gen_s=1400.0, cycles=2 * (5_939_895 + 10_620), counts=counts, fmt="q4",
+             context=3)
+    line = tok_s_line("rtl", r)
+    tt = token_time("q4", 3, 5_939_895, 11_800_000, 10_620, 76_000)
+    assert line.startswith(f"tok/s: {tt['tok_s']:.2f} (modelled: ")
+    assert f"host model {tt['host_ms']:.1f} ms" in line and "engine time only" not in line

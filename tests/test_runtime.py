@@ -21,6 +21,7 @@ from generators.runtime.quantise import KVCache, quantise_activations, quantise_
 from generators.runtime.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
+from engine_flags import flag_answers  # noqa: E402
 from runtime_reference import Reference  # noqa: E402
 
 ENG = EngineConfig(max_k=512, max_context=32)
@@ -209,30 +210,13 @@ def test_attention_frames_in_place_equal_the_rebuilt_frame(models):
 
 # ------------------------------------------------------------------ bad input
 
-class _Flagging:
-    """Wraps a backend's run(): the answers of matrix ``which`` carry a status flag (BAD_TRIT
-    on port 1)."""
-
-    def __init__(self, inner, which):
-        self.inner, self.which = inner, which
-
-    def __getattr__(self, k):
-        return getattr(self.inner, k)
-
-    def run(self, layer, kind):
-        out = self.inner.run(layer, kind)
-        for f, words in out:
-            if f.name == self.which:
-                words[1] = words[1].copy()
-                words[1][-1] |= gmv.BAD_TRIT << 8
-        return out
-
-
-def test_status_flags_raise_with_names_layer_and_matrix(models):
+@pytest.mark.parametrize("loop", ["python", "c"])
+def test_status_flags_raise_with_names_layer_and_matrix(models, loop):
     m = models["ternary"]
-    dec = Decoder(m, _Flagging(make_backend("golden", m), "layers.1.down"))
+    be = flag_answers(make_backend("golden", m), lambda t, f, p: f.name == "layers.1.down"
+                      and p == 1, gmv.BAD_TRIT)
     with pytest.raises(EngineError, match=r"BAD_TRIT \(layer 1, matrix down, port 1"):
-        list(dec.generate(PROMPT, 2))
+        list(Decoder(m, be, loop=loop).generate(PROMPT, 2))
 
 
 def test_bad_trit_in_an_image_is_reported(models, tmp_path):
@@ -243,19 +227,12 @@ def test_bad_trit_in_an_image_is_reported(models, tmp_path):
         list(Decoder(m, make_backend("golden", m)).generate(PROMPT, 1))
 
 
-def test_attention_flags_raise(models):
+@pytest.mark.parametrize("loop", ["python", "c"])
+def test_attention_flags_raise(models, loop):
     m = models["int8"]
-
-    class Bad(_Flagging):
-        def run(self, layer, kind):
-            out = self.inner.run(layer, kind)
-            if kind == "att":
-                out = [(f, [np.array([w[0][-1] | (0x08 << 8)], np.uint32), None])
-                       for f, w in out]
-            return out
-
+    be = flag_answers(make_backend("golden", m), lambda t, f, p: t.kind == "att", 0x08)
     with pytest.raises(EngineError, match=r"SHORT_FRAME \(layer 0, attention KV head 0"):
-        list(Decoder(m, Bad(make_backend("golden", m), "")).generate(PROMPT, 1))
+        list(Decoder(m, be, loop=loop).generate(PROMPT, 1))
 
 
 def test_prompt_longer_than_max_context_refused_before_any_work(models):

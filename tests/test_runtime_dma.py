@@ -4,7 +4,8 @@ token and the LM head only where a token is sampled, DMA faults (a hang, an erro
 transfer: survived with every engine word equal to golden's, or reported by name with nothing
 left behind), the board backend on a stand-in ``pynq`` whose registers are the register model,
 the overlay checks, the simulator link's timeout, and the host's memory (tracemalloc) with the
-register model in a process of its own.
+register model in a process of its own. The per-token tests and the faults run on both host
+loops (``loop``: the Python reference and the C step of generators.runtime.hostloop).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
 from generators.runtime import pg021 as R
 from generators.runtime.backends import (BackendError, DmaError, DmaHangError, DmaShortError,
                                          check_overlay)
@@ -35,11 +36,17 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def golden_run(models):
-    """Tokens and engine words of the golden backend, no fault."""
+    """Tokens and engine words of the golden backend, no fault: the reference (the Python
+    loop on the numpy host ops)."""
     m = models["int8"]
     tr = []
-    toks = list(Decoder(m, make_backend("golden", m), trace=tr).generate(PROMPT, 4))
+    with hostops.using("numpy"):
+        toks = list(Decoder(m, make_backend("golden", m), trace=tr,
+                            loop="python").generate(PROMPT, 4))
     return toks, tr
+
+
+LOOPS = ["python", "c"]
 
 
 def _same(t1, t2):
@@ -114,19 +121,23 @@ def test_info_prints_the_plan_and_refuses_in_one_line(models, capsys):
 
 # ------------------------------------------------------------------ per token
 
-def test_cpu_bytes_transfers_and_the_lm_head_only_where_sampled(models, golden_run):
+@pytest.mark.parametrize("loop", LOOPS)
+def test_cpu_bytes_transfers_and_the_lm_head_only_where_sampled(models, golden_run, loop):
     m = models["int8"]
     be = make_backend("golden", m)
-    dec = Decoder(m, be)
-    ran = []
-    run = be.run
+    dec = Decoder(m, be, loop=loop)
+    ran, hooks = [], []
 
-    def spy(layer, kind):
-        ran.append((layer, kind))
-        return run(layer, kind)
+    def hook(index, done):               # both loops call it before and after each transfer
+        hooks.append((index, done))
+        if done:
+            t = be.plan.transfers[index]
+            ran.append((t.layer, t.kind))
 
-    be.run = spy
+    be.transfer_hooks.append(hook)
     toks = list(dec.generate(PROMPT, 4))
+    assert hooks[:2] == [(hooks[0][0], False), (hooks[0][0], True)]
+    assert be.transfers_run == len(ran)
     assert toks == golden_run[0]
     lm = [i for i, (_, k) in enumerate(ran) if k == "lm_head"]
     per_token = 2 * 5
@@ -173,37 +184,39 @@ FAULTS = [
 ERRORS = {"hang": DmaHangError, "error": DmaError, "short": DmaShortError}
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("kind, channel, kw", FAULTS)
 @pytest.mark.parametrize("port, after", [(0, 1), (1, 7)])      # an attention, a matrix transfer
-def test_a_dma_fault_is_survived(models, golden_run, kind, channel, kw, port, after):
+def test_a_dma_fault_is_survived(models, golden_run, kind, channel, kw, port, after, loop):
     """One fault: the runtime resets both DMAs and the PL and runs the transfer again; the
     tokens and every engine word equal golden's."""
     m = models["int8"]
     be = make_backend("golden", m, timeout_s=0.05)
     be.regs[port].inject(kind, channel, after=after, **kw)
     tr = []
-    toks = list(Decoder(m, be, trace=tr).generate(PROMPT, 4))
+    toks = list(Decoder(m, be, trace=tr, loop=loop).generate(PROMPT, 4))
     assert toks == golden_run[0] and _same(tr, golden_run[1])
     assert len(be.faults) == 1 and "retried after a reset" in be.faults[0]
     assert be.regs[0].resets == be.regs[1].resets == 1
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("kind, channel, kw", FAULTS)
-def test_a_persistent_dma_fault_is_named(models, golden_run, kind, channel, kw):
+def test_a_persistent_dma_fault_is_named(models, golden_run, kind, channel, kw, loop):
     """The same fault twice: a named error with the transfer, the layer and the channel; the
     backend then runs a whole generation again with golden's answers (nothing left behind)."""
     m = models["int8"]
     be = make_backend("golden", m, timeout_s=0.05)
     be.regs[1].inject(kind, channel, after=7, count=2, **kw)
     with pytest.raises(ERRORS[kind]) as e:
-        list(Decoder(m, be).generate(PROMPT, 4))
+        list(Decoder(m, be, loop=loop).generate(PROMPT, 4))
     msg = str(e.value)
     assert "DMA transfer " in msg and " of layer " in msg and "port 1" in msg
     assert e.value.info["layer"] is not None and e.value.info["port"] in (0, 1)
     if kind == "error":
         assert R.error_names(kw["error"]) in msg
     tr = []
-    assert list(Decoder(m, be, trace=tr).generate(PROMPT, 4)) == golden_run[0]
+    assert list(Decoder(m, be, trace=tr, loop=loop).generate(PROMPT, 4)) == golden_run[0]
     assert _same(tr, golden_run[1])
 
 

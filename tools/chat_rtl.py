@@ -7,8 +7,9 @@ prompt); the first answer token comes from the prompt's last step. The decoder s
 position, tags) then continues on the overlay top in a cocotb co-simulation, driven by the same
 DMA host code as the board, for --tokens more decoder steps, with a progress bar of the beats.
 A golden run of the same steps gives the reference: the tokens must be the same and every
-engine output word of the rtl steps bit-identical. Prints the simulated cycles per token and
-the tok/s they give at 142.857 MHz (engine time only), and the simulation's wall time.
+engine output word of the rtl steps bit-identical. Prints the simulated cycles per token, the
+tok/s of the decoder model's formula (the cycles at 142.857 MHz, the DDR wall, the Cortex-A9
+host model: generators.report.decoder_model.token_time), and the simulation's wall time.
 
     python tools/chat_rtl.py [--tokens 2] [--sim verilator|icarus] [--format int8|q4|ternary]
 
@@ -38,7 +39,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from generators.runtime import Decoder, make_backend
-    from generators.runtime.chat import FCLK_HZ, ProgressBackend, load_model, token_beats
+    from generators.runtime.chat import ProgressBackend, load_model, token_beats
 
     t0 = time.perf_counter()
     model, tok, _ = load_model(None, args.format,
@@ -78,14 +79,17 @@ def main(argv=None) -> int:
             dec.be = rtl
             mark["trace"] = len(t_mix)
         else:
-            steps.append(dict(seconds=time.perf_counter() - mark["t"],
+            steps.append(dict(seconds=time.perf_counter() - mark["t"], context=dec.pos,
                               cycles=sum(rtl.be.cycles.values()) - mark["c"],
                               matrix=rtl.be.cycles["matrix"] - mark["cm"],
-                              attention=rtl.be.cycles["attention"] - mark["ca"]))
+                              attention=rtl.be.cycles["attention"] - mark["ca"],
+                              mbeats=rtl.be.beats["matrix"] - mark["bm"],
+                              abeats=rtl.be.beats["attention"] - mark["ba"]))
         if i < n - 1:
             rtl.next_token()
         mark.update(t=time.perf_counter(), c=sum(rtl.be.cycles.values()),
-                    cm=rtl.be.cycles["matrix"], ca=rtl.be.cycles["attention"])
+                    cm=rtl.be.cycles["matrix"], ca=rtl.be.cycles["attention"],
+                    bm=rtl.be.beats["matrix"], ba=rtl.be.beats["attention"])
 
     try:
         for t in dec.generate(prompt, n, on_token=on_token):
@@ -104,11 +108,15 @@ def main(argv=None) -> int:
     print(f"[chat-rtl] tokens equal to golden: {ok}; engine output words of the "
           f"{len(steps)} rtl step(s) ({len(tail_r)} engine calls, {words:,} words) "
           f"bit-identical: {same}")
+    from generators.report.decoder_model import token_time
     for k, s in enumerate(steps, 1):
+        tt = token_time(args.format, s["context"], s["matrix"], s["mbeats"], s["attention"],
+                        s["abeats"])
         print(f"[chat-rtl] rtl step {k} (token {k + 1}): {s['cycles']:,} simulated cycles "
-              f"(matrix {s['matrix']:,}, attention {s['attention']:,}) = "
-              f"{FCLK_HZ / s['cycles']:.2f} tok/s at 142.857 MHz, engine time only; "
-              f"{s['seconds']:.0f} s of {args.sim} simulation")
+              f"(matrix {s['matrix']:,}, attention {s['attention']:,}); matrices "
+              f"{tt['matrix_ms']:.2f} ms ({tt['matrix_bound']}-bound), attention "
+              f"{tt['attention_ms']:.3f} ms, host {tt['host_ms']:.2f} ms (Cortex-A9 model) = "
+              f"{tt['tok_s']:.2f} tok/s; {s['seconds']:.0f} s of {args.sim} simulation")
     return 0 if ok and same else 1
 
 

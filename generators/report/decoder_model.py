@@ -16,15 +16,25 @@ What is counted (see docs/report.md for the derivation):
 * Attention, per token at context c: QK^T and AV are each c x head_dim MACs per
   query head, so ``2 * c * q_heads * head_dim * layers`` MACs (17.7 M at c = 512);
   the KV cache read is ``c * kv_heads * head_dim * 2 * layers`` INT8 bytes.
-* "Small ops" (norms, RoPE, residuals, activation quantisation, sampling) are the
-  write-up's measured 4.2 ms on the Cortex-A9, independent of context.
+* The host: everything the Cortex-A9 does per token but the matrices and attention (small
+  ops, the frames and DMA, sampling) is :func:`host_ms`: ``make host-bench``'s Cortex-A9
+  model of the C step for the weight format (issue 18's model: the step's instructions on
+  the x86-64 baseline, SSE2, NEON's vector width, x CPI 1.3 / 650 MHz), read from
+  docs/results/host-bench.json and interpolated between the contexts measured (1, 512,
+  2048); ``host_ms(..., build="armv7")`` gives the same model of the ARMv7 build the board
+  runs today (VFP, no NEON bodies: about 4 times the instructions). The write-up measured
+  4.2 ms for its own host code; that figure reproduces its Figure 6 only (:func:`figure6`,
+  ``WRITEUP_SMALL_OPS_S``).
+
+Simulated runs (``make decode``, chat's rtl tok/s) use the same formula through
+:func:`token_time`: matrices max(cycles / fclk, bytes / wall) + attention the same + host.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Mapping, Sequence, Union
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from generators.contract import DDR_WALL_BYTES_PER_S, FCLK_HZ
 
@@ -46,12 +56,19 @@ __all__ = [
     "format_table",
     "PLAttention",
     "pl_attention",
+    "host_ms",
+    "token_time",
+    "WRITEUP_SMALL_OPS_S",
+    "HostFigureError",
 ]
 
 CONTEXTS = (128, 256, 512, 1024, 2048)
 
 #: Figure 6 of the write-up: tok/s with matmul on the PL, attention and small ops on the CPU.
 FIGURE6_WRITEUP = {128: 26.2, 512: 9.8, 2048: 2.8}
+#: the write-up's measured CPU time per token for everything but matmul and attention, with its
+#: own host code: :func:`figure6` reproduces the write-up's table with it, nothing else uses it
+WRITEUP_SMALL_OPS_S = 4.2e-3
 
 #: Fixed latency (cycles) of one attention-engine frame on top of its beats.  A placeholder
 #: until the measured value from simulation replaces it (pass ``engine_cycles=``).
@@ -124,13 +141,93 @@ class Platform:
     #: rate assumed for a matrix placed on the CPU (not measured for ternary; the write-up's
     #: effective INT8 rate is used)
     cpu_matmul_macs_per_s: float = 0.21e9
-    #: everything but matmul and attention (norms, RoPE, residuals, quantisation, sampling)
-    small_ops_s: float = 4.2e-3
+    #: the host's time per token (small ops, frames and DMA, sampling): None = make
+    #: host-bench's Cortex-A9 model for the weight format and context (:func:`host_ms`); a
+    #: number replaces it (figure6: the write-up's own 4.2 ms)
+    host_s: Optional[float] = None
     #: attention engines working in parallel (two HP ports are needed to reach the wall)
     pl_attention_engines: int = 2
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+# --------------------------------------------------------------------------------------
+# the host
+
+
+class HostFigureError(RuntimeError):
+    """docs/results/host-bench.json has no A9 figure for the host term (make host-bench)."""
+
+
+#: the measured host path per weight format: ternary's matrices answer int32 sums with a row
+#: scale as INT8's do, so its host work is INT8's; "q4 + int8 head" is what host-bench runs as q4
+HOST_FORMAT = {"int8": "int8", "ternary": "int8", "q4": "q4", "q4 + int8 head": "q4"}
+#: which host-bench figure is the host term: the Cortex-A9 model of the C step's instructions
+#: counted on the x86-64 baseline (SSE2: the issue's yardstick, NEON's width), or of its ARMv7
+#: build (VFP: what a board build runs today)
+HOST_FIGURES = {"c": "host-bench.c.{fmt}.ctx{context}.a9_ms",
+                "armv7": "host-bench.armv7.{fmt}.ctx{context}.a9_ms"}
+HOST_FIGURE = HOST_FIGURES["c"]
+
+
+def _host_points(fmt: str, build: str = "c") -> list:
+    from generators.results import load
+    data = load().get("host-bench", {})
+    pts = []
+    for f in data.get("figures", []):
+        k = f["key"]
+        pre, post = HOST_FIGURES[build].split("{context}")
+        pre = pre.format(fmt=fmt)
+        if k.startswith(pre) and k.endswith(post):
+            pts.append((int(k[len(pre):-len(post)]), float(f["value"])))
+    return sorted(pts)
+
+
+def host_ms(fmt: str = "ternary", context: int = 512, platform: Platform | None = None,
+            build: str = "c") -> float:
+    """The host's milliseconds per token for weight format ``fmt`` at ``context``: the
+    platform's ``host_s`` when set, else make host-bench's Cortex-A9 model (HOST_FIGURES in
+    docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "armv7": the VFP
+    build's), linear between the contexts measured, the nearest one outside them. A MODEL
+    (no A9 here)."""
+    if platform is not None and platform.host_s is not None:
+        return platform.host_s * 1e3
+    if fmt not in HOST_FORMAT:
+        raise ValueError(f"weight format {fmt!r}: one of {', '.join(HOST_FORMAT)}")
+    pts = _host_points(HOST_FORMAT[fmt], build)
+    if not pts:
+        raise HostFigureError(f"docs/results/host-bench.json has no "
+                              f"{HOST_FIGURES[build].format(fmt=HOST_FORMAT[fmt], context='N')} "
+                              f"figures: run make host-bench")
+    if context <= pts[0][0]:
+        return pts[0][1]
+    for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
+        if context <= c1:
+            return v0 + (v1 - v0) * (context - c0) / (c1 - c0)
+    return pts[-1][1]
+
+
+def _shape_fmt(s: "ModelShape") -> str:
+    return "ternary" if s.weights_per_byte == 5 else "int8"
+
+
+def token_time(fmt: str, context: int, matrix_cycles: float, matrix_beats: float,
+               attention_cycles: float, attention_beats: float,
+               platform: Platform | None = None, build: str = "c") -> dict:
+    """One token's time from simulated engine cycles and the beats the DMAs moved (both
+    ports, ``beat_bytes`` each): matrices ``max(cycles / fclk, bytes / wall)``, attention
+    the same, plus the host (:func:`host_ms`, ``build``): the formula of make decode, chat's
+    rtl tok/s and this model's rows."""
+    p = platform or Platform()
+    mat = max(matrix_cycles / p.fclk_hz, matrix_beats * p.beat_bytes / p.wall_bytes_per_s)
+    att = max(attention_cycles / p.fclk_hz, attention_beats * p.beat_bytes / p.wall_bytes_per_s)
+    host = host_ms(fmt, context, p, build) / 1e3
+    total = mat + att + host
+    return dict(matrix_ms=mat * 1e3, attention_ms=att * 1e3, host_ms=host * 1e3,
+                total_ms=total * 1e3, tok_s=1.0 / total,
+                matrix_bound="wall" if matrix_beats * p.beat_bytes / p.wall_bytes_per_s
+                >= matrix_cycles / p.fclk_hz else "engine")
 
 
 # --------------------------------------------------------------------------------------
@@ -351,7 +448,7 @@ def part_rows(shape: ModelShape | None = None, context: int = 512,
               attention_on: str = "cpu", engine_cycles: EngineCycles = None, *,
               platform: Platform | None = None,
               placement: Mapping[str, str] | None = None) -> list[dict]:
-    """Every part of one token at ``context``: the matrices, attention and small ops.
+    """Every part of one token at ``context``: the matrices, attention and the host.
 
     Each row has at least ``part``, ``where``, ``bytes`` (DDR bytes read by the part),
     ``macs``, ``cycles`` (PL engine cycles; 0 on the CPU) and ``ms``.
@@ -364,18 +461,18 @@ def part_rows(shape: ModelShape | None = None, context: int = 512,
     for r in rows:
         r["context"] = context
     rows.append(attention_costs(s, context, attention_on, p, engine_cycles))
-    rows.append(dict(part="small_ops", where="cpu", context=context, macs=0, bytes=0,
-                     cycles=0, ms=p.small_ops_s * 1e3))
+    rows.append(dict(part="host", where="cpu", context=context, macs=0, bytes=0,
+                     cycles=0, ms=host_ms(_shape_fmt(s), context, p)))
     return rows
 
 
 def wall_bound(shape: ModelShape | None = None, context: int = 512,
                platform: Platform | None = None) -> dict:
     """The bandwidth-limit bound: every weight byte and every KV byte read once at the
-    DDR wall (no engine can do better), plus the CPU's small ops.
+    DDR wall (no engine can do better), plus the host.
 
     Returns ``weight_bytes``, ``kv_bytes``, ``wall_ms`` (bytes / wall), ``bound_ms``
-    (wall_ms + small ops), ``bound_tok_s`` and ``wall_tok_s`` (1000 / wall_ms, small ops
+    (wall_ms + host), ``bound_tok_s`` and ``wall_tok_s`` (1000 / wall_ms, the host
     ignored as well).
     """
     s = shape or ModelShape()
@@ -383,7 +480,7 @@ def wall_bound(shape: ModelShape | None = None, context: int = 512,
     wbytes = sum(m["weights"] for m in matrices(s)) / s.weights_per_byte
     kv = attention_costs(s, context, "cpu", p)["bytes"]
     wall_ms = (wbytes + kv) / p.wall_bytes_per_s * 1e3
-    bound_ms = wall_ms + p.small_ops_s * 1e3
+    bound_ms = wall_ms + host_ms(_shape_fmt(s), context, p)
     return dict(context=context, weight_bytes=wbytes, kv_bytes=kv, wall_ms=wall_ms,
                 bound_ms=bound_ms, bound_tok_s=1e3 / bound_ms, wall_tok_s=1e3 / wall_ms)
 
@@ -399,7 +496,7 @@ def decoder_row(shape: ModelShape | None = None, context: int = 512,
                       placement=placement)
     mats = [r for r in parts if r["part"] in MATRIX_NAMES]
     att = next(r for r in parts if r["part"] == "attention")
-    small = next(r for r in parts if r["part"] == "small_ops")
+    host = next(r for r in parts if r["part"] == "host")
     total_ms = sum(r["ms"] for r in parts)
     pl_ms = sum(r["ms"] for r in parts if r["where"] == "pl")
     wb = wall_bound(s, context, p)
@@ -410,7 +507,7 @@ def decoder_row(shape: ModelShape | None = None, context: int = 512,
         matmul_pl_ms=sum(r["ms"] for r in mats if r["where"] == "pl"),
         matmul_cpu_ms=sum(r["ms"] for r in mats if r["where"] == "cpu"),
         attention_ms=att["ms"],
-        small_ops_ms=small["ms"],
+        host_ms=host["ms"],
         total_ms=total_ms,
         tok_s=1e3 / total_ms,
         pl_share=pl_ms / total_ms,
@@ -441,9 +538,14 @@ def decoder_table(shape: ModelShape | None = None, contexts: Iterable[int] = CON
 def figure6(shape: ModelShape | None = None, platform: Platform | None = None,
             reference: Mapping[int, float] = FIGURE6_WRITEUP) -> list[dict]:
     """The write-up's Figure 6 recomputed: matmul on the PL, attention and small ops on
-    the CPU, at the contexts of ``reference`` ({context: tok/s}).  Each row adds
-    ``writeup_tok_s`` and ``error_pct`` = 100 * (model / write-up - 1)."""
-    rows = decoder_table(shape, sorted(reference), "cpu", platform=platform)
+    the CPU (the write-up's own host: its measured 4.2 ms, ``WRITEUP_SMALL_OPS_S``, unless
+    ``platform`` sets ``host_s``), at the contexts of ``reference`` ({context: tok/s}).
+    Each row adds ``writeup_tok_s`` and ``error_pct`` = 100 * (model / write-up - 1)."""
+    p = platform or Platform()
+    if p.host_s is None:
+        from dataclasses import replace
+        p = replace(p, host_s=WRITEUP_SMALL_OPS_S)
+    rows = decoder_table(shape, sorted(reference), "cpu", platform=p)
     for r in rows:
         ref = reference[r["context"]]
         r["writeup_tok_s"] = ref
@@ -553,8 +655,8 @@ def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
     format's layout, 8-byte beats, every engine one beat per clock), shared by ``engines``
     engines (one per HP port); the matmul time is the larger of the engines' cycles at
     ``fclk_hz`` and the streamed bytes over the DDR wall. Attention (on the PL by default,
-    INT8 KV cache, the same for every format) and the small ops are added as in
-    :func:`decoder_row`. ``bits_per_weight`` counts the streamed row bytes only.
+    INT8 KV cache, the same for every format) and the host of that format (:func:`host_ms`)
+    are added. ``bits_per_weight`` counts the streamed row bytes only.
     """
     s = shape or ModelShape()
     p = platform or Platform()
@@ -571,12 +673,13 @@ def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
         engine_s = beats / engines / p.fclk_hz
         wall_s = stream / p.wall_bytes_per_s
         mat_ms = max(engine_s, wall_s) * 1e3
-        total = mat_ms + att["ms"] + p.small_ops_s * 1e3
+        host = host_ms(fmt, context, p)
+        total = mat_ms + att["ms"] + host
         weights = sum(m["weights"] for m in matrices(s))
         out.append(dict(format=fmt, bits_per_weight=8 * row_beats * p.beat_bytes / weights,
                         stream_mb=stream / 1e6, matmul_ms=mat_ms,
                         bound="wall" if wall_s >= engine_s else "engine",
                         matmul_tok_s=1e3 / mat_ms, attention_ms=att["ms"],
-                        small_ops_ms=p.small_ops_s * 1e3, total_ms=total, tok_s=1e3 / total,
+                        host_ms=host, total_ms=total, tok_s=1e3 / total,
                         context=context))
     return out

@@ -38,7 +38,7 @@ WRITEUP_DESIGNS = [
     {"name": "Stage 4 ternary", "LUT": 9557, "DSP": 0, "gweights_s": 9.16},
 ]
 
-_PART_COLORS = {"matmul": "#3a9a4a", "attention": "#d9822b", "small_ops": "#8a8f98"}
+_PART_COLORS = {"matmul": "#3a9a4a", "attention": "#d9822b", "host": "#8a8f98"}
 
 
 def _save(fig, path) -> str:
@@ -128,10 +128,10 @@ def plot_figure6(series: Mapping[str, Sequence[Mapping]], path: str | os.PathLik
     """Time per token by part against context, one panel per series.
 
     ``series``: ``{label: rows}``, rows as returned by :func:`decoder_table` (keys
-    ``context``, ``matmul_ms``, ``attention_ms``, ``small_ops_ms``, ``tok_s``), e.g.
+    ``context``, ``matmul_ms``, ``attention_ms``, ``host_ms``, ``tok_s``), e.g.
     ``{"attention on the CPU": cpu_rows, "attention on the PL": pl_rows}``.
     ``normalize``: bars as shares of 100 % (the write-up's layout) instead of ms.
-    ``label_bound``: mark each row's ``bound_ms`` (DDR wall + small ops) when present.
+    ``label_bound``: mark each row's ``bound_ms`` (DDR wall + host) when present.
     """
     items = list(series.items())
     if not items:
@@ -140,7 +140,7 @@ def plot_figure6(series: Mapping[str, Sequence[Mapping]], path: str | os.PathLik
     height = max(len(r) for _, r in items) * 0.45 + 1.6
     fig, axes = plt.subplots(n, 1, figsize=(9, height * n), squeeze=False)
     parts = (("matmul", "matmul_ms"), ("attention", "attention_ms"),
-             ("small_ops", "small_ops_ms"))
+             ("host", "host_ms"))
     for ax, (label, rows) in zip(axes[:, 0], items):
         rows = list(rows)
         y = list(range(len(rows)))

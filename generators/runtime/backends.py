@@ -20,6 +20,12 @@ transfer or an output frame longer than its slot makes the runtime reset both DM
 where the backend can), start the four channels again where the chains stand, and run the
 transfer once more; a second failure raises :class:`DmaHangError`, :class:`DmaError` or
 :class:`DmaShortError` naming the transfer, the layer, the port and channel, and DMASR.
+
+Two loops drive a runtime and share its state (``state``: each channel's next transfer, the LM
+head link, L): the Python one (``begin_token``, ``write_x``, ``write_attention_part``,
+``run``: the reference) and the C one (generators.runtime.hostloop: one call per token, the
+same chains, the same faults handling). ``transfer_hooks`` are called before and after every
+transfer by both (the rtl backend's cycle counts, chat's progress bar).
 """
 from __future__ import annotations
 
@@ -34,14 +40,16 @@ from generators.packing import split_attention_frame
 from . import pg021 as R
 from .model import Model
 from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan, memory_plan
-from .sgdma import MM2S, S2MM, SgDma
+from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
 
 __all__ = ["make_backend", "DmaRuntime", "BoardBackend", "BackendError", "DmaError",
            "DmaHangError", "DmaShortError", "DmaTimeout", "golden_backend", "check_overlay",
-           "CPU_BYTES"]
+           "mapped_registers", "CPU_BYTES"]
 
-#: what the CPU writes per token, by kind (DmaRuntime.cpu_bytes)
-CPU_BYTES = ("kv", "parts", "x", "desc", "requant")
+#: what the CPU writes into DMA memory per token, by kind (DmaRuntime.cpu_bytes), and "read":
+#: what it reads back from it (the words each result slot received; every STATUS word and
+#: every MM2S length checked after a transfer), memory the CPU maps uncached on the board
+CPU_BYTES = ("kv", "parts", "x", "desc", "requant", "read")
 
 
 class BackendError(RuntimeError):
@@ -100,15 +108,27 @@ class DmaRuntime:
     here, its transfers become the descriptor chains); ``pl_reset``: resets the PL (engines,
     joiner, FIFOs), called after a DMA reset on a fault; ``engine_time``: seconds the DMAs and
     the PL took so far where the backend can tell (the register model's own time), else None.
+    ``load_weights=False`` (the replay backend) leaves the weights region as allocated: its
+    frames are addressed by the descriptors but never read.
     """
 
     name = "dma"
 
     def __init__(self, model: Model, dmas: Sequence[SgDma], allocate, plan: MemoryPlan,
                  timeout_s: float = 5.0, pl_reset: Optional[Callable[[], None]] = None,
-                 engine_time: Optional[Callable[[], float]] = None):
+                 engine_time: Optional[Callable[[], float]] = None, load_weights: bool = True):
         self.model, self.plan, self.dmas = model, plan, list(dmas)
         self.timeout_s = timeout_s
+        self.reset_timeout_s = RESET_TIMEOUT_S
+        #: state shared with the C loop (hostloop.TPL: S_NEXT 4 words, S_LINK, S_L, timeouts)
+        self.state = np.zeros(8, np.int32)
+        self.state[4] = -1
+        self._next = self.state[0:4]
+        #: callables (transfer index, done) run before (False) and after (True) each transfer
+        self.transfer_hooks: List[Callable[[int, bool], None]] = []
+        #: the two DMAs' mapped register pages (virtual addresses) where the C loop may access
+        #: them directly (the board), else None (callbacks into ``dmas[p].mmio``)
+        self.direct_regs: Optional[Tuple[int, int]] = None
         self.pl_reset = pl_reset
         self._engine_time = engine_time
         self.acfg = model.engines.attention_config()
@@ -131,7 +151,7 @@ class DmaRuntime:
         self.frames = fr
         self.words = fr.view("<u4")
         self._image_addr: Dict[Tuple[str, int], int] = {}
-        self._load_weights()
+        self._load_weights(load_weights)
         kvb = self.buf["kv"]
         c = model.config
         shape = (2, 2, c.num_hidden_layers, c.num_key_value_heads, plan.context,
@@ -142,17 +162,41 @@ class DmaRuntime:
         self.kv_V = kv[:, 1].transpose(1, 2, 3, 4, 0, 5)
         self._build_chains()
         self._first = [self._blocks[self._seq[ch][0]][ch].first for ch in range(4)]
-        self.logits_link: Optional[bool] = None
         self._start_all([self._seq[ch][0] for ch in range(4)])
+
+    @property
+    def runtime(self) -> "DmaRuntime":
+        """This runtime (a wrapper such as chat's ProgressBackend forwards to it)."""
+        return self
+
+    @property
+    def logits_link(self) -> Optional[bool]:
+        """Whether the chains run the LM head after the last layer (None: not set yet)."""
+        v = int(self.state[4])
+        return None if v < 0 else bool(v)
+
+    @logits_link.setter
+    def logits_link(self, v: Optional[bool]) -> None:
+        self.state[4] = -1 if v is None else int(bool(v))
+
+    @property
+    def L(self) -> int:
+        """The current token's context (positions its attention frames read)."""
+        return int(self.state[5])
+
+    @L.setter
+    def L(self, v: int) -> None:
+        self.state[5] = v
 
     # ------------------------------------------------------------------ load
     def _item(self, region: str, key) -> Tuple[int, int]:
         off, n = self.plan.regions[region].items[key]
         return self.base[region] + off, n
 
-    def _load_weights(self) -> None:
+    def _load_weights(self, copy: bool = True) -> None:
         """Copy every matrix half's frame into the weights region (or use the model's own DMA
-        buffers) and write each frame's static tag into its header."""
+        buffers) and write each frame's static tag into its header (``copy=False``: only
+        their addresses)."""
         region = self.plan.regions["weights"]
         tags = {f.name: f.tag for t in self.plan.transfers for f in t.frames}
         for m in self.model.matrices.values():
@@ -162,13 +206,16 @@ class DmaRuntime:
                     img[7] = tags[m.name]
                     img.flush()
                     self._image_addr[(m.name, p)] = int(img.physical_address)
+                elif not copy:
+                    off, n = region.items[(m.name, p)]
+                    self._image_addr[(m.name, p)] = self.base["weights"] + off
                 else:
                     off, n = region.items[(m.name, p)]
                     dst = self.buf["weights"][off:off + n]
                     dst[:] = img
                     dst[7] = tags[m.name]
                     self._image_addr[(m.name, p)] = self.base["weights"] + off
-        if not region.provided:
+        if not region.provided and copy:
             self.buf["weights"].flush()
 
     def _segment(self, seg, L: int) -> Tuple[int, int]:
@@ -310,12 +357,13 @@ class DmaRuntime:
     def _start_all(self, next_transfer: Sequence[int]) -> None:
         for ch in range(4):
             p, base = _chan(ch)
-            self.dmas[p].start(base, self._blocks[next_transfer[ch]][ch].first)
-        self._next = list(next_transfer)
+            self.dmas[p].start(base, self._blocks[next_transfer[ch]][ch].first,
+                               self.reset_timeout_s)
+        self._next[:] = next_transfer
 
     def _reset(self) -> None:
         for d in self.dmas:
-            d.reset()
+            d.reset(self.reset_timeout_s)
         if self.pl_reset is not None:
             self.pl_reset()
         self._start_all(self._next)
@@ -332,7 +380,7 @@ class DmaRuntime:
         for k in CPU_BYTES:
             self.cpu_bytes[k] = 0
         if any(self._next[ch] != self._seq[ch][0] for ch in range(4)):
-            self._next = [self._seq[ch][0] for ch in range(4)]
+            self._next[:] = [self._seq[ch][0] for ch in range(4)]
             self._reset()                 # a token left half-done (an error): start over
         L = position + 1
         n = L * self.plan.kv_row
@@ -388,6 +436,8 @@ class DmaRuntime:
                 raise BackendError(f"transfer {t.name} out of the chain's order on "
                                    f"{CHANNEL_NAMES[ch]} (next: "
                                    f"{self.plan.transfers[self._next[ch]].name})")
+        for hook in self.transfer_hooks:
+            hook(ti, False)
         t0 = time.perf_counter()
         fault = self._attempt(t, x)
         if fault is not None:
@@ -396,12 +446,10 @@ class DmaRuntime:
             fault2 = self._attempt(t, x)
             if fault2 is not None:
                 self.engine_s += time.perf_counter() - t0
-                raise fault2["cls"](f"{fault2['what']}; it failed the same way before a reset "
-                                    f"of both DMAs and a retry" if fault2["what"] ==
-                                    fault["what"] else
-                                    f"{fault2['what']}; the first attempt: {fault['what']}; "
-                                    f"both DMAs were reset between them", fault2)
+                raise self.twice_error(fault, fault2)
         self.engine_s += time.perf_counter() - t0
+        for hook in self.transfer_hooks:
+            hook(ti, True)
         nxt = x.next_logits if self.logits_link else x.next_body
         for ch in x.channels:
             self._next[ch] = nxt[ch]
@@ -412,6 +460,7 @@ class DmaRuntime:
         for fi, p, idx, off in x.outs:
             n = int(w[idx] & R.LEN_MASK) >> 2
             out[fi][1][p] = w[off:off + n].copy()
+            self._count("read", 4 * n)
         return out
 
     def _attempt(self, t, x: "_Transfer") -> Optional[dict]:
@@ -446,6 +495,7 @@ class DmaRuntime:
                 return self._fault(DmaHangError, t, ch, sr.get(ch, 0),
                                    f"not complete within {self.timeout_s} s", also)
         st = w[x.status]
+        self._count("read", 4 * (len(x.status) + len(x.mm2s)))
         bad = (st & (R.ST_CMPLT | R.ST_ERRORS)) != R.ST_CMPLT
         short = (st[x.mm2s] & R.LEN_MASK) != (w[x.mm2s_control] & R.LEN_MASK)
         over = (st[x.s2mm] & R.ST_RXEOF) == 0
@@ -467,6 +517,14 @@ class DmaRuntime:
             return self._fault(DmaShortError, t, ch, sr[ch],
                                "an output frame overran its slot (no RXEOF)")
         return None
+
+    @staticmethod
+    def twice_error(fault: dict, fault2: dict) -> "DmaError":
+        """The error of a transfer that failed, was retried after a reset and failed again."""
+        return fault2["cls"](f"{fault2['what']}; it failed the same way before a reset of both "
+                             f"DMAs and a retry" if fault2["what"] == fault["what"] else
+                             f"{fault2['what']}; the first attempt: {fault['what']}; both DMAs "
+                             f"were reset between them", fault2)
 
     def _fault(self, cls, t, ch, sr, what, also: str = "") -> dict:
         p = ch // 2
@@ -586,6 +644,21 @@ class BoardBackend(DmaRuntime):
                          lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
                                                                        cacheable=cacheable),
                          plan, timeout_s, pl_reset=_slcr_pl_reset(pynq))
+        self.direct_regs = mapped_registers(mmios)
+
+
+def mapped_registers(mmios) -> Optional[Tuple[int, int]]:
+    """The virtual addresses of both DMAs' register pages where pynq.MMIO maps them
+    (``mmio.array``, a device with MEMORY_MAPPED: the board), for the C loop's direct
+    volatile access; None where its accesses go through Python (a device with REGISTER_RW,
+    a stand-in)."""
+    out = []
+    for m in mmios:
+        a = getattr(m, "array", None)
+        if not (isinstance(a, np.ndarray) and a.dtype == np.uint32 and a.size * 4 >= 0x40):
+            return None
+        out.append(int(a.ctypes.data))
+    return tuple(out)
 
 
 def make_backend(name: str, model: Model, **kw):

@@ -1,18 +1,22 @@
 """`make decode`: a SmolLM2-135M-shaped checkpoint (random weights, seeded) on the rtl backend.
 
-    python -m generators.runtime.bench [--tokens 2] [--fmt ternary,q4] [--sim verilator]
+    python -m generators.runtime.bench [--tokens 2] [--fmt ternary,q4,int8] [--sim verilator]
 
 Writes build/decode/smollm2-135m-random/ (the full shapes: 30 layers, 576/1536, 9/3 heads,
 vocab 49,152), converts it per weight format, runs the prompt [1] and N tokens on the golden
 backend (tok/s of this machine) and on the rtl backend (the overlay in the PYNQ-Z1
-configuration: max_k 2048, max_context 2048, Q4_1 lanes included), and prints per token the
-simulated engine cycles, the tok/s they give at 142.857 MHz with the 1.97 GB/s DDR wall and
-the write-up's 4.2 ms of small ops, beside `make report`'s decoder model. A printed figure,
-not a test.
+configuration: max_k 2048, max_context 2048, Q4_1 lanes included), and gives per token the
+simulated engine cycles and the time of a whole token by the decoder model's one formula
+(``generators.report.decoder_model.token_time``): the matrices' and attention's simulated
+cycles at 142.857 MHz, each at least its beats' bytes at the 1.97 GB/s DDR wall (a model),
+plus the host: make host-bench's Cortex-A9 model of the C step for that format and context
+(read from docs/results/host-bench.json; the x86-64 SSE2 count, and beside it the ARMv7 VFP
+build's), beside `make report`'s decoder model. Figures in
+docs/results/decode.json (``record("decode", ...)``); a benchmark, not a test.
 
-Formats: ``ternary`` (the default row), ``q4`` (the random float weights quantised to Q4_1
-with the runtime's requantiser, and the LM head as INT8 rows as SmolLM2's GGUF has it: its
-Q8_0 tied embedding; beside the decoder model's "q4 + int8 head" row) and ``int8``.
+Formats: ``ternary``, ``q4`` (the random float weights quantised to Q4_1 with the runtime's
+requantiser, and the LM head as INT8 rows as SmolLM2's GGUF has it: its Q8_0 tied embedding;
+beside the decoder model's "q4 + int8 head" row) and ``int8``.
 """
 from __future__ import annotations
 
@@ -23,15 +27,14 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-from generators.contract import DDR_WALL_BYTES_PER_S as WALL, FCLK_HZ as FCLK  # noqa: E402
-SMALL_OPS_S = 4.2e-3
+FORMATS = ("ternary", "q4", "int8")
 
 
 def model_tok_s(fmt: str, context: int) -> float:
     """The decoder model's tok/s of this format at ``context`` (attention on the PL)."""
     from generators.report.decoder_model import ModelShape, Platform, decoder_row, \
         weight_format_rows
-    if fmt == "ternary":
+    if fmt == "ternary":         # the decoder model's ternary rows (5 weights per byte)
         return decoder_row(ModelShape(), context, "pl", platform=Platform())["tok_s"]
     row = {"q4": "q4 + int8 head", "int8": "int8"}[fmt]
     return next(r for r in weight_format_rows(context=context) if r["format"] == row)["tok_s"]
@@ -73,6 +76,7 @@ def run_format(fmt, folder, args, prompt):
           f"weights), tokens {g_tokens}", flush=True)
 
     # rtl
+    from generators.report.decoder_model import token_time
     t0 = time.perf_counter()
     be = make_backend("rtl", model, simulator=args.sim)
     print(f"[decode] rtl backend ({args.sim}, overlay max_k {PYNQ_Z1_ENGINES.max_k}, "
@@ -91,12 +95,15 @@ def run_format(fmt, folder, args, prompt):
             r_tokens.append(int(np.argmax(logits)))
             c = {k: be.cycles[k] - c0[k] for k in c0}
             b = {k: be.beats[k] - b0[k] for k in b0}
-            t_mat = max(c["matrix"] / FCLK, b["matrix"] * 8 / WALL)
-            t_att = max(c["attention"] / FCLK, b["attention"] * 8 / WALL)
-            tok_s = 1.0 / (t_mat + t_att + SMALL_OPS_S)
-            rows.append((fmt, i + 1, dec.pos, r_tokens[-1], c["matrix"], c["attention"],
-                         b["matrix"] + b["attention"], t_mat * 1e3, t_att * 1e3, tok_s,
-                         model_tok_s(fmt, dec.pos), wall_s))
+            tt = token_time(fmt, dec.pos, c["matrix"], b["matrix"], c["attention"],
+                            b["attention"])
+            arm = token_time(fmt, dec.pos, c["matrix"], b["matrix"], c["attention"],
+                             b["attention"], build="armv7")
+            rows.append(dict(fmt=fmt, token=i + 1, context=dec.pos, id=r_tokens[-1],
+                             matrix_cycles=c["matrix"], attention_cycles=c["attention"],
+                             beats=b["matrix"] + b["attention"], **tt,
+                             host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"],
+                             model_tok_s=model_tok_s(fmt, dec.pos), sim_s=wall_s))
             print(f"[decode] {fmt} token {i + 1}: id {r_tokens[-1]}, context {dec.pos}, "
                   f"simulated cycles matrix {c['matrix']:,} attention {c['attention']:,} "
                   f"({wall_s:.0f} s of simulation)", flush=True)
@@ -108,19 +115,62 @@ def run_format(fmt, folder, args, prompt):
     return rows, ok, 1 / np.mean(g_times)
 
 
+def record_figures(rows, golds, oks, sim: str, seconds: float):
+    """docs/results/decode.json: per format and token the simulated cycles and the modelled
+    time per token (one formula), the report model's tok/s, golden's tok/s here."""
+    from generators.results import figure, record
+    figs = []
+    for r in rows:
+        base = f"decode.{r['fmt']}.ctx{r['context']}"
+        what = (f"SmolLM2-135M shapes, random weights, {r['fmt']}"
+                + (" (Q4_1 layers + INT8 head)" if r["fmt"] == "q4" else "")
+                + f", context {r['context']}, rtl backend ({sim})")
+        figs += [
+            figure(f"{base}.matrix_cycles", r["matrix_cycles"], "cycles", "simulated",
+                   f"matrix engine cycles of one token: {what}"),
+            figure(f"{base}.attention_cycles", r["attention_cycles"], "cycles", "simulated",
+                   f"attention engine cycles of one token: {what}"),
+            figure(f"{base}.host_ms", round(r["host_ms"], 2), "ms", "modelled",
+                   f"the host per token, make host-bench's Cortex-A9 model (the C step's "
+                   f"instructions on x86-64 SSE2 x CPI 1.3 / 650 MHz): {what}"),
+            figure(f"{base}.ms", round(r["total_ms"], 2), "ms", "modelled",
+                   f"one token: simulated engine cycles at 142.857 MHz (each part at least its "
+                   f"bytes at the 1.97 GB/s DDR wall, a model) + the host model: {what}",
+                   matrix_ms=round(r["matrix_ms"], 3), attention_ms=round(r["attention_ms"], 4),
+                   matrix_bound=r["matrix_bound"], beats=r["beats"]),
+            figure(f"{base}.tok_s", round(r["tok_s"], 1), "tok/s", "modelled",
+                   f"tokens per second of that time (engines simulated, DDR wall and host "
+                   f"modelled): {what}"),
+            figure(f"{base}.model_tok_s", round(r["model_tok_s"], 1), "tok/s", "modelled",
+                   f"make report's decoder model at the same context: {what}"),
+            figure(f"{base}.tok_s_armv7", round(r["tok_s_armv7"], 1), "tok/s", "modelled",
+                   f"the same with the host of today's ARMv7 build (VFP, no NEON bodies: "
+                   f"{r['host_ms_armv7']:.2f} ms by the same A9 model): {what}"),
+        ]
+    for fmt, v in golds.items():
+        figs.append(figure(f"decode.{fmt}.golden_tok_s", round(v, 2), "tok/s", "measured",
+                           f"the golden backend on this machine (numpy models of the engines, "
+                           f"the C host loop), {fmt}; rtl tokens "
+                           f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
+    return record("decode", figs, command=f"make decode (python -m generators.runtime.bench "
+                                          f"--sim {sim})",
+                  note=f"{seconds:.0f} s in all on this machine")
+
+
 def main(argv=None) -> int:
     from .synthetic import SMOLLM2_135M, write_checkpoint
 
     ap = argparse.ArgumentParser(prog="python -m generators.runtime.bench")
     ap.add_argument("--tokens", type=int, default=2)
-    ap.add_argument("--fmt", default="ternary,q4",
-                    help="weight formats, comma-separated: ternary, q4, int8 (default "
-                         "ternary,q4)")
+    ap.add_argument("--fmt", default=",".join(FORMATS),
+                    help="weight formats, comma-separated: ternary, q4, int8 (default all)")
+    ap.add_argument("--no-record", action="store_true",
+                    help="print; do not write docs/results/decode.json")
     ap.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     ap.add_argument("--out", default=str(REPO / "build" / "decode"))
     args = ap.parse_args(argv)
     fmts = [f for f in args.fmt.split(",") if f]
-    bad = [f for f in fmts if f not in ("ternary", "q4", "int8")]
+    bad = [f for f in fmts if f not in FORMATS]
     if bad or not fmts:
         ap.error(f"--fmt: unknown format(s) {bad}; choose from ternary, q4, int8")
     t_all = time.perf_counter()
@@ -135,19 +185,27 @@ def main(argv=None) -> int:
         r, oks[fmt], golds[fmt] = run_format(fmt, folder, args, prompt)
         rows += r
     print()
-    print(f"SmolLM2-135M shapes (random weights), rtl backend on {args.sim} (SIMULATED), "
-          f"142.857 MHz, two HP ports, DDR wall 1.97 GB/s, small ops 4.2 ms; q4 = Q4_1 layer "
-          f"matrices + INT8 LM head (report model row 'q4 + int8 head')")
+    print(f"SmolLM2-135M shapes (random weights), rtl backend on {args.sim}: engine cycles "
+          f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
+          f"host (make host-bench's Cortex-A9 model) MODELLED, one formula for every format; "
+          f"q4 = Q4_1 layer matrices + INT8 LM head (report model row 'q4 + int8 head')")
     hdr = ("format", "token", "context", "id", "matrix cycles", "attention cycles", "beats in",
-           "matrix ms", "attention ms", "tok/s (sim)", "tok/s (report model)", "sim wall s")
+           "matrix ms", "attention ms", "host ms", "tok/s", "tok/s (report model)",
+           "host ms (ARMv7 VFP build)", "tok/s (ARMv7 VFP build)", "sim wall s")
     print(" | ".join(hdr))
     for r in rows:
-        print(" | ".join([r[0], f"{r[1]}", f"{r[2]}", f"{r[3]}", f"{r[4]:,}", f"{r[5]:,}",
-                          f"{r[6]:,}", f"{r[7]:.2f}", f"{r[8]:.3f}", f"{r[9]:.1f}",
-                          f"{r[10]:.1f}", f"{r[11]:.0f}"]))
+        print(" | ".join([r["fmt"], f"{r['token']}", f"{r['context']}", f"{r['id']}",
+                          f"{r['matrix_cycles']:,}", f"{r['attention_cycles']:,}",
+                          f"{r['beats']:,}", f"{r['matrix_ms']:.2f}", f"{r['attention_ms']:.3f}",
+                          f"{r['host_ms']:.2f}", f"{r['tok_s']:.1f}", f"{r['model_tok_s']:.1f}",
+                          f"{r['host_ms_armv7']:.2f}", f"{r['tok_s_armv7']:.1f}",
+                          f"{r['sim_s']:.0f}"]))
     for fmt in fmts:
         print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
               f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
+    if not args.no_record:
+        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all)
+        print(f"[decode] wrote {path.relative_to(REPO)}")
     print(f"make decode took {time.perf_counter() - t_all:.0f} s")
     return 0 if all(oks.values()) else 1
 

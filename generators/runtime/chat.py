@@ -21,8 +21,10 @@ notice); ternary on request with a warning (a ternarised SmolLM2 answers nonsens
 measures speed).
 
 tok/s, by backend: ``golden`` the host time of the generated tokens on this machine;
-``rtl`` the simulated engine cycles per generated token at 142.857 MHz (engine time only: the
-Cortex-A9's small ops are not simulated); ``board`` the measured time per generated token.
+``rtl`` one generated token's time by the decoder model's formula
+(``generators.report.decoder_model.token_time``): the simulated engine cycles at 142.857 MHz,
+at least the beats' bytes at the 1.97 GB/s DDR wall, plus the host (make host-bench's
+Cortex-A9 model); ``board`` the measured time per generated token.
 On ``rtl`` the prompt runs on ``golden`` by default (``--prefill same`` runs it on the RTL as
 well) and the simulation continues from that state: one token of SmolLM2 is about 17 M beats.
 """
@@ -121,6 +123,7 @@ class ProgressBackend:
         self.total = total
         self.done, self.token = 0, 0
         self.t0 = time.perf_counter()
+        be.transfer_hooks.append(self._hook)     # both host loops call it after each transfer
 
     def __getattr__(self, k):
         return getattr(self.be, k)
@@ -144,11 +147,11 @@ class ProgressBackend:
         self.done = 0
         self.t0 = time.perf_counter()
 
-    def run(self, layer, kind):
-        out = self.be.run(layer, kind)
-        self._tick(self.be.transfer_beats(layer, kind, self.be.L),
-                   "attention" if kind == "att" else "matrices")
-        return out
+    def _hook(self, index: int, done: bool) -> None:
+        if done:
+            t = self.be.plan.transfers[index]
+            self._tick(self.be.transfer_beats(t.layer, t.kind, self.be.L),
+                       "attention" if t.kind == "att" else "matrices")
 
 
 def token_beats(model, context: int) -> int:
@@ -166,13 +169,21 @@ def _cycles(be):
     return int(sum(c.values()))
 
 
+def _counts(be) -> dict:
+    """The simulated cycles and input beats so far, by kind (matrix, attention): the rtl
+    backend's counters (zeros elsewhere)."""
+    c, b = getattr(be, "cycles", None) or {}, getattr(be, "beats", None) or {}
+    return {f"{k}_{w}": int(d.get(k, 0)) for w, d in (("cycles", c), ("beats", b))
+            for k in ("matrix", "attention")}
+
+
 def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=None,
            temperature=0.0, top_k=0, seed=0, progress=None):
     """Generate and stream one answer. ``continue_on``: a backend that takes over from the
     decoder's after the prompt. Returns a dict: ids, text, tokens, seconds, cycles (of the
     generated tokens after the first: the first one comes from the prompt's last step)."""
     stream = Streamer(tok, out)
-    stats = {"t_first": None, "c_first": None}
+    stats = {"t_first": None, "c_first": None, "n_first": None}
     stop = set(tok.eos_ids)
 
     def on_token(i, t, logits):
@@ -181,6 +192,7 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
                 dec.be = continue_on
             stats["t_first"] = time.perf_counter()
             stats["c_first"] = _cycles(dec.be)
+            stats["n_first"] = _counts(dec.be)
         if progress is not None:
             progress.next_token()
 
@@ -194,10 +206,12 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
     t_end = time.perf_counter()
     # decoder steps after the first token (the step after the last token is not run)
     steps = max(len(ids) - 1, 0)
+    n0, n1 = stats["n_first"] or _counts(dec.be), _counts(dec.be)
     return dict(ids=ids, text=stream.sent, tokens=len(ids), steps=steps,
                 prefill_s=(stats["t_first"] or t_end) - t_start,
                 gen_s=t_end - (stats["t_first"] or t_end),
-                cycles=_cycles(dec.be) - (stats["c_first"] or 0))
+                cycles=_cycles(dec.be) - (stats["c_first"] or 0),
+                counts={k: n1[k] - n0[k] for k in n1}, fmt=dec.model.fmt, context=dec.pos)
 
 
 def tok_s_line(backend: str, r: dict) -> str:
@@ -205,10 +219,17 @@ def tok_s_line(backend: str, r: dict) -> str:
     if n <= 0:
         return "tok/s: one token only (the prompt's last step): no generation step to time"
     if backend == "rtl":
-        cyc = r["cycles"] / n
-        return (f"tok/s: {FCLK_HZ / cyc:.2f} at 142.857 MHz from {cyc:,.0f} simulated engine "
-                f"cycles per token ({n} token(s); engine time only, no CPU small ops), "
-                f"{r['gen_s'] / n:.1f} s of simulation per token")
+        from generators.report.decoder_model import token_time
+        k = {name: v / n for name, v in r["counts"].items()}
+        args = (r["fmt"], r["context"], k["matrix_cycles"], k["matrix_beats"],
+                k["attention_cycles"], k["attention_beats"])
+        tt, arm = token_time(*args), token_time(*args, build="armv7")
+        return (f"tok/s: {tt['tok_s']:.2f} (modelled: {r['cycles'] / n:,.0f} simulated engine "
+                f"cycles per token at 142.857 MHz, the 1.97 GB/s DDR wall and the Cortex-A9 "
+                f"host model {tt['host_ms']:.1f} ms: {tt['total_ms']:.1f} ms per token; "
+                f"{arm['tok_s']:.2f} with today's ARMv7 VFP build's host, "
+                f"{arm['host_ms']:.1f} ms; {n} token(s)), {r['gen_s'] / n:.1f} s of simulation "
+                f"per token")
     what = "host time on this machine (numpy golden models)" if backend == "golden" \
         else "measured on the board"
     return f"tok/s: {n / r['gen_s']:.2f} ({what}; {n} tokens after the prompt), prompt " \

@@ -2,8 +2,15 @@
 (RMSNorm, RoPE, residuals, SiLU, quantisation, sampling) on the host, as on the Cortex-A9:
 ``hostops`` (float32; its C library when built, else its numpy twin: the same bits).
 
-    dec = Decoder(model, backend)
+    dec = Decoder(model, backend)                  # loop="c" | "python" | None (auto)
     for tok in dec.generate([1, 2, 3], max_new_tokens=8): ...
+
+Two loops run a step: this module's Python loop over ``hostops`` and the runtime's methods
+(the reference), and the C loop (``generators.runtime.hostloop``, ``csrc/tphloop.c``: the whole
+step in one call: kernels, slots, descriptors, registers). ``loop=None`` runs C when the host
+ops run in C (``hostops.active() == "c"``: the library is built and not switched off), else
+Python with numpy: ``with hostops.using("numpy")`` is the reference path. Both give the same
+engine words, logits and tokens (tests/test_hostloop.py).
 
 Every engine output is checked: a status word with flags raises EngineError naming the flags,
 the layer and the matrix; a count or tag that is not the frame's raises too.
@@ -73,6 +80,46 @@ def _names(flags: int, table: Dict[int, str]) -> str:
     return ", ".join(n for b, n in table.items() if flags & b) or f"0x{flags:02X}"
 
 
+def matrix_error(n_words: int, st: int, m: QMatrix, port: int, tag: int, layer) -> Optional[str]:
+    """The EngineError message for a matrix frame's answer on ``port`` (``n_words`` words
+    received, the last one ``st``), or None when it is good (both loops use it)."""
+    where = Decoder._where(layer, m.name) + f", port {port}"
+    if n_words == 0:
+        return f"no output words ({where})"
+    t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
+    if flags:
+        hint = ""
+        if flags & 0x04 and m.fmt == "q4":           # BAD_FORMAT
+            hint = ("; the overlay's matrix engines have no Q4_1 lane (format 0x04): "
+                    "render it with q4=true, or convert the model to int8")
+        return (f"matrix engine status flags {_names(flags, _flag_table(m.fmt))} "
+                f"({where}, tag {t}, {count} results){hint}")
+    n = m.rows[port]
+    if count != n or n_words != n + 1:
+        return f"matrix engine sent {n_words - 1} results with count {count} for {n} rows " \
+               f"({where})"
+    if t != tag:
+        return f"matrix engine status tag {t}, frame tag {tag} ({where})"
+    return None
+
+
+def attention_error(n_words: int, st: int, tag: int, layer: int, head: int,
+                    cfg) -> Optional[str]:
+    """The EngineError message for an attention frame's answer, or None when it is good."""
+    where = f"layer {layer}, attention KV head {head}"
+    if n_words == 0:
+        return f"no output words ({where})"
+    t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
+    if flags:
+        return f"attention engine status flags {_names(flags, ATT_FLAGS)} ({where}, tag {t})"
+    owc = gatt.output_word_count(cfg)
+    if n_words - 1 != owc or count != owc:
+        return f"attention engine sent {n_words - 1} words, count {count} ({where})"
+    if t != tag:
+        return f"attention engine status tag {t}, frame tag {tag} ({where})"
+    return None
+
+
 def rope_tables(head_dim: int, theta: float, positions: int):
     """cos, sin (positions, head_dim / 2), float32, for the HF rotate_half RoPE (hostops)."""
     return hostops.rope_tables(head_dim, theta, positions)
@@ -107,9 +154,16 @@ class Decoder:
 
     ``backend``: a :class:`generators.runtime.backends.DmaRuntime` (every backend is one).
     Setting ``dec.be`` to another backend between tokens carries the KV cache over (the
-    rows are copied into the new backend's DMA memory once)."""
+    rows are copied into the new backend's DMA memory once). ``loop``: "c" (the C step of
+    ``generators.runtime.hostloop``), "python" (this class's, on the active ``hostops``
+    path) or None: C when ``hostops.active()`` is "c", else Python (read at every step).
+    ``trace``: a list that gets every engine output frame's words (both loops)."""
 
-    def __init__(self, model: Model, backend, trace: Optional[list] = None):
+    def __init__(self, model: Model, backend, trace: Optional[list] = None,
+                 loop: Optional[str] = None):
+        if loop not in (None, "c", "python"):
+            raise ValueError(f"loop must be 'c', 'python' or None, got {loop!r}")
+        self.loop = loop
         self.model = model
         self.cfg = model.config
         self.acfg = model.engines.attention_config()
@@ -181,25 +235,9 @@ class Decoder:
 
     def _check_matrix(self, words, m: QMatrix, port: int, tag: int, layer) -> np.ndarray:
         words = np.asarray(words, np.uint32)
-        where = self._where(layer, m.name) + f", port {port}"
-        if len(words) == 0:
-            raise EngineError(f"no output words ({where})")
-        st = int(words[-1])
-        t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
-        if flags:
-            hint = ""
-            if flags & 0x04 and m.fmt == "q4":           # BAD_FORMAT
-                hint = ("; the overlay's matrix engines have no Q4_1 lane (format 0x04): "
-                        "render it with q4=true, or convert the model to int8")
-            raise EngineError(f"matrix engine status flags "
-                              f"{_names(flags, _flag_table(m.fmt))} "
-                              f"({where}, tag {t}, {count} results){hint}")
-        n = m.rows[port]
-        if count != n or len(words) != n + 1:
-            raise EngineError(f"matrix engine sent {len(words) - 1} results with count {count} "
-                              f"for {n} rows ({where})")
-        if t != tag:
-            raise EngineError(f"matrix engine status tag {t}, frame tag {tag} ({where})")
+        msg = matrix_error(len(words), int(words[-1]) if len(words) else 0, m, port, tag, layer)
+        if msg is not None:
+            raise EngineError(msg)
         return words[:-1]
 
     def _attention(self, layer: int, q: np.ndarray) -> np.ndarray:
@@ -226,35 +264,55 @@ class Decoder:
             words = np.asarray(per_port[0], np.uint32)
             if self.trace is not None:
                 self.trace.append(("attention", layer, f"kv{h}", [words.copy()]))
-            where = f"layer {layer}, attention KV head {h}"
-            if len(words) == 0:
-                raise EngineError(f"no output words ({where})")
+            msg = attention_error(len(words), int(words[-1]) if len(words) else 0, fp.tag,
+                                  layer, h, cfg)
+            if msg is not None:
+                raise EngineError(msg)
             res = gatt.decode_output([int(w) for w in words], cfg)
-            if res["flags"]:
-                raise EngineError(f"attention engine status flags "
-                                  f"{_names(res['flags'], ATT_FLAGS)} ({where}, tag {res['tag']})")
-            if res["y"] is None or res["count"] != gatt.output_word_count(cfg):
-                raise EngineError(f"attention engine sent {len(words) - 1} words, count "
-                                  f"{res['count']} ({where})")
-            if res["tag"] != fp.tag:
-                raise EngineError(f"attention engine status tag {res['tag']}, frame tag "
-                                  f"{fp.tag} ({where})")
             o[h * G:(h + 1) * G] = hostops.attention_out(res["y"], res["Z"],
                                                          self.kv.v_step[layer, h],
                                                          cfg.scale_frac_bits)
         return o
 
     # ------------------------------------------------------------------ one step
+    def loop_now(self) -> str:
+        """The loop the next step runs: "c" or "python"."""
+        if self.loop is not None:
+            return self.loop
+        if hostops.active() == "c":
+            from . import hostloop
+            if hostloop.available():
+                return "c"
+        return "python"
+
     def step(self, token: int, logits: bool = True) -> Optional[np.ndarray]:
         """Run one position; return the logits (vocab,) of the next token (``logits=False``:
         a prompt token whose successor is known: the LM head is not run, None is returned)."""
         t_start = time.perf_counter()
         e_start = self.be.engine_time()
-        c, m = self.cfg, self.model
+        c = self.cfg
         if self.pos >= self.max_context:
             raise ContextError(f"context full: the KV cache holds {self.max_context} positions")
         if not 0 <= token < c.vocab_size:
             raise ValueError(f"token id {token} outside the vocabulary (0..{c.vocab_size - 1})")
+        if self.loop_now() == "c":
+            from . import hostloop
+            cl = hostloop.for_runtime(self.be)
+            if cl is None:
+                raise RuntimeError("Decoder(loop='c'): the C library is not available "
+                                   f"({hostloop._lib()[1]})")
+            out = cl.step(self, int(token), logits)
+            self.token_bytes = dict(self.be.cpu_bytes)
+        else:
+            out = self._step_python(token, logits)
+        self.pos += 1
+        self.timing["total_s"] += time.perf_counter() - t_start
+        self.timing["engine_s"] += self.be.engine_time() - e_start
+        return out
+
+    def _step_python(self, token: int, logits: bool) -> Optional[np.ndarray]:
+        """The reference loop (docs/runtime.md section 4.3)."""
+        c, m = self.cfg, self.model
         H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
         rt = self.be
         rt.begin_token(self.pos, logits)
@@ -271,21 +329,18 @@ class Decoder:
             rt.cpu_bytes["requant"] += self.kv.requantised - r0
             a = self._attention(i, q).reshape(H)
             (o,) = self._matrices(i, O, a)
-            x = x + o
+            x = hostops.add(x, o)
             n = _rmsnorm(x, m.norms[f"layers.{i}.post"], eps)
             g, u = self._matrices(i, GU, n)
             h = hostops.silu_mul(g, u)
             (dn,) = self._matrices(i, DOWN, h)
-            x = x + dn
+            x = hostops.add(x, dn)
         out = None
         if logits:
             n = _rmsnorm(x, m.norms["final"], eps)
             (out,) = self._matrices(None, LM, n)
         rt.end_token()
         self.token_bytes = dict(rt.cpu_bytes)
-        self.pos += 1
-        self.timing["total_s"] += time.perf_counter() - t_start
-        self.timing["engine_s"] += self.be.engine_time() - e_start
         return out
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 8,

@@ -1,26 +1,23 @@
-"""``make host-bench``: what the runtime's host loop costs per token, for the board's budget.
-
-Figures (written to docs/results/host-bench.json through generators.results):
+"""``make host-bench``'s measurements that the runtime makes of itself (tools/host_bench.py runs
+them, counts instructions with callgrind and qemu-arm, and records every figure in
+docs/results/host-bench.json through generators.results):
 
 * the memory plan of SmolLM2-135M at context 2048 for Q4_1 (+ the INT8 head), ternary and INT8
   (DMA MiB by region; **modelled**: the plan's arithmetic, which is what the runtime allocates);
-* bytes the CPU writes into DMA memory per token at contexts 1, 512 and 2048, split into the
-  KV append + attention header/q parts, the x slots, and descriptor fields (**measured**: the
-  runtime's own counter on the real SmolLM2 GGUF);
-* DMA transfers and register accesses per token (**measured**, the runtime's counters);
+* the replay backend's recording: one sampled token of the real SmolLM2 on the golden backend,
+  its engine words per port (:func:`recorded`, cached in build/host/), and decoders on the
+  replay backend at any position (:func:`replay_decoder`: K/V filled, nothing recomputed);
+* per token at contexts 1, 512 and 2048 on the replay backend: the bytes the CPU writes into
+  DMA memory (KV append + attention header/q parts, x slots, descriptor fields), DMA transfers
+  and register accesses (**measured**: the runtime's own counters, C loop; the Python loop's
+  are equal, tests/test_hostloop.py);
 * KV requantisation on real text: the Gettysburg Address (docs/data/gettysburg.txt) through the
   real SmolLM2, teacher-forced: how many step growths, when, and the bytes (**measured**);
-* host time per token of the numpy path on this machine at contexts 1, 512, 2048 with the
-  engines' time taken out (CPU time of the host's thread less the register model's and the
-  golden PL's) (**measured**, x86: a reference for the host loop's own cost, not the A9's);
 * the host loop's peak memory (tracemalloc) with the register model and the PL in a process of
   their own, as on the board (**measured**).
-
-    python -m generators.runtime.hostbench [--fmt int8] [--reps 3] [--no-text]
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import tracemalloc
@@ -30,6 +27,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXTS = (1, 512, 2048)
+OUT = REPO / "build" / "host"
+#: the token of the recorded step (position 0) and of every replayed step: SmolLM2's
+#: <|im_start|>, the first token of every chat prompt
+RECORD_TOKEN = 1
 
 
 def plan_figures(figure):
@@ -54,46 +55,110 @@ def plan_figures(figure):
     return out, lines
 
 
-def forge(dec, L: int, rng) -> None:
-    """Put the decoder at position L (L cached positions of random INT8 K/V, steps set): the
-    state of a long conversation, without running L tokens."""
+def smollm2(fmt: str, say=None):
+    """SmolLM2-135M-Instruct's model image in ``fmt`` (converted once into the user cache),
+    mapped."""
+    from .checkpoint import PYNQ_Z1_ENGINES
+    from .image import default_image
+    from .model import Model
+    return Model.load(default_image(fmt, PYNQ_Z1_ENGINES, say=say))
+
+
+def recorded(model, fmt: str, log=print):
+    """Per port, the engine words of one sampled SmolLM2 token (RECORD_TOKEN at position 0) on
+    the golden backend: what the replay backend serves. Recorded once per image (build/host/)."""
+    from . import Decoder, hostops, make_backend
+    from .hostloop import packets_from_trace
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"replay.{Path(str(model.path)).stem}.npz"
+    if path.is_file():
+        z = np.load(path)
+        return [[z[f"w{p}"][a:b] for a, b in zip(z[f"s{p}"][:-1], z[f"s{p}"][1:])]
+                for p in (0, 1)]
+    t0 = time.perf_counter()
+    with hostops.using("numpy"):
+        dec = Decoder(model, make_backend("golden", model), trace=[], loop="python")
+        dec.step(RECORD_TOKEN)
+    packets = packets_from_trace(dec.trace)
+    arrays = {}
+    for p in (0, 1):
+        arrays[f"w{p}"] = np.concatenate(packets[p])
+        arrays[f"s{p}"] = np.cumsum([0] + [len(f) for f in packets[p]])
+    np.savez(path, **arrays)
+    log(f"recorded the engine words of one {fmt} SmolLM2 token on golden "
+        f"({sum(map(len, packets[0])) + sum(map(len, packets[1])):,} words, "
+        f"{time.perf_counter() - t0:.0f} s): {path.relative_to(REPO)}")
+    return packets
+
+
+def fill(dec, L: int) -> None:
+    """Put the decoder at position L: L cached positions of INT8 K/V (a fixed pattern) with
+    steps of 1: the state of a long conversation, without running L tokens."""
     dec.reset()
     if L:
-        K, V = dec.kv.K, dec.kv.V
-        K[:, :, :L] = rng.integers(-127, 128, K[:, :, :L].shape)
-        V[:, :, :L] = rng.integers(-127, 128, V[:, :, :L].shape)
-        dec.kv.k_step[:] = 1.0                     # large: no step growth in the timed steps
+        for a in (dec.kv.K, dec.kv.V):
+            block = a[:, :, :L]
+            block[...] = np.resize(np.arange(-127, 128, dtype=np.int8), block.shape)
+        dec.kv.k_step[:] = 1.0
         dec.kv.v_step[:] = 1.0
         dec.kv.length[:] = L
         dec.pos = L
 
 
-def host_times(dec, contexts, reps, rng, log):
-    """Per context: min over reps of the step's CPU time less the register model's and the
-    golden PL's (this thread's CPU time: a loaded machine's other jobs do not count), the CPU
-    bytes, transfers and register accesses of one token."""
-    rows = {}
+def again(dec, L: int) -> None:
+    """Back to position L after a step (the same step's work can run again)."""
+    dec.kv.length[:] = L
+    dec.pos = L
+
+
+def replay_decoder(model, packets, L: int, loop=None):
+    """A Decoder on the replay backend at position L (:func:`fill`)."""
+    from . import Decoder
+    from .hostloop import replay_backend
+    dec = Decoder(model, replay_backend(model, packets), loop=loop)
+    fill(dec, L)
+    return dec
+
+
+def token_counts(dec, L: int) -> dict:
+    """One step at position L (after a warm-up one): the CPU's bytes by kind, transfers,
+    TAILDESC writes and register accesses (the runtime's counters)."""
     be = dec.be
-    for ctx in contexts:
-        best = None
-        for _ in range(reps):
-            forge(dec, ctx - 1, rng)
-            n0, w0 = be.transfers_run, sum(d.writes for d in be.dmas)
-            r0 = sum(d.reads for d in be.dmas)
-            e0, c0 = sum(r.busy_cpu_s for r in be.regs), time.thread_time()
-            dec.step(42)
-            host = (time.thread_time() - c0) - (sum(r.busy_cpu_s for r in be.regs) - e0)
-            row = dict(host_s=host, bytes=dict(dec.token_bytes),
-                       transfers=be.transfers_run - n0,
-                       writes=sum(d.writes for d in be.dmas) - w0,
-                       reads=sum(d.reads for d in be.dmas) - r0)
-            if best is None or host < best["host_s"]:
-                best = row
-        rows[ctx] = best
-        log(f"  context {ctx:5d}: host {best['host_s'] * 1e3:7.1f} ms/token (engines excluded), "
-            f"CPU bytes {best['bytes']}, {best['transfers']} transfers, register writes "
-            f"{best['writes']}, reads {best['reads']}")
-    return rows
+    dec.step(RECORD_TOKEN)
+    again(dec, L)
+    n0, t0 = be.transfers_run, be.tail_writes
+    w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
+    dec.step(RECORD_TOKEN)
+    again(dec, L)
+    return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
+                tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
+                reads=sum(d.reads for d in be.dmas) - r0)
+
+
+def count_figures(figure, rows: dict, fmt: str):
+    """The per-token counters of :func:`token_counts` at each context as figures."""
+    out = []
+    kinds = {"kv_parts": ("kv", "parts"), "x": ("x",), "desc": ("desc",), "read": ("read",)}
+    what = {"kv_parts": "KV append + attention header/q parts (goal <= 32 KiB)",
+            "x": "matrix x slots", "desc": "descriptor fields (status words cleared, K/V "
+                                           "lengths)",
+            "read": "READ back: the result words and the descriptors' STATUS and length "
+                    "words checked (uncached on the board)"}
+    for ctx, r in rows.items():
+        for k, parts in kinds.items():
+            verb = "reads from" if k == "read" else "writes into"
+            out.append(figure(f"host.bytes.{k}.ctx{ctx}", int(sum(r["bytes"][p] for p in parts)),
+                              "B", "measured", f"bytes the CPU {verb} DMA memory per token "
+                              f"at context {ctx}: {what[k]} ({fmt} SmolLM2)"))
+    r = rows[max(rows)]
+    out += [figure("host.transfers_per_token", r["transfers"], "transfers", "measured",
+                   "DMA transfers per sampled token (5 per layer and port + the LM head)"),
+            figure("host.register_writes_per_token", r["writes"], "writes", "measured",
+                   "DMA register writes per token (one TAILDESC per channel a transfer uses)"),
+            figure("host.register_reads_per_token", r["reads"], "reads", "measured",
+                   "DMA register reads per token with an engine that is done when polled "
+                   "(DMASR once per channel and transfer; more while the PL works)")]
+    return out
 
 
 def requant_on_text(model, tok, log, max_tokens=0):
@@ -104,7 +169,7 @@ def requant_on_text(model, tok, log, max_tokens=0):
     ids = tok.encode(text)
     if max_tokens:
         ids = ids[:max_tokens]
-    dec = Decoder(model, make_backend("golden", model))
+    dec = Decoder(model, make_backend("golden", model), loop="python")     # the spy below
     per_token = []
     amax = []                       # per position: max|row| of K and V per (layer, head)
     append = dec.kv.append
@@ -155,8 +220,8 @@ def replay(amax: np.ndarray, d: int, headroom: float) -> dict:
 
 
 def shape_model(fmt: str):
-    """SmolLM2-135M's shapes with zero weights (valid frames) and a random embedding: the host
-    loop's memory without loading the real file."""
+    """SmolLM2-135M's shapes with zero weights (valid frames), a random embedding and the
+    RoPE tables: the host loop's memory without loading the real file."""
     from generators.contract import FORMAT_CODES, MATRIX_MAGIC
     from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
     from .model import EmbeddingRows, Model, QMatrix
@@ -177,7 +242,13 @@ def shape_model(fmt: str):
         norms[f"layers.{i}.input"] = norms[f"layers.{i}.post"] = np.ones(cfg.hidden_size)
     emb = (np.random.default_rng(0).standard_normal((cfg.vocab_size, cfg.hidden_size))
            * 0.05).astype(np.float32)
-    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats)
+    # the RoPE tables as an image carries them (float64), computed here, outside the
+    # measurement: the board runs images
+    from .hostops import rope_tables
+    rope = tuple(np.asarray(t, np.float64) for t in
+                 rope_tables(cfg.head_dim, cfg.rope_theta, PYNQ_Z1_ENGINES.max_context))
+    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats,
+                 rope=rope)
 
 
 def host_peak(context: int = 2048):
@@ -199,54 +270,12 @@ def host_peak(context: int = 2048):
     return peak, be.plan
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fmt", default="int8", help="weight format of the timed runs")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--text-tokens", type=int, default=0, help="only the first N text tokens")
-    ap.add_argument("--no-text", action="store_true", help="skip the requantisation run")
-    ap.add_argument("--no-record", action="store_true")
-    args = ap.parse_args(argv)
-    from generators.results import figure, record
-    from . import Decoder, make_backend
+def text_figures(figure, log, text_tokens: int = 0):
+    """The memory plan of the Q4_1 image, KV requantisation on real text, and the host loop's
+    peak memory, as figures."""
     from .chat import load_model
-
-    def log(s):
-        print(f"[host-bench] {s}", flush=True)
-
-    figs, lines = plan_figures(figure)
-    log("memory plan of SmolLM2-135M at context 2048:")
-    for line in lines:
-        log(line)
-
-    t0 = time.perf_counter()
-    model, tok, _ = load_model(None, args.fmt)
-    log(f"SmolLM2-135M-Instruct {args.fmt} loaded in {time.perf_counter() - t0:.0f} s")
-    dec = Decoder(model, make_backend("golden", model))
-    rows = host_times(dec, CONTEXTS, args.reps, np.random.default_rng(0), log)
-    kinds = {"kv_parts": ("kv", "parts"), "x": ("x",), "desc": ("desc",)}
-    for ctx, r in rows.items():
-        for k, parts in kinds.items():
-            figs.append(figure(f"host.bytes.{k}.ctx{ctx}", int(sum(r["bytes"][p] for p in parts)),
-                               "B", "measured", f"bytes the CPU writes into DMA memory per token "
-                               f"at context {ctx}: " + {"kv_parts": "KV append + attention "
-                                                        "header/q parts (goal <= 32 KiB)",
-                                                        "x": "matrix x slots",
-                                                        "desc": "descriptor fields (status "
-                                                        "words cleared, K/V lengths)"}[k]))
-        figs.append(figure(f"host.time_ms.ctx{ctx}", round(r["host_s"] * 1e3, 1), "ms",
-                           "measured", f"host time per token of the numpy path on this x86 "
-                           f"machine at context {ctx}, engine time excluded ({args.fmt} "
-                           f"SmolLM2, min of {args.reps})"))
-    r = rows[CONTEXTS[-1]]
-    figs += [figure("host.transfers_per_token", r["transfers"], "transfers", "measured",
-                    "DMA transfers per sampled token (5 per layer and port + the LM head)"),
-             figure("host.register_writes_per_token", r["writes"], "writes", "measured",
-                    "DMA register writes per token (one TAILDESC per channel a transfer uses)"),
-             figure("host.register_reads_per_token", r["reads"], "reads", "measured",
-                    "DMA register reads per token with an engine that is done when polled "
-                    "(DMASR once per channel and transfer; more while the PL works)")]
     from .plan import MIB, memory_plan
+    figs = []
     q4, tok4, _ = load_model(None, "q4")
     p4 = memory_plan(q4, 2048)
     mapped = next((h for h in p4.host if h[0].startswith("model: mapped")), None)
@@ -259,42 +288,34 @@ def main(argv=None) -> int:
              figure("host.plan.q4.image_fits", "fits" if p4.check() is None else "refused", "",
                     "modelled", "SmolLM2-135M Q4_1 model image at context 2048 against 128 MiB "
                     "of CMA and 64 MiB of host memory")]
-    if not args.no_text:
-        rq = requant_on_text(q4, tok4, log, args.text_tokens)
-        log(f"KV requantisation over {rq['tokens']} tokens of the Gettysburg Address: {rq}")
-        figs += [figure("host.requant.events", rq["events"], "step growths", "measured",
-                        f"KV step growths (each requantises one head's cached K or V) over "
-                        f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2"),
-                 figure("host.requant.last_position", rq["last_event"], "", "measured",
-                        "the last position at which a KV step grew (Gettysburg)"),
-                 figure("host.requant.after_32", rq["events_after_32"], "step growths",
-                        "measured", "KV step growths after the first 32 positions (Gettysburg)"),
-                 figure("host.requant.bytes_total", rq["bytes"], "B", "measured",
-                        "bytes requantised over the whole text (Gettysburg)"),
-                 figure("host.requant.max_bytes_token_after_32", rq["max_bytes_after_32"], "B",
-                        "measured", "most bytes requantised in one token after position 32 "
-                        "(Gettysburg)")]
-        for h, r in rq["replay"].items():
-            if h != 1.0:
-                figs.append(figure(f"host.requant.headroom_{round(h * 100)}.events",
-                                   r["events"], "step growths", "measured",
-                                   f"the same text replayed with a step {h:g}x the new row's "
-                                   f"absmax (not the runtime's rule): step growths "
-                                   f"({r['bytes']:,} bytes requantised)"))
+    rq = requant_on_text(q4, tok4, log, text_tokens)
+    log(f"KV requantisation over {rq['tokens']} tokens of the Gettysburg Address: {rq}")
+    figs += [figure("host.requant.events", rq["events"], "step growths", "measured",
+                    f"KV step growths (each requantises one head's cached K or V) over "
+                    f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2"),
+             figure("host.requant.last_position", rq["last_event"], "", "measured",
+                    "the last position at which a KV step grew (Gettysburg)"),
+             figure("host.requant.after_32", rq["events_after_32"], "step growths",
+                    "measured", "KV step growths after the first 32 positions (Gettysburg)"),
+             figure("host.requant.bytes_total", rq["bytes"], "B", "measured",
+                    "bytes requantised over the whole text (Gettysburg)"),
+             figure("host.requant.max_bytes_token_after_32", rq["max_bytes_after_32"], "B",
+                    "measured", "most bytes requantised in one token after position 32 "
+                    "(Gettysburg)")]
+    for h, r in rq["replay"].items():
+        if h != 1.0:
+            figs.append(figure(f"host.requant.headroom_{round(h * 100)}.events",
+                               r["events"], "step growths", "measured",
+                               f"the same text replayed with a step {h:g}x the new row's "
+                               f"absmax (not the runtime's rule): step growths "
+                               f"({r['bytes']:,} bytes requantised)"))
     peak, plan = host_peak(2048)
     log(f"host loop peak memory (tracemalloc, ternary SmolLM2 shapes, context 2048): "
         f"{peak:,} bytes; the plan's runtime items: {plan.runtime_host_bytes:,} bytes")
     figs += [figure("host.memory.peak_bytes", peak, "B", "measured",
-                    "the host loop's peak memory (tracemalloc: backend set-up, decoder, 2 "
-                    "tokens; register model and PL in another process), SmolLM2 shapes, "
-                    "context 2048"),
+                    "the host loop's peak memory (tracemalloc: backend set-up, decoder (C "
+                    "loop), 2 tokens; register model and PL in another process), SmolLM2 "
+                    "shapes, context 2048"),
              figure("host.memory.plan_bytes", plan.runtime_host_bytes, "B", "modelled",
                     "the memory plan's host items of the runtime (same configuration)")]
-    if not args.no_record:
-        path = record("host-bench", figs, command="make host-bench")
-        log(f"figures written to {path.relative_to(REPO)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return figs

@@ -5,7 +5,8 @@ extension ``generators.runtime._tphost`` (a plain C shared library: no Python AP
 it is loaded with ctypes, not imported). Without a C compiler the build step fails quietly,
 the package installs anyway, and :func:`load` answers ``(None, reason)``; ``hostops`` then
 warns once and runs numpy. ctypes rather than cffi: it is in the standard library (no build
-or run dependency), and the later C per-token loop is one more function of the same library.
+or run dependency); the C per-token loop (``tphloop.c``, generators.runtime.hostloop) and the
+replay device (``tphreplay.c``) are in the same library.
 
 The library carries the SHA-1 of the sources it was built from (``tph_source()``); when the
 sources beside this file differ (an edited checkout not rebuilt: ``make setup``), the library
@@ -30,7 +31,8 @@ __all__ = ["load", "library_path", "source_sha", "CSRC", "LIB_ENV", "COps"]
 LIB_ENV = "TERNARY_PYNQ_TPHOST"
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
-SOURCES = ("tphost.h", "tphost.c")
+#: the library's sources (setup.py builds the .c files; the SHA covers all)
+SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h")
 ABI = 2                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
@@ -39,7 +41,8 @@ _cache: dict = {}
 
 
 def source_sha(folder: Path = CSRC) -> Optional[str]:
-    """SHA-1 of tphost.h + tphost.c (setup.py defines the same as TPH_SOURCE_SHA)."""
+    """SHA-1 of the library's sources, SOURCES in order (setup.py defines the same as
+    TPH_SOURCE_SHA)."""
     h = hashlib.sha1()
     for name in SOURCES:
         p = Path(folder) / name

@@ -246,7 +246,8 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
         dims=np.array([1, 64], np.uint32))
     add("quantise_rows", x=np.full(8, f(1e-40)), dims=np.array([1, 8], np.uint32))     # TINY
     add("quantise_rows", x=np.array([1.0, np.inf, 0, 0], f), dims=np.array([1, 4], np.uint32))
-    for n, fmt in [(H, "i32"), (I, "i32"), (V, "i32"), (H, "f32"), (13, "i32"), (13, "f32")]:
+    for n, fmt in [(H, "i32"), (I, "i32"), (V, "i32"), (H, "f32"), (13, "i32"), (29, "i32"),
+                   (13, "f32")]:       # 29: the SSE2 body's 16-, 4- and 1-wide loops
         s = np.array([127.0 / abs(rng.standard_normal())], f)
         if fmt == "i32":
             acc = rng.integers(-(1 << 31), 1 << 31, n, dtype=np.int64).astype(np.int32)

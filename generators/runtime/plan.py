@@ -45,7 +45,7 @@ from generators.q4 import q4_row_bytes
 from . import pg021 as R
 
 __all__ = ["MemoryPlan", "memory_plan", "model_shape", "Region", "TransferPlan", "FramePlan",
-           "KINDS", "MIB", "info", "ContextFitError"]
+           "KINDS", "MIB", "info", "ContextFitError", "cloop_bytes"]
 
 MIB = 1 << 20
 #: the transfer kinds of one layer, in order, and the LM head's
@@ -59,8 +59,9 @@ ALIGN = 64
 CMA_MB = 128
 HOST_MB = 64
 #: per transfer: the plan's records of it and the runtime's descriptor tables (Python objects and
-#: small arrays); SmolLM2 measured 7.8 KB per transfer with tracemalloc, rounded up
-TRANSFER_TABLE_BYTES = 8192
+#: small arrays); SmolLM2 measured 11.2 KB per transfer with tracemalloc (the whole runtime
+#: object at creation, make host-bench), rounded up
+TRANSFER_TABLE_BYTES = 12288
 
 
 class ContextFitError(ValueError):
@@ -415,6 +416,9 @@ def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, st
                                                 "output, MLP vectors (float64)"),
         ("plan and transfer tables", len(transfers) * TRANSFER_TABLE_BYTES,
          f"{len(transfers)} transfers: their frames, descriptor blocks, result slots"),
+        ("C loop", cloop_bytes(c, transfers, shapes),
+         "the C step's table, float32 norms and row scales, its vectors "
+         "(generators.runtime.hostloop)"),
     ]
     if isinstance(model, ModelShape):
         return items
@@ -449,6 +453,24 @@ def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, st
                       f"from the file where touched, not counted: the frames are read once "
                       f"into DMA memory, one embedding row per token"))
     return items
+
+
+def cloop_bytes(c, transfers, shapes) -> int:
+    """Host bytes of the C step (hostloop.CLoop; an upper bound): its table (the header, per
+    transfer its fixed words, frames, descriptors, tails and result slots, the K/V lengths
+    and the small tables) and each transfer's record kept beside it (the trace's), the float32
+    copies of the norms and the INT8 / ternary row scales, and the context with the step's
+    vectors."""
+    L, H, Hd, I, d = (c.num_hidden_layers, c.num_key_value_heads, c.hidden_size,
+                      c.intermediate_size, c.head_dim)
+    desc = sum(n for t in transfers for _, n in t.desc.values())
+    words = 64 + 5 * L + 1 + 5 + 2 * H + 12 + 4 + len(transfers) + desc
+    words += sum(18 + 5 * len(t.frames) + 3 * 4 + 3 * 4 + 6 * 2 * len(t.frames)
+                 for t in transfers)
+    scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
+    norms = (2 * L + 1) * Hd * 4
+    ctx = 4 * (5 * Hd + 2 * H * d + 3 * I + d + 3 * c.group) + 4096 + 1024
+    return 2 * 4 * words + scales + norms + ctx      # the table and its records per transfer
 
 
 def _file_mapped(a) -> bool:

@@ -195,19 +195,23 @@ class RtlBackend(DmaRuntime):
         super().__init__(model, [SgDma(RemoteMmio(self.link, p), f"dma_{p}") for p in (0, 1)],
                          self.memory.allocate, plan, timeout_s,
                          pl_reset=lambda: self.link.ask(("reset",)))
+        self._counts = (0, 0)
+        self.transfer_hooks.append(self._count)
 
     def sim_counts(self):
         """(clock cycles simulated, input beats accepted on both ports) so far."""
         return self.link.ask(("c",))[:2]
 
-    def run(self, layer, kind):
-        c0, b0 = self.sim_counts()
-        out = super().run(layer, kind)
+    def _count(self, index: int, done: bool) -> None:
+        """A transfer hook: the simulated cycles and beats of each transfer, by kind."""
+        if not done:
+            self._counts = self.sim_counts()
+            return
+        c0, b0 = self._counts
         c1, b1 = self.sim_counts()
-        k = "attention" if kind == ATT else "matrix"
+        k = "attention" if self.plan.transfers[index].kind == ATT else "matrix"
         self.cycles[k] += c1 - c0
         self.beats[k] += b1 - b0
-        return out
 
     def close(self):
         _hang_up(self, lambda: self._thread.join(timeout=120))

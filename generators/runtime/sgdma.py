@@ -21,9 +21,11 @@ import time
 
 from . import pg021 as R
 
-__all__ = ["SgDma", "MM2S", "S2MM", "DmaResetError"]
+__all__ = ["SgDma", "MM2S", "S2MM", "DmaResetError", "RESET_TIMEOUT_S"]
 
 MM2S, S2MM = 0, R.S2MM
+#: how long a soft reset and a channel start may take (both loops: this driver and tphloop.c)
+RESET_TIMEOUT_S = 1.0
 
 
 class DmaResetError(RuntimeError):
@@ -47,7 +49,7 @@ class SgDma:
         self.reads += 1
         return self.mmio.read(ch + R.DMASR)
 
-    def reset(self, timeout_s: float = 1.0) -> None:
+    def reset(self, timeout_s: float = RESET_TIMEOUT_S) -> None:
         self._w(MM2S + R.DMACR, R.CR_RESET)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -59,7 +61,7 @@ class SgDma:
                 raise DmaResetError(f"{self.name}: DMACR.Reset still set {timeout_s} s after "
                                     f"a soft reset")
 
-    def start(self, ch: int, curdesc: int, timeout_s: float = 1.0) -> None:
+    def start(self, ch: int, curdesc: int, timeout_s: float = RESET_TIMEOUT_S) -> None:
         """Start a halted channel at descriptor ``curdesc``."""
         self._w(ch + R.CURDESC, curdesc & 0xFFFFFFFF)
         self._w(ch + R.DMACR, R.CR_RS)

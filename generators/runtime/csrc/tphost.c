@@ -421,19 +421,29 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
     return TPH_OK;
 }
 
+#if TPH_SSE2
+/* y[0..3] = ((float)acc * scale) * c: the scalar loop's two roundings, 4 lanes */
+static inline void dequant4(const int32_t *acc, const float *scale, __m128 c, float *y)
+{
+    __m128 a = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)acc));
+    _mm_storeu_ps(y, _mm_mul_ps(_mm_mul_ps(a, _mm_loadu_ps(scale)), c));
+}
+#endif
+
 void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s, float *y)
 {
     float inv = 1.0f / s;
     uint32_t i = 0;
 #if TPH_SSE2
     const __m128 c = _mm_set1_ps(inv);
-    const uint32_t n8 = n & ~7u;
-    for (; i < n8; i += 8) {
-        __m128 a = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(acc + i)));
-        __m128 b = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(acc + i + 4)));
-        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(a, _mm_loadu_ps(scale + i)), c));
-        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_mul_ps(b, _mm_loadu_ps(scale + i + 4)), c));
+    for (; i < (n & ~15u); i += 16) {  /* 16 a pass: half the loop's instructions per result */
+        dequant4(acc + i, scale + i, c, y + i);
+        dequant4(acc + i + 4, scale + i + 4, c, y + i + 4);
+        dequant4(acc + i + 8, scale + i + 8, c, y + i + 8);
+        dequant4(acc + i + 12, scale + i + 12, c, y + i + 12);
     }
+    for (; i < (n & ~3u); i += 4)
+        dequant4(acc + i, scale + i, c, y + i);
 #endif
     for (; i < n; i++)
         y[i] = ((float)acc[i] * scale[i]) * inv;

@@ -1,0 +1,28 @@
+"""Engines that flag their answers, for the tests of the decoder's checks (both host loops).
+
+:func:`flag_answers` adds a transfer hook to a runtime: after each transfer, before either
+loop reads the results, the status word of every answer ``select`` picks gets ``flags`` in its
+flags field, as an engine that raised them would have sent it (tests/test_runtime.py,
+tests/test_cli.py).
+"""
+from __future__ import annotations
+
+from generators.runtime import pg021 as R
+
+
+def flag_answers(be, select, flags: int):
+    """``select(transfer, frame, port) -> bool``; returns ``be``."""
+    rt = be.runtime
+
+    def hook(index: int, done: bool) -> None:
+        if not done:
+            return
+        t = rt.plan.transfers[index]
+        w = rt.words
+        for fi, p, status, off in rt._tx[index].outs:
+            if select(t, t.frames[fi], p):
+                n = int(w[status] & R.LEN_MASK) >> 2
+                w[off + n - 1] |= flags << 8
+
+    rt.transfer_hooks.append(hook)
+    return be
