@@ -70,6 +70,17 @@ SMALL = [
                    "fifo_depth": 32}, "small"),   # latency 10: the FIFO needs 17 entries or more
     ("q4-engine", {"max_k": 70, "fifo_depth": 32}, "small"),
 ]
+#: Matrix engines taking frames of B vectors (docs/vectors.md): the small two-format engine at
+#: vectors 2 and 3 (the read side's word index: formal/props/mv_backend.svh) and the PYNQ-Z1
+#: top's matrix engine (q4=true, vectors and fifo_depth as the overlay builds it). make test
+#: proves the small ones (tests/test_formal.py); the top's own is in TOPS (overlay defaults).
+VECTORS = [
+    ("mv-engine", {"max_k": 16, "bytes": 8, "pipeline": 3, "reg_every": 1, "decode_bram": False,
+                   "fifo_depth": 32, "vectors": 2}, "small, vectors 2"),
+    ("mv-engine", {"max_k": 16, "bytes": 8, "pipeline": 3, "reg_every": 1, "decode_bram": False,
+                   "fifo_depth": 32, "vectors": 3}, "small, vectors 3"),
+    ("mv-engine", {"q4": True, "vectors": 2, "fifo_depth": 64}, "PYNQ-Z1 top's, vectors 2"),
+]
 
 #: Flip-flop cell types (a combinational walk stops at them).
 FF_TYPES = {"$dff", "$dffe", "$sdff", "$sdffe", "$sdffce", "$adff", "$adffe", "$aldff",
@@ -596,6 +607,15 @@ MUTANTS: Dict[str, Tuple[Mutant, str]] = {
                                "comb_path"),
 }
 
+#: Mutants of the B-vector read side (matrix engines with vectors >= 2 only)
+VECTOR_MUTANTS: Dict[str, Tuple[Mutant, str]] = {
+    # the word index is not cleared with an entry's last word: a one-word entry (B = 1, or
+    # the status word) leaves it at 1, past the next entry's words
+    "word_index_not_cleared": (_sub(r"widx_q <= last_word \? \{NVW\{1'b0\}\} : widx_q \+ 1'b1;",
+                                    "widx_q <= widx_q + 1'b1;", "mv_backend.v"),
+                               "backend_word_in_entry"),
+}
+
 
 # --------------------------------------------------------------------------------------------
 # command line
@@ -626,9 +646,10 @@ def main(argv=None) -> int:
     ap.add_argument("--manifest-dir", help="prove an already rendered folder (its manifest.json)")
     ap.add_argument("--depth", type=int, help="k-induction depth (default: per design)")
     ap.add_argument("--no-cover", action="store_true")
-    ap.add_argument("--mutant", choices=sorted(MUTANTS), help="prove a mutant (it must fail)")
+    ap.add_argument("--mutant", choices=sorted({**MUTANTS, **VECTOR_MUTANTS}),
+                    help="prove a mutant (it must fail)")
     args = ap.parse_args(argv)
-    mutant = MUTANTS[args.mutant][0] if args.mutant else None
+    mutant = {**MUTANTS, **VECTOR_MUTANTS}[args.mutant][0] if args.mutant else None
     if args.manifest_dir:
         runs = [("", {}, "rendered")]
     elif args.design and args.params:
@@ -636,7 +657,7 @@ def main(argv=None) -> int:
     else:
         import generators
         known = generators.list_designs()
-        runs = PYNQ_Z1 + SMALL + TOPS + [("ternary-tree", {}, "defaults")]
+        runs = PYNQ_Z1 + SMALL + VECTORS + TOPS + [("ternary-tree", {}, "defaults")]
         runs += [(d, {}, "defaults") for d in sorted(known) if d not in {r[0] for r in runs}]
         runs = [r for r in runs if r[0] in known and (not args.design or r[0] == args.design)]
         if not runs:

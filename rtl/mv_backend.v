@@ -6,6 +6,17 @@
 // delayed by LANE_LAT cycles, the lane's latency as computed by the generator, so it meets the
 // lane's partial sum. On the last beat of a row the accumulated sum is written to the result
 // FIFO; on the end-of-frame token the status word follows it, in order, through the same FIFO.
+//
+// Frames of B vectors (VECTORS > 1, docs/vectors.md): the lane gives VECTORS partial sums per
+// beat (vector v in psum[v*PSUM_W +: PSUM_W], its carry in psum_ci[v]); VECTORS accumulators
+// run side by side, and a row's last beat writes ONE FIFO entry holding all its B results
+// ({status?, B-1, sums}: a VECTORS*32-bit entry, LUTRAM). The read side sends an entry's
+// words one per clock, vector 0 first, from two entry registers behind the FIFO (a V:1 word
+// select on flip-flops; one cycle more latency than VECTORS = 1, whose FIFO head drives
+// m_axis); a status entry is one word. So the FIFO takes at most one entry per clock whatever
+// B is, its room flag counts entries as before, and a frame whose rows are shorter than B beats
+// fills the FIFO until room falls: then the output's one word per clock sets the rate (B words
+// per row).
 
 `resetall
 `timescale 1ns / 1ps
@@ -20,7 +31,11 @@ module mv_backend #
     // log2 of the result FIFO depth
     parameter FIFO_ADDR_W = 5,
     // Words that can still arrive after `room` falls (from the generator)
-    parameter FIFO_MARGIN = 8
+    parameter FIFO_MARGIN = 8,
+    // Partial sums per beat: the most activation vectors of a frame
+    parameter VECTORS = 1,
+    // Bits of sb_nv (B - 1)
+    parameter NVW = (VECTORS <= 2) ? 1 : $clog2(VECTORS)
 )
 (
     input  wire              aclk,
@@ -32,10 +47,13 @@ module mv_backend #
     input  wire              sb_last,
     input  wire              sb_eof,
     input  wire [15:0]       sb_status,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [NVW-1:0]    sb_nv,       // the frame's B - 1 (unused when VECTORS = 1)
+    /* verilator lint_on UNUSEDSIGNAL */
 
     // from the lane, LANE_LAT cycles after stage 1
-    input  wire signed [PSUM_W-1:0] psum,
-    input  wire              psum_ci,     // one more to add (a carry the lane's tree had no adder for)
+    input  wire [VECTORS*PSUM_W-1:0] psum,
+    input  wire [VECTORS-1:0] psum_ci,    // one more to add (a carry the lane's tree had no adder for)
     input  wire              lane_bad,
 
     output wire              room,
@@ -52,6 +70,10 @@ initial begin
         $display("mv_backend: PSUM_W=%0d out of range 2..32", PSUM_W);
         $finish;
     end
+    if (VECTORS < 1 || VECTORS > 255) begin
+        $display("mv_backend: VECTORS=%0d out of range 1..255", VECTORS);
+        $finish;
+    end
     if (LANE_LAT < 0) begin
         $display("mv_backend: LANE_LAT=%0d must be >= 0", LANE_LAT);
         $finish;
@@ -63,35 +85,49 @@ end
 wire        d_valid, d_first;
 wire        d_wr, d_kind;
 wire [15:0] d_status;
+/* verilator lint_off UNUSEDSIGNAL */
+wire [NVW-1:0] d_nv;                  // unused when VECTORS = 1
+/* verilator lint_on UNUSEDSIGNAL */
 
+// (with VECTORS = 1 the B - 1 bits are a constant nobody reads: synthesis removes them)
 delay_line #(
-    .WIDTH(20),
+    .WIDTH(20 + NVW),
     .CTRL_W(2),
     .DEPTH(LANE_LAT)
 ) sideband (
     .clk(aclk),
     .rst_n(aresetn),
-    .d({sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
-    .q({d_status, d_first, d_kind, d_wr, d_valid})
+    .d({sb_nv, sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
+    .q({d_nv, d_status, d_first, d_kind, d_wr, d_valid})
 );
 
-reg  signed [31:0] acc;
+// one accumulator per vector
+wire [VECTORS*32-1:0] acc_next;
+genvar gv;
+generate
+for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_acc
+    reg  signed [31:0] acc;
+    wire signed [PSUM_W-1:0] ps = psum[gv*PSUM_W +: PSUM_W];
+    wire signed [31:0] nxt = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){ps[PSUM_W-1]}}, ps}
+                           + {31'd0, psum_ci[gv]};
+    always @(posedge aclk) begin
+        if (d_valid) begin
+            acc <= nxt;
+        end
+    end
+    assign acc_next[gv*32 +: 32] = nxt;
+end
+endgenerate
+
 reg  [15:0]        count;
 reg                bad_seen;
-wire signed [31:0] acc_next = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){psum[PSUM_W-1]}}, psum}
-                            + {31'd0, psum_ci};
 wire               bad_now  = bad_seen | (d_valid & lane_bad);
 
 wire        wr_res    = d_wr && !d_kind;
 wire        wr_status = d_wr && d_kind;
-wire [32:0] wr_word   = d_kind
-                      ? {1'b1, count, d_status[15:8] | {2'b00, bad_now, 5'b00000}, d_status[7:0]}
-                      : {1'b0, acc_next};
+wire [31:0] st_word   = {count, d_status[15:8] | {2'b00, bad_now, 5'b00000}, d_status[7:0]};
 
 always @(posedge aclk) begin
-    if (d_valid) begin
-        acc <= acc_next;
-    end
     if (!aresetn) begin
         count    <= 16'd0;
         bad_seen <= 1'b0;
@@ -104,25 +140,91 @@ always @(posedge aclk) begin
     end
 end
 
-wire [32:0] head;
+// entry: {status, B - 1, VECTORS words} (a status entry: B - 1 = 0, the word in slot 0);
+// with VECTORS = 1 the entry is {status, word}, 33 bits, and every word is popped as it is sent
+localparam EW = (VECTORS > 1) ? 1 + NVW + VECTORS*32 : 33;
+wire [EW-1:0] wr_entry;
+wire [EW-1:0] head;
+wire          head_valid;
+wire          head_pop;                 // the head entry's last word is taken
+/* verilator lint_off UNUSEDSIGNAL */
+wire [NVW-1:0] widx;                    // the word of the entry on m_axis (0 for VECTORS = 1)
+wire           out_valid;               // an entry is on m_axis
+wire [NVW-1:0] out_nv;                  // its B - 1 (0 for VECTORS = 1)
+wire           out_second;              // a second entry waits behind it (0 for VECTORS = 1)
+/* verilator lint_on UNUSEDSIGNAL */
 
 sync_fifo #(
-    .WIDTH(33),
+    .WIDTH(EW),
     .ADDR_W(FIFO_ADDR_W),
     .MARGIN(FIFO_MARGIN)
 ) results (
     .clk(aclk),
     .rst_n(aresetn),
     .wr_en(d_wr),
-    .wr_data(wr_word),
+    .wr_data(wr_entry),
     .m_data(head),
-    .m_valid(m_axis_tvalid),
-    .m_ready(m_axis_tready),
+    .m_valid(head_valid),
+    .m_ready(head_pop),
     .room(room)
 );
 
-assign m_axis_tdata = head[31:0];
-assign m_axis_tlast = head[32];
+generate
+if (VECTORS > 1) begin : g_words
+    // the read side: two entry registers after the FIFO (o0 on m_axis, o1 behind it). The FIFO
+    // is read while one of them is free, a decision of registers alone, so neither m_axis_tready
+    // nor the word index reaches the FIFO's pop and its count's carry chain (docs/timing.md);
+    // the word select and the "last word" compare work on flip-flops. One cycle more latency
+    // than VECTORS = 1 (OUT_STAGES in generators/designs/mv_common.py).
+    assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
+                             : {1'b0, d_nv, acc_next};
+    reg  [EW-1:0]  o0, o1;
+    reg            o0v, o1v;
+    reg  [NVW-1:0] widx_q;
+    wire           last_word = (widx_q == o0[EW-2 -: NVW]);
+    wire           pop       = o0v && m_axis_tready && last_word;   // o0's last word taken
+    wire           take      = head_valid && !(o0v && o1v);         // the FIFO's head comes in
+    always @(posedge aclk) begin
+        // o0: kept, or o1 moves up, or the FIFO's head comes in; o1: kept or the head
+        if (!o0v || pop) begin
+            o0 <= o1v ? o1 : head;
+        end
+        if (take && (o1v ? pop : (o0v && !pop))) begin
+            o1 <= head;
+        end
+        if (!aresetn) begin
+            o0v    <= 1'b0;
+            o1v    <= 1'b0;
+            widx_q <= {NVW{1'b0}};
+        end else begin
+            o0v <= (o0v && !pop) || o1v || take;
+            o1v <= o1v ? (!pop || take) : (take && o0v && !pop);
+            if (o0v && m_axis_tready) begin
+                widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
+            end
+        end
+    end
+    assign widx          = widx_q;
+    assign head_pop      = take;
+    assign m_axis_tdata  = o0[32*widx_q +: 32];
+    assign m_axis_tvalid = o0v;
+    assign m_axis_tlast  = o0[EW-1];
+    assign out_valid     = o0v;
+    assign out_nv        = o0[EW-2 -: NVW];
+    assign out_second    = o1v;
+end else begin : g_word
+    assign wr_entry      = d_kind ? {1'b1, st_word} : {1'b0, acc_next};
+    assign head_pop      = m_axis_tready;
+    assign m_axis_tdata  = head[31:0];
+    assign m_axis_tvalid = head_valid;
+    assign m_axis_tlast  = head[EW-1];
+    assign widx          = {NVW{1'b0}};
+    assign out_valid     = head_valid;
+    assign out_nv        = {NVW{1'b0}};
+    assign out_second    = 1'b0;
+end
+endgenerate
+
 assign m_axis_tkeep = 4'hF;
 
 endmodule

@@ -41,6 +41,14 @@
 // beat holds no weights: it reads no x, counts no elements, and comes to the lane with an
 // all-zero lane_bmask (a code beat always has a weight of index < K, so its mask is never zero).
 //
+// Frames of B activation vectors (VECTORS > 1, docs/vectors.md; 8-byte beats): the header
+// word's format byte with bit 7 set is followed by a vectors word (B in [7:0], [63:8] zero),
+// then B vectors of x, each starting on a beat of its own. Vector v is written to bank set v
+// (VECTORS copies of the NBANKS banks, one-hot xvoh), so one read address gives the lane the
+// x of all VECTORS vectors at once: lane_x holds vector v in bits [v*XW +: XW]. lane_nv is the
+// frame's B - 1, registered with every row beat, for the back end. With VECTORS = 1 none of
+// this logic exists and a flagged format byte is BAD_FORMAT, as before.
+//
 // Depth: every decision is taken on registered flags. The header checks are registered on the
 // header beat and acted on from the next beat (an x beat: x_wr is gated by hdr_bad, so after a
 // bad header no x is written and the frame drains to tlast); "last x beat", "last beat of the
@@ -85,7 +93,11 @@ module mv_stream_ctrl #
     // Address width of the x banks
     parameter XA_W = (X_DEPTH <= 2) ? 1 : $clog2(X_DEPTH),
     // x store in block RAM (1) or distributed RAM (0)
-    parameter X_BRAM = (MAX_K >= 256) ? 1 : 0
+    parameter X_BRAM = (MAX_K >= 256) ? 1 : 0,
+    // Largest number of activation vectors a frame may carry (1: no vectors word accepted)
+    parameter VECTORS = 1,
+    // Bits of lane_nv (B - 1)
+    parameter NVW = (VECTORS <= 2) ? 1 : $clog2(VECTORS)
 )
 (
     input  wire             aclk,
@@ -104,7 +116,7 @@ module mv_stream_ctrl #
     output reg              lane_last,
     output reg              lane_eof,
     output reg  [DW-1:0]    lane_w,
-    output wire [XW-1:0]    lane_x,
+    output wire [XW*VECTORS-1:0] lane_x,
     output reg  [BYTES-1:0] lane_bmask,
     output reg  [15:0]      lane_status,
     // FORMAT_B frame (with lane_valid)
@@ -112,12 +124,15 @@ module mv_stream_ctrl #
     // one-hot bank of lane_x a one-weight-per-byte beat uses (all banks otherwise)
     output reg  [NBANKS-1:0] lane_xsel,
     // FORMAT_C frame (with lane_valid)
-    output reg              lane_fmt_c
+    output reg              lane_fmt_c,
+    // the frame's number of vectors minus one (with lane_valid; 0 when VECTORS = 1)
+    output reg  [NVW-1:0]   lane_nv
 );
 
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
+localparam HAS_V = (VECTORS > 1) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -171,6 +186,10 @@ initial begin
         $display("mv_stream_ctrl: beats of %0d elements are too wide for the row counter", LE_MAX);
         $finish;
     end
+    if (VECTORS < 1 || VECTORS > 255 || (VECTORS > 1 && BYTES != 8)) begin
+        $display("mv_stream_ctrl: VECTORS=%0d must be 1..255, and 1 unless BYTES=8", VECTORS);
+        $finish;
+    end
     if (MAX_K < 1 || MAX_K > 65535) begin
         $display("mv_stream_ctrl: MAX_K=%0d out of range 1..65535", MAX_K);
         $finish;
@@ -179,6 +198,7 @@ end
 
 // one-hot state: header, x, rows; none of them set = draining to tlast
 reg         st_hdr, st_x, st_row;
+reg         st_vw;               // the vectors word (VECTORS > 1)
 reg  [1:0]  hdr_cnt;
 /* verilator lint_off UNUSEDSIGNAL */
 reg  [63:0] hdr_buf;   // unused when one beat holds the whole header
@@ -209,6 +229,16 @@ reg  [XA_W-1:0] xaddr;
 reg  [2:0]  xbank;
 reg  [WPB-1:0] xoh;              // xbank one-hot: bank g takes this x beat
 reg  [WPB-1:0] xlt;              // bit g: xbank < g (bank g lies after this beat's bank)
+// vectors (VECTORS > 1): the vector being captured, one-hot, and whether it is the frame's last
+reg  [VECTORS-1:0] xvoh;
+reg         xv_last_q;
+wire        x_vlast = !HAS_V || xv_last_q;   // the x beats are the frame's last vector's
+reg  [7:0]  xvrem;               // vectors after the current one
+reg  [16:0] xadv;                // K padded to whole beats, less one beat: xrem's step at a
+                                 // vector's last beat, back to K for the next vector
+reg  [NVW-1:0] nv_reg;           // B - 1
+reg         kx_last0;            // K fits one beat: a vector is one x beat
+reg  [BYTES-1:0] xmask0;         // bytes of a vector's first x beat that hold x
 // rows
 reg  [16:0] rrem;                // row elements not yet covered, before this beat
 reg         rrem_hi;             // rrem >= 2^TW (above every threshold: the compares below
@@ -239,6 +269,7 @@ reg  [NBANKS-1:0] s1_xsel;
 // end of frame, registered causes
 reg         eof_d;
 reg         e_partial_hdr, e_hdr_now, e_row_ok, e_in_x, e_in_row;
+reg  [NVW-1:0] s1_nv;
 
 assign s_axis_tready = room;
 
@@ -283,8 +314,12 @@ end else begin : g_kfull
 end
 endgenerate
 
-wire        h_fmt_b   = HAS_B && (hdr_word[55:48] == FORMAT_B);
-wire        h_fmt_c   = HAS_C && (hdr_word[55:48] == FORMAT_C);
+// the format byte's code: bit 7 is the vectors flag when VECTORS > 1 (else part of the code, so
+// a flagged frame matches no format and is BAD_FORMAT)
+wire        h_vflag   = HAS_V && hdr_word[55];
+wire [7:0]  h_code    = HAS_V ? {1'b0, hdr_word[54:48]} : hdr_word[55:48];
+wire        h_fmt_b   = HAS_B && (h_code == FORMAT_B);
+wire        h_fmt_c   = HAS_C && (h_code == FORMAT_C);
 // the frame's rows are grouped (scale beats)
 wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
 // Two or three formats: every per-format figure is computed for each format and registered, or
@@ -319,6 +354,7 @@ localparam [TW-1:0] R1THR_A = LANE_ELEMS;
 localparam [TW-1:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
+// (the vectors word's checks are ORed into chk_shape and chk_format on its beat)
 wire        hdr_bad   = chk_magic || chk_shape || chk_format;
 wire [4:0]  hdr_flags = chk_magic ? F_MAGIC
                       : ((chk_shape ? F_SHAPE : 5'd0) | (chk_format ? F_FORMAT : 5'd0));
@@ -335,16 +371,33 @@ end
 // controller's other enables, whose fanout is large); each bank adds its one-hot select
 (* keep *) wire x_wr;
 assign x_wr = in_vx && st_x && !hdr_bad;
+// the last x beat of a vector: the x position restarts (VECTORS > 1), one LUT from registers
+// (kept apart like x_wr; a constant 0 when VECTORS = 1)
+wire x_clr;
+generate
+if (HAS_V) begin : g_xclr
+    (* keep *) wire clr;
+    assign clr = in_vx && st_x && x_last_q;
+    assign x_clr = clr;
+end else begin : g_xclr1
+    assign x_clr = 1'b0;
+end
+endgenerate
 wire [XA_W-1:0] rd_addr = raddr;
 
-genvar g;
+genvar g, gv;
 generate
+for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
 for (g = 0; g < WPB; g = g + 1) begin : g_bank
     reg [DW-1:0] bank_q;            // stage 1: the read register
     reg [DW-1:0] bank_q2;           // stage 2: the output register
     // this bank is written with the beat, or zeroed when it lies after the last x beat
     wire wr_this;
-    assign wr_this = x_wr && (xoh[g] || (x_last_q && xlt[g]));
+    if (HAS_V) begin : g_wv
+        assign wr_this = x_wr && xvoh[gv] && (xoh[g] || (x_last_q && xlt[g]));
+    end else begin : g_w1
+        assign wr_this = x_wr && (xoh[g] || (x_last_q && xlt[g]));
+    end
     if (X_BRAM) begin : g_bram
         (* ram_style = "block" *) reg [DW-1:0] bank [0:X_DEPTH-1];
         always @(posedge aclk) begin
@@ -364,13 +417,16 @@ for (g = 0; g < WPB; g = g + 1) begin : g_bank
             bank_q2 <= bank_q;
         end
     end
-    assign lane_x[g*DW +: DW] = bank_q2;
+    assign lane_x[gv*XW + g*DW +: DW] = bank_q2;
+end
 end
 endgenerate
 
 // one beat ahead: masks of the beat after this one
 reg  [BYTES-1:0] xmask_next;
 wire [31:0] xrem32 = {15'd0, xrem};
+localparam [16:0] XSTEP1 = 17'h1_0000 - BYTES + 17'h1_0000;   // -BYTES in 17 bits
+wire [16:0] xstep = (HAS_V && x_last_q) ? xadv : XSTEP1;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
         xmask_next[b] = (xrem32 > b + BYTES);
@@ -449,7 +505,8 @@ always @(posedge aclk) begin
     s1_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
-    e_in_x        <= st_x;
+    e_in_x        <= st_x || (HAS_V && st_vw);   // x or the vectors word: short
+    s1_nv         <= HAS_V ? nv_reg : {NVW{1'b0}};
     e_in_row      <= st_row;
     e_row_ok      <= frame_end_rows;
     if (accept && st_hdr) begin
@@ -459,7 +516,7 @@ always @(posedge aclk) begin
             n_reg      <= h_n;
             chk_magic  <= (hdr_word[15:0] != MAGIC);
             chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
-            chk_format <= (hdr_word[15:0] == MAGIC) && (hdr_word[55:48] != FORMAT) && !h_fmt_b
+            chk_format <= (hdr_word[15:0] == MAGIC) && (h_code != FORMAT) && !h_fmt_b
                           && !h_fmt_c;
             fmt_b      <= h_fmt_b;
             fmt_c      <= h_fmt_c;
@@ -476,11 +533,28 @@ always @(posedge aclk) begin
             bmask_k    <= h_bmask;
             xmask_q    <= h_xmask;
             x_last_q   <= (h_k <= BYTES);
+            kx_last0   <= (h_k <= BYTES);
+            xmask0     <= h_xmask;
+            xadv       <= (({1'b0, h_k} + BYTES - 1) & ~(BYTES - 1)) - BYTES;
+            nv_reg     <= {NVW{1'b0}};
         end
     end
+    if (HAS_V && accept && st_vw) begin
+        // the vectors word: B in [7:0]; its checks are made unless the header is bad already
+        // and ORed into the header's (so hdr_bad stays one LUT of three flags)
+        nv_reg     <= in_d[NVW-1:0] - 1'b1;
+        chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
+        chk_format <= chk_format || (!hdr_bad && (in_d[63:8] != 56'd0));
+    end
     if (accept && st_x) begin
-        xmask_q  <= xmask_next;
-        x_last_q <= (xrem <= 2 * BYTES);
+        if (HAS_V && x_last_q) begin
+            // a vector ends: the next one starts on the next beat (masks of its first beat)
+            xmask_q  <= xmask0;
+            x_last_q <= kx_last0;
+        end else begin
+            xmask_q  <= xmask_next;
+            x_last_q <= (xrem <= 2 * BYTES);
+        end
     end
     if (accept && (st_x || st_row)) begin
         if ((st_x && x_last_q) || (st_row && row_last_q)) begin
@@ -503,6 +577,10 @@ always @(posedge aclk) begin
         st_hdr      <= 1'b1;
         st_x        <= 1'b0;
         st_row      <= 1'b0;
+        st_vw       <= 1'b0;
+        xvoh        <= 1;
+        xv_last_q   <= 1'b1;
+        xvrem       <= 8'd0;
         hdr_cnt     <= 0;
         s1_valid  <= 1'b0;
         s1_eof    <= 1'b0;
@@ -532,10 +610,28 @@ always @(posedge aclk) begin
         // next state, written as flat sum-of-products: tlast always ends the frame
         st_hdr <= (accept && in_l) || (st_hdr && !(accept && hdr_done));
         st_x   <= !(accept && in_l)
-                  && ((st_hdr && accept && hdr_done) || (st_x && !(accept && (hdr_bad || x_last_q))));
+                  && ((st_hdr && accept && hdr_done && !h_vflag) || (HAS_V && st_vw && accept)
+                      || (st_x && !(accept && (hdr_bad || (x_last_q && x_vlast)))));
+        st_vw  <= HAS_V && !(accept && in_l)
+                  && ((st_hdr && accept && hdr_done && h_vflag) || (st_vw && !accept));
         st_row <= !(accept && in_l)
-                  && ((st_x && accept && x_last_q && !hdr_bad)
+                  && ((st_x && accept && x_last_q && x_vlast && !hdr_bad)
                       || (st_row && !(accept && row_last_q && last_row_q)));
+        if (HAS_V && accept && st_hdr && hdr_done) begin
+            // a frame without the flag has one vector
+            xvoh       <= 1;
+            xv_last_q  <= 1'b1;
+        end
+        if (HAS_V && accept && st_vw) begin
+            xv_last_q  <= (in_d[7:0] <= 8'd1);
+            xvrem      <= in_d[7:0] - 8'd1;
+        end
+        if (HAS_V && accept && st_x && x_last_q && !xv_last_q) begin
+            // the next vector: its bank set, x from its start
+            xvoh      <= xvoh << 1;
+            xvrem     <= xvrem - 8'd1;
+            xv_last_q <= (xvrem == 8'd1);
+        end
         if (accept && st_hdr) begin
             if (!hdr_done) begin
                 hdr_cnt <= in_l ? 2'd0 : hdr_cnt + 1'b1;
@@ -550,7 +646,9 @@ always @(posedge aclk) begin
             end
         end
         if (accept && st_x) begin
-            xrem <= xrem - BYTES;
+            // a vector's last beat steps back to K (VECTORS > 1): one adder, its operand chosen
+            // from registers
+            xrem <= xrem + xstep;
             if (xbank == xwrap) begin
                 xbank <= 0;
                 xoh   <= XOH0;
@@ -568,6 +666,14 @@ always @(posedge aclk) begin
             last_row_q  <= n_one;
             scale_q     <= grp_f;
             gcnt        <= 3'd0;
+        end
+        if (HAS_V && x_clr) begin
+            // a vector ends: the next one starts at bank 0, address 0 of its bank set (a
+            // synchronous clear from one LUT of registers: x_clr)
+            xbank <= 0;
+            xoh   <= XOH0;
+            xlt   <= XLT0;
+            xaddr <= 0;
         end
         if (accept && st_row) begin
             if (row_last_q) begin
@@ -624,6 +730,7 @@ always @(posedge aclk) begin
     lane_fmt_b  <= s1_fmt_b;
     lane_fmt_c  <= s1_fmt_c;
     lane_xsel   <= s1_xsel;
+    lane_nv     <= s1_nv;
     if (!aresetn) begin
         lane_valid <= 1'b0;
         lane_eof   <= 1'b0;

@@ -28,6 +28,11 @@
 //   R3 leading-one position and the normalising shift TOP - lead
 //   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits
 //   R6 rounded, packed
+// Vectors (VECTORS > 1, docs/vectors.md): the scale beat, the fp16 decode and every control
+// bit are shared; each vector has its own products, sums, two DSP48 multiplies, accumulator and
+// float32 rounding (generate block g_vec[v]), x of vector v in in_x[128*v +: 128], its word in
+// psum[32*v +: 32]. One finisher per vector: a row may end every beat (K <= 16 is one code beat
+// after its scale beat), so a shared finisher would have to stall the stream.
 // Timing (docs/timing.md): every stage is at most two adder levels or one wide shift; the
 // products leave their DSP48s from the P register; the control bits that drive a whole word
 // (first, valid) are flip-flops of their own, never the end of a shift-register LUT.
@@ -40,7 +45,9 @@ module q4_lane #
 (
     // Row accumulator width (from the generator: the exact worst case of max_k; 63 bits
     // at max_k = 2048)
-    parameter ACC_W = 63
+    parameter ACC_W = 63,
+    // Activation vectors computed per beat
+    parameter VECTORS = 1
 )
 (
     input  wire                 aclk,
@@ -48,10 +55,10 @@ module q4_lane #
     input  wire                 in_first,
     input  wire                 in_last,
     input  wire [63:0]          in_w,
-    input  wire [127:0]         in_x,
+    input  wire [128*VECTORS-1:0] in_x,
     input  wire [7:0]           in_bmask,
-    output wire signed [31:0]   psum,
-    output wire                 ci,
+    output wire [32*VECTORS-1:0] psum,
+    output wire [VECTORS-1:0]   ci,
     output wire                 bad
 );
 
@@ -61,6 +68,10 @@ localparam LZW = 7;                 // bits of a position in it
 initial begin
     if (ACC_W < 59 || ACC_W > 127) begin
         $display("q4_lane: ACC_W=%0d out of range 59..127", ACC_W);
+        $finish;
+    end
+    if (VECTORS < 1 || VECTORS > 255) begin
+        $display("q4_lane: VECTORS=%0d out of range 1..255", VECTORS);
         $finish;
     end
 end
@@ -83,39 +94,10 @@ always @(posedge aclk) begin
     end
 end
 
-// ---------------------------------------------------------------- A: products
+// ---------------------------------------------------------------- shared: control, scales
+// every stage's control bits and the group's scales, once for all vectors
 reg               a_valid, a_end, a_second, a_first, a_last;
 reg  [31:0]       a_dm;
-// flat vectors; each field kept at the width of the sum it feeds (sign-extended)
-reg  [16*14-1:0]  a_p;              // q*x, 16 fields
-reg  [16*10-1:0]  a_x;              // x, 16 fields
-
-// q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s), in two adder levels:
-// (q0 x + 2 q1 x) + 4 (q2 x + 2 q3 x); the two partial sums are kept apart so synthesis does
-// not fold the three additions into one deeper compressor
-function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits signed
-    reg [9:0] xe;
-    begin
-        xe = {{2{x[7]}}, x};
-        qpair = (q[0] ? xe : 10'd0) + (q[1] ? {xe[8:0], 1'b0} : 10'd0);
-    end
-endfunction
-
-genvar gi;
-generate
-for (gi = 0; gi < 16; gi = gi + 1) begin : g_prod
-    (* keep *) wire [9:0] plo;
-    (* keep *) wire [9:0] phi;
-    assign plo = qpair(in_w[4*gi +: 2], in_x[8*gi +: 8]);
-    assign phi = qpair(in_w[4*gi + 2 +: 2], in_x[8*gi +: 8]);
-    wire [11:0] p = {{2{plo[9]}}, plo} + {phi, 2'b00};
-    always @(posedge aclk) begin
-        a_p[14*gi +: 14] <= {{2{p[11]}}, p};
-        a_x[10*gi +: 10] <= {{2{in_x[8*gi+7]}}, in_x[8*gi +: 8]};
-    end
-end
-endgenerate
-
 always @(posedge aclk) begin
     a_valid  <= in_code;
     a_end    <= cidx[0] || in_last;
@@ -125,45 +107,20 @@ always @(posedge aclk) begin
     a_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
 end
 
-// ---------------------------------------------------------------- B, C: beat sums
 reg               b_valid, b_end, b_second, b_first, b_last;
 reg  [31:0]       b_dm;
-reg  [4*16-1:0]   b_p;              // sums of four products, 4 fields
-reg  [4*12-1:0]   b_x;              // sums of four x, 4 fields
-generate
-for (gi = 0; gi < 4; gi = gi + 1) begin : g_four
-    wire [13:0] sp = a_p[14*(4*gi) +: 14] + a_p[14*(4*gi+1) +: 14]
-                   + a_p[14*(4*gi+2) +: 14] + a_p[14*(4*gi+3) +: 14];
-    wire [9:0]  sx = a_x[10*(4*gi) +: 10] + a_x[10*(4*gi+1) +: 10]
-                   + a_x[10*(4*gi+2) +: 10] + a_x[10*(4*gi+3) +: 10];
-    always @(posedge aclk) begin
-        b_p[16*gi +: 16] <= {{2{sp[13]}}, sp};
-        b_x[12*gi +: 12] <= {{2{sx[9]}}, sx};
-    end
-end
-endgenerate
 always @(posedge aclk) begin
     b_valid <= a_valid; b_end <= a_end; b_second <= a_second; b_first <= a_first;
     b_last <= a_last; b_dm <= a_dm;
 end
 
 reg               c_valid, c_end, c_first, c_last;
-(* shreg_extract = "no" *) reg c_second;   // selects two sums: a flip-flop, not an SRL's end
-(* keep *)
-always @(posedge aclk) begin
-    c_second <= b_second;
-end
 reg  [31:0]       c_dm;
-reg  signed [15:0] c_s;
-reg  signed [11:0] c_x;
 always @(posedge aclk) begin
     c_valid <= b_valid; c_end <= b_end; c_first <= b_first;
     c_last <= b_last; c_dm <= b_dm;
-    c_s <= b_p[15:0] + b_p[31:16] + b_p[47:32] + b_p[63:48];
-    c_x <= b_x[11:0] + b_x[23:12] + b_x[35:24] + b_x[47:36];
 end
 
-// ---------------------------------------------------------------- D: block sums, fp16 decode
 // fp16 h -> signed significand (12 bits) and shift: value = sig * 2^(sh - 24)
 function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
     reg [4:0]  e;
@@ -179,35 +136,20 @@ function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
     end
 endfunction
 
-reg  signed [15:0] hold_s;
-reg  signed [11:0] hold_x;
 reg               d_valid, d_first, d_last;
-reg  signed [16:0] d_s;
-reg  signed [12:0] d_x;
 reg  [17:0]       d_d, d_m;
 always @(posedge aclk) begin
-    if (c_valid && !c_second) begin
-        hold_s <= c_s;
-        hold_x <= c_x;
-    end
     d_valid <= c_valid && c_end;
     d_first <= c_first;
     d_last  <= c_last;
-    d_s <= (c_second ? {hold_s[15], hold_s} : 17'sd0) + {c_s[15], c_s};
-    d_x <= (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
     d_d <= f16dec(c_dm[15:0]);
     d_m <= f16dec(c_dm[31:16]);
 end
-
-// ---------------------------------------------------------------- E1, E2: the two multiplies
-// the product registered twice: in the DSP48's M register (E1) and its P register (E2), so the
-// F shift starts 0.43 ns after the clock, not 2.3 ns (docs/timing.md)
-reg               e1_valid, e1_first, e1_last, e1_bad;
-reg  [4:0]        e1_shd, e1_shm;
-(* use_dsp = "yes" *) reg signed [27:0] e1_pd;
-(* use_dsp = "yes" *) reg signed [23:0] e1_pm;
 wire signed [11:0] sig_d = d_d[11:0];
 wire signed [11:0] sig_m = d_m[11:0];
+
+reg               e1_valid, e1_first, e1_last, e1_bad;
+reg  [4:0]        e1_shd, e1_shm;
 always @(posedge aclk) begin
     e1_valid <= d_valid;
     e1_first <= d_first;
@@ -215,14 +157,10 @@ always @(posedge aclk) begin
     e1_bad   <= d_valid && (d_d[17] || d_m[17]);
     e1_shd   <= d_d[16:12];
     e1_shm   <= d_m[16:12];
-    e1_pd    <= sig_d * d_s;
-    e1_pm    <= sig_m * d_x;
 end
 
 reg               e_valid, e_first, e_last, e_bad;
 reg  [4:0]        e_shd, e_shm;
-(* use_dsp = "yes" *) reg signed [27:0] e_pd;
-(* use_dsp = "yes" *) reg signed [23:0] e_pm;
 always @(posedge aclk) begin
     e_valid <= e1_valid;
     e_first <= e1_first;
@@ -230,159 +168,274 @@ always @(posedge aclk) begin
     e_bad   <= e1_bad;
     e_shd   <= e1_shd;
     e_shm   <= e1_shm;
-    e_pd    <= e1_pd;
-    e_pm    <= e1_pm;
 end
 
-// ---------------------------------------------------------------- F, G: shifted, added
 reg               f_valid, f_first, f_last, f_bad;
-reg  signed [56:0] f_td;
-reg  signed [52:0] f_tm;
 always @(posedge aclk) begin
     f_valid <= e_valid; f_first <= e_first; f_last <= e_last; f_bad <= e_bad;
-    f_td <= {{29{e_pd[27]}}, e_pd} <<< e_shd;
-    f_tm <= {{29{e_pm[23]}}, e_pm} <<< e_shm;
 end
 
-// g_valid and g_first drive the whole accumulator: flip-flops of their own, not the end of a
-// shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
-(* shreg_extract = "no" *) reg g_valid, g_first, g_first_hi;   // g_first_hi: a copy for the
-reg               g_last, g_bad;                                  // upper half of the sum
-reg  signed [57:0] g_t;
-(* keep *)
-always @(posedge aclk) begin
-    g_valid    <= f_valid;
-    g_first    <= f_first;
-    g_first_hi <= f_first;
-end
+reg               g_last, g_bad;
 always @(posedge aclk) begin
     g_last <= f_last; g_bad <= f_bad;
-    g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
 end
 
-// ---------------------------------------------------------------- H: row accumulator
-reg  signed [PW-1:0] acc;
 reg               h_row, h_bad;
-reg  signed [PW-1:0] h_sum;
-localparam PLO = PW / 2;            // the low half's bits (its own copy of g_first)
-wire signed [PW-1:0] acc_in = {g_first_hi ? {(PW-PLO){1'b0}} : acc[PW-1:PLO],
-                               g_first ? {PLO{1'b0}} : acc[PLO-1:0]};
-wire signed [PW-1:0] acc_next = acc_in + {{(PW-58){g_t[57]}}, g_t};
+reg               r1_row, r1_bad;
+reg               r2_row, r2_bad;
+reg               r3_row, r3_bad;
+reg               r4a_row, r4a_bad;
+reg               r4_row, r4_bad;
+reg               r5_row, r5_bad;
+reg               r6_bad;
+// g_valid of vector 0 (every vector's copy is the same flip-flop's twin)
+wire              g_valid0;
 always @(posedge aclk) begin
-    if (g_valid) acc <= acc_next;
-    h_row <= g_valid && g_last;
+    h_row <= g_valid0 && g_last;
     h_bad <= g_bad;
-    h_sum <= acc_next;
-end
-
-// ---------------------------------------------------------------- R1..R5: round to float32
-reg               r1_row, r1_bad, r1_neg;
-reg  [PW-1:0]     r1_mag;
-always @(posedge aclk) begin
     r1_row <= h_row; r1_bad <= h_bad;
-    r1_neg <= h_sum[PW-1];
-    r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
+    r2_row <= r1_row; r2_bad <= r1_bad;
+    r3_row <= r2_row; r3_bad <= r2_bad;
+    r4a_row <= r3_row; r4a_bad <= r3_bad;
+    r4_row <= r4a_row; r4_bad <= r4a_bad;
+    r5_row <= r4_row; r5_bad <= r4_bad;
+    r6_bad <= r5_bad;
 end
 
-// leading one, in two steps: per 8-bit chunk a nonzero flag and the position of its top set
-// bit (R2), then the highest nonzero chunk and the position in it (R3)
-localparam NCH = (PW + 7) / 8;
-wire [NCH*8-1:0]  mag_pad = {{(NCH*8-PW){1'b0}}, r1_mag};
-reg               r2_row, r2_bad, r2_neg, r2_zero;
-reg  [PW-1:0]     r2_mag;
-reg  [NCH-1:0]    r2_nz;
-reg  [NCH*3-1:0]  r2_pos;
-generate
-for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
-    wire [7:0] ch = mag_pad[8*gi +: 8];
-    wire [2:0] pos = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
-                   : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
-    always @(posedge aclk) begin
-        r2_nz[gi]          <= |ch;
-        r2_pos[3*gi +: 3]  <= pos;
+// q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s), in two adder levels:
+// (q0 x + 2 q1 x) + 4 (q2 x + 2 q3 x); the two partial sums are kept apart so synthesis does
+// not fold the three additions into one deeper compressor
+function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits signed
+    reg [9:0] xe;
+    begin
+        xe = {{2{x[7]}}, x};
+        qpair = (q[0] ? xe : 10'd0) + (q[1] ? {xe[8:0], 1'b0} : 10'd0);
     end
+endfunction
+
+localparam NCH = (PW + 7) / 8;
+localparam [LZW-1:0] TOP = PW - 1;
+
+// ---------------------------------------------------------------- per vector: the datapath
+genvar gv, gi;
+generate
+for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
+    wire [127:0] vx = in_x[128*gv +: 128];
+
+    // ------------------------------------------------------------ A: products
+    // flat vectors; each field kept at the width of the sum it feeds (sign-extended)
+    reg  [16*14-1:0]  a_p;              // q*x, 16 fields
+    reg  [16*10-1:0]  a_x;              // x, 16 fields
+    for (gi = 0; gi < 16; gi = gi + 1) begin : g_prod
+        (* keep *) wire [9:0] plo;
+        (* keep *) wire [9:0] phi;
+        assign plo = qpair(in_w[4*gi +: 2], vx[8*gi +: 8]);
+        assign phi = qpair(in_w[4*gi + 2 +: 2], vx[8*gi +: 8]);
+        wire [11:0] p = {{2{plo[9]}}, plo} + {phi, 2'b00};
+        always @(posedge aclk) begin
+            a_p[14*gi +: 14] <= {{2{p[11]}}, p};
+            a_x[10*gi +: 10] <= {{2{vx[8*gi+7]}}, vx[8*gi +: 8]};
+        end
+    end
+
+    // ------------------------------------------------------------ B, C: beat sums
+    reg  [4*16-1:0]   b_p;              // sums of four products, 4 fields
+    reg  [4*12-1:0]   b_x;              // sums of four x, 4 fields
+    for (gi = 0; gi < 4; gi = gi + 1) begin : g_four
+        wire [13:0] sp = a_p[14*(4*gi) +: 14] + a_p[14*(4*gi+1) +: 14]
+                       + a_p[14*(4*gi+2) +: 14] + a_p[14*(4*gi+3) +: 14];
+        wire [9:0]  sx = a_x[10*(4*gi) +: 10] + a_x[10*(4*gi+1) +: 10]
+                       + a_x[10*(4*gi+2) +: 10] + a_x[10*(4*gi+3) +: 10];
+        always @(posedge aclk) begin
+            b_p[16*gi +: 16] <= {{2{sp[13]}}, sp};
+            b_x[12*gi +: 12] <= {{2{sx[9]}}, sx};
+        end
+    end
+
+    (* shreg_extract = "no" *) reg c_second;   // selects two sums: a flip-flop, not an SRL's end
+    (* keep *)
+    always @(posedge aclk) begin
+        c_second <= b_second;
+    end
+    reg  signed [15:0] c_s;
+    reg  signed [11:0] c_x;
+    always @(posedge aclk) begin
+        c_s <= b_p[15:0] + b_p[31:16] + b_p[47:32] + b_p[63:48];
+        c_x <= b_x[11:0] + b_x[23:12] + b_x[35:24] + b_x[47:36];
+    end
+
+    // ------------------------------------------------------------ D: block sums
+    reg  signed [15:0] hold_s;
+    reg  signed [11:0] hold_x;
+    reg  signed [16:0] d_s;
+    reg  signed [12:0] d_x;
+    always @(posedge aclk) begin
+        if (c_valid && !c_second) begin
+            hold_s <= c_s;
+            hold_x <= c_x;
+        end
+        d_s <= (c_second ? {hold_s[15], hold_s} : 17'sd0) + {c_s[15], c_s};
+        d_x <= (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
+    end
+
+    // ------------------------------------------------------------ E1, E2: the two multiplies
+    // the product registered twice: in the DSP48's M register (E1) and its P register (E2), so
+    // the F shift starts 0.43 ns after the clock, not 2.3 ns (docs/timing.md)
+    (* use_dsp = "yes" *) reg signed [27:0] e1_pd;
+    (* use_dsp = "yes" *) reg signed [23:0] e1_pm;
+    always @(posedge aclk) begin
+        e1_pd    <= sig_d * d_s;
+        e1_pm    <= sig_m * d_x;
+    end
+    (* use_dsp = "yes" *) reg signed [27:0] e_pd;
+    (* use_dsp = "yes" *) reg signed [23:0] e_pm;
+    always @(posedge aclk) begin
+        e_pd    <= e1_pd;
+        e_pm    <= e1_pm;
+    end
+
+    // ------------------------------------------------------------ F, G: shifted, added
+    reg  signed [56:0] f_td;
+    reg  signed [52:0] f_tm;
+    always @(posedge aclk) begin
+        f_td <= {{29{e_pd[27]}}, e_pd} <<< e_shd;
+        f_tm <= {{29{e_pm[23]}}, e_pm} <<< e_shm;
+    end
+
+    // g_valid and g_first drive the whole accumulator: flip-flops of their own, not the end of
+    // a shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
+    (* shreg_extract = "no" *) reg g_valid, g_first, g_first_hi;   // g_first_hi: a copy for the
+                                                                    // upper half of the sum
+    reg  signed [57:0] g_t;
+    (* keep *)
+    always @(posedge aclk) begin
+        g_valid    <= f_valid;
+        g_first    <= f_first;
+        g_first_hi <= f_first;
+    end
+    always @(posedge aclk) begin
+        g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
+    end
+    if (gv == 0) begin : g_v0
+        assign g_valid0 = g_valid;
+    end
+
+    // ------------------------------------------------------------ H: row accumulator
+    reg  signed [PW-1:0] acc;
+    reg  signed [PW-1:0] h_sum;
+    localparam PLO = PW / 2;            // the low half's bits (its own copy of g_first)
+    wire signed [PW-1:0] acc_in = {g_first_hi ? {(PW-PLO){1'b0}} : acc[PW-1:PLO],
+                                   g_first ? {PLO{1'b0}} : acc[PLO-1:0]};
+    wire signed [PW-1:0] acc_next = acc_in + {{(PW-58){g_t[57]}}, g_t};
+    always @(posedge aclk) begin
+        if (g_valid) acc <= acc_next;
+        h_sum <= acc_next;
+    end
+
+    // ------------------------------------------------------------ R1..R5: round to float32
+    reg               r1_neg;
+    reg  [PW-1:0]     r1_mag;
+    always @(posedge aclk) begin
+        r1_neg <= h_sum[PW-1];
+        r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
+    end
+
+    // leading one, in two steps: per 8-bit chunk a nonzero flag and the position of its top set
+    // bit (R2), then the highest nonzero chunk and the position in it (R3)
+    wire [NCH*8-1:0]  mag_pad = {{(NCH*8-PW){1'b0}}, r1_mag};
+    reg               r2_neg, r2_zero;
+    reg  [PW-1:0]     r2_mag;
+    reg  [NCH-1:0]    r2_nz;
+    reg  [NCH*3-1:0]  r2_pos;
+    for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
+        wire [7:0] ch = mag_pad[8*gi +: 8];
+        wire [2:0] pos = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
+                       : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
+        always @(posedge aclk) begin
+            r2_nz[gi]          <= |ch;
+            r2_pos[3*gi +: 3]  <= pos;
+        end
+    end
+    always @(posedge aclk) begin
+        r2_neg <= r1_neg;
+        r2_zero <= (r1_mag == {PW{1'b0}});
+        r2_mag  <= r1_mag;
+    end
+
+    reg  [LZW-1:0]    lead;
+    integer j;
+    always @* begin
+        lead = {LZW{1'b0}};
+        for (j = 0; j < NCH; j = j + 1) begin
+            if (r2_nz[j]) lead = {j[LZW-4:0], r2_pos[3*j +: 3]};
+        end
+    end
+
+    // R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
+    // barrel shift does not start behind a subtraction)
+    reg               r3_neg, r3_zero;
+    reg  [PW-1:0]     r3_mag;
+    reg  [LZW-1:0]    r3_lead;
+    reg  [LZW-1:0]    r3_sh;
+    always @(posedge aclk) begin
+        r3_neg <= r2_neg; r3_zero <= r2_zero;
+        r3_mag  <= r2_mag;
+        r3_lead <= lead;
+        r3_sh   <= TOP - lead;
+    end
+
+    // R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT
+    // level each, kept apart (synthesis would otherwise build 2-way steps), two steps per stage
+    (* keep *) wire [PW-1:0] r4_s1;
+    (* keep *) wire [PW-1:0] r4_s3;
+    assign r4_s1 = r3_mag << r3_sh[1:0];
+    reg               r4a_neg, r4a_zero;
+    reg  [PW-1:0]     r4a_mag;
+    reg  [LZW-1:0]    r4a_lead;
+    reg  [2:0]        r4a_sh;
+    always @(posedge aclk) begin
+        r4a_neg <= r3_neg; r4a_zero <= r3_zero;
+        r4a_mag  <= r4_s1 << {r3_sh[3:2], 2'd0};
+        r4a_lead <= r3_lead;
+        r4a_sh   <= r3_sh[6:4];
+    end
+    assign r4_s3 = r4a_mag << {r4a_sh[1:0], 4'd0};
+    reg               r4_neg, r4_zero;
+    reg  [PW-1:0]     r4_norm;
+    reg  [LZW-1:0]    r4_lead;
+    always @(posedge aclk) begin
+        r4_neg <= r4a_neg; r4_zero <= r4a_zero;
+        r4_norm <= r4_s3 << {r4a_sh[2], 6'd0};
+        r4_lead <= r4a_lead;
+    end
+
+    // R5: the 24 significant bits, the guard bit and the sticky bit (the OR of the rest)
+    reg               r5_neg, r5_zero;
+    reg  [23:0]       r5_mant;
+    reg               r5_guard, r5_sticky;
+    reg  [LZW-1:0]    r5_lead;
+    always @(posedge aclk) begin
+        r5_neg <= r4_neg; r5_zero <= r4_zero;
+        r5_mant   <= r4_norm[PW-1 -: 24];
+        r5_guard  <= r4_norm[PW-25];
+        r5_sticky <= |r4_norm[PW-26:0];
+        r5_lead   <= r4_lead;
+    end
+
+    // R6: rounded to nearest even at 24 significant bits; exponent field = lead - 24 + 127
+    wire [24:0]       mant_r = {1'b0, r5_mant} + {24'd0, r5_guard && (r5_sticky || r5_mant[0])};
+    wire [7:0]        expo   = {1'b0, r5_lead} + 8'd103 + {7'd0, mant_r[24]};
+    wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
+    reg  [31:0]       r6_word;          // the row's word in its last beat's slot, else zero
+    always @(posedge aclk) begin
+        r6_word <= (r5_zero || !r5_row) ? 32'd0 : {r5_neg, expo, frac};
+    end
+
+    assign psum[32*gv +: 32] = r6_word;
+    assign ci[gv] = 1'b0;
 end
 endgenerate
-always @(posedge aclk) begin
-    r2_row <= r1_row; r2_bad <= r1_bad; r2_neg <= r1_neg;
-    r2_zero <= (r1_mag == {PW{1'b0}});
-    r2_mag  <= r1_mag;
-end
 
-reg  [LZW-1:0]    lead;
-integer j;
-always @* begin
-    lead = {LZW{1'b0}};
-    for (j = 0; j < NCH; j = j + 1) begin
-        if (r2_nz[j]) lead = {j[LZW-4:0], r2_pos[3*j +: 3]};
-    end
-end
-
-// R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
-// barrel shift does not start behind a subtraction)
-localparam [LZW-1:0] TOP = PW - 1;
-reg               r3_row, r3_bad, r3_neg, r3_zero;
-reg  [PW-1:0]     r3_mag;
-reg  [LZW-1:0]    r3_lead;
-reg  [LZW-1:0]    r3_sh;
-always @(posedge aclk) begin
-    r3_row <= r2_row; r3_bad <= r2_bad; r3_neg <= r2_neg; r3_zero <= r2_zero;
-    r3_mag  <= r2_mag;
-    r3_lead <= lead;
-    r3_sh   <= TOP - lead;
-end
-
-// R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT
-// level each, kept apart (synthesis would otherwise build 2-way steps), two steps per stage
-(* keep *) wire [PW-1:0] r4_s1;
-(* keep *) wire [PW-1:0] r4_s3;
-assign r4_s1 = r3_mag << r3_sh[1:0];
-reg               r4a_row, r4a_bad, r4a_neg, r4a_zero;
-reg  [PW-1:0]     r4a_mag;
-reg  [LZW-1:0]    r4a_lead;
-reg  [2:0]        r4a_sh;
-always @(posedge aclk) begin
-    r4a_row <= r3_row; r4a_bad <= r3_bad; r4a_neg <= r3_neg; r4a_zero <= r3_zero;
-    r4a_mag  <= r4_s1 << {r3_sh[3:2], 2'd0};
-    r4a_lead <= r3_lead;
-    r4a_sh   <= r3_sh[6:4];
-end
-assign r4_s3 = r4a_mag << {r4a_sh[1:0], 4'd0};
-reg               r4_row, r4_bad, r4_neg, r4_zero;
-reg  [PW-1:0]     r4_norm;
-reg  [LZW-1:0]    r4_lead;
-always @(posedge aclk) begin
-    r4_row <= r4a_row; r4_bad <= r4a_bad; r4_neg <= r4a_neg; r4_zero <= r4a_zero;
-    r4_norm <= r4_s3 << {r4a_sh[2], 6'd0};
-    r4_lead <= r4a_lead;
-end
-
-// R5: the 24 significant bits, the guard bit and the sticky bit (the OR of the rest)
-reg               r5_row, r5_bad, r5_neg, r5_zero;
-reg  [23:0]       r5_mant;
-reg               r5_guard, r5_sticky;
-reg  [LZW-1:0]    r5_lead;
-always @(posedge aclk) begin
-    r5_row <= r4_row; r5_bad <= r4_bad; r5_neg <= r4_neg; r5_zero <= r4_zero;
-    r5_mant   <= r4_norm[PW-1 -: 24];
-    r5_guard  <= r4_norm[PW-25];
-    r5_sticky <= |r4_norm[PW-26:0];
-    r5_lead   <= r4_lead;
-end
-
-// R6: rounded to nearest even at 24 significant bits; exponent field = lead - 24 + 127
-wire [24:0]       mant_r = {1'b0, r5_mant} + {24'd0, r5_guard && (r5_sticky || r5_mant[0])};
-wire [7:0]        expo   = {1'b0, r5_lead} + 8'd103 + {7'd0, mant_r[24]};
-wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
-reg  [31:0]       r6_word;          // the row's word in its last beat's slot, else zero
-reg               r6_bad;
-always @(posedge aclk) begin
-    r6_bad  <= r5_bad;
-    r6_word <= (r5_zero || !r5_row) ? 32'd0 : {r5_neg, expo, frac};
-end
-
-assign psum = r6_word;
-assign ci   = 1'b0;
 assign bad  = r6_bad;
 
 endmodule

@@ -111,3 +111,31 @@ def test_two_port_top_from_manifest_streams(tmp_path):
                      workdir=tmp_path / "bad")
     assert r.failed == ["comb_path"]
     assert "m1_axis_tready -> m1_axis_tvalid" in r.note and "m0_axis" not in r.note
+
+
+@pytest.mark.parametrize("design,params", [
+    pytest.param(d, p, id=lab, marks=[pytest.mark.long] if "vectors 3" in lab else [])
+    for d, p, lab in formal.VECTORS if lab.startswith("small")])
+def test_vectors_proof(design, params, tmp_path):
+    """Matrix engines taking frames of B vectors (docs/vectors.md): the handshake, no lost
+    word and the read side's word index (backend_word_in_entry) prove at the default depth."""
+    r = formal.prove(design, params, cover=False, workdir=tmp_path / "f")
+    assert r.status == "PASS", (r.status, r.failed, r.note)
+    assert "mv_backend.svh" in " ".join(map(str, r.props)), r.props
+
+
+@pytest.mark.parametrize("mutant", sorted(formal.VECTOR_MUTANTS))
+def test_vector_mutant_fails(mutant, tmp_path):
+    """The B-vector read side broken: its property fails (from reset: the base case)."""
+    mutate, prop = formal.VECTOR_MUTANTS[mutant]
+    design, params, _ = formal.VECTORS[0]
+    r = formal.prove(design, params, mutant=mutate, depth=30, cover=False, workdir=tmp_path / "f")
+    assert r.status == "FAIL" and r.failed == [prop], (r.status, r.failed, r.note)
+
+
+@pytest.mark.long   # make test-long
+def test_vectors_pynq_engine_proof(tmp_path):
+    """The PYNQ-Z1 top's matrix engine at its vectors (q4=true, fifo_depth 64)."""
+    design, params, _ = formal.VECTORS[-1]
+    r = formal.prove(design, params, cover=False, workdir=tmp_path / "f")
+    assert r.status == "PASS", (r.status, r.failed, r.note)

@@ -68,6 +68,12 @@ def test_dsp_spread_registers_put_the_first_register_after_level_one():
     ("ternary-engine", {"decode_bram": "maybe"}, "not a boolean"),
     ("probe", {"bytes": "eight"}, "not an integer"),
     ("no-such-engine", {}, "unknown design"),
+    ("int8-engine", {"vectors": 0}, "vectors=0"),
+    ("mv-engine", {"vectors": 17}, "vectors=17"),
+    ("ternary-engine", {"vectors": 2, "bytes": 4}, "vectors=2 needs bytes=8"),
+    ("int8-engine", {"vectors": 3, "bytes": 16}, "vectors=3 needs bytes=8"),
+    ("overlay", {"vectors": 0}, "vectors=0"),
+    ("q4-engine", {"vectors": "two"}, "not an integer"),
 ])
 def test_invalid_parameters_write_nothing(design, params, needle, tmp_path):
     out = tmp_path / "out"
@@ -147,3 +153,24 @@ def test_register_spreading():
     assert max(spread_registers(6, 2)) == 6
     with pytest.raises(ValueError):
         spread_registers(3, 4)
+
+
+@pytest.mark.parametrize("design,params", [
+    ("int8-engine", {}), ("ternary-engine", {}), ("q4-engine", {}), ("mv-engine", {"q4": True}),
+    ("overlay", {"max_k": 64, "max_context": 8})])
+def test_vectors_latency_and_manifest(design, params, tmp_path):
+    """An engine of vectors > 1 (docs/vectors.md) has one cycle more latency (the output
+    register of its read side), whatever B a frame carries; the first result of a row comes
+    that many cycles after its last beat, its other B - 1 words on the clocks after. One figure,
+    computed once, in the stamp and the manifest, with the engines' `vectors` beside it."""
+    lat1 = None
+    for v in (1, 2, 4):
+        man = generators.render(design, dict(params, vectors=v), tmp_path / str(v))
+        mat = man.get("matrix", man)
+        assert mat["vectors"] == v
+        lat1 = man["latency"] if v == 1 else lat1
+        lat = man["latency"]
+        assert lat == lat1 + (v > 1)
+        top = (tmp_path / str(v) / f"{man['top']}.v").read_text()
+        assert f"Latency: {lat} cycles (computed once in Python)." in top
+        assert f"vectors={v}" in top

@@ -37,7 +37,14 @@ CONFIGS += [("mv-engine", {}), ("mv-engine", {"bytes": 4, "pipeline": 3, "decode
 if "attention-engine" in generators.list_designs():
     CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
     CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8}),
-                ("overlay", {"q4": True})]
+                ("overlay", {"q4": True}), ("overlay", {"vectors": 1}),
+                ("overlay", {"vectors": 4, "q4": False, "max_k": 1, "max_context": 1})]
+# frames of B vectors (docs/vectors.md): every lane and the back end at vectors 2, 3, 16
+CONFIGS += [("int8-engine", {"vectors": 2}), ("int8-engine", {"vectors": 16, "max_k": 1}),
+            ("ternary-engine", {"vectors": 3, "decode_bram": False}),
+            ("q4-engine", {"vectors": 2}), ("q4-engine", {"vectors": 5, "max_k": 65535}),
+            ("mv-engine", {"vectors": 2, "q4": True}),
+            ("mv-engine", {"vectors": 3, "pipeline": 3, "max_k": 1})]
 
 
 @pytest.mark.parametrize("design,params", CONFIGS, ids=lambda v: str(v))

@@ -25,7 +25,9 @@ def test_manifest_contract(pynq):
     # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
     assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
     # latency: 3 controller stages + 17 (the Q4_1 path and the select) + 1 (docs/timing.md)
-    assert man["matrix"]["latency"] == 21 and man["matrix"]["port_latency"] == [24, 23]
+    # + 1 (the read side's output register of an engine taking B-vector frames, docs/vectors.md)
+    assert man["matrix"]["vectors"] == 2
+    assert man["matrix"]["latency"] == 22 and man["matrix"]["port_latency"] == [25, 24]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
     assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
@@ -38,7 +40,7 @@ def test_manifest_contract(pynq):
 
 def test_q4_false_leaves_two_formats(tmp_path):
     man = generators.render("overlay", {"q4": False}, tmp_path / "o")
-    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 10
+    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 11   # vectors 2
     assert "q4_lane.v" not in man["sources"]
 
 
@@ -98,3 +100,11 @@ def test_split_attention_frame():
     route = int.from_bytes(odd[:8], "little")
     assert route == 0xA77F | (5 << 16) | (0x9A << 56)
     assert odd[8:] == bytes(range(8, 16)) + bytes(range(24, 32)) + bytes(range(40, 48))
+
+
+def test_vectors_one_is_todays_top(tmp_path):
+    """vectors=1: the matrix engines of before (latency 21, 32-entry FIFO, one vector)."""
+    man = generators.render("overlay", {"vectors": 1}, tmp_path / "o")
+    assert man["matrix"]["vectors"] == 1
+    assert man["matrix"]["latency"] == 21 and man["matrix"]["port_latency"] == [24, 23]
+    assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 32

@@ -119,7 +119,7 @@ def _vsynth(design, params=None, kind="default", lut=1000, lutram=0, srl=0, ff=5
 
 def test_vivado_rows_split_the_top_and_count_the_7020():
     res = [_vsynth("overlay", lut=20000, lutram=3000, srl=400, ff=15000, dsp=117, bram=21.0,
-                   all_params={"q4": True}),
+                   all_params={"q4": True, "vectors": 1}),
            _vsynth("overlay", {"q4": False}, "sweep", lut=15000),
            _vsynth("mv-engine", lut=2500),
            _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000, lutram=100, srl=50, ff=3000,
@@ -164,7 +164,7 @@ def res_rows(results):
 
 
 def test_vivado_rows_take_the_matrix_engine_the_top_carries():
-    res = [_vsynth("overlay", lut=20000, all_params={"q4": False}),
+    res = [_vsynth("overlay", lut=20000, all_params={"q4": False, "vectors": 1}),
            _vsynth("mv-engine", lut=2500), _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000),
            _vsynth("attention-engine", {"macs": 48}, "sweep", lut=9000)]
     rows = {r["name"]: r for r in resources.vivado_rows(res)}
@@ -173,3 +173,36 @@ def test_vivado_rows_take_the_matrix_engine_the_top_carries():
     labels = [rep._label(c) for c in cfgs]
     assert "overlay q4=false" in labels and "mv-engine q4=true" in labels
 
+
+
+def test_budget_rows_per_vectors():
+    """make report's budget per vectors (docs/vectors.md): the top synthesised at 1 and at the
+    default, the others the default top plus twice the engine's difference; shares of the
+    7020 against the caps; the worst paths where analysed."""
+    from generators.designs.overlay import PYNQ_Z1_VECTORS as D, engine_params
+    infra = sum(i["count"] * i["LUT"] for i in resources.INFRA)
+    res = [_vsynth("overlay", lut=25000, ff=16000, dsp=117, bram=21.0,
+                   all_params={"q4": True, "vectors": D}),
+           _vsynth("overlay", {"vectors": 1}, "sweep", lut=22000, ff=15000, dsp=97, bram=11.0)]
+    for v in resources.BUDGET_VECTORS:
+        res.append(_vsynth("mv-engine", engine_params(v), "sweep", lut=3000 * v, ff=2000 * v,
+                           dsp=10 * v, bram=5.0 * v + 2))
+    worst = {("mv-engine", 1): 5.5, ("top", D): 5.9}
+    rows = {r["vectors"]: r for r in resources.budget_rows(res, worst, default=D)}
+    assert sorted(rows) == list(resources.BUDGET_VECTORS)
+    assert rows[1]["t_lut"] == 22000 and rows[1]["source"] == "top synthesised"
+    assert rows[D]["t_lut"] == 25000 and rows[D]["default"] == "yes"
+    v = max(resources.BUDGET_VECTORS)
+    assert rows[v]["t_lut"] == 25000 + 2 * 3000 * (v - D)
+    assert rows[v]["t_dsp"] == 117 + 2 * 10 * (v - D) and rows[v]["source"].startswith("top at")
+    assert rows[v]["pl_lut"] == rows[v]["t_lut"] + infra
+    assert rows[v]["lut_pct"] == round(100 * rows[v]["pl_lut"] / 53200, 1)
+    assert rows[1]["e_worst"] == 5.5 and rows[D]["t_worst"] == 5.9 and rows[v]["e_worst"] is None
+    for r in rows.values():
+        assert r["fits"] == ("yes" if r["lut_pct"] <= 80 and r["dsp_pct"] <= 90 else "no")
+    figs = {f["key"]: f for f in resources.budget_figures(list(rows.values()))}
+    assert figs[f"report.vectors.v{v}.top_lut"]["label"] == "modelled"
+    assert figs["report.vectors.v1.top_lut"]["label"] == "synthesised (yosys)"
+    labels = [rep._label(c) for c in rep.silicon_configs(["overlay", "mv-engine"])]
+    assert "overlay vectors=1" in labels or D == 1
+    assert f"mv-engine q4=true vectors={v} fifo_depth=64" in labels

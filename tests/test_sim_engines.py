@@ -137,3 +137,26 @@ def test_waves_on_demand(sim, pattern, monkeypatch):
     r = run("probe", {"bytes": 4}, sim, PROBE, ["test_counts_back_to_back"], name="waves")
     build = runner.config_dir("probe", {"bytes": 4}) / f"{sim}-waves"
     assert list(build.rglob(pattern)), f"no {pattern} under {build}"
+
+
+# ------------------------------------------------------------ frames of B vectors (docs/vectors.md)
+#: the B-vector suites beyond make test's (tests/test_sim_q4.py runs the three-lane mv-engine at
+#: vectors 2 on Verilator there, the overlay bench runs its default vectors on both simulators)
+ALL_MV_V = ALL_MV + ["test_output_bound"]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("design,params,sim", [
+    ("int8-engine", {"max_k": 96, "vectors": 3}, "icarus"),
+    ("int8-engine", {"max_k": 96, "vectors": 3, "pipeline": 3}, "verilator"),
+    ("ternary-engine", {"max_k": 200, "vectors": 4}, "verilator"),
+    ("ternary-engine", {"max_k": 200, "vectors": 2, "decode_bram": False}, "icarus"),
+    ("mv-engine", {"max_k": 150, "vectors": 3}, "verilator"),
+], ids=["int8-v3-icarus", "int8-v3-p3-verilator", "ternary-v4-verilator",
+        "ternary-v2-lut-icarus", "dual-v3-verilator"])
+def test_vectors_suites(design, params, sim):
+    """Each lane with B-vector frames mixed with one-vector and bad frames, every word against
+    the golden model; the tready duty, the latency and the output-bound rate exact."""
+    r = run(design, params, sim, MV, ALL_MV_V, beats=2000 if sim == "verilator" else 1200)
+    assert r["tests"] == len(ALL_MV_V)
+    assert r["manifest"]["vectors"] == params["vectors"]

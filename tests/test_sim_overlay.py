@@ -44,6 +44,16 @@ def test_overlay_pynq_z1(sim):
     assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
 
 
+@pytest.mark.long
+def test_overlay_vectors_one():
+    """The top with vectors=1 (the matrix engines of before): a frame with the vectors flag is
+    BAD_FORMAT, every other word as before (make test-long)."""
+    r = runner.run("overlay", dict(PARAMS, vectors=1), "verilator", MOD,
+                   testcase=["test_mixed_traffic", "test_bad_frames"],
+                   extra_env={"TB_BEATS": "900"})
+    assert r["manifest"]["matrix"]["vectors"] == 1 and r["manifest"]["matrix"]["latency"] == 21
+
+
 def _swap_halves(gen_dir):
     """The joiner with its halves the wrong way round."""
     f = gen_dir / "axis_join2.v"

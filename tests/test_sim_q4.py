@@ -40,6 +40,28 @@ def test_mv_engine_three_lanes(sim):
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
+def test_mv_engine_three_lanes_vectors(sim):
+    """mv-engine q4=true at vectors 2 (docs/vectors.md): the Q4_1 suite and the INT8/ternary
+    suite with B-vector frames mixed with one-vector frames and bad frames of the vectors
+    word: every lane's B results per row against the golden models, latency unchanged."""
+    params = {"max_k": 150, "q4": True, "vectors": 2}
+    beats = "1200" if sim == "verilator" else "600"
+    r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
+    assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 22   # + output register
+    runner.run("mv-engine", params, sim, MV, ALL_MV + ["test_output_bound"],
+               extra_env={"TB_BEATS": beats})
+
+
+@LONG
+@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+def test_q4_engine_vectors(sim):
+    """The standalone Q4_1 engine at vectors 3."""
+    r = runner.run("q4-engine", {"max_k": 200, "vectors": 3}, sim, Q4, ALL_Q4,
+                   extra_env={"TB_BEATS": "1200"})
+    assert r["manifest"]["vectors"] == 3
+
+
 @LONG
 def test_overlay_q4():
     """The PL top with q4=true: Q4_1, INT8 and ternary matrix frames on both ports mixed with

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..adder_tree import build_tree, dsp_spread_registers, tree_depth
 from ..core import Param, ParameterError, register
-from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
+from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MVEngine
 
 PROD_LO, PROD_HI = -128 * 127, 128 * 128   # range of an INT8 x INT8 product
 
@@ -17,6 +17,7 @@ class Int8Engine(MVEngine):
     format_code = 0x08
     lane_module = "int8_lane"
     lane_template = "int8_lane.v.j2"
+    lane_per_vector = True      # one int8_lane per vector, the weights shared
     params = (
         P_MAX_K,
         P_BYTES,
@@ -26,6 +27,7 @@ class Int8Engine(MVEngine):
               "register); legal 3 .. 3 + log2(bytes)", min=3, max=7),
         P_FIFO,
         P_XSTORE,
+        P_VECTORS,
     )
 
     def tree_levels(self) -> int:

@@ -17,7 +17,8 @@ import jinja2
 from ..adder_tree import build_tree, dsp_spread_registers, sext, tree_depth
 from ..core import TEMPLATE_DIR, Param, ParameterError, register
 from .int8 import PROD_LO, PROD_HI
-from .mv_common import CTRL_STAGES, P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
+from .mv_common import (CTRL_STAGES, P_BYTES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MVEngine,
+                        nv_width)
 from .ternary import DECODE_BRAM_STAGES, TREE_MODULE, ternary_tree, trit_decode_table
 from ..contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY
 
@@ -47,6 +48,7 @@ class MVDualEngine(MVEngine):
         P_XSTORE,
         Param("q4", bool, False, "a third lane for llama.cpp Q4_1 rows (format 0x04, float32 "
               "results, docs/q4.md); 8-byte beats only"),
+        P_VECTORS,
     )
 
     # ---------------------------------------------------------------- the two lanes
@@ -131,7 +133,7 @@ class MVDualEngine(MVEngine):
     def _lane_ctx(self, kind: str) -> Dict[str, Any]:
         dw = 8 * self.p["bytes"]
         base = {"bytes": self.p["bytes"], "dw": dw, "stamp": self.stamp(), "reg_every": self.p["reg_every"],
-                "decode_bram": self.p["decode_bram"]}
+                "decode_bram": self.p["decode_bram"], "vectors": self.p["vectors"]}
         if kind == "int8":
             t = self.int8_tree()
             base.update(lane_module="int8_lane", tree=t, psum_w=t.out.width,
@@ -139,7 +141,7 @@ class MVDualEngine(MVEngine):
         else:
             t = self.ternary_tree()
             base.update(lane_module="ternary_lane", tree=t, psum_w=t.out.width, sum_w=t.out.width,
-                        lane_latency=self.ternary_lane_latency(), xw=5 * dw,
+                        lane_latency=self.ternary_lane_latency(), xw=5 * dw * self.p["vectors"],
                         terms=5 * self.p["bytes"], table=trit_decode_table(),
                         tree_module=TREE_MODULE, x_width=8)
         return base
@@ -169,7 +171,7 @@ class MVDualEngine(MVEngine):
     def extra_manifest(self) -> Dict[str, Any]:
         out = {"lane_latency": self.lane_latency(), "formats": self.formats(),
                "bytes": self.p["bytes"], "paths": self.paths(),
-               "weights_per_byte": {"8": 1, "3": 5}}
+               "weights_per_byte": {"8": 1, "3": 5}, "vectors": self.p["vectors"]}
         if self.p["q4"]:
             out["weights_per_byte"]["4"] = 2
         return out

@@ -12,9 +12,28 @@ MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
 #: input register, the x read, the x bank's output register (docs/timing.md)
 CTRL_STAGES = 3
 
+#: register stages of the back end's read side after the result FIFO (rtl/mv_backend.v): none
+#: for one-vector engines (the FIFO's head drives m_axis), one for vectors > 1 (the entry of B
+#: words in an output register, its words selected from flip-flops: docs/vectors.md)
+def out_stages(vectors: int) -> int:
+    return 0 if vectors == 1 else 1
+
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
 P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
+#: the most activation vectors a frame may carry (docs/vectors.md); the engines' default is 1
+#: (today's frames only), the PYNQ-Z1 top's is generators.designs.overlay.PYNQ_Z1_VECTORS
+MAX_VECTORS = 16
+P_VECTORS = Param("vectors", int, 1, "most activation vectors a frame may carry (docs/vectors.md): "
+                  "each weight read once, B results per row; 1 takes today's frames only; above "
+                  "1 needs bytes=8", min=1, max=MAX_VECTORS)
+
+
+def nv_width(vectors: int) -> int:
+    """Bits of B - 1 in the controller's lane_nv and the back end's FIFO entries."""
+    return max(1, (vectors - 1).bit_length())
+
+
 P_XSTORE = Param("x_store", str, "auto", "where x is kept: bram, lutram, or auto (BRAM from "
                  "max_k >= 256)", choices=("auto", "bram", "lutram"))
 
@@ -26,6 +45,9 @@ class MVEngine(Design):
     format_code = 0x08      # header format this engine computes
     lane_module = ""
     lane_template = ""
+    #: the lane module computes one vector and is instantiated once per vector (INT8); else
+    #: one lane module takes every vector's x and returns every vector's partial sum
+    lane_per_vector = False
 
     # -- to be provided by the lane -----------------------------------------------------------
     def lane_latency(self) -> int:
@@ -40,8 +62,8 @@ class MVEngine(Design):
     # -- shared -------------------------------------------------------------------------------
     def latency(self) -> int:
         # input register, x read, x output register (CTRL_STAGES) + lane + accumulate and
-        # FIFO write (1)
-        return CTRL_STAGES + self.lane_latency() + 1
+        # FIFO write (1) + the output register of B-vector engines (out_stages)
+        return CTRL_STAGES + self.lane_latency() + 1 + out_stages(self.p.get("vectors", 1))
 
     def fifo_margin(self) -> int:
         # every beat that can be in the pipeline when room falls, plus the eof token, plus
@@ -50,7 +72,13 @@ class MVEngine(Design):
         # other stage: formal/props/matrix_engine.svh, docs/formal.md)
         return self.latency() + 5
 
+    def check_vectors(self) -> None:
+        if self.p.get("vectors", 1) > 1 and self.p.get("bytes", 8) != 8:
+            raise ParameterError(f"design {self.name}: vectors={self.p['vectors']} needs bytes=8 "
+                                 f"(the vectors word is one 8-byte beat), not bytes={self.p['bytes']}")
+
     def check(self) -> None:
+        self.check_vectors()
         if self.fifo_margin() + 2 > self.p["fifo_depth"]:
             raise ParameterError(
                 f"design {self.name}: fifo_depth={self.p['fifo_depth']} is too small for "
@@ -67,7 +95,10 @@ class MVEngine(Design):
             "top": self.top,
             "summary": self.summary,
             "dw": 8 * self.p["bytes"],
-            "xw": 8 * self.p["bytes"] * self.wpb,
+            "xw": 8 * self.p["bytes"] * self.wpb * self.p["vectors"],
+            "vectors": self.p["vectors"],
+            "nvw": nv_width(self.p["vectors"]),
+            "lane_per_vector": self.lane_per_vector,
             "wpb": self.wpb,
             "format_code": self.format_code,
             "lane_module": self.lane_module,
@@ -94,4 +125,5 @@ class MVEngine(Design):
 
     def extra_manifest(self) -> Dict[str, Any]:
         return {"lane_latency": self.lane_latency(), "format": self.format_code,
-                "bytes": self.p["bytes"], "weights_per_byte": self.wpb}
+                "bytes": self.p["bytes"], "weights_per_byte": self.wpb,
+                "vectors": self.p["vectors"]}

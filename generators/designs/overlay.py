@@ -17,9 +17,30 @@ from typing import Any, Dict, List, Tuple
 
 import jinja2
 
+from .mv_common import MAX_VECTORS
 from ..core import RTL_DIR, TEMPLATE_DIR, Design, Param, ParameterError, build, register
 from ..contract import (ATTENTION_MAGIC, FCLK_HZ, HP_BEAT_BYTES, MATRIX_MAGIC, RESULT_BYTES,
                         ROUTE_MAGIC)
+
+#: the PYNQ-Z1 top's `vectors` (docs/vectors.md "As built"): the largest that fits the 7020 next
+#: to the attention engine, the DMAs and the interconnect (make report's budget table)
+PYNQ_Z1_VECTORS = 2
+
+#: result FIFO entries of the matrix engines when they take B-vector frames (vectors > 1)
+VECTORS_FIFO_DEPTH = 64
+
+
+def engine_params(vectors: int, q4: bool = True) -> Dict[str, Any]:
+    """The matrix engine's parameters the top sets besides max_k and bytes (whose PYNQ-Z1
+    values are the engine's defaults): the Q4_1 lane and, for B-vector frames, `vectors` and a
+    64-entry result FIFO, so that while rows shorter than B beats hold the input back, the
+    entries it holds outlast the pipeline's refill and the output stays busy (docs/vectors.md
+    "As built"). ``make report`` synthesises the engine alone with exactly these."""
+    out: Dict[str, Any] = {"q4": q4}
+    if vectors > 1:
+        out.update(vectors=vectors, fifo_depth=VECTORS_FIFO_DEPTH)
+    return out
+
 
 OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order_merge.v"]
 ATTENTION_ROUTE_MAGIC = ROUTE_MAGIC
@@ -53,12 +74,15 @@ class Overlay(Design):
               "(frames accepted but not yet answered)", min=8, max=1024, power_of_two=True),
         Param("q4", bool, True, "matrix engines: the third lane for llama.cpp Q4_1 rows (format "
               "0x04, docs/q4.md); false leaves INT8 and ternary only"),
+        Param("vectors", int, PYNQ_Z1_VECTORS, "matrix engines: most activation vectors a frame "
+              "may carry (docs/vectors.md; each weight read once, B results per row)", min=1,
+              max=MAX_VECTORS),
     )
 
     # ---------------------------------------------------------------- sub-designs
     def matrix(self) -> Design:
-        return build("mv-engine", {"max_k": self.p["max_k"], "bytes": HP_BEAT_BYTES,
-                                   "q4": self.p["q4"]})
+        return build("mv-engine", dict(engine_params(self.p["vectors"], self.p["q4"]),
+                                       max_k=self.p["max_k"], bytes=HP_BEAT_BYTES))
 
     def attention(self) -> Design:
         return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
@@ -137,6 +161,7 @@ class Overlay(Design):
                          "m_axis": f"m{p}_axis", "m_axis_width": M_AXIS_BITS} for p in (0, 1)],
             "matrix": {"formats": mat.formats(), "max_k": mat.p["max_k"], "bytes": mat.p["bytes"],
                        "latency": mat.latency(), "port_latency": self.port_latency(),
+                       "vectors": mat.p["vectors"],
                        "module": mat.top},
             "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],
                           "max_context": ap["max_context"], "macs": ap["macs"],

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ..core import ParameterError, register
-from .mv_common import CTRL_STAGES, P_FIFO, P_MAX_K, P_XSTORE, MV_RTL, MVEngine
+from .mv_common import (CTRL_STAGES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MV_RTL, MVEngine,
+                        nv_width)
 from ..contract import FORMAT_Q4
 
 BLOCK = 32                  # weights per Q4_1 block
@@ -45,7 +46,7 @@ class Q4Engine(MVEngine):
     wpb = 2
     format_code = FORMAT_Q4
     lane_module = "q4_lane"
-    params = (P_MAX_K, P_FIFO, P_XSTORE)
+    params = (P_MAX_K, P_FIFO, P_XSTORE, P_VECTORS)
 
     def lane_latency(self) -> int:
         return len(LANE_STAGES)
@@ -71,6 +72,7 @@ class Q4Engine(MVEngine):
             "acc_w": self.acc_w(),
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.fifo_margin(), "x_bram": int(self.x_bram()),
+            "vectors": self.p["vectors"], "nvw": nv_width(self.p["vectors"]),
         }
 
     def rtl_files(self) -> List[str]:
@@ -81,4 +83,4 @@ class Q4Engine(MVEngine):
 
     def extra_manifest(self) -> Dict[str, Any]:
         return {"lane_latency": self.lane_latency(), "format": self.format_code, "bytes": 8,
-                "acc_w": self.acc_w(), "output": "float32"}
+                "acc_w": self.acc_w(), "output": "float32", "vectors": self.p["vectors"]}

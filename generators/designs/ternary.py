@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Tuple
 
 from ..adder_tree import Tree, build_tree, cadence_registers, tree_depth
 from ..core import Design, Param, register
-from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_XSTORE, MVEngine
+from .mv_common import P_BYTES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MVEngine
 
 TREE_MODULE = "ternary_tree"
 
@@ -100,6 +100,7 @@ class TernaryEngine(MVEngine):
               "2 RAMB18 per 8 bytes) instead of LUTs (about 55 LUT per byte)"),
         P_FIFO,
         P_XSTORE,
+        P_VECTORS,
     )
 
     @property

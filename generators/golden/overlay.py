@@ -129,11 +129,13 @@ class Overlay:
 
 
 def overlay_outputs(port0: Sequence[Word], port1: Sequence[Word], max_k: int,
-                    att_cfg: att.AttentionConfig, formats: Sequence[int] = FORMATS
-                    ) -> Dict[int, List[Word]]:
+                    att_cfg: att.AttentionConfig, formats: Sequence[int] = FORMATS,
+                    vectors: int = 1) -> Dict[int, List[Word]]:
     """Expected output words of ports 0 and 1 for the whole input streams of both ports
-    (`formats`: the matrix engines' formats, the manifest's matrix.formats; 0x04 with q4)."""
-    ov = Overlay(lambda port, fr: [w for w, _ in mv.mv_frame(fr, 8, formats, max_k)],
+    (`formats`: the matrix engines' formats, the manifest's matrix.formats; 0x04 with q4;
+    `vectors`: the most activation vectors a matrix frame may carry, the manifest's
+    matrix.vectors, docs/vectors.md)."""
+    ov = Overlay(lambda port, fr: [w for w, _ in mv.mv_frame(fr, 8, formats, max_k, vectors)],
                  lambda data: att.frame_output_data(data, att_cfg),
                  lambda fr: np.array(fr, "<u8"))
     for p, stream in ((0, port0), (1, port1)):

@@ -104,6 +104,8 @@ def silicon_configs(designs: Sequence[str]) -> List[dict]:
         out.append(dict(design="mv-engine", params={"q4": True}, kind="sweep"))
     if "overlay" in designs:          # the PL top without the Q4_1 lane: its cost
         out.insert(1, dict(design="overlay", params={"q4": False}, kind="sweep"))
+    if "mv-engine" in designs and "overlay" in designs:   # the budget per vectors
+        out += resources.budget_configs()
     if "int8-engine" in designs:
         for p in (3, 4, 6):
             out.append(dict(design="int8-engine", params={"pipeline": p}, kind="sweep"))
@@ -416,7 +418,15 @@ def main(argv=None) -> int:
                     format_table(vr, resources.COLUMNS, resources.HEADERS,
                                  {k: resources.fmt for k in resources.COLUMNS[1:-1]}),
                     resources.NOTE)
-            record("report", resources.figures(vr))
+            # 1d. the budget per vectors (docs/vectors.md)
+            br = resources.budget_rows(synth_results, timing.vector_worst(timing_rows_))
+            if br:
+                section("1d. The budget per `vectors` (B activation vectors per frame, "
+                        "docs/vectors.md)",
+                        format_table(br, resources.BUDGET_COLUMNS, resources.BUDGET_HEADERS,
+                                     {k: resources.fmt for k in resources.BUDGET_COLUMNS[1:-3]}),
+                        resources.BUDGET_NOTE)
+            record("report", resources.figures(vr) + resources.budget_figures(br))
         if timing_rows_:
             section(f"1c. Timing (modelled: yosys netlist + 7-series -1 delays, docs/timing.md; "
                     f"budget {timing.BUDGET_NS} ns of the {timing.CLOCK_NS} ns clock)",

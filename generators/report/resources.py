@@ -19,7 +19,11 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..designs import PYNQ_Z1
 
 __all__ = ["XC7Z020", "INFRA", "ENGINES", "vivado_rows", "figures", "COLUMNS", "HEADERS",
-           "NOTE", "replica_ffs", "fmt"]
+           "NOTE", "replica_ffs", "fmt", "BUDGET_VECTORS", "CAPS", "budget_rows",
+           "budget_figures", "BUDGET_COLUMNS", "BUDGET_HEADERS", "BUDGET_NOTE",
+           "budget_configs"]
+
+from ..designs.overlay import PYNQ_Z1_VECTORS, engine_params
 
 #: the Zynq-7020's programmable logic (DS190, Zynq-7000 SoC overview): 53,200 LUTs of which
 #: 17,400 (the SLICEMs' LUTs: 1,100 Kb of distributed RAM at 64 bits a LUT) can be memory,
@@ -49,7 +53,9 @@ ENGINES = [
     ("ternary-engine", "ternary-engine", {}, "ternary engine"),
     ("q4-engine", "q4-engine", {}, "Q4_1 engine"),
     ("mv-engine", "mv-engine", {}, "matrix engine, INT8 + ternary"),
-    ("mv-engine-q4", "mv-engine", {"q4": True}, "matrix engine, INT8 + ternary + Q4_1 (the top's)"),
+    ("mv-engine-q4", "mv-engine", {"q4": True}, "matrix engine, INT8 + ternary + Q4_1, one vector"),
+    (f"mv-engine-q4-v{PYNQ_Z1_VECTORS}", "mv-engine", engine_params(PYNQ_Z1_VECTORS),
+     f"matrix engine, INT8 + ternary + Q4_1, vectors {PYNQ_Z1_VECTORS} (the top's)"),
     ("attention-engine", "attention-engine", dict(PYNQ_Z1["attention-engine"]), "attention engine, 48 MACs/clock"),
 ]
 
@@ -109,7 +115,9 @@ def vivado_rows(results: Sequence[Mapping], top_timing: Optional[Mapping] = None
     if top is None:
         return rows
     q4 = bool((top.get("all_params") or {}).get("q4", True))
-    mat = _find(results, "mv-engine", {"q4": True} if q4 else {})
+    vec = int((top.get("all_params") or {}).get("vectors", PYNQ_Z1_VECTORS))
+    mat = _find(results, "mv-engine", engine_params(vec, True) if q4 else
+                ({} if vec == 1 else dict(engine_params(vec, False), q4=False)))
     att = _find(results, "attention-engine", PYNQ_Z1["attention-engine"])
     keys = ("lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram")
     t = _split(top)
@@ -210,4 +218,118 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
                             ("dsp", "DSP48E1"), ("bram", "block RAM")):
                 out.append(figure(f"report.share.{k}", r[k], "%", "modelled",
                                   f"share of the XC7Z020's {what} the PL total takes"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the budget per `vectors` (docs/vectors.md): what each B costs and whether the 7020 holds it
+
+#: the `vectors` values make report tries
+BUDGET_VECTORS = (1, 2, 3, 4)
+#: the caps of issue 20 on the whole PL: slice LUTs (logic + LUTRAM + SRL) and DSP48E1, in %
+CAPS = {"lut": 80.0, "dsp": 90.0}
+
+
+def budget_configs() -> List[dict]:
+    """The synthesis configurations the budget needs: the matrix engine alone at every
+    vectors value (the top's parameters, engine_params) and the top at vectors 1 (the top at
+    its default is make report's default overlay run)."""
+    out = [dict(design="mv-engine", params=engine_params(v), kind="sweep")
+           for v in BUDGET_VECTORS if engine_params(v) != {"q4": True}]
+    if PYNQ_Z1_VECTORS != 1:
+        out.append(dict(design="overlay", params={"vectors": 1}, kind="sweep"))
+    return out
+
+
+def budget_rows(results: Sequence[Mapping], worst: Optional[Mapping] = None,
+                infra: Sequence[Mapping] = INFRA, chip: Mapping = XC7Z020,
+                default: int = PYNQ_Z1_VECTORS) -> List[dict]:
+    """One row per `vectors` value of BUDGET_VECTORS whose engine was synthesised: the matrix
+    engine alone, the top (synthesised where make report synthesises it: at vectors 1 and at
+    the default; else the default top plus twice the engine's difference, the glue and the
+    attention engine being the same), the whole PL (the top plus the published DMA and
+    interconnect LUTs, as in vivado_rows), its shares of the 7020 and whether it is under the
+    caps. ``worst``: {("mv-engine" | "top", vectors): modelled worst path in ns}."""
+    worst = worst or {}
+    eng = {v: _find(results, "mv-engine", engine_params(v)) for v in BUDGET_VECTORS}
+    tops = {v: _find(results, "overlay", {} if v == default else {"vectors": v})
+            for v in BUDGET_VECTORS}
+    keys = ("lut_logic", "lutram", "srl", "lut", "ff", "dsp", "bram")
+    infra_lut = sum(i["count"] * i["LUT"] for i in infra)
+    rows = []
+    for v in BUDGET_VECTORS:
+        e = eng[v]
+        if e is None:
+            continue
+        es = _split(e)
+        if tops[v] is not None:
+            t = _split(tops[v])
+            source = "top synthesised"
+        elif tops[default] is not None and eng[default] is not None:
+            base, d = _split(tops[default]), _split(eng[default])
+            t = {k: base[k] + 2 * (es[k] - d[k]) for k in keys}
+            source = f"top at vectors {default} + 2 x (engine at {v} - engine at {default})"
+        else:
+            continue
+        pl_lut = t["lut"] + infra_lut
+        share = {"lut": round(100.0 * pl_lut / chip["LUT"], 1),
+                 "ff": round(100.0 * t["ff"] / chip["FF"], 1),
+                 "dsp": round(100.0 * t["dsp"] / chip["DSP48E1"], 1),
+                 "bram": round(100.0 * t["bram"] / chip["BRAM"], 1)}
+        fits = share["lut"] <= CAPS["lut"] and share["dsp"] <= CAPS["dsp"]
+        rows.append(dict(vectors=v, e_lut=es["lut"], e_ff=es["ff"], e_dsp=es["dsp"],
+                         e_bram=_num(es["bram"]), t_lut=t["lut"], t_ff=t["ff"], t_dsp=t["dsp"],
+                         t_bram=_num(t["bram"]), pl_lut=pl_lut, lut_pct=share["lut"],
+                         ff_pct=share["ff"], dsp_pct=share["dsp"], bram_pct=share["bram"],
+                         e_worst=worst.get(("mv-engine", v)), t_worst=worst.get(("top", v)),
+                         fits="yes" if fits else "no", default="yes" if v == default else "",
+                         source=source))
+    return rows
+
+
+BUDGET_COLUMNS = ["vectors", "e_lut", "e_ff", "e_dsp", "e_bram", "t_lut", "t_ff", "t_dsp",
+                  "t_bram", "pl_lut", "lut_pct", "ff_pct", "dsp_pct", "bram_pct", "e_worst",
+                  "t_worst", "fits", "default", "source"]
+BUDGET_HEADERS = {"e_lut": "engine LUT", "e_ff": "engine FF", "e_dsp": "engine DSP",
+                  "e_bram": "engine BRAM", "t_lut": "top LUT", "t_ff": "top FF",
+                  "t_dsp": "top DSP", "t_bram": "top BRAM", "pl_lut": "PL LUT",
+                  "lut_pct": "PL LUT %", "ff_pct": "FF %", "dsp_pct": "DSP %",
+                  "bram_pct": "BRAM %", "e_worst": "engine worst ns", "t_worst": "top worst ns",
+                  "fits": f"under {CAPS['lut']:g} % LUT, {CAPS['dsp']:g} % DSP",
+                  "default": "PYNQ-Z1 default"}
+BUDGET_NOTE = ("The matrix engine (mv-engine q4=true, as the top builds it: generators.designs."
+               "overlay.engine_params) synthesised alone at each vectors value; the top twice "
+               "(two ports). PL LUT = the top's slice LUTs (logic + LUTRAM + SRL) + the published "
+               "DMA and interconnect LUTs of section 1b (FF %: the top's flip-flops only). "
+               "Worst ns: make timing's modelled worst register-to-register path (budget "
+               "6.0 ns of 7.0 ns, docs/timing.md); '-' where that configuration was not "
+               "analysed. The PYNQ-Z1 default is the largest vectors under both caps "
+               "(docs/vectors.md).")
+
+
+def budget_figures(rows: Sequence[Mapping]) -> List[dict]:
+    """make report's figures of the budget table (report.vectors.v<B>.*)."""
+    from ..results import figure
+    out = []
+    for r in rows:
+        key, v = f"report.vectors.v{r['vectors']}", r["vectors"]
+        how = "synthesised (yosys)" if r["source"] == "top synthesised" else "modelled"
+        out += [
+            figure(f"{key}.engine_lut", r["e_lut"], "LUT", "synthesised (yosys)",
+                   f"matrix engine (q4=true) at vectors {v}: slice LUTs"),
+            figure(f"{key}.engine_dsp", r["e_dsp"], "DSP48E1", "synthesised (yosys)",
+                   f"matrix engine (q4=true) at vectors {v}: DSP48E1"),
+            figure(f"{key}.top_lut", r["t_lut"], "LUT", how,
+                   f"PL top at vectors {v}: slice LUTs ({r['source']})"),
+            figure(f"{key}.top_ff", r["t_ff"], "FF", how, f"PL top at vectors {v}: flip-flops"),
+            figure(f"{key}.top_dsp", r["t_dsp"], "DSP48E1", how, f"PL top at vectors {v}: DSP48E1"),
+            figure(f"{key}.top_bram", r["t_bram"], "RAMB36", how,
+                   f"PL top at vectors {v}: block RAM"),
+            figure(f"{key}.lut_share", r["lut_pct"], "%", "modelled",
+                   f"whole PL at vectors {v}: share of the 7020's slice LUTs (cap {CAPS['lut']:g} %)"),
+            figure(f"{key}.dsp_share", r["dsp_pct"], "%", "modelled",
+                   f"whole PL at vectors {v}: share of the 7020's DSP48E1 (cap {CAPS['dsp']:g} %)"),
+            figure(f"{key}.bram_share", r["bram_pct"], "%", "modelled",
+                   f"whole PL at vectors {v}: share of the 7020's RAMB36"),
+        ]
     return out

@@ -797,6 +797,40 @@ TIMING_CONFIGS: List[Tuple[str, Dict, str]] = [
 ]
 
 
+def _vector_configs() -> List[Tuple[str, Dict, str]]:
+    """The budget per `vectors` (docs/vectors.md): the top's matrix engine at every vectors
+    value make report tries, and the top at vectors 1 when its default is more."""
+    from ..designs.overlay import PYNQ_Z1_VECTORS, engine_params
+    from .resources import BUDGET_VECTORS
+    out = [("mv-engine", engine_params(v), f"mv-engine-q4-v{v}") for v in BUDGET_VECTORS
+           if v > 1]
+    if PYNQ_Z1_VECTORS > 1:
+        out.insert(0, ("overlay", {"vectors": 1}, "top-v1"))
+    return out
+
+
+TIMING_CONFIGS += _vector_configs()
+
+
+def vector_worst(rows: Sequence[Mapping]) -> Dict[Tuple[str, int], float]:
+    """{("mv-engine" | "top", vectors): worst ns} from timing rows named as TIMING_CONFIGS."""
+    from ..designs.overlay import PYNQ_Z1_VECTORS
+    out: Dict[Tuple[str, int], float] = {}
+    for r in rows:
+        if r.get("error") or "timing" not in r:
+            continue
+        name, ns = r["name"], r["timing"]["reg2reg"]["worst_ns"]
+        if name == "top":
+            out[("top", PYNQ_Z1_VECTORS)] = ns
+        elif name == "top-v1":
+            out[("top", 1)] = ns
+        elif name == "mv-engine-q4":
+            out[("mv-engine", 1)] = ns
+        elif name.startswith("mv-engine-q4-v"):
+            out[("mv-engine", int(name.rsplit("v", 1)[1]))] = ns
+    return out
+
+
 def _model_salt() -> str:
     import hashlib
     from pathlib import Path
@@ -864,7 +898,9 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
         t = r["timing"]
         w = t["reg2reg"]["paths"][0] if t["reg2reg"]["paths"] else {}
         what = ("worst register-to-register path of the PYNQ-Z1 top (overlay)" if r["name"] == "top"
-                else f"worst register-to-register path of {r['name']} at its PYNQ-Z1 configuration")
+                else f"worst register-to-register path of {r['name']} at its PYNQ-Z1 configuration"
+                + (f" ({', '.join(f'{k}={v}' for k, v in r['params'].items())})"
+                   if r.get("params") else ""))
         figs.append(figure(f"timing.{r['name']}.worst_ns", t["reg2reg"]["worst_ns"], "ns",
                            "modelled", what, start=w.get("start_label"), end=w.get("end_label"),
                            params=r.get("params", {})))

@@ -1,5 +1,7 @@
 """cocotb tests of a generated matrix-vector engine (int8-engine, ternary-engine or the
-two-format mv-engine, whose frames take either format at random, interleaved).
+two-format mv-engine, whose frames take either format at random, interleaved). An engine of
+`vectors` V >= 2 gets frames of B = 1 .. V activation vectors (docs/vectors.md) mixed with
+today's one-vector frames and the bad frames of the vectors word.
 
 The design under test is described by the manifest in $TB_MANIFEST. Every output word is
 compared with the numpy golden model in generators.golden.mv, which shares no code with the
@@ -31,6 +33,7 @@ class MVTB(StreamTB):
         self.ternary = golden.FMT_TERNARY in self.formats   # some frames are ternary
         self.max_k = int(self.man["parameters"]["max_k"])
         self.latency = int(self.man["latency"])
+        self.vectors = int(self.man.get("vectors", 1))
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
 
     # ---------------------------------------------------------------- frames
@@ -43,9 +46,20 @@ class MVTB(StreamTB):
             return self.np_rng.integers(-1, 2, size=(n, k), dtype=np.int8)
         return self.np_rng.integers(-128, 128, size=(n, k), dtype=np.int8)
 
-    def frame(self, k, n, tag=None, x=None, w=None, garbage=True, fmt=None):
+    def pick_b(self):
+        """B of the next frame: None (a frame without the flag) half of the time, else
+        1 .. vectors (B = vectors most often)."""
+        if self.vectors < 2 or self.rng.random() < 0.5:
+            return None
+        return self.vectors if self.rng.random() < 0.5 else self.rng.randint(1, self.vectors)
+
+    def frame(self, k, n, tag=None, x=None, w=None, garbage=True, fmt=None, b=0):
+        """A frame of K x N; `b`: None one vector without the flag, an int B vectors with it,
+        0 (default) picked at random (pick_b)."""
         fmt = self.pick(fmt)
-        x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8) if x is None else x
+        b = self.pick_b() if b == 0 else b
+        shape = k if b is None else (b, k)
+        x = self.np_rng.integers(-128, 128, size=shape, dtype=np.int8) if x is None else x
         w = self.weights(n, k, fmt) if w is None else w
         tag = self.rng.randrange(256) if tag is None else tag
         name = "ternary" if fmt == golden.FMT_TERNARY else "int8"
@@ -57,14 +71,18 @@ class MVTB(StreamTB):
         per_beat = self.bytes * (5 if fmt == golden.FMT_TERNARY else 1)
         return -(-k // per_beat)
 
-    def frame_beats(self, k, n, fmt=None):
-        return -(-8 // self.bytes) + -(-k // self.bytes) + n * self.row_beats(k, fmt)
+    def frame_beats(self, k, n, fmt=None, b=None):
+        """Beats of a frame; `b` None: no vectors flag (one vector)."""
+        hdr = -(-8 // self.bytes) if b is None else -(-16 // self.bytes)
+        return hdr + (b or 1) * -(-k // self.bytes) + n * self.row_beats(k, fmt)
 
     # ---------------------------------------------------------------- checking
     async def run_check(self, frames, timeout_us=200_000):
         return await super().run_check(
-            frames, lambda beats: golden.mv_stream(beats, self.bytes, self.fmt, self.max_k),
-            golden.flag_names, timeout_us)
+            frames, self.expected, golden.flag_names, timeout_us)
+
+    def expected(self, beats):
+        return golden.mv_stream(beats, self.bytes, self.fmt, self.max_k, self.vectors)
 
 
 def compare(got, expected):
@@ -86,8 +104,9 @@ def random_frames(tb, budget):
         k, fmt = edges.pop(0) if edges else (tb.rng.randint(1, tb.max_k), tb.pick())
         max_n = max(1, min(300, (budget - used) // max(1, tb.row_beats(k, fmt))))
         n = tb.rng.randint(1, max_n)
-        frames.append(tb.frame(k, n, fmt=fmt))
-        used += tb.frame_beats(k, n, fmt)
+        b = tb.pick_b()
+        frames.append(tb.frame(k, n, fmt=fmt, b=b))
+        used += tb.frame_beats(k, n, fmt, b)
     return frames
 
 
@@ -109,26 +128,61 @@ async def test_tready_duty_and_latency(dut):
     await tb.reset()
     tb.set_pauses(0, 0)
     shapes = [(tb.max_k, 4), (1, 3), (min(tb.max_k, 3 * tb.bytes + 1), 40)]
-    for (k, n), fmt in [(s, f) for s in shapes for f in tb.formats]:
+    bs = [None] + ([tb.vectors] if tb.vectors > 1 else [])
+    for (k, n), fmt, b in [(s, f, b) for s in shapes for f in tb.formats for b in bs]:
+        nb = b or 1
+        if tb.row_beats(k, fmt) < nb and n > 3:
+            continue     # rows shorter than B beats: the output sets the rate (test_output_bound)
         tb.mon.clear()
-        fr = tb.frame(k, n, fmt=fmt)
+        fr = tb.frame(k, n, fmt=fmt, b=b)
         await tb.run_check([fr])
-        beats = tb.frame_beats(k, n, fmt)
+        beats = tb.frame_beats(k, n, fmt, b)
         hs = tb.mon.in_hs
         assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
         span = hs[-1] - hs[0] + 1
         assert span == beats, (f"K={k} N={n}: {beats} beats took {span} cycles; s_axis_tready "
                                f"fell during the frame")
         assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
-        row0_last = hs[-(-8 // tb.bytes) + -(-k // tb.bytes) + tb.row_beats(k, fmt) - 1]
+        row0_last = hs[tb.frame_beats(k, 0, fmt, b) + tb.row_beats(k, fmt) - 1]
         out = tb.mon.out_hs
         assert out[0] - row0_last == tb.latency, (
             f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
             f"{tb.latency}")
-        assert out[-1] - hs[-1] == tb.latency + 1, (
-            f"status {out[-1] - hs[-1]} cycles after the last beat, expected {tb.latency + 1}")
-        dut._log.info("format %#04x K=%d N=%d: %d beats in %d cycles (tready duty 100%%), "
-                      "latency %d", fmt, k, n, beats, span, tb.latency)
+        # the last row's B words, then the status word; rows shorter than B beats: every word
+        # from the first result on leaves on consecutive cycles
+        want = max(hs[-1] + tb.latency + nb, out[0] + n * nb)
+        assert out[-1] == want, (
+            f"status {out[-1] - hs[-1]} cycles after the last beat, expected {want - hs[-1]}")
+        dut._log.info("format %#04x K=%d N=%d B=%s: %d beats in %d cycles (tready duty 100%%), "
+                      "latency %d", fmt, k, n, b, beats, span, tb.latency)
+
+
+@cocotb.test()
+async def test_output_bound(dut):
+    """Rows shorter than B beats (K small, B = vectors): every row's B words leave one per
+    clock, so the output sets the rate: from the first result to the status word the output
+    hands a word over on every cycle (exact count), and the input waits on the FIFO's room."""
+    tb = MVTB(dut)
+    if tb.vectors < 2:
+        return
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    for fmt in tb.formats:
+        k, n, b = 1, 60, tb.vectors
+        tb.mon.clear()
+        await tb.run_check([tb.frame(k, n, fmt=fmt, b=b)])
+        out = tb.mon.out_hs
+        assert len(out) == n * b + 1
+        # the FIFO keeps the output busy while room is low if the entries it holds when room
+        # rises (depth - margin - 1, B words each) outlast the pipeline's refill (latency + 4)
+        depth = int(tb.man["parameters"]["fifo_depth"])
+        if (depth - (tb.latency + 5) - 1) * b < tb.latency + 4:
+            dut._log.info("fifo_depth %d too shallow to keep the output busy at B=%d", depth, b)
+            continue
+        assert out[-1] - out[0] + 1 == len(out), (
+            f"{len(out)} output words took {out[-1] - out[0] + 1} cycles: the output idled")
+        dut._log.info("format %#04x K=%d N=%d B=%d: %d words on %d consecutive cycles, %d input "
+                      "beats refused", fmt, k, n, b, len(out), len(out), len(tb.mon.in_refused))
 
 
 def bad_frames(tb, fmt=None):
@@ -137,7 +191,7 @@ def bad_frames(tb, fmt=None):
     fmt = tb.formats[0] if fmt is None else fmt
     k = min(tb.max_k, 2 * tb.bytes + 3)
     n = 5
-    good = tb.frame(k, n, fmt=fmt)
+    good = tb.frame(k, n, fmt=fmt, b=None)
     hb = -(-8 // tb.bytes) * tb.bytes
     row = tb.row_beats(k, fmt) * tb.bytes
     xlen = -(-k // tb.bytes) * tb.bytes
@@ -164,6 +218,36 @@ def bad_frames(tb, fmt=None):
         cases["BAD_TRIT"] = bytes(bad)
     if tb.bytes < 8:
         cases["SHORT half header"] = good[:tb.bytes]
+    if tb.vectors == 1:     # an engine of one vector takes no frame with the flag
+        cases["vectors flag on a one-vector engine"] = tb.frame(k, n, fmt=fmt, b=2)
+    if tb.vectors > 1:
+        V = tb.vectors
+        gv = tb.frame(k, n, fmt=fmt, b=V)
+        hv = 16
+        xv = lambda b: bytes(b * xlen)
+        name = "ternary" if fmt == golden.FMT_TERNARY else "int8"
+        cases.update({
+            "vectors B=0": header_bytes(k, n, name, 0x21, vectors=0) + xv(1),
+            "vectors B>V": header_bytes(k, n, name, 0x22, vectors=V + 1) + xv(V + 1),
+            "vectors B=255": header_bytes(k, n, name, 0x23, vectors=255) + xv(2),
+            "vectors reserved": header_bytes(k, n, name, 0x24, vectors=V, reserved=1 << 40)
+                                + xv(V),
+            "vectors B>V reserved": header_bytes(k, n, name, 0x25, vectors=V + 1, reserved=3)
+                                    + xv(1),
+            "vectors bad K": header_bytes(0, n, name, 0x26, vectors=V) + xv(V),
+            "vectors SHORT at word": gv[:8],
+            "vectors SHORT at vectors word": gv[:hv],
+            "vectors SHORT in vector 1": gv[:hv + xlen + tb.bytes] if xlen > tb.bytes
+                                         else gv[:hv + xlen],
+            "vectors SHORT last vector": gv[:hv + V * xlen - tb.bytes],
+            "vectors SHORT in rows": gv[:hv + V * xlen + 2 * row + tb.bytes],
+            "vectors LONG": gv + bytes(2 * tb.bytes),
+            "vectors B=1": tb.frame(k, n, fmt=fmt, b=1),
+        })
+        if fmt == golden.FMT_TERNARY:
+            bad = bytearray(gv)
+            bad[hv + V * xlen + 2 * row + 1] = 247
+            cases["vectors BAD_TRIT"] = bytes(bad)
     return cases
 
 
@@ -190,9 +274,9 @@ async def test_output_stall(dut):
     tb.set_pauses(0, 0)
     tb.sink.pause = True
     k = min(tb.max_k, tb.bytes)
-    fr = tb.frame(k, 300, fmt=tb.formats[-1])
+    fr = tb.frame(k, 300, fmt=tb.formats[-1], b=tb.vectors if tb.vectors > 1 else None)
     beats = tb.beats_of([fr])
-    expected = golden.mv_stream(beats, tb.bytes, tb.fmt, tb.max_k)
+    expected = tb.expected(beats)
     tb.mon.clear()
     sender = cocotb.start_soon(tb.send_frames([fr]))
     await ClockCycles(dut.aclk, 2000)
@@ -214,8 +298,9 @@ async def test_reset_mid_frame(dut):
     tb = MVTB(dut)
     await tb.reset()
     tb.set_pauses(0, 0)
-    big = tb.frame(tb.max_k, 8, fmt=tb.formats[0])
-    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 8) // 2 + 3)
+    b = tb.vectors if tb.vectors > 1 else None
+    big = tb.frame(tb.max_k, 8, fmt=tb.formats[0], b=b)
+    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 8, b=b) // 2 + 3)
     await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 7), tb.frame(1, 1)])
 
 
@@ -233,7 +318,11 @@ async def test_worst_case_sums(dut):
             w = np.stack([np.full(k, -1), np.full(k, 1), np.zeros(k)]).astype(np.int8)
         else:
             w = np.stack([np.full(k, -128), np.full(k, 127), np.zeros(k)]).astype(np.int8)
-        frames += [tb.frame(k, 3, x=x, w=w, fmt=fmt), tb.frame(k, 3, x=x2, w=w, fmt=fmt)]
+        frames += [tb.frame(k, 3, x=x, w=w, fmt=fmt, b=None),
+                   tb.frame(k, 3, x=x2, w=w, fmt=fmt, b=None)]
+        if tb.vectors > 1:
+            xs = np.stack([x, x2] * tb.vectors)[:tb.vectors]
+            frames.append(tb.frame(k, 3, x=xs, w=w, fmt=fmt, b=tb.vectors))
     await tb.run_check(frames)
 
 
@@ -244,5 +333,4 @@ async def test_summary(dut):
     tb = MVTB(dut)
     await tb.reset()
     await tb.summary(lambda budget: random_frames(tb, budget),
-                     lambda beats: golden.mv_stream(beats, tb.bytes, tb.fmt, tb.max_k),
-                     lambda: tb.frame(tb.max_k, 1))
+                     tb.expected, lambda: tb.frame(tb.max_k, 1, b=None))

@@ -3,7 +3,9 @@
 Two independent cocotbext-axi sources (one per DMA MM2S stream) with independent random pauses,
 two sinks with random backpressure, a protocol monitor on each port. Matrix frames of both
 formats on both ports are interleaved with attention frames split over the two ports (the
-second half skewed against the first), with bad frames on either port. Every output word of
+second half skewed against the first), with bad frames on either port. With matrix engines of
+`vectors` V >= 2, half of the matrix frames carry B = 1 .. V activation vectors
+(docs/vectors.md). Every output word of
 each port is compared with generators.golden.overlay, an independent model of the routing,
 the joiner and the output order that calls the engines' golden models.
 """
@@ -49,6 +51,7 @@ class OverlayTB:
         for st in self.man["streams"]:        # frames of 8-byte beats in, 4-byte words out
             assert (st["s_axis_width"], st["m_axis_width"]) == (8 * BEAT, 8 * WORD), st
         self.formats = [int(f) for f in self.man["matrix"].get("formats", golden.FORMATS)]
+        self.vectors = int(self.man["matrix"].get("vectors", 1))
         a = self.man["attention"]
         self.cfg = gatt.AttentionConfig(
             heads_per_group=a["heads_per_group"], head_dim=a["head_dim"],
@@ -101,16 +104,21 @@ class OverlayTB:
             return -(-q4_row_bytes(k) // BEAT)
         return -(-row_bytes(k, "ternary" if fmt == gmv.FMT_TERNARY else "int8") // BEAT)
 
-    def matrix(self, k=None, n=None, fmt=None, tag=None):
+    def matrix(self, k=None, n=None, fmt=None, tag=None, b="pick"):
         """A random matrix frame: K is max_k a quarter of the time (the deepest x-bank
-        address), else uniform in 1..max_k; N up to 12 rows, fewer where FRAME_WORDS says."""
+        address), else uniform in 1..max_k; N up to 12 rows, fewer where FRAME_WORDS says;
+        `b`: None one vector without the flag, B vectors, or "pick": None half of the time
+        (always with vectors = 1), else 1 .. vectors."""
+        if b == "pick":
+            b = (None if self.vectors < 2 or self.rng.random() < 0.5
+                 else self.rng.randint(1, self.vectors))
         if k is None:
             k = self.max_k if self.rng.random() < 0.25 else self.rng.randint(1, self.max_k)
         fmt = self.rng.choice(self.formats) if fmt is None else fmt
         if n is None:
             n_max = 12 if not FRAME_WORDS else FRAME_WORDS // self.row_words(k, fmt)
             n = self.rng.randint(1, max(1, min(12, n_max)))
-        x = self.np_rng.integers(-128, 128, size=k, dtype=np.int8)
+        x = self.np_rng.integers(-128, 128, size=k if b is None else (b, k), dtype=np.int8)
         if fmt == gmv.FMT_Q4:         # llama.cpp Q4_1 rows (overlay q4=true, docs/q4.md)
             from generators.q4 import build_q4_frame, pack_q4_rows
             nb = -(-k // 32)
@@ -196,7 +204,7 @@ class OverlayTB:
         every output word of both ports with the golden model; check that every input word
         was taken and that no port saw a protocol fault."""
         w0, w1 = self.words_of(frames0), self.words_of(frames1)
-        exp = golden.overlay_outputs(w0, w1, self.max_k, self.cfg, self.formats)
+        exp = golden.overlay_outputs(w0, w1, self.max_k, self.cfg, self.formats, self.vectors)
         for m in self.mon:
             m.clear()
         senders = [cocotb.start_soon(self._send(p, fr, skew[p]))
@@ -223,7 +231,7 @@ class OverlayTB:
 async def port_latency(tb, p):
     """Cycles from a one-row matrix frame's last input handshake to its result's handshake on
     port p, free flow."""
-    await tb.run_check(*([[tb.matrix(tb.max_k, 1)], []][::1 if p == 0 else -1]))
+    await tb.run_check(*([[tb.matrix(tb.max_k, 1, b=None)], []][::1 if p == 0 else -1]))
     return tb.mon[p].out_hs[0] - tb.mon[p].in_hs[-1]
 
 
@@ -255,7 +263,7 @@ async def test_mixed_traffic(dut):
 def bad_cases(tb):
     """(name, port-0 frames, port-1 frames): each bad case with good frames around it."""
     k = min(tb.max_k, 19)
-    good = tb.matrix(k, 3)
+    good = tb.matrix(k, 3, b=None)
     L = min(tb.max_l, 3)
     h0, h1 = tb.attention(L)
     bad_fmt = [f for f in (4, 5) if f not in tb.formats][0]
@@ -276,6 +284,22 @@ def bad_cases(tb):
         ("attention bad shape", *[[h] for h in tb.attention(L, heads=2)]),
         ("route word alone", [], [split_attention_frame(bytes(16), 0, 0x26)[1][:8]]),
     ]
+    V = tb.vectors
+    xl = -(-k // BEAT) * BEAT
+    if V > 1:
+        gv = tb.matrix(k, 3, fmt=3, b=V)
+        cases += [
+            ("vectors B=0 on port 0", [header_bytes(k, 2, 8, 0x31, vectors=0) + bytes(xl)], []),
+            ("vectors B>V on port 1", [], [header_bytes(k, 2, 3, 0x32, vectors=V + 1)
+                                           + bytes((V + 1) * xl)]),
+            ("vectors reserved on port 0", [header_bytes(k, 2, 3, 0x33, vectors=V, reserved=5)
+                                            + bytes(V * xl)], []),
+            ("vectors SHORT in x on port 1", [], [gv[:16 + xl]]),
+            ("vectors LONG on port 0", [gv + bytes(8)], []),
+        ]
+    else:
+        cases += [("vectors flag on a one-vector engine", [header_bytes(k, 2, 8, 0x34, vectors=1)
+                                                         + bytes(xl)], [])]
     return cases
 
 

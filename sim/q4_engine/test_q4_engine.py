@@ -4,7 +4,8 @@ rows on a third lane next to INT8 and ternary rows; then mixed traffic of all th
 Every output word is compared with generators.golden.q4 (exact integers, one rounding to
 float32, no code shared with the RTL or the host packing module; reached through
 generators.golden.mv for the frames of every format); the frames are built with the host
-functions of generators.q4 from llama.cpp-layout Q4_1 blocks.
+functions of generators.q4 from llama.cpp-layout Q4_1 blocks. An engine of `vectors` V >= 2
+gets frames of B = 1 .. V activation vectors (docs/vectors.md) mixed with one-vector frames.
 """
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ class Q4TB(StreamTB):
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
         self.accepted = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
         assert golden.FMT_Q4 in self.accepted
+        self.vectors = int(self.man.get("vectors", 1))
+
+    def pick_b(self):
+        """B of the next frame: None (no vectors flag) half of the time, else 1 .. vectors."""
+        if self.vectors < 2 or self.rng.random() < 0.5:
+            return None
+        return self.vectors if self.rng.random() < 0.5 else self.rng.randint(1, self.vectors)
+
+    def xs(self, k, b):
+        shape = k if b is None else (b, k)
+        return self.np_rng.integers(-128, 128, size=shape, dtype=np.int8)
 
     def scales(self, shape, kind="mixed"):
         """fp16 bit patterns: 'typical' (weights of a trained model), 'wild' (any finite
@@ -51,10 +63,13 @@ class Q4TB(StreamTB):
         pick = r.random(shape[:1]) < 0.5
         return np.where(pick[:, None], typical, wild).astype(np.uint16)
 
-    def frame(self, k, n, tag=None, x=None, q=None, d=None, m=None, kind="mixed", via_raw=None):
+    def frame(self, k, n, tag=None, x=None, q=None, d=None, m=None, kind="mixed", via_raw=None,
+              b=None):
+        """A Q4_1 frame; `b` None: one vector, no flag; an int: B vectors; "pick": pick_b()."""
         r = self.np_rng
         nb = -(-k // 32)
-        x = r.integers(-128, 128, size=k, dtype=np.int8) if x is None else x
+        b = self.pick_b() if b == "pick" else b
+        x = self.xs(k, b) if x is None else x
         q = r.integers(0, 16, size=(n, nb, 32), dtype=np.uint8) if q is None else q
         d = self.scales((n, nb), kind) if d is None else d
         m = self.scales((n, nb), kind) if m is None else m
@@ -66,13 +81,13 @@ class Q4TB(StreamTB):
             rows = pack_q4_rows(q, d, m, k)
         return build_q4_frame(x, rows, k, tag)
 
-    def frame_beats(self, k, n):
-        return 1 + -(-k // 8) + n * q4_row_beats(k)
+    def frame_beats(self, k, n, b=None):
+        return (1 if b is None else 2) + (b or 1) * -(-k // 8) + n * q4_row_beats(k)
 
-    def other_frame(self, k, n, fmt):
+    def other_frame(self, k, n, fmt, b=None):
         """An INT8 (0x08) or ternary (0x03) frame, for an engine that computes those too."""
         r = self.np_rng
-        x = r.integers(-128, 128, size=k, dtype=np.int8)
+        x = self.xs(k, b)
         if fmt == 0x03:
             return build_frame(x, r.integers(-1, 2, size=(n, k), dtype=np.int8), "ternary",
                                tag=self.rng.randrange(256), pad_fill=r)
@@ -81,8 +96,10 @@ class Q4TB(StreamTB):
 
     async def run_check(self, frames, timeout_us=200_000):
         return await super().run_check(
-            frames, lambda beats: golden_mv.mv_stream(beats, 8, self.accepted, self.max_k),
-            golden.flag_names, timeout_us)
+            frames, self.expected, golden.flag_names, timeout_us)
+
+    def expected(self, beats):
+        return golden_mv.mv_stream(beats, 8, self.accepted, self.max_k, self.vectors)
 
 
 def edge_ks(tb):
@@ -95,8 +112,9 @@ def random_frames(tb, budget):
     while used < budget:
         k = edges.pop(0) if edges else tb.rng.randint(1, tb.max_k)
         n = tb.rng.randint(1, max(1, min(40, (budget - used) // q4_row_beats(k))))
-        frames.append(tb.frame(k, n))
-        used += tb.frame_beats(k, n)
+        b = tb.pick_b()
+        frames.append(tb.frame(k, n, b=b))
+        used += tb.frame_beats(k, n, b)
     return frames
 
 
@@ -131,6 +149,11 @@ async def test_extreme_scales(dut):
                      (0x3C00, 0xCB80)]:    # d = 1, m = -15: w = q - 15
             for q in (q15, q0):
                 frames.append(tb.frame(k, 1, x=x, q=q, d=full(d), m=full(m), via_raw=False))
+        if tb.vectors > 1:     # every vector against the same extremes, x = -128, 127, ...
+            xs = np.stack([np.full(k, (-128, 127)[v % 2], np.int8) for v in range(tb.vectors)])
+            for d, m in [(F16_MAX, F16_MAX | 0x8000), (F16_MIN_SUB, 0x8001)]:
+                frames.append(tb.frame(k, 1, x=xs, q=q15, d=full(d), m=full(m), via_raw=False,
+                                       b=tb.vectors))
     # one row, every block a different extreme, and x random
     ext = np.array([F16_MAX, F16_MAX | 0x8000, F16_MIN_SUB, 0x8001, 0, 0x8000, 0x0400, 0x3C00],
                    dtype=np.uint16)
@@ -168,24 +191,31 @@ async def test_tready_duty_and_latency(dut):
     tb = Q4TB(dut)
     await tb.reset()
     tb.set_pauses(0, 0)
-    for k, n in [(tb.max_k, 4), (1, 3), (17, 40), (64, 5), (33, 2)]:
+    bs = [None] + ([tb.vectors] if tb.vectors > 1 else [])
+    for (k, n), b in [(s, b) for s in [(tb.max_k, 4), (1, 3), (17, 40), (64, 5), (33, 2)]
+                      for b in bs]:
         k = min(k, tb.max_k)
+        nb = b or 1
+        if q4_row_beats(k) < nb and n > 3:
+            continue     # rows shorter than B beats: the output sets the rate
         tb.mon.clear()
-        await tb.run_check([tb.frame(k, n)])
-        beats = tb.frame_beats(k, n)
+        await tb.run_check([tb.frame(k, n, b=b)])
+        beats = tb.frame_beats(k, n, b)
         hs = tb.mon.in_hs
         assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
         span = hs[-1] - hs[0] + 1
         assert span == beats, f"K={k} N={n}: {beats} beats took {span} cycles"
         assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
-        row0_last = hs[1 + -(-k // 8) + q4_row_beats(k) - 1]
+        row0_last = hs[tb.frame_beats(k, 0, b) + q4_row_beats(k) - 1]
         out = tb.mon.out_hs
         assert out[0] - row0_last == tb.latency, (
             f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
             f"{tb.latency}")
-        assert out[-1] - hs[-1] == tb.latency + 1
-        dut._log.info("K=%d N=%d: %d beats in %d cycles (tready duty 100%%), latency %d",
-                      k, n, beats, span, tb.latency)
+        # the last row's B words, then the status word (or every word on consecutive cycles
+        # from the first result on, when rows are shorter than B beats)
+        assert out[-1] == max(hs[-1] + tb.latency + nb, out[0] + n * nb)
+        dut._log.info("K=%d N=%d B=%s: %d beats in %d cycles (tready duty 100%%), latency %d",
+                      k, n, b, beats, span, tb.latency)
 
 
 def bad_frames(tb):
@@ -222,6 +252,25 @@ def bad_frames(tb):
         "NaN past K (no flag)": build_q4_frame(np.ones(k1, np.int8), rows_past, k1, 0x17),
         "SHORT after a NaN": tb.frame(k, n, m=m_nan)[:8 + xlen + 3 * row - 8],
     }
+    if tb.vectors == 1:     # an engine of one vector takes no frame with the flag
+        cases["vectors flag on a one-vector engine"] = tb.frame(k, n, b=2)
+    if tb.vectors > 1:
+        V = tb.vectors
+        gv = tb.frame(k, n, b=V)
+        hv = lambda kk, bb, tag, res=0: (hdr(kk, n, 4 | 0x80, tag)
+                                         + (bb | res << 8).to_bytes(8, "little"))
+        cases.update({
+            "vectors B=0": hv(k, 0, 0x21) + bytes(xlen),
+            "vectors B>V": hv(k, V + 1, 0x22) + bytes((V + 1) * xlen),
+            "vectors reserved": hv(k, V, 0x23, res=1 << 55) + bytes(V * xlen),
+            "vectors bad K": hv(0, V, 0x24) + bytes(V * xlen),
+            "vectors SHORT at word": gv[:8],
+            "vectors SHORT in x": gv[:16 + xlen],
+            "vectors SHORT in rows": gv[:16 + V * xlen + 2 * row + 16],
+            "vectors LONG": gv + bytes(16),
+            "vectors BAD_SCALE": tb.frame(k, n, d=d_inf, b=V),
+            "vectors B=1": tb.frame(k, n, b=1),
+        })
     return cases
 
 
@@ -247,9 +296,9 @@ async def test_output_stall(dut):
     await tb.reset()
     tb.set_pauses(0, 0)
     tb.sink.pause = True
-    fr = tb.frame(16, 300)
+    fr = tb.frame(16, 300, b=tb.vectors if tb.vectors > 1 else None)
     beats = tb.beats_of([fr])
-    expected = golden.q4_stream(beats, tb.max_k)
+    expected = golden.q4_stream(beats, tb.max_k, tb.vectors)
     tb.mon.clear()
     sender = cocotb.start_soon(tb.send_frames([fr]))
     await ClockCycles(dut.aclk, 1000)
@@ -278,7 +327,9 @@ async def test_mixed_formats(dut):
             k = tb.rng.randint(1, tb.max_k)
             n = tb.rng.randint(1, 6)
             fmt = tb.rng.choice(others + [golden.FMT_Q4] * max(1, len(others)))
-            frames.append(tb.frame(k, n) if fmt == golden.FMT_Q4 else tb.other_frame(k, n, fmt))
+            b = tb.pick_b()
+            frames.append(tb.frame(k, n, b=b) if fmt == golden.FMT_Q4
+                          else tb.other_frame(k, n, fmt, b))
         await tb.run_check(frames)
 
 
@@ -288,8 +339,9 @@ async def test_reset_mid_frame(dut):
     tb = Q4TB(dut)
     await tb.reset()
     tb.set_pauses(0, 0)
-    big = tb.frame(tb.max_k, 6)
-    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 6) // 2 + 3)
+    b = tb.vectors if tb.vectors > 1 else None
+    big = tb.frame(tb.max_k, 6, b=b)
+    await tb.reset_mid_frame([big], tb.frame_beats(tb.max_k, 6, b) // 2 + 3)
     await tb.run_check([tb.frame(tb.rng.randint(1, tb.max_k), 5), tb.frame(1, 1)])
 
 
@@ -301,5 +353,4 @@ async def test_summary(dut):
     tb = Q4TB(dut)
     await tb.reset()
     await tb.summary(lambda budget: random_frames(tb, budget),
-                     lambda beats: golden_mv.mv_stream(beats, 8, tb.accepted, tb.max_k),
-                     lambda: tb.frame(tb.max_k, 1))
+                     tb.expected, lambda: tb.frame(tb.max_k, 1))
