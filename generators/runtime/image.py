@@ -298,7 +298,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     src = smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
-    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, engines.as_dict(),
+    eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
+    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng,
                       __version__, IMAGE_VERSION], sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"
