@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench host-test
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode prefill formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -34,6 +34,8 @@ help:
 	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
+	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
+	@echo "                   schedule at vectors 1, 2, 4: frame clocks + DDR wall + host model (docs/runtime.md 4.7)"
 	@echo "  make host-bench   the host's whole work per SmolLM2 token on the replay backend (recorded engine words, no"
 	@echo "                    compute): instructions (callgrind: C x86-64 SSE2, numpy; qemu-arm: C ARMv7) split into"
 	@echo "                    small ops / frames and DMA / sampling, time, the Cortex-A9 model (CPI 1.3, 650 MHz), at"
@@ -84,6 +86,9 @@ sim-full: setup
 
 decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
+
+prefill: setup
+	@$(ENV) $(PY) -m generators.runtime.schedule
 
 host-bench: setup
 	@$(ENV) $(PY) tools/host_bench.py

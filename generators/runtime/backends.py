@@ -339,7 +339,7 @@ class DmaRuntime:
                                  self._blocks[body[0]][ch].first))
         self._index = {(t.layer, t.kind): t.index for t in plan.transfers}
         self._tx = [self._transfer_table(t) for t in plan.transfers]
-        # batched steps (docs/runtime.md 4.4): each transfer's B, each attention transfer's
+        # batched steps (docs/runtime.md 4.7): each transfer's B, each attention transfer's
         # stream, and per channel its last descriptor's NXTDESC word with the ring's target
         self._vec = [1] * len(plan.transfers)
         self._kv_stream = [0] * len(plan.transfers)

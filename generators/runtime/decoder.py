@@ -179,7 +179,7 @@ class Decoder:
         #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
         self.token_bytes: Dict[str, int] = {}
         #: prompt tokens per prefill chunk (one weight pass of B-vector frames); None: the
-        #: backend's ``vectors``; 1: token by token (docs/runtime.md 4.4)
+        #: backend's ``vectors``; 1: token by token (docs/runtime.md 4.7)
         self.chunk: Optional[int] = None
         self.reset()
 
@@ -412,7 +412,7 @@ class Decoder:
 
     # ------------------------------------------------------------------ batched steps
     def step_rows(self, rows: Sequence[Tuple[int, int, bool]]) -> List[Optional[np.ndarray]]:
-        """Run B = len(rows) positions in one weight pass (docs/runtime.md 4.4): ``rows`` is
+        """Run B = len(rows) positions in one weight pass (docs/runtime.md 4.7): ``rows`` is
         a list of (stream, token, logits), B at most the backend's ``vectors``; a stream's
         rows take its next positions in order (a prefill chunk: one stream's consecutive
         prompt tokens; a batched decode step: one row per stream). Every matrix transfer

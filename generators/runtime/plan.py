@@ -289,7 +289,7 @@ class MemoryPlan:
             if self.streams > 1:
                 s_fit = int((cma_mb * MIB - fixed) // self.kv_stream_bytes)
                 hint += (f" with {self.streams} streams; {s_fit} stream"
-                         f"{'s' if s_fit != 1 else ''} fit at context {self.context}")
+                         f"{'s fit' if s_fit != 1 else ' fits'} at context {self.context}")
             return (f"DMA memory {_mib(self.dma_bytes)} MiB (weights "
                     f"{_mib(self.regions['weights'].nbytes)}, {caches} at context "
                     f"{self.context} {_mib(self.regions['kv'].nbytes)}, frames "
@@ -366,7 +366,7 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
             fr.add(("x", kind), -(-k // 8) * 8)
         else:
             # [vectors word][x of vector 0][x of vector 1]...: vector 0 where a one-vector
-            # frame's x is, the vectors word the 8 bytes before it (docs/runtime.md 4.4)
+            # frame's x is, the vectors word the 8 bytes before it (docs/runtime.md 4.7)
             off = fr.add(("xv", kind), 8 + V * (-(-k // 8) * 8))
             fr.items[("x", kind)] = (off + 8, V * (-(-k // 8) * 8))
     if V > 1:                                    # each matrix half's B-vector header word

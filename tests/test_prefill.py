@@ -1,0 +1,159 @@
+"""Prefill and several streams through B-vector matrix frames (issue 20 items 2 and 3,
+docs/runtime.md 4.7): the chunked prompt and the batched streams give the token-by-token
+path's logits bit for bit and its tokens, on the golden fabric behind the register model (in
+this process and in a process of its own), with the C loop taking over after a prefill; each
+stream's tokens equal its run alone; the memory plan counts every stream's KV cache and
+refuses in one line when they do not fit. The references are runs of the same decoder on an
+overlay of vectors = 1 (one frame per token: today's path, itself checked against an
+independent float reference in tests/test_runtime.py); the B-vector frames' words are checked
+against numpy in tests/test_vectors.py and the engines' benches.
+
+Tiny checkpoint (2 layers, hidden 192, 1 KV head, vocab 512), max_k 512, max_context 32.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
+from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from generators.runtime.plan import ContextFitError, memory_plan, model_shape
+from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
+
+ENG = EngineConfig(max_k=512, max_context=32)
+PROMPT = [1, 2, 3, 4, 5]
+SAMPLING = dict(temperature=1.0, top_k=50, seed=3)
+#: matrix frames of one weight pass of the tiny model (2 layers x 7 matrices x 2 ports), and
+#: of the LM head
+PASS_FRAMES, HEAD_FRAMES = 2 * 7 * 2, 2
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    ck = load_checkpoint(write_checkpoint(tmp_path_factory.mktemp("tiny"), TINY, seed=1), ENG)
+    return {f: convert(ck, f, ENG, notice=None) for f in ("int8", "ternary", "q4")}
+
+
+def _token_by_token(m, prompt):
+    """The logits after each prompt token, one frame per token (vectors 1)."""
+    dec = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
+    return [dec.step(t) for t in prompt], dec
+
+
+def _same_cache(a: Decoder, b: Decoder, sa: int = 0, sb: int = 0):
+    ka, kb = a.kvs[sa], b.kvs[sb]
+    n = int(ka.length.max())
+    assert n == int(kb.length.max()) and np.array_equal(ka.length, kb.length)
+    assert np.array_equal(ka.k_step, kb.k_step) and np.array_equal(ka.v_step, kb.v_step)
+    assert np.array_equal(np.asarray(ka.K[:, :, :n]), np.asarray(kb.K[:, :, :n]))
+    assert np.array_equal(np.asarray(ka.V[:, :, :n]), np.asarray(kb.V[:, :, :n]))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "ternary", "q4"])
+def test_prefill_equals_token_by_token(models, fmt):
+    """Every prompt length 1..5 in chunks of up to V = 2 and 3: the last token's logits equal
+    the token-by-token path's bit for bit, the KV caches (every byte, every step) too, and the
+    chunks ran as ceil(n / B) weight passes of B-vector frames plus one LM head."""
+    m = models[fmt]
+    ref, rdec = _token_by_token(m, PROMPT)
+    for V in (2, 3):
+        for n in range(1, len(PROMPT) + 1):
+            be = make_backend("golden", m, vectors=V)
+            dec = Decoder(m, be)
+            with hostops.using("numpy"):
+                lg = dec.prefill(PROMPT[:n])
+            assert np.array_equal(lg, ref[n - 1]), (V, n)
+            assert dec.pos == n
+            passes = -(-n // V)
+            assert be.fabric.frames["matrix"] == passes * PASS_FRAMES + HEAD_FRAMES, (V, n)
+            assert be.fabric.frames["attention"] == n * 2          # per token, per layer
+            if n == len(PROMPT):
+                _same_cache(dec, rdec)
+
+
+@pytest.mark.parametrize("fmt", ["int8", "q4"])
+def test_generate_with_prefill_equals_token_by_token(models, fmt):
+    """generate(): chunked prompt, then decoding; tokens and the last logits equal, with
+    sampling; the C loop (when built) takes the decode steps after the Python prefill."""
+    m = models[fmt]
+    ref = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
+    want = list(ref.generate(PROMPT, 4, **SAMPLING))
+    loops = ["python"] + (["c"] if hostops.active() == "c" else [])
+    for loop in loops:
+        dec = Decoder(m, make_backend("golden", m, vectors=2), loop=loop)
+        assert list(dec.generate(PROMPT, 4, **SAMPLING)) == want, loop
+        assert np.array_equal(dec.last_logits, ref.last_logits), loop
+        _same_cache(dec, ref)
+
+
+def test_prefill_on_the_register_model_in_another_process(models):
+    """Every register access across a socket, the golden top in its own process: the chunked
+    prompt's logits equal the token-by-token path's."""
+    from generators.runtime.rtl import GoldenServerBackend
+    m = models["ternary"]
+    ref, _ = _token_by_token(m, PROMPT[:3])
+    be = GoldenServerBackend(m, vectors=2)
+    try:
+        lg = Decoder(m, be).prefill(PROMPT[:3])
+    finally:
+        be.close()
+    assert np.array_equal(lg, ref[-1])
+
+
+@pytest.mark.parametrize("fmt", ["int8", "ternary", "q4"])
+def test_streams_equal_their_single_runs(models, fmt):
+    """Four prompts of different lengths on an overlay of V = 2 (steps of 2 and 2 rows) and
+    V = 3 (3 and 1), a stop id that ends one stream early: each stream's tokens and last
+    logits are its run alone, and its KV cache too."""
+    m = models[fmt]
+    prompts = [[1, 2, 3], [7, 8], [9, 10, 11, 12, 13], [4]]
+    alone = []
+    for p in prompts:
+        d = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
+        alone.append((list(d.generate(p, 4, **SAMPLING)), d))
+    stop = alone[1][0][1]                       # stream 1's second token: it stops there
+    alone[1] = (alone[1][0][:2], alone[1][1])
+    for V in (2, 3):
+        be = make_backend("golden", m, vectors=V, streams=4)
+        dec = Decoder(m, be)
+        got = dec.generate_streams(prompts, 4, stop_ids=[stop], **SAMPLING)
+        for s, (toks, d) in enumerate(alone):
+            assert got[s] == toks[:len(got[s])] and (got[s][-1] == stop or len(got[s]) == 4), \
+                (V, s, got[s], toks)
+            if s != 1:
+                assert got[s] == toks
+                assert np.array_equal(dec.last_logits_streams[s], d.last_logits), (V, s)
+                _same_cache(dec, d, s, 0)
+
+
+def test_batched_step_refusals(models):
+    m = models["int8"]
+    dec = Decoder(m, make_backend("golden", m, vectors=2, streams=2))
+    with pytest.raises(ValueError, match=r"3 rows in one weight pass; the matrix engines take "
+                                         r"1\.\.2 vectors"):
+        dec.step_rows([(0, 1, False)] * 3)
+    with pytest.raises(ValueError, match=r"3 prompts, the backend holds 2 streams"):
+        dec.generate_streams([[1], [2], [3]], 1)
+    with pytest.raises(ValueError, match=r"stream 2 outside 0\.\.1"):
+        dec.step_rows([(2, 1, True)])
+
+
+def test_plan_counts_every_streams_kv_cache():
+    """The KV region is one cache per stream; the refusal is one line that says how many
+    streams fit; the B-vector slots are counted."""
+    cfg = ModelConfig(**SMOLLM2_135M)
+    one = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=1)
+    v2 = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=2)
+    four = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=2, streams=4)
+    assert four.regions["kv"].nbytes == 4 * one.regions["kv"].nbytes
+    assert four.kv_stream_bytes == one.regions["kv"].nbytes
+    assert v2.regions["frames"].nbytes > one.regions["frames"].nbytes
+    assert v2.check() is None
+    msg = four.check()
+    assert msg is not None and "\n" not in msg
+    assert "4 streams' KV caches at context 2048" in msg and "1 stream fits at context 2048" in msg
+    with pytest.raises(ContextFitError):
+        four.require()
+    two = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=2, streams=2)
+    assert two.check() is None
+    assert any("2 streams" in line for line in two.lines())
