@@ -175,7 +175,8 @@ def verdict(figs: List[dict]) -> List[str]:
     from generators.designs.overlay import PYNQ_Z1_VECTORS
     by = {f["key"]: f["value"] for f in figs}
     out = []
-    vs = sorted({int(k.split(".")[2][1:]) for k in by if k.startswith("prefill.")})
+    vs = sorted({int(k.split(".")[2][1:]) for k in by if k.startswith("prefill.")
+                 and k.split(".")[2].startswith("v")})
     for V in vs:
         parts = []
         for fmt in FORMATS:
