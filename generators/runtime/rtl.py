@@ -198,13 +198,13 @@ class RtlBackend(DmaRuntime):
                          self.memory.allocate, plan, timeout_s,
                          pl_reset=lambda: self.link.ask(("reset",)))
         self._counts = (0, 0)
-        self.transfer_hooks.append(self._count)
+        self.transfer_hooks.append(self._count_cycles)
 
     def sim_counts(self):
         """(clock cycles simulated, input beats accepted on both ports) so far."""
         return self.link.ask(("c",))[:2]
 
-    def _count(self, index: int, done: bool) -> None:
+    def _count_cycles(self, index: int, done: bool) -> None:
         """A transfer hook: the simulated cycles and beats of each transfer, by kind."""
         if not done:
             self._counts = self.sim_counts()
