@@ -157,3 +157,23 @@ def test_plan_counts_every_streams_kv_cache():
     two = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=2, streams=2)
     assert two.check() is None
     assert any("2 streams" in line for line in two.lines())
+
+
+def test_decode_takes_several_prompts(models, tmp_path, capsys):
+    """``decode --prompt-ids A --prompt-ids B``: one stream each; each stream's ids are its
+    run alone (the same command with one prompt); ``info --streams`` plans the caches."""
+    from generators.__main__ import main
+    img = models["int8"].save(tmp_path / "t.tpimg")
+    base = ["decode", "--checkpoint", str(img), "--tokens", "3", "--temperature", "1",
+            "--seed", "3"]
+    assert main(base + ["--prompt-ids", "1,2,3", "--prompt-ids", "7,8", "--vectors", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 streams, up to 2 per weight pass" in out
+    for s, p in enumerate(("1,2,3", "7,8")):
+        assert main(base + ["--prompt-ids", p, "--vectors", "1"]) == 0
+        alone = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[decode] ids")]
+        assert f"[decode] stream {s} ids: {alone[0].split(': ')[1]}" in out
+    assert main(["info", str(img), "--streams", "3", "--vectors", "2"]) == 0
+    assert "3 streams, frames of up to 2 vectors" in capsys.readouterr().out
+    assert main(base + ["--prompt-ids", "1", "--vectors", "0"]) == 2
+    assert "error: --vectors 0: at least 1" in capsys.readouterr().err

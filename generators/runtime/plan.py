@@ -535,12 +535,13 @@ def _file_mapped(a) -> bool:
 # --------------------------------------------------------------------------- the info command
 
 def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
-         host_mb: float = HOST_MB, out=None) -> int:
+         host_mb: float = HOST_MB, out=None, streams: int = 1,
+         vectors: Optional[int] = None) -> int:
     """``ternary-pynq info FILE --context N --cma-mb M``: print the plan, then "fits", and
     return 0; or write the refusal as one ``error:`` line on stderr and return 2 (a CLI
     mistake's exit code: the user asked for more than the board has)."""
     out = out or sys.stdout
-    plan = memory_plan(model, context)
+    plan = memory_plan(model, context, vectors, streams)
     for line in plan.lines():
         print(line, file=out)
     msg = plan.check(cma_mb, host_mb)
