@@ -177,3 +177,24 @@ def test_decode_takes_several_prompts(models, tmp_path, capsys):
     assert "3 streams, frames of up to 2 vectors" in capsys.readouterr().out
     assert main(base + ["--prompt-ids", "1", "--vectors", "0"]) == 2
     assert "error: --vectors 0: at least 1" in capsys.readouterr().err
+
+
+def test_schedule_counts_the_frames_the_runtime_sends():
+    """make prefill's model (generators/runtime/schedule.py) counts exactly the bytes of the
+    runtime's frames: one-vector passes are the images' bytes (header, x slot, rows), a
+    B-vector pass adds per frame the vectors word and B - 1 more x; clocks add each frame's
+    port latency; four streams at V = 2 are two passes of two."""
+    from generators.runtime.schedule import Schedule
+    one, two = Schedule("ternary", 1), Schedule("ternary", 2)
+    images = sum(sum(m.image_bytes) for m in one.shape.matrices.values())
+    assert one.matrix_pass(1, 1)[1] * 8 == images
+    body = sum(sum(m.image_bytes) for n, m in one.shape.matrices.items() if n != "lm_head")
+    assert one.matrix_pass(1, 0)[1] * 8 == body
+    extra = sum(2 * (1 + m.x_bytes // 8) for n, m in two.shape.matrices.items()
+                if n != "lm_head")
+    assert two.matrix_pass(2, 0)[1] == body // 8 + extra
+    frames = sum(len(t.frames) for t in one.plan.transfers if t.kind != "att")
+    lat = one.latency
+    assert one.matrix_pass(1, 1)[0] >= one.matrix_pass(1, 1)[1] // 2 + min(lat) * frames // 2
+    assert two.streams_tok_s(4) == pytest.approx(two.streams_tok_s(2))
+    assert one.streams_tok_s(4) == pytest.approx(one.streams_tok_s(1))
