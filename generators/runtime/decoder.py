@@ -241,23 +241,7 @@ class Decoder:
     # ------------------------------------------------------------------ engines
     def _matrices(self, layer, kind: str, x: np.ndarray) -> List[np.ndarray]:
         """Real outputs of the matrices of one transfer, which share the input x."""
-        xq, sx = quantise_activations(x)
-        self.be.write_x(kind, xq)
-        t0 = time.perf_counter()
-        frames = self.be.run(layer, kind)
-        self.timing["matrix_s"] += time.perf_counter() - t0
-        out = []
-        for fp, per_port in frames:
-            m = self.model.matrices[fp.name]
-            acc = [self._check_matrix(w, m, p, fp.tag, layer) for p, w in enumerate(per_port)]
-            if self.trace is not None:
-                self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
-                                                            for w in per_port]))
-            y = np.concatenate(acc)
-            # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
-            out.append(hostops.dequant_f32(y.view(np.float32), sx) if m.fmt == "q4"
-                       else hostops.dequant_i32(y.view(np.int32), m.scale, sx))
-        return out
+        return [y[0] for y in self._matrices_b(layer, kind, x[None])]
 
     @staticmethod
     def _where(layer, name):
@@ -278,13 +262,9 @@ class Decoder:
         weight pass: one B-vector frame per matrix half (B = 1: today's frame). Each row is
         quantised, and each result dequantised, exactly as a one-token step does it."""
         B = X.shape[0]
-        rt = self.be.runtime
-        if B == 1:
-            rt.set_vectors(layer, kind, 1)
-            return [y[None] for y in self._matrices(layer, kind, X[0])]
         qs = [quantise_activations(X[j]) for j in range(B)]
-        rt.set_vectors(layer, kind, B)
-        self.be.write_x(kind, np.stack([q for q, _ in qs]))
+        self.be.runtime.set_vectors(layer, kind, B)
+        self.be.write_x(kind, qs[0][0] if B == 1 else np.stack([q for q, _ in qs]))
         t0 = time.perf_counter()
         frames = self.be.run(layer, kind)
         self.timing["matrix_s"] += time.perf_counter() - t0
@@ -297,6 +277,7 @@ class Decoder:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
             y = np.concatenate(acc)                    # (N, B): a row's B results together
+            # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
             rows = []
             for j, (_, sx) in enumerate(qs):
                 yj = np.ascontiguousarray(y[:, j])
