@@ -198,3 +198,63 @@ def test_schedule_counts_the_frames_the_runtime_sends():
     assert one.matrix_pass(1, 1)[0] >= one.matrix_pass(1, 1)[1] // 2 + min(lat) * frames // 2
     assert two.streams_tok_s(4) == pytest.approx(two.streams_tok_s(2))
     assert one.streams_tok_s(4) == pytest.approx(one.streams_tok_s(1))
+
+
+# ------------------------------------------------------------------ speculative decoding
+
+def test_kv_undo_restores_a_requantised_cache_exactly():
+    """A pass appends three rows whose K step grows at each (every cached row requantised);
+    taking back the last two leaves exactly the cache that appending the first alone makes."""
+    from generators.runtime.quantise import KVCache
+    rng = np.random.default_rng(5)
+    base = [rng.standard_normal((1, 64)) for _ in range(3)]
+    rows = [base[0] * 0.5, base[1] * 2.0, base[2] * 8.0]       # steps grow at rows 1 and 2
+
+    def fresh():
+        kv = KVCache(1, 1, 8, 64)
+        for r in base:
+            kv.append(0, r, r)
+        return kv
+    ref = fresh()
+    ref.append(0, rows[0], rows[0])
+    got = fresh()
+    got.begin_undo()
+    for r in rows:
+        got.append(0, r, r)
+    assert len(got.requant_events) > len(ref.requant_events)   # the pass requantised rows
+    got.end_undo(keep=1)
+    assert np.array_equal(got.length, ref.length)
+    assert np.array_equal(got.k_step, ref.k_step) and np.array_equal(got.v_step, ref.v_step)
+    assert np.array_equal(got.K[:, :, :4], ref.K[:, :, :4])
+    assert np.array_equal(got.V[:, :, :4], ref.V[:, :, :4])
+
+
+def test_lookup_draft():
+    from generators.runtime.decoder import lookup_draft
+    assert lookup_draft([1, 2, 3, 9, 1, 2], 3) == [3, 9, 1]       # the 2-gram 1 2
+    assert lookup_draft([5, 6, 7, 5], 2) == [6, 7]
+    assert lookup_draft([4, 4, 4], 3) == [4]                      # the most that followed
+    assert lookup_draft([1, 2, 3], 3) == [] and lookup_draft([1, 1], 0) == []
+
+
+@pytest.mark.parametrize("fmt", ["int8", "ternary", "q4"])
+def test_speculate_keeps_the_greedy_tokens(models, fmt):
+    """generate(speculate=3) on overlays of V = 2 and 4: the plain greedy run's tokens, last
+    logits and KV cache; drafts were checked and some accepted (the tiny model repeats itself),
+    and on V = 4 some rejected and taken back."""
+    m = models[fmt]
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    plain = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
+    want = list(plain.generate(prompt, 12))
+    rejected = 0
+    for V in (2, 4):
+        dec = Decoder(m, make_backend("golden", m, vectors=V))
+        assert list(dec.generate(prompt, 12, speculate=3)) == want, V
+        assert np.array_equal(dec.last_logits, plain.last_logits)
+        _same_cache(dec, plain)
+        sp = dec.speculation
+        assert sp["accepted"] > 0 and sp["passes"] < 12, sp
+        rejected += sp["drafted"] - sp["accepted"]
+    assert rejected > 0 or fmt != "int8"
+    with pytest.raises(ValueError, match="temperature 0"):
+        list(dec.generate(prompt, 2, temperature=1.0, speculate=2))

@@ -533,19 +533,33 @@ class Decoder:
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 8,
                  temperature: float = 0.0, top_k: int = 0, seed: int = 0,
                  stop_ids: Iterable[int] = (),
-                 on_token: Optional[Callable[[int, int, np.ndarray], None]] = None
-                 ) -> Iterator[int]:
+                 on_token: Optional[Callable[[int, int, np.ndarray], None]] = None,
+                 speculate: int = 0) -> Iterator[int]:
         """Yield up to max_new_tokens tokens after the prompt (greedy when temperature is 0).
 
         The prompt runs in chunks of B tokens (``prefill``), without the LM head except for
         its last token; then one token per step. A prompt longer than
         the context is refused before any engine work; generation ends when the context is
-        full."""
+        full. ``speculate`` K > 0 (greedy only): each step also checks up to K tokens drafted
+        by prompt lookup in the same weight pass (``_speculative``); the tokens are the plain
+        run's, ``self.speculation`` counts drafted and accepted tokens."""
         prompt = check_prompt(prompt_ids, self.max_context, self.cfg.vocab_size)
         stop = set(int(s) for s in stop_ids)
         rng = np.random.default_rng(seed)
+        if speculate:
+            if speculate < 0:
+                raise ValueError(f"speculate {speculate}: 0 (off) or the most tokens to draft")
+            if temperature > 0:
+                raise ValueError("speculative decoding keeps greedy output only: temperature 0")
         self.reset()
         logits = self.prefill(prompt)
+        #: speculative decoding's counts (generate(speculate=K)): weight passes, drafted and
+        #: accepted tokens
+        self.speculation = {"passes": 0, "drafted": 0, "accepted": 0}
+        if speculate and self.vectors > 1:
+            yield from self._speculative(prompt, logits, max_new_tokens, stop, on_token,
+                                         min(int(speculate), self.vectors - 1))
+            return
         for i in range(max_new_tokens):
             tok = sample(logits, temperature, top_k, rng)
             self.last_logits = logits
@@ -555,3 +569,82 @@ class Decoder:
             if tok in stop or i == max_new_tokens - 1 or self.pos >= self.max_context:
                 return
             logits = self.step(tok)
+
+    def _speculative(self, prompt: List[int], logits: np.ndarray, max_new_tokens: int,
+                     stop: set, on_token, K: int) -> Iterator[int]:
+        """Greedy decoding that checks drafted tokens in the weight pass of the token they
+        follow: rows [token, d1 .. dk] (k <= K, 1 + k <= vectors) in one ``step_rows``; row i's
+        logits are the one-token step's after d1 .. di (bit for bit), so d(i+1) is kept while it
+        is their argmax, and the first argmax that differs is the next token. The KV rows of
+        the drafts not kept are taken back exactly (``KVCache.begin_undo`` / ``end_undo``)."""
+        ctx = list(prompt)
+        emitted = 0
+        while True:
+            tok = hostops.argmax(logits)
+            self.last_logits = logits
+            if on_token is not None:
+                on_token(emitted, tok, logits)
+            yield tok
+            emitted += 1
+            ctx.append(tok)
+            if tok in stop or emitted == max_new_tokens or self.pos >= self.max_context:
+                return
+            room = min(max_new_tokens - emitted, self.max_context - self.pos) - 1
+            drafts = lookup_draft(ctx, min(K, room)) if room > 0 else []
+            if not drafts:
+                logits = self.step(tok)
+                self.speculation["passes"] += 1
+                continue
+            pre = self.pos
+            self.kv.begin_undo()
+            keep = None
+            try:
+                res = self.step_rows([(0, tok, True)] + [(0, d, True) for d in drafts])
+                self.speculation["passes"] += 1
+                self.speculation["drafted"] += len(drafts)
+                i = 0
+                while i < len(drafts):
+                    nxt = hostops.argmax(res[i])
+                    if nxt != drafts[i]:
+                        break
+                    # the draft is the plain run's next token: emit it from its own logits
+                    self.speculation["accepted"] += 1
+                    self.last_logits = res[i]
+                    if on_token is not None:
+                        on_token(emitted, nxt, res[i])
+                    yield nxt
+                    emitted += 1
+                    ctx.append(nxt)
+                    i += 1
+                    if nxt in stop or emitted == max_new_tokens or \
+                            pre + i >= self.max_context:
+                        keep = i
+                        return
+                keep = i + 1
+                logits = res[i]
+            finally:
+                self.kv.end_undo(keep)
+                if keep is not None:
+                    self.pos = pre + keep
+
+
+def lookup_draft(ctx: Sequence[int], k: int, max_ngram: int = 3) -> List[int]:
+    """Prompt lookup: the up to ``k`` tokens that followed an earlier occurrence of the
+    context's last n tokens (n = max_ngram down to 1: the longest match wins; among its
+    occurrences the latest that is followed by k tokens, else the one followed by most)."""
+    if k <= 0:
+        return []
+    ctx = list(ctx)
+    for n in range(min(max_ngram, len(ctx) - 1), 0, -1):
+        tail = ctx[-n:]
+        best: List[int] = []
+        for start in range(len(ctx) - n - 1, -1, -1):
+            if ctx[start:start + n] == tail:
+                follow = ctx[start + n:start + n + k]
+                if len(follow) > len(best):
+                    best = follow
+                if len(best) == k:
+                    break
+        if best:
+            return best
+    return []
