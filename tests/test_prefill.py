@@ -258,3 +258,17 @@ def test_speculate_keeps_the_greedy_tokens(models, fmt):
     assert rejected > 0 or fmt != "int8"
     with pytest.raises(ValueError, match="temperature 0"):
         list(dec.generate(prompt, 2, temperature=1.0, speculate=2))
+
+
+def test_decode_speculate(models, tmp_path, capsys):
+    from generators.__main__ import main
+    img = models["int8"].save(tmp_path / "t.tpimg")
+    base = ["decode", "--checkpoint", str(img), "--tokens", "10", "--prompt-ids",
+            "1,2,3,4,1,2,3,4,1,2"]
+    assert main(base + ["--vectors", "1"]) == 0
+    plain = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[decode] ids")]
+    assert main(base + ["--vectors", "2", "--speculate", "1"]) == 0
+    out = capsys.readouterr().out
+    assert plain[0] in out and "drafted tokens accepted" in out
+    assert main(base + ["--speculate", "2", "--temperature", "1"]) == 2
+    assert "error: --speculate keeps greedy output only" in capsys.readouterr().err

@@ -68,6 +68,10 @@ def add_parser(sub):
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--speculate", type=int, default=0, metavar="K",
+                   help="greedy only: check up to K tokens drafted by prompt lookup in each "
+                        "weight pass (B-vector frames, K < the overlay's vectors); the same "
+                        "answer, fewer passes")
     c.add_argument("--prefill", choices=("golden", "same"), default=None,
                    help="backend of the prompt tokens (default: golden for rtl, else same)")
     c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
@@ -178,7 +182,7 @@ def _counts(be) -> dict:
 
 
 def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=None,
-           temperature=0.0, top_k=0, seed=0, progress=None):
+           temperature=0.0, top_k=0, seed=0, progress=None, speculate=0):
     """Generate and stream one answer. ``continue_on``: a backend that takes over from the
     decoder's after the prompt. Returns a dict: ids, text, tokens, seconds, cycles (of the
     generated tokens after the first: the first one comes from the prompt's last step)."""
@@ -199,7 +203,7 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
     ids = []
     t_start = time.perf_counter()
     for t in dec.generate(prompt_ids, max_new_tokens, temperature=temperature, top_k=top_k,
-                          seed=seed, stop_ids=stop, on_token=on_token):
+                          seed=seed, stop_ids=stop, on_token=on_token, speculate=speculate):
         ids.append(t)
         if t not in stop:
             stream.add(t)
@@ -211,7 +215,16 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
                 prefill_s=(stats["t_first"] or t_end) - t_start,
                 gen_s=t_end - (stats["t_first"] or t_end),
                 cycles=_cycles(dec.be) - (stats["c_first"] or 0),
-                counts={k: n1[k] - n0[k] for k in n1}, fmt=dec.model.fmt, context=dec.pos)
+                counts={k: n1[k] - n0[k] for k in n1}, fmt=dec.model.fmt, context=dec.pos,
+                speculation=dict(getattr(dec, "speculation", {})))
+
+
+def speculation_line(sp: dict) -> str:
+    """``--speculate``'s report: drafted and accepted tokens, weight passes."""
+    d, a = sp.get("drafted", 0), sp.get("accepted", 0)
+    return (f"speculation: {a} of {d} drafted tokens accepted"
+            + (f" ({100 * a / d:.0f} %)" if d else "") + f", {sp.get('passes', 0)} weight "
+            f"passes after the prompt")
 
 
 def tok_s_line(backend: str, r: dict) -> str:
@@ -285,12 +298,15 @@ def run(args) -> int:
             try:
                 r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
                            else None, temperature=args.temperature, top_k=args.top_k,
-                           seed=args.seed, progress=target if args.progress else None)
+                           seed=args.seed, progress=target if args.progress else None,
+                           speculate=args.speculate)
             finally:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
             print(f"[chat] {len(ids)} prompt tokens, {r['tokens']} new; " + tok_s_line(
                 args.backend, r), file=err)
+            if args.speculate:
+                print("[chat] " + speculation_line(r["speculation"]), file=err)
     finally:
         for b in {id(first): first, id(target): target}.values():
             close = getattr(b, "close", None)

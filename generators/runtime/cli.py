@@ -88,6 +88,11 @@ def check_common(args, model_arg: str) -> None:
         raise UsageError(f"--temperature {args.temperature}: 0 (greedy) or a positive number")
     if args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k}: 0 (all tokens) or a positive number")
+    spec = getattr(args, "speculate", 0)
+    if spec < 0:
+        raise UsageError(f"--speculate {spec}: 0 (off) or the most tokens to draft")
+    if spec and args.temperature > 0:
+        raise UsageError("--speculate keeps greedy output only: --temperature 0")
     if getattr(args, "prompt", None) is not None and not args.prompt.strip():
         raise UsageError("--prompt is empty")
     model = getattr(args, model_arg.lstrip("-").replace("-", "_"))
@@ -327,6 +332,9 @@ def add_parser(sub) -> None:
     g.add_argument("--prompt", action="append",
                    help="text (the model's tokenizer, no chat template); several: streams")
     d.add_argument("--tokens", type=int, default=8, help="tokens to generate")
+    d.add_argument("--speculate", type=int, default=0, metavar="K",
+                   help="greedy only: check up to K tokens drafted by prompt lookup in each "
+                        "weight pass (K < the overlay's vectors); the same tokens")
     d.add_argument("--vectors", type=int, default=None,
                    help="golden / board: the matrix engines' vectors (prefill chunk, streams "
                         "per weight pass; default: the model's engines; rtl: the rendered "
@@ -357,6 +365,7 @@ def run(args) -> int:
             raise UsageError("--prompt is empty")
     if args.vectors is not None and args.vectors < 1:
         raise UsageError(f"--vectors {args.vectors}: at least 1")
+
     if args.vectors is not None and args.backend == "rtl":
         raise UsageError("--vectors is the rendered top's on --backend rtl")
     ids = [parse_ids(p) for p in args.prompt_ids] if texts is None else None
@@ -398,7 +407,7 @@ def run(args) -> int:
         last = time.perf_counter()
         cyc = dict(getattr(be, "cycles", {}))
         for i, t in enumerate(dec.generate(prompt, args.tokens, args.temperature, args.top_k,
-                                           args.seed)):
+                                           args.seed, speculate=args.speculate)):
             now = time.perf_counter()
             out.append(t)
             text = f" {tok.decode([t])!r}" if tok is not None else ""
@@ -413,6 +422,9 @@ def run(args) -> int:
     finally:
         if hasattr(be, "close"):
             be.close()
+    if args.speculate:
+        from .chat import speculation_line
+        print("[decode] " + speculation_line(dec.speculation))
     print("[decode] ids: " + ",".join(map(str, out)))
     if tok is not None:
         print("[decode] text: " + tok.decode(prompt + out))

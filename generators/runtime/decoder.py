@@ -590,7 +590,7 @@ class Decoder:
             if tok in stop or emitted == max_new_tokens or self.pos >= self.max_context:
                 return
             room = min(max_new_tokens - emitted, self.max_context - self.pos) - 1
-            drafts = lookup_draft(ctx, min(K, room)) if room > 0 else []
+            drafts = lookup_draft(ctx, min(K, self.vectors - 1, room)) if room > 0 else []
             if not drafts:
                 logits = self.step(tok)
                 self.speculation["passes"] += 1
