@@ -554,8 +554,8 @@ class Decoder:
         self.reset()
         logits = self.prefill(prompt)
         #: speculative decoding's counts (generate(speculate=K)): weight passes, drafted and
-        #: accepted tokens
-        self.speculation = {"passes": 0, "drafted": 0, "accepted": 0}
+        #: accepted tokens, and per pass (its first position, its rows)
+        self.speculation = {"passes": 0, "drafted": 0, "accepted": 0, "rows": []}
         if speculate and self.vectors > 1:
             yield from self._speculative(prompt, logits, max_new_tokens, stop, on_token,
                                          min(int(speculate), self.vectors - 1))
@@ -592,10 +592,12 @@ class Decoder:
             room = min(max_new_tokens - emitted, self.max_context - self.pos) - 1
             drafts = lookup_draft(ctx, min(K, self.vectors - 1, room)) if room > 0 else []
             if not drafts:
+                self.speculation["rows"].append((self.pos, 1))
                 logits = self.step(tok)
                 self.speculation["passes"] += 1
                 continue
             pre = self.pos
+            self.speculation["rows"].append((pre, 1 + len(drafts)))
             self.kv.begin_undo()
             keep = None
             try:

@@ -191,13 +191,89 @@ def verdict(figs: List[dict]) -> List[str]:
     return out
 
 
+#: make speculate's prompts: the Paris question, and one that asks to repeat a paragraph (the
+#: first of docs/data/gettysburg.txt)
+QUESTION = "What is the capital of France?"
+REPEAT = "Repeat the following paragraph exactly, word for word:\n\n{paragraph}"
+
+
+def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: int = 48
+                      ) -> Tuple[List[dict], List[str]]:
+    """SmolLM2-135M (the default image) greedy on golden with ``generate(speculate=V - 1)``
+    on overlays of each V: the drafted and accepted tokens counted, and the tok/s of the
+    passes it ran (each pass: its rows at their positions, :meth:`Schedule.step_time`)
+    against the plain run's one-row passes (the same tokens: tests/test_prefill.py)."""
+    from pathlib import Path
+
+    from generators.results import figure
+
+    from . import Decoder, make_backend
+    from .chat import load_model
+    model, tok, _ = load_model(None, fmt)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "data" / "gettysburg.txt").read_text()
+    paragraph = text.strip().split("\n\n")[0].strip()
+    prompts = {"paris": tok.chat_ids(QUESTION),
+               "repeat": tok.chat_ids(REPEAT.format(paragraph=paragraph))}
+    figs, lines = [], []
+    for V in vectors:
+        sch = Schedule(fmt, V)
+        for name, ids in prompts.items():
+            dec = Decoder(model, make_backend("golden", model, vectors=V))
+            out = list(dec.generate(ids, tokens, stop_ids=tok.eos_ids, speculate=V - 1))
+            sp = dec.speculation
+            spec_s = sum(sch.step_time(list(range(p + 1, p + b + 1)), b)["total_ms"]
+                         for p, b in sp["rows"]) / 1e3
+            plain_s = sum(sch.step_time([p + 1], 1)["total_ms"]
+                          for p in range(len(ids), len(ids) + len(out) - 1)) / 1e3
+            n = len(out) - 1                          # tokens after the prompt's own
+            tag = f"speculate.{fmt}.v{V}.{name}"
+            rate = sp["accepted"] / sp["drafted"] if sp["drafted"] else 0.0
+            figs += [
+                figure(f"{tag}.accepted", sp["accepted"], "tokens", "measured",
+                       f"SmolLM2-135M {fmt} greedy, {name} prompt ({len(ids)} tokens), "
+                       f"--speculate {V - 1} on vectors {V}: drafted tokens accepted of "
+                       f"{sp['drafted']} ({len(out)} tokens generated, golden)",
+                       drafted=sp["drafted"], passes=sp["passes"], generated=len(out)),
+                figure(f"{tag}.acceptance", round(100 * rate, 1), "%", "measured",
+                       f"SmolLM2-135M {fmt}, {name} prompt, --speculate {V - 1}: accepted "
+                       f"share of the drafted tokens"),
+                figure(f"{tag}.tok_s", round(n / spec_s, 2) if spec_s else 0.0, "tok/s",
+                       "modelled", f"SmolLM2-135M {fmt}, {name} prompt, --speculate {V - 1} "
+                       f"on vectors {V}: tokens after the first per second of the passes run "
+                       f"(frame clocks + DDR wall + host model per row)"),
+                figure(f"{tag}.plain_tok_s", round(n / plain_s, 2) if plain_s else 0.0,
+                       "tok/s", "modelled", f"SmolLM2-135M {fmt}, {name} prompt: the same "
+                       f"tokens one per pass"),
+            ]
+            lines.append(f"[speculate] {fmt} vectors {V} {name} ({len(ids)} prompt tokens): "
+                         f"{sp['accepted']} of {sp['drafted']} drafted accepted, "
+                         f"{sp['passes']} passes for {n} tokens: {n / spec_s:.2f} tok/s "
+                         f"against {n / plain_s:.2f} plain (modelled); "
+                         f"{tok.decode(out)[:60]!r}")
+            print(lines[-1], flush=True)
+    return figs, lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m generators.runtime.schedule",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--vectors", default="1,2,4",
                     help="the tops' vectors to model (comma-separated; default 1,2,4)")
     ap.add_argument("--no-record", action="store_true", help="print only")
+    ap.add_argument("--speculate", action="store_true",
+                    help="make speculate: SmolLM2 greedy with --speculate on golden (minutes)")
+    ap.add_argument("--tokens", type=int, default=48, help="--speculate: tokens per prompt")
     a = ap.parse_args(argv)
+    if a.speculate:
+        figs, _ = speculate_figures(vectors=[int(v) for v in a.vectors.split(",")
+                                             if int(v) > 1], tokens=a.tokens)
+        if not a.no_record:
+            from generators.results import record
+            p = record("decode", figs, command="make speculate", variant="speculate",
+                       note="acceptance measured on golden (SmolLM2-135M, greedy); tok/s a "
+                            "model of the passes run (generators/runtime/schedule.py)")
+            print(f"[speculate] figures: {p}")
+        return 0
     vs = [int(v) for v in a.vectors.split(",")]
     figs, lines = figures(vs)
     for line in lines + verdict(figs):
