@@ -272,3 +272,24 @@ def test_decode_speculate(models, tmp_path, capsys):
     assert plain[0] in out and "drafted tokens accepted" in out
     assert main(base + ["--speculate", "2", "--temperature", "1"]) == 2
     assert "error: --speculate keeps greedy output only" in capsys.readouterr().err
+
+
+@pytest.mark.long        # SmolLM2-135M on golden: about 3 minutes on 2 loaded cores
+def test_smollm2_speculate_keeps_the_greedy_answer():
+    """SmolLM2-135M Q4_1 (the default image), a prompt that asks to repeat a paragraph, 16
+    greedy tokens: --speculate 1 on vectors 2 and --speculate 3 on vectors 4 give the plain
+    run's tokens and last logits; drafts are accepted. The plain run prefills token by token
+    (vectors 1), so this is also SmolLM2's prefill against the token-by-token path."""
+    from generators.runtime.chat import load_model
+    from generators.runtime.schedule import REPEAT
+    model, tok, _ = load_model(None, "q4")
+    para = "Four score and seven years ago our fathers brought forth on this continent, " \
+           "a new nation, conceived in Liberty."
+    ids = tok.chat_ids(REPEAT.format(paragraph=para))
+    plain = Decoder(model, make_backend("golden", model, vectors=1))
+    want = list(plain.generate(ids, 16))
+    for V in (2, 4):
+        dec = Decoder(model, make_backend("golden", model, vectors=V))
+        assert list(dec.generate(ids, 16, speculate=V - 1)) == want, (V, tok.decode(want))
+        assert np.array_equal(dec.last_logits, plain.last_logits)
+        assert dec.speculation["accepted"] > 0, dec.speculation
