@@ -31,7 +31,7 @@ help:
 	@echo "  make report       resources (yosys estimates), simulated speed, the decoder model: build/report/"
 	@echo "  make timing       modelled worst register-to-register paths of every engine and the PL top on the yosys"
 	@echo "                    netlists (7-series -1 delays + routing by fanout, docs/timing.md): docs/results/timing.json"
-	@echo "  make decode       SmolLM2-135M shapes (random weights) for 2 tokens on the simulated PL top, tok/s per format"
+	@echo "  make decode       SmolLM2-135M shapes (random weights), TOKENS (2) per format on the simulated PL top: tok/s"
 	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
@@ -87,7 +87,7 @@ sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
-	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)
+	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))
 
 prefill: setup
 	@$(ENV) $(PY) -m generators.runtime.schedule

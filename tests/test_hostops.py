@@ -370,6 +370,34 @@ def test_without_the_library_numpy_runs_with_one_warning(tiny):
     assert r.returncode != 0 and "not available" in r.stderr
 
 
+def test_without_the_library_the_decoder_runs_numpy(tiny, tmp_path):
+    """Issue 18 item 5: with no C library (TERNARY_PYNQ_TPHOST=none: as after an install
+    without a compiler) the decoder runs the Python loop on numpy, warns once, and gives the
+    tokens of the numpy path in this process (the reference)."""
+    folder = write_checkpoint(tmp_path / "tiny", TINY, seed=1)
+    code = (
+        "import warnings\n"
+        "from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend\n"
+        "from generators.runtime.checkpoint import EngineConfig\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    m = convert(load_checkpoint({str(folder)!r}, EngineConfig(max_k=512, "
+        "max_context=32)), 'int8', notice=None)\n"
+        "    dec = Decoder(m, make_backend('golden', m))\n"
+        "    loop = dec.loop_now()\n"
+        "    toks = list(dec.generate([1, 2, 3], 4))\n"
+        "n = len([x for x in w if issubclass(x.category, hostops.HostOpsWarning)])\n"
+        "print(loop, hostops.active(), n, ','.join(map(str, toks)))\n")
+    env = dict(os.environ, TERNARY_PYNQ_TPHOST="none", PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = convert(load_checkpoint(folder, ENG), "int8", ENG, notice=None)
+    with hostops.using("numpy"):
+        want = list(Decoder(m, make_backend("golden", m), loop="python").generate([1, 2, 3], 4))
+    assert r.stdout.split() == ["python", "numpy", "1", ",".join(map(str, want))], r.stdout
+
+
 def test_a_stale_library_is_refused(tmp_path):
     so = tmp_path / "libstale.so"
     r = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", '-DTPH_SOURCE_SHA="0000"',

@@ -66,3 +66,14 @@ def test_bare_figures():
             "Clock `7.0 ns` in code; 142.857 MHz is the contract.\n")
     bare = R.bare_figures(text, allow=["142.857 MHz"])
     assert bare == ["line 1: '23,328 LUT'"]
+
+
+def test_the_docs_quote_the_recorded_figures():
+    """Every quote in the README and docs/ names a figure some target recorded, with its label
+    and its value as recorded (a figure re-measured means its quotes are updated)."""
+    docs = [R.REPO / "README.md"] + sorted(p for p in (R.REPO / "docs").glob("*.md")
+                                           if p != R.RESULTS_MD)
+    figs = R.figures_by_key()
+    bad = [b for p in docs for b in R.check_quotes(p.read_text(), str(p.relative_to(R.REPO)),
+                                                   figs)]
+    assert not bad, "\n".join(bad)

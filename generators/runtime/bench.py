@@ -76,7 +76,6 @@ def run_format(fmt, folder, args, prompt):
           f"weights), tokens {g_tokens}", flush=True)
 
     # rtl
-    from generators.report.decoder_model import token_time
     t0 = time.perf_counter()
     be = make_backend("rtl", model, simulator=args.sim)
     print(f"[decode] rtl backend ({args.sim}, overlay max_k {PYNQ_Z1_ENGINES.max_k}, "
@@ -95,14 +94,10 @@ def run_format(fmt, folder, args, prompt):
             r_tokens.append(int(np.argmax(logits)))
             c = {k: be.cycles[k] - c0[k] for k in c0}
             b = {k: be.beats[k] - b0[k] for k in b0}
-            tt = token_time(fmt, dec.pos, c["matrix"], b["matrix"], c["attention"],
-                            b["attention"])
-            arm = token_time(fmt, dec.pos, c["matrix"], b["matrix"], c["attention"],
-                             b["attention"], build="armv7")
             rows.append(dict(fmt=fmt, token=i + 1, context=dec.pos, id=r_tokens[-1],
                              matrix_cycles=c["matrix"], attention_cycles=c["attention"],
-                             beats=b["matrix"] + b["attention"], **tt,
-                             host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"],
+                             matrix_beats=b["matrix"], attention_beats=b["attention"],
+                             beats=b["matrix"] + b["attention"],
                              model_tok_s=model_tok_s(fmt, dec.pos), sim_s=wall_s))
             print(f"[decode] {fmt} token {i + 1}: id {r_tokens[-1]}, context {dec.pos}, "
                   f"simulated cycles matrix {c['matrix']:,} attention {c['attention']:,} "
@@ -115,7 +110,19 @@ def run_format(fmt, folder, args, prompt):
     return rows, ok, 1 / np.mean(g_times)
 
 
-def record_figures(rows, golds, oks, sim: str, seconds: float):
+def add_token_time(rows):
+    """Each row's time by the decoder model's one formula, after every simulation: the host
+    term read from docs/results/host-bench.json once for all rows (a make host-bench that ends
+    while this runs changes no row but all)."""
+    from generators.report.decoder_model import token_time
+    for r in rows:
+        args = (r["fmt"], r["context"], r["matrix_cycles"], r["matrix_beats"],
+                r["attention_cycles"], r["attention_beats"])
+        arm = token_time(*args, build="armv7")
+        r.update(token_time(*args), host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"])
+
+
+def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
     """docs/results/decode.json: per format and token the simulated cycles and the modelled
     time per token (one formula), the report model's tok/s, golden's tok/s here."""
     from generators.results import figure, record
@@ -152,8 +159,9 @@ def record_figures(rows, golds, oks, sim: str, seconds: float):
                            f"the golden backend on this machine (numpy models of the engines, "
                            f"the C host loop), {fmt}; rtl tokens "
                            f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
+    opt = "" if tokens == 2 else f" --tokens {tokens}"
     return record("decode", figs, command=f"make decode (python -m generators.runtime.bench "
-                                          f"--sim {sim})",
+                                          f"--sim {sim}{opt})",
                   note=f"{seconds:.0f} s in all on this machine")
 
 
@@ -184,6 +192,7 @@ def main(argv=None) -> int:
     for fmt in fmts:
         r, oks[fmt], golds[fmt] = run_format(fmt, folder, args, prompt)
         rows += r
+    add_token_time(rows)
     print()
     print(f"SmolLM2-135M shapes (random weights), rtl backend on {args.sim}: engine cycles "
           f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
@@ -204,7 +213,8 @@ def main(argv=None) -> int:
         print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
               f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
     if not args.no_record:
-        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all)
+        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all,
+                              args.tokens)
         print(f"[decode] wrote {path.relative_to(REPO)}")
     print(f"make decode took {time.perf_counter() - t_all:.0f} s")
     return 0 if all(oks.values()) else 1
