@@ -544,7 +544,7 @@ always @(posedge aclk) begin
         // and ORed into the header's (so hdr_bad stays one LUT of three flags)
         nv_reg     <= in_d[NVW-1:0] - 1'b1;
         chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
-        chk_format <= chk_format || (!hdr_bad && (in_d[63:8] != 56'd0));
+        chk_format <= chk_format || (!hdr_bad && (hdr_word[63:8] != 56'd0));
     end
     if (accept && st_x) begin
         if (HAS_V && x_last_q) begin

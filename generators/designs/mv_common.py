@@ -14,7 +14,8 @@ CTRL_STAGES = 3
 
 #: register stages of the back end's read side after the result FIFO (rtl/mv_backend.v): none
 #: for one-vector engines (the FIFO's head drives m_axis), one for vectors > 1 (the entry of B
-#: words in an output register, its words selected from flip-flops: docs/vectors.md)
+#: words in the first of two entry registers, its words selected from flip-flops:
+#: docs/vectors.md)
 def out_stages(vectors: int) -> int:
     return 0 if vectors == 1 else 1
 
@@ -62,7 +63,7 @@ class MVEngine(Design):
     # -- shared -------------------------------------------------------------------------------
     def latency(self) -> int:
         # input register, x read, x output register (CTRL_STAGES) + lane + accumulate and
-        # FIFO write (1) + the output register of B-vector engines (out_stages)
+        # FIFO write (1) + the entry registers of B-vector engines (out_stages)
         return CTRL_STAGES + self.lane_latency() + 1 + out_stages(self.p.get("vectors", 1))
 
     def fifo_margin(self) -> int:
