@@ -90,3 +90,52 @@ def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
             list(Decoder(m, be).generate([1], 1))
     finally:
         be.close()
+
+
+@pytest.mark.long       # the Verilator overlay build is shared with the tests above; ~1 minute
+def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
+    """make prefill's model (generators/runtime/schedule.py: each frame beats + the top's port
+    latency) against the simulated clocks of the same passes on the RTL: a 2-vector pass
+    (a 2-token prefill with the LM head for its last row) and a one-vector pass (a decode step)
+    take at least the busier port's beats and at most the model's clocks, within 1 %."""
+    from generators.runtime.schedule import Schedule
+    m = convert(ck, "int8", ENG, notice=None)
+    be = make_backend("rtl", m)
+    try:
+        dec = Decoder(m, be)
+        with hostops.using("c"):
+            dec.prefill([1, 2])
+            two = be.cycles["matrix"]
+            dec.step(3)
+            one = be.cycles["matrix"] - two
+    finally:
+        be.close()
+    sch = Schedule("int8", PYNQ_Z1_VECTORS, model=m,
+                   overlay={"max_k": ENG.max_k, "max_context": ENG.max_context})
+    for B, sim in ((2, two), (1, one)):
+        model, beats = sch.matrix_pass(B, 1)
+        print(f"B {B}: simulated {sim} matrix clocks, modelled {model}, beats {beats}")
+        assert beats / 2 <= sim <= model <= sim * 1.01, (B, sim, model, beats)
+
+
+@pytest.mark.long       # ~1 minute with the overlay's Verilator build reused
+def test_rtl_streams_and_speculation_equal_their_plain_runs(ck):
+    """Two streams (each its own KV cache, every decode step one 2-vector pass) and a greedy
+    run with --speculate 1 on the RTL: each stream's tokens and the speculative run's tokens
+    and last logits are golden's plain runs (vectors 1)."""
+    m = convert(ck, "ternary", ENG, notice=None)
+    prompts = [[1, 2], [3]]
+    alone = [list(Decoder(m, make_backend("golden", m, vectors=1)).generate(
+        p, 3, temperature=1.0, seed=4)) for p in prompts]
+    rep = [1, 2, 3, 1, 2]
+    plain = Decoder(m, make_backend("golden", m, vectors=1))
+    greedy = list(plain.generate(rep, 4))
+    be = make_backend("rtl", m, streams=2)
+    try:
+        dec = Decoder(m, be)
+        assert dec.generate_streams(prompts, 3, temperature=1.0, seed=4) == alone
+        assert list(dec.generate(rep, 4, speculate=1)) == greedy
+        assert np.array_equal(dec.last_logits, plain.last_logits)
+        assert dec.speculation["drafted"] > 0
+    finally:
+        be.close()

@@ -24,7 +24,7 @@ Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
 from __future__ import annotations
 
 import argparse
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 #: prompt lengths of the figures: the Paris question in SmolLM2's chat template with its
 #: default system prompt (37 tokens, issue 20), and 16, 64, 128
@@ -42,18 +42,24 @@ class Schedule:
     """The clocks and DDR beats of a batched step of SmolLM2-135M's shapes in ``fmt`` on a
     top of ``vectors`` (the runtime's memory plan of that model)."""
 
-    def __init__(self, fmt: str, vectors: int):
+    def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None):
         from generators.core import build
         from generators.report.decoder_model import pl_attention
 
         from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-        from .plan import ATT, memory_plan, model_shape
+        from .plan import ATT, _shape_of, memory_plan, model_shape
         from .synthetic import SMOLLM2_135M
         self.fmt, self.vectors = fmt, vectors
-        self.cfg = ModelConfig(**SMOLLM2_135M)
-        self.shape = model_shape(self.cfg, PYNQ_Z1_ENGINES, fmt)
-        self.plan = memory_plan(self.shape, 2048, vectors=vectors)
-        self.latency = build("overlay", {"vectors": vectors}).port_latency()
+        if model is None:            # SmolLM2-135M's shapes
+            self.cfg = ModelConfig(**SMOLLM2_135M)
+            self.shape = model_shape(self.cfg, PYNQ_Z1_ENGINES, fmt)
+        else:                        # another model's (tests: the tiny checkpoint)
+            self.cfg = model.config
+            self.shape = model_shape(self.cfg, model.engines, fmt)
+            self.shape.matrices = {n: _shape_of(m) for n, m in model.matrices.items()}
+        self.plan = memory_plan(self.shape, min(2048, self.shape.engines.max_context),
+                                vectors=vectors)
+        self.latency = build("overlay", dict(overlay or {}, vectors=vectors)).port_latency()
         self.att = pl_attention()
         self.ATT = ATT
 
