@@ -293,3 +293,22 @@ def test_smollm2_speculate_keeps_the_greedy_answer():
         assert list(dec.generate(ids, 16, speculate=V - 1)) == want, (V, tok.decode(want))
         assert np.array_equal(dec.last_logits, plain.last_logits)
         assert dec.speculation["accepted"] > 0, dec.speculation
+
+
+@pytest.mark.parametrize("kind, channel, after", [
+    ("hang", "mm2s", 1),         # port 0's second transfer: layer 0's first attention row
+    ("error", "s2mm", 2),        # port 0's third: the second attention row (the block again)
+    ("short", "mm2s", 0),        # the first: q+k+v as 2-vector frames
+])
+def test_prefill_survives_a_fault(models, kind, channel, after):
+    """A fault in a 2-vector pass (a B-vector matrix transfer, an attention block run again):
+    the runtime resets both DMAs, restarts the channels where the chains stand and retries;
+    the prompt's logits equal the token-by-token path's."""
+    m = models["int8"]
+    ref, _ = _token_by_token(m, PROMPT[:3])
+    be = make_backend("golden", m, vectors=2)
+    be.timeout_s = 0.5
+    be.regs[0].inject(kind, channel, after=after)
+    lg = Decoder(m, be).prefill(PROMPT[:3])
+    assert len(be.faults) == 1, be.faults
+    assert np.array_equal(lg, ref[-1])
