@@ -312,3 +312,30 @@ def test_prefill_survives_a_fault(models, kind, channel, after):
     lg = Decoder(m, be).prefill(PROMPT[:3])
     assert len(be.faults) == 1, be.faults
     assert np.array_equal(lg, ref[-1])
+
+
+def test_chat_batch_answers_each_line_as_alone(tmp_path, monkeypatch, capsys):
+    """chat --batch: two stdin questions as two streams; each answer is the one-stream run's."""
+    import io
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gguf_files
+    from generators.__main__ import main
+    from generators.runtime.chat import load_model
+    p = tmp_path / "tiny.gguf"
+    gguf_files.write_llama(p)
+    qs = ["hello there", "what is this"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(qs) + "\n\n"))
+    assert main(["chat", "--model", str(p), "--format", "int8", "--batch", "--tokens", "4"]) == 0
+    out = capsys.readouterr()
+    assert "2 streams, up to 2 per weight pass" in out.err
+    model, tok, _ = load_model(p, "int8")
+    want = []
+    for q in qs:
+        ids = list(Decoder(model, make_backend("golden", model, vectors=1)).generate(
+            tok.chat_ids(q), 4, stop_ids=tok.eos_ids))
+        want += [f"> {q}", tok.decode([t for t in ids if t not in tok.eos_ids])]
+    assert out.out.splitlines() == want
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi\n"))
+    assert main(["chat", "--model", str(p), "--batch", "--prompt", "x"]) == 2

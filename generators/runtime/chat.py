@@ -68,6 +68,10 @@ def add_parser(sub):
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--batch", action="store_true",
+                   help="answer every stdin line together: one stream each (its own KV "
+                        "cache), every weight pass shared (B-vector frames); the answers "
+                        "printed in order at the end")
     c.add_argument("--speculate", type=int, default=0, metavar="K",
                    help="greedy only: check up to K tokens drafted by prompt lookup in each "
                         "weight pass (B-vector frames, K < the overlay's vectors); the same "
@@ -279,6 +283,11 @@ def run(args) -> int:
         kw["simulator"] = args.sim
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
+    if args.batch:
+        if args.prompt is not None or args.prefill == "golden" or args.speculate:
+            raise _cli.UsageError("--batch reads its questions from stdin, one stream each, "
+                                  "on one backend: no --prompt, --prefill golden or --speculate")
+        return _run_batch(args, model, tok, prompt_ids, kw, err)
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
     target = make_backend(args.backend, model, **kw)
     first = target
@@ -312,4 +321,33 @@ def run(args) -> int:
             close = getattr(b, "close", None)
             if close:
                 close()
+    return 0
+
+
+def _run_batch(args, model, tok, prompt_ids, kw, err) -> int:
+    """chat --batch: every non-empty stdin line a stream (Decoder.generate_streams); each
+    answer is what chat gives that line alone (the same seed per stream)."""
+    from .backends import make_backend
+    from .decoder import Decoder
+    lines = [ln.rstrip("\n") for ln in sys.stdin if ln.strip()]
+    if not lines:
+        raise _cli.UsageError("--batch: no questions on stdin")
+    ids = [prompt_ids(q) for q in lines]
+    be = make_backend(args.backend, model, streams=len(ids), **kw)
+    t0 = time.perf_counter()
+    try:
+        dec = Decoder(model, be)
+        outs = dec.generate_streams(ids, args.tokens, args.temperature, args.top_k, args.seed,
+                                    stop_ids=tok.eos_ids)
+    finally:
+        close = getattr(be, "close", None)
+        if close:
+            close()
+    stop = set(tok.eos_ids)
+    for q, out in zip(lines, outs):
+        print(f"> {q}")
+        print(tok.decode([t for t in out if t not in stop]))
+    n = sum(len(o) for o in outs)
+    print(f"[chat] {len(ids)} streams, up to {dec.vectors} per weight pass: {n} tokens in "
+          f"{time.perf_counter() - t0:.1f} s on this machine", file=err)
     return 0
