@@ -86,11 +86,12 @@ def test_generate_with_prefill_equals_token_by_token(models, fmt):
         _same_cache(dec, ref)
 
 
-def test_prefill_on_the_register_model_in_another_process(models):
+@pytest.mark.parametrize("fmt", ["int8", "ternary", "q4"])
+def test_prefill_on_the_register_model_in_another_process(models, fmt):
     """Every register access across a socket, the golden top in its own process: the chunked
     prompt's logits equal the token-by-token path's."""
     from generators.runtime.rtl import GoldenServerBackend
-    m = models["ternary"]
+    m = models[fmt]
     ref, _ = _token_by_token(m, PROMPT[:3])
     be = GoldenServerBackend(m, vectors=2)
     try:
