@@ -21,6 +21,10 @@ DMA memory (docs/runtime.md, "Memory map"), three regions, each one ``pynq.alloc
   slots (one per frame and port, reused by every layer) and the descriptor chains of the four
   DMA channels (64 bytes each).
 
+With matrix engines of ``vectors`` V > 1 (B-vector frames, docs/runtime.md 4.7) each x slot
+holds a vectors word and V vectors, each matrix half has a B-vector header word in ``frames``
+and each result slot V words per row; ``streams`` S > 1 makes the ``kv`` region S caches.
+
 Transfers per token and port: per layer q+k+v (one frame each), the KV heads' attention frames,
 o, gate+up, down (5), then the LM head only where a token is sampled. A matrix frame is three
 MM2S descriptors ([header][x][rows], SOF on the first, EOF on the last) and one S2MM descriptor
