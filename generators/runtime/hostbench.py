@@ -11,8 +11,10 @@ docs/results/host-bench.json through generators.results):
   DMA memory (KV append + attention header/q parts, x slots, descriptor fields), DMA transfers
   and register accesses (**measured**: the runtime's own counters, C loop; the Python loop's
   are equal, tests/test_hostloop.py);
-* KV requantisation on real text: the Gettysburg Address (docs/data/gettysburg.txt) through the
-  real SmolLM2, teacher-forced: how many step growths, when, and the bytes (**measured**);
+* the KV cache on real text: the Gettysburg Address (docs/data/gettysburg.txt) through the
+  real SmolLM2, teacher-forced: with its calibrated steps, the most bytes written in a token
+  and the values clipped; with the running absmax (the rule before), how many step growths,
+  when, and the bytes (**measured**);
 * the host loop's peak memory (tracemalloc) with the register model and the PL in a process of
   their own, as on the board (**measured**).
 """
@@ -161,14 +163,42 @@ def count_figures(figure, rows: dict, fmt: str):
     return out
 
 
+def fixed_steps_on_text(model, tok, log, max_tokens=0):
+    """The Gettysburg Address through the real model with its calibrated KV steps (the
+    runtime's rule, docs/runtime.md section 4.5), teacher-forced (no LM head): the bytes the
+    CPU writes per token into the KV cache and the attention parts, requantisation included,
+    and the K/V values clipped."""
+    from . import Decoder, make_backend
+    ids = tok.encode((REPO / "docs" / "data" / "gettysburg.txt").read_text())
+    if max_tokens:
+        ids = ids[:max_tokens]
+    dec = Decoder(model, make_backend("golden", model))
+    per_token = []
+    t0 = time.perf_counter()
+    for i, t in enumerate(ids):
+        dec.step(int(t), logits=False)
+        b = dec.token_bytes
+        per_token.append(b["kv"] + b["parts"] + b["requant"])
+        if i % 50 == 49:
+            log(f"  text, fixed steps: token {i + 1}/{len(ids)}, {time.perf_counter() - t0:.0f} s")
+    per_token = np.array(per_token)
+    kv = dec.kv
+    return dict(tokens=len(ids), max_bytes=int(per_token.max()), min_bytes=int(per_token.min()),
+                requant_bytes=int(kv.requantised), clipped=int(kv.clipped),
+                values=int(len(ids) * 2 * kv.K.shape[0] * kv.K.shape[1] * kv.head_dim))
+
+
 def requant_on_text(model, tok, log, max_tokens=0):
-    """The Gettysburg Address through the real model, teacher-forced (no LM head): the KV
+    """The Gettysburg Address through the real model, teacher-forced (no LM head), with the
+    running absmax (the rule before the calibrated steps; ``model``'s steps set aside): the KV
     step growths (requantisations) by position."""
+    import dataclasses
     from . import Decoder, make_backend
     text = (REPO / "docs" / "data" / "gettysburg.txt").read_text()
     ids = tok.encode(text)
     if max_tokens:
         ids = ids[:max_tokens]
+    model = dataclasses.replace(model, kv_steps=None)
     dec = Decoder(model, make_backend("golden", model), loop="python")     # the spy below
     per_token = []
     amax = []                       # per position: max|row| of K and V per (layer, head)
@@ -288,11 +318,22 @@ def text_figures(figure, log, text_tokens: int = 0):
              figure("host.plan.q4.image_fits", "fits" if p4.check() is None else "refused", "",
                     "modelled", "SmolLM2-135M Q4_1 model image at context 2048 against 128 MiB "
                     "of CMA and 64 MiB of host memory")]
+    fx = fixed_steps_on_text(q4, tok4, log, text_tokens)
+    log(f"calibrated KV steps over {fx['tokens']} tokens of the Gettysburg Address: {fx}")
+    figs += [figure("host.kvfixed.max_bytes_token", fx["max_bytes"], "B", "measured",
+                    f"most bytes the CPU wrote into the KV cache and the attention parts in "
+                    f"one token (requantisation included: none) over {fx['tokens']} tokens "
+                    f"of the Gettysburg Address, Q4_1 SmolLM2 with its calibrated KV steps "
+                    f"(goal <= 32 KiB)", min_bytes=fx["min_bytes"]),
+             figure("host.kvfixed.clipped", fx["clipped"], f"of {fx['values']:,} values",
+                    "measured", "K and V values beyond their calibrated step's 127 "
+                    "(stored as +-127) over the same text")]
     rq = requant_on_text(q4, tok4, log, text_tokens)
     log(f"KV requantisation over {rq['tokens']} tokens of the Gettysburg Address: {rq}")
     figs += [figure("host.requant.events", rq["events"], "step growths", "measured",
                     f"KV step growths (each requantises one head's cached K or V) over "
-                    f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2"),
+                    f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2, with "
+                    f"the running absmax (the rule before the calibrated steps)"),
              figure("host.requant.last_position", rq["last_event"], "", "measured",
                     "the last position at which a KV step grew (Gettysburg)"),
              figure("host.requant.after_32", rq["events_after_32"], "step growths",

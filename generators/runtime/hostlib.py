@@ -150,6 +150,7 @@ class COps:
     library."""
 
     name = "c"
+    F = np.float32
 
     def __init__(self, lib: ctypes.CDLL, path: Path):
         self.lib, self.path = lib, path

@@ -19,8 +19,11 @@ ARMv7 (VFP). What that rules out, and what replaces it:
 * float64 anywhere in the per-token path, except the score multiplier of the attention frame
   (nine per layer, the same double arithmetic as ``generators.golden.attention``).
 
-``TERNARY_PYNQ_HOSTOPS=numpy|c|auto`` picks the path for a process; ``auto`` uses C when the
-library is built (``generators.runtime.hostlib``) and warns once, then runs numpy, when not.
+``TERNARY_PYNQ_HOSTOPS=numpy|c|auto|float64`` picks the path for a process; ``auto`` uses C
+when the library is built (``generators.runtime.hostlib``) and warns once, then runs numpy,
+when not. ``float64`` runs the numpy reference with every array and scalar in float64 (the
+same operations in the same order; exp to float64 accuracy): the reference precision that
+``make quality`` compares the float32 path against (docs/quality.md).
 """
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ __all__ = ["rmsnorm", "rope", "rope_tables", "silu_mul", "exp", "add", "sumsq", 
            "quantise", "dequant_i32", "dequant_f32", "kv_step", "kv_requantise", "kv_row",
            "kv_append", "score_scale",
            "score_multiplier", "attention_out", "embed_q8_0", "embed_int8", "f16_to_f32",
-           "argmax", "use", "using", "active", "NUMPY", "HostOpsWarning", "ENV"]
+           "argmax", "use", "using", "active", "dtype", "NUMPY", "NUMPY64", "HostOpsWarning",
+           "ENV"]
 
 ENV = "TERNARY_PYNQ_HOSTOPS"
 F32 = np.float32
@@ -74,8 +78,8 @@ class HostOpsWarning(RuntimeWarning):
 
 # --------------------------------------------------------------------------- argument checks
 
-def _f32(a, what: str, ndim: Optional[int] = None) -> np.ndarray:
-    arr = np.ascontiguousarray(a, dtype=F32)
+def _f32(a, what: str, ndim: Optional[int] = None, dt=F32) -> np.ndarray:
+    arr = np.ascontiguousarray(a, dtype=dt)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{what}: expected a {ndim}-D array, got shape {arr.shape}")
     if arr.size == 0:
@@ -95,133 +99,168 @@ def _absmax_bits(x: np.ndarray) -> np.ndarray:
     return np.max(x.view(np.uint32) & np.uint32(0x7FFFFFFF), axis=-1)
 
 
-def _rint_clamp(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
+def _rint_clamp(v: np.ndarray, lo: int, hi: int, dt=F32) -> np.ndarray:
     """int8 of round-half-even(clip(v, lo, hi)). Every caller's |v| is below 127.5, so the clip
     never acts (the proof is in tphost.c, which leaves it out); it states the contract."""
-    return np.rint(np.clip(v, F32(lo), F32(hi))).astype(np.int8)
+    return np.rint(np.clip(v, dt(lo), dt(hi))).astype(np.int8)
 
 
-def _exp(x: np.ndarray) -> np.ndarray:
-    xc = np.minimum(np.maximum(x, EXP_LO), EXP_HI)
-    mg = xc * EXP_LOG2E + MAGIC
-    # 2^n, n = rint(x / ln 2): (bits(mg) + 127) << 23 (MAGIC_BITS << 23 is 0 mod 2^32)
-    k = (mg.view(np.uint32) + np.uint32(127)) << np.uint32(23)
-    nf = mg - MAGIC
-    r = (xc - nf * EXP_C1) - nf * EXP_C2
-    q = np.full_like(r, EXP_P[0])
-    for c in EXP_P[1:]:
-        q = q * r + c
-    p = (q * (r * r) + r) + F32(1.0)
-    return p * k.view(F32)
+class _ExpConsts:
+    """The constants of :func:`_exp` for one float type: a Cody-Waite reduction by
+    n = rint(x / ln 2) (the magic-number rounding), r = (x - n*C1) - n*C2, then
+    ``exp(r) = (q(r) * r^2 + r) + 1`` by Horner and 2^n built from bits.
+
+    float32: Cephes expf (its degree-5 q; a few ulp). float64 (the reference precision,
+    ``use("float64")``): the same steps with fdlibm's split of ln 2 and the Taylor q of degree 11
+    (|r| <= ln2/2: truncation below 1e-17, a few float64 ulp)."""
+
+    def __init__(self, dt):
+        self.F = dt
+        if dt == np.float32:
+            self.magic, self.bits = MAGIC, np.uint32(MAGIC_BITS)
+            self.uint, self.bias, self.shift = np.uint32, np.uint32(127), np.uint32(23)
+            self.log2e, self.c1, self.c2, self.p = EXP_LOG2E, EXP_C1, EXP_C2, EXP_P
+        else:
+            self.magic = dt(1.5 * 2.0 ** 52)
+            self.uint, self.bias, self.shift = np.uint64, np.uint64(1023), np.uint64(52)
+            self.log2e = dt(float.fromhex("0x1.71547652b82fep+0"))
+            self.c1 = dt(float.fromhex("0x1.62e42fee00000p-1"))
+            self.c2 = dt(float.fromhex("0x1.a39ef35793c76p-33"))
+            self.p = tuple(dt(1.0 / math.factorial(k)) for k in range(13, 1, -1))
+        self.lo, self.hi = dt(EXP_LO), dt(EXP_HI)
+
+
+def _exp(x: np.ndarray, c: "_ExpConsts" = None) -> np.ndarray:
+    c = c or _EXP32
+    xc = np.minimum(np.maximum(x, c.lo), c.hi)
+    mg = xc * c.log2e + c.magic
+    # 2^n, n = rint(x / ln 2): (bits(mg) + bias) << mantissa bits (the magic's own bits shift
+    # out: MAGIC_BITS << 23 is 0 mod 2^32, and likewise in float64)
+    k = (mg.view(c.uint) + c.bias) << c.shift
+    nf = mg - c.magic
+    r = (xc - nf * c.c1) - nf * c.c2
+    q = np.full_like(r, c.p[0])
+    for coef in c.p[1:]:
+        q = q * r + coef
+    p = (q * (r * r) + r) + c.F(1.0)
+    return p * k.view(c.F)
+
+
+_EXP32 = _ExpConsts(np.float32)
 
 
 class _NumpyOps:
-    """The reference: every function takes the checked, contiguous float32 / int arrays the
-    public functions prepare, and returns new arrays."""
+    """The reference: every function takes the checked, contiguous arrays the public functions
+    prepare (of ``self.F``), and returns new arrays. ``F`` is float32 (NUMPY: the C library's
+    twin, bit for bit) or float64 (NUMPY64: the same operations in the same order in float64,
+    the reference precision of ``use("float64")``). The element-wise ops, ``sumsq`` and
+    ``rmsnorm`` (over the last axis), ``quantise_rows`` and the dequantisations (``s`` of shape
+    (rows, 1)) also take a leading batch axis, one token per row, with the same bits per row
+    (generators/runtime/forced.py runs a whole text so)."""
 
-    name = "numpy"
+    def __init__(self, dt, name: str):
+        self.F, self.name = dt, name
+        self._e = _ExpConsts(dt)
 
-    @staticmethod
-    def sumsq(x):
-        n = x.shape[0]
+    def sumsq(self, x):
+        n = x.shape[-1]
         with np.errstate(over="ignore", under="ignore"):
             sq = x * x
         if n % LANES:
-            sq = np.concatenate([sq, np.zeros(LANES - n % LANES, F32)])
-        lanes = np.add.reduce(sq.reshape(-1, LANES), axis=0)    # row after row, per lane
-        t = lanes[:4] + lanes[4:]
-        u = t[:2] + t[2:]
-        return u[0] + u[1]
+            pad = np.zeros(sq.shape[:-1] + (LANES - n % LANES,), self.F)
+            sq = np.concatenate([sq, pad], axis=-1)
+        # row after row, per lane
+        lanes = np.add.reduce(sq.reshape(sq.shape[:-1] + (-1, LANES)), axis=-2)
+        t = lanes[..., :4] + lanes[..., 4:]
+        u = t[..., :2] + t[..., 2:]
+        return u[..., 0] + u[..., 1]
 
-    @staticmethod
-    def absmax(x):
-        b = _absmax_bits(x)
-        if b >= 0x7F800000:
+    def absmax(self, x):
+        b = self._absmax(x)
+        if not np.isfinite(b):
             raise ValueError(f"absmax: x {ERR_NONFINITE}")
-        return b.view(F32)
+        return b
+
+    def _absmax(self, x):
+        """max |x| over the last axis (exact, order-free; NaN propagates)."""
+        if self.F == np.float32:
+            return _absmax_bits(x).view(F32)
+        return np.max(np.abs(x), axis=-1)
 
     @staticmethod
     def argmax(x):
         return int(np.argmax(x))
 
-    @classmethod
-    def rmsnorm(cls, x, w, eps):
-        ms = cls.sumsq(x) / F32(x.shape[0])
-        inv = F32(1.0) / np.sqrt(ms + eps)
+    def rmsnorm(self, x, w, eps):
+        ms = self.sumsq(x) / self.F(x.shape[-1])
+        inv = self.F(1.0) / np.sqrt(ms + self.F(eps))
+        if np.ndim(inv):
+            inv = inv[..., None]
         return (x * inv) * w
 
     @staticmethod
     def rope(x, cos_h, sin_h):
-        h = x.shape[1] // 2
-        a, b = x[:, :h], x[:, h:]
+        h = x.shape[-1] // 2
+        a, b = x[..., :h], x[..., h:]
         y = np.empty_like(x)
-        y[:, :h] = a * cos_h - b * sin_h
-        y[:, h:] = b * cos_h + a * sin_h
+        y[..., :h] = a * cos_h - b * sin_h
+        y[..., h:] = b * cos_h + a * sin_h
         return y
 
-    @staticmethod
-    def exp(x):
-        return _exp(x)
+    def exp(self, x):
+        return _exp(x, self._e)
 
-    @staticmethod
-    def silu_mul(g, u):
-        return (g / (F32(1.0) + _exp(-g))) * u
+    def silu_mul(self, g, u):
+        return (g / (self.F(1.0) + _exp(-g, self._e))) * u
 
     @staticmethod
     def add(a, b):
         return a + b
 
-    @staticmethod
-    def quantise_rows(x):
-        bits = _absmax_bits(x)
-        if np.any(bits >= 0x7F800000):
+    def quantise_rows(self, x):
+        amax = self._absmax(x)
+        if not np.all(np.isfinite(amax)):
             raise ValueError(f"quantise: x {ERR_NONFINITE}")
-        amax = bits.view(F32)
+        F = self.F
         with np.errstate(over="ignore", divide="ignore"):
-            s = np.where(bits > 0, F32(127.0) / np.where(bits > 0, amax, F32(1.0)), F32(1.0))
+            s = np.where(amax > 0, F(127.0) / np.where(amax > 0, amax, F(1.0)), F(1.0))
         if not np.all(np.isfinite(s)):
             raise ValueError(f"quantise: {ERR_TINY}")
-        return _rint_clamp(x * s[:, None], -128, 127), s.astype(F32)
+        return _rint_clamp(x * s[:, None], -128, 127, F), s.astype(F)
 
-    @staticmethod
-    def dequant_i32(acc, scale, s):
-        inv = F32(1.0) / s
-        return (acc.astype(F32) * scale) * inv
+    def dequant_i32(self, acc, scale, s):
+        inv = self.F(1.0) / s
+        return (acc.astype(self.F) * scale) * inv
 
-    @staticmethod
-    def dequant_f32(v, s):
-        return v * (F32(1.0) / s)
+    def dequant_f32(self, v, s):
+        return v * (self.F(1.0) / s)
 
-    @staticmethod
-    def kv_step(x, step):
-        bits = _absmax_bits(x)
-        if bits >= 0x7F800000:
+    def kv_step(self, x, step):
+        F = self.F
+        m = self._absmax(x)
+        if not np.isfinite(m):
             raise ValueError(f"kv_step: the row {ERR_NONFINITE}")
-        m = bits.view(F32)
-        if not m > F32(127.0) * step:
-            return F32(step), F32(0.0), False
-        new = m / F32(127.0)
+        if not m > F(127.0) * step:
+            return F(step), F(0.0), False
+        new = m / F(127.0)
         with np.errstate(over="ignore", divide="ignore"):
-            if not np.isfinite(F32(1.0) / new):
+            if not np.isfinite(F(1.0) / new):
                 raise ValueError(f"kv_step: {ERR_TINY}")
-        return F32(new), (step / new if step > 0 else F32(0.0)), True
+        return F(new), (step / new if step > 0 else F(0.0)), True
 
-    @staticmethod
-    def kv_requantise(q, ratio):
-        q[...] = _rint_clamp(q.astype(F32) * ratio, -127, 127)
+    def kv_requantise(self, q, ratio):
+        q[...] = _rint_clamp(q.astype(self.F) * ratio, -127, 127, self.F)
 
-    @staticmethod
-    def kv_row(x, step):
+    def kv_row(self, x, step):
         if step > 0:
-            return _rint_clamp(x * (F32(1.0) / step), -127, 127)
+            return _rint_clamp(x * (self.F(1.0) / step), -127, 127, self.F)
         return np.zeros(x.shape, np.int8)
 
-    @classmethod
-    def kv_append(cls, rows, t, step, x):
-        step, ratio, grew = cls.kv_step(x, step)
+    def kv_append(self, rows, t, step, x):
+        step, ratio, grew = self.kv_step(x, step)
         if ratio > 0 and t:
-            cls.kv_requantise(rows[:t], ratio)
-        rows[t] = cls.kv_row(x, step)
+            self.kv_requantise(rows[:t], ratio)
+        rows[t] = self.kv_row(x, step)
         return step, grew
 
     @staticmethod
@@ -236,29 +275,28 @@ class _NumpyOps:
         except OverflowError as e:          # r * 2**SHIFT is infinite: no MULT either
             raise ValueError(f"score scale c = {c!r}: {e}") from None
 
-    @staticmethod
-    def attention_out(y, z, v_step, frac_bits):
+    def attention_out(self, y, z, v_step, frac_bits):
+        F = self.F
         with np.errstate(over="ignore", under="ignore"):
-            c = (z.astype(F32) / F32(127 * 2 ** frac_bits)) * v_step
-            return y.astype(F32) * c[:, None]
+            c = (z.astype(F) / F(127 * 2 ** frac_bits)) * v_step
+            return y.astype(F) * c[:, None]
 
-    @staticmethod
-    def f16_to_f32(h):
-        return h.view(np.float16).astype(F32)
+    def f16_to_f32(self, h):
+        return h.view(np.float16).astype(self.F)
 
-    @staticmethod
-    def embed_q8_0(blocks, n):
+    def embed_q8_0(self, blocks, n):
         b = blocks.reshape(-1, 34)
-        d = b[:, :2].copy().view("<f2").astype(F32)
-        q = b[:, 2:].view(np.int8).astype(F32)
+        d = b[:, :2].copy().view("<f2").astype(self.F)
+        q = b[:, 2:].view(np.int8).astype(self.F)
         return (q * d).reshape(-1)[:n]
 
-    @staticmethod
-    def embed_int8(q, scale):
-        return q.astype(F32) * scale
+    def embed_int8(self, q, scale):
+        return q.astype(self.F) * scale
 
 
-NUMPY = _NumpyOps()
+NUMPY = _NumpyOps(np.float32, "numpy")
+#: the same ops in float64 (``use("float64")``): the reference precision, numpy only
+NUMPY64 = _NumpyOps(np.float64, "float64")
 
 # --------------------------------------------------------------------------- the active path
 
@@ -273,6 +311,8 @@ def _c_ops():
 def _resolve(name: str):
     if name == "numpy":
         return NUMPY
+    if name == "float64":
+        return NUMPY64
     if name == "c":
         ops, why = _c_ops()
         if ops is None:
@@ -289,12 +329,14 @@ def _resolve(name: str):
                               HostOpsWarning, stacklevel=3)
             return NUMPY
         return ops
-    raise ValueError(f"host ops path must be 'numpy', 'c' or 'auto', got {name!r}")
+    raise ValueError(f"host ops path must be 'numpy', 'c', 'auto' or 'float64', got {name!r}")
 
 
 def use(name: str) -> str:
-    """Select the path for every later call: "numpy", "c" (an error when not built) or "auto".
-    Returns the name of the path now active."""
+    """Select the path for every later call: "numpy", "c" (an error when not built), "auto",
+    or "float64" (the numpy reference run in float64: the same operations in the same order,
+    every array and scalar float64; a measuring instrument for ``make quality``, not a path the
+    board runs). Returns the name of the path now active."""
     ops = _resolve(name)
     _state["name"], _state["ops"] = name, ops
     return ops.name
@@ -309,8 +351,13 @@ def _ops():
 
 
 def active() -> str:
-    """"c" or "numpy": the path the next call runs."""
+    """"c", "numpy" or "float64": the path the next call runs."""
     return _ops().name
+
+
+def dtype():
+    """The float type of the active path: numpy.float32, or numpy.float64 under "float64"."""
+    return _ops().F
 
 
 @contextlib.contextmanager
@@ -327,24 +374,28 @@ def using(name: str) -> Iterator[str]:
 
 def sumsq(x) -> np.float32:
     """Sum of x[i]^2 in the 8-lane order (RMSNorm's mean)."""
-    return F32(_ops().sumsq(_f32(x, "sumsq", 1)))
+    o = _ops()
+    return o.F(o.sumsq(_f32(x, "sumsq", 1, o.F)))
 
 
 def absmax(x) -> np.float32:
     """max |x[i]| (exact); ValueError on NaN or infinity."""
-    return F32(_ops().absmax(_f32(x, "absmax", 1)))
+    o = _ops()
+    return o.F(o.absmax(_f32(x, "absmax", 1, o.F)))
 
 
 def argmax(x) -> int:
     """Greedy sampling: the index of the first maximum (numpy.argmax, NaN included)."""
-    return _ops().argmax(_f32(x, "argmax", 1))
+    o = _ops()
+    return o.argmax(_f32(x, "argmax", 1, o.F))
 
 
 def rmsnorm(x, w, eps: float) -> np.ndarray:
     """``(x * (1 / sqrt(sumsq(x) / n + eps))) * w``, float32."""
-    x, w = _f32(x, "rmsnorm x", 1), _f32(w, "rmsnorm w", 1)
+    o = _ops()
+    x, w = _f32(x, "rmsnorm x", 1, o.F), _f32(w, "rmsnorm w", 1, o.F)
     _same(x, w, "rmsnorm")
-    return _ops().rmsnorm(x, w, F32(eps))
+    return o.rmsnorm(x, w, o.F(eps))
 
 
 def rope_tables(head_dim: int, theta: float, positions: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -365,58 +416,65 @@ def rope_tables(head_dim: int, theta: float, positions: int) -> Tuple[np.ndarray
 def rope(x, cos_h, sin_h) -> np.ndarray:
     """rotate_half RoPE of x (heads, d) with one position's cos_h, sin_h (d / 2): with
     h = d / 2, ``y[:h] = x[:h]*c - x[h:]*s``, ``y[h:] = x[h:]*c + x[:h]*s``."""
-    x = _f32(x, "rope x", 2)
-    c, s = _f32(cos_h, "rope cos", 1), _f32(sin_h, "rope sin", 1)
+    o = _ops()
+    x = _f32(x, "rope x", 2, o.F)
+    c, s = _f32(cos_h, "rope cos", 1, o.F), _f32(sin_h, "rope sin", 1, o.F)
     if x.shape[1] % 2 or c.shape[0] != x.shape[1] // 2 or s.shape != c.shape:
         raise ValueError(f"rope: x {x.shape} needs an even d and cos/sin of d/2, got "
                          f"{c.shape}, {s.shape}")
-    return _ops().rope(x, c, s)
+    return o.rope(x, c, s)
 
 
 def exp(x) -> np.ndarray:
     """exp(x), x clamped to [-86, 88] (Cephes expf's polynomial; a few ulp)."""
-    return _ops().exp(_f32(x, "exp", 1))
+    o = _ops()
+    return o.exp(_f32(x, "exp", 1, o.F))
 
 
 def silu_mul(g, u) -> np.ndarray:
     """``(g / (1 + exp(-g))) * u`` (SiLU(gate) * up)."""
-    g, u = _f32(g, "silu_mul g", 1), _f32(u, "silu_mul u", 1)
+    o = _ops()
+    g, u = _f32(g, "silu_mul g", 1, o.F), _f32(u, "silu_mul u", 1, o.F)
     _same(g, u, "silu_mul")
-    return _ops().silu_mul(g, u)
+    return o.silu_mul(g, u)
 
 
 def add(a, b) -> np.ndarray:
     """a + b (the residual)."""
-    a, b = _f32(a, "add a", 1), _f32(b, "add b", 1)
+    o = _ops()
+    a, b = _f32(a, "add a", 1, o.F), _f32(b, "add b", 1, o.F)
     _same(a, b, "add")
-    return _ops().add(a, b)
+    return o.add(a, b)
 
 
 def quantise(x):
     """Per-token absmax INT8 (BitNet; ``generators.packing.absmax_quantize_activations`` in
     float32): per row, ``s = 127 / max|x|`` (1 for an all-zero row),
     ``q = clip(rint(x * s), -128, 127)``. 1-D x: (q, s float32); 2-D: one s per row."""
-    arr = np.ascontiguousarray(x, dtype=F32)
+    o = _ops()
+    arr = np.ascontiguousarray(x, dtype=o.F)
     if arr.ndim not in (1, 2) or arr.size == 0:
         raise ValueError(f"quantise: expected a non-empty 1-D or 2-D array, got shape "
                          f"{arr.shape}")
-    q, s = _ops().quantise_rows(arr.reshape(-1, arr.shape[-1]))
-    return (q.reshape(arr.shape), F32(s[0])) if arr.ndim == 1 else (q, s)
+    q, s = o.quantise_rows(arr.reshape(-1, arr.shape[-1]))
+    return (q.reshape(arr.shape), o.F(s[0])) if arr.ndim == 1 else (q, s)
 
 
 def dequant_i32(acc, scale, s) -> np.ndarray:
     """Engine results of INT8 / ternary rows: ``((float)acc * scale) * (1 / s)``."""
+    o = _ops()
     acc = np.ascontiguousarray(acc, dtype=np.int32)
-    scale = _f32(scale, "dequant scale", 1)
+    scale = _f32(scale, "dequant scale", 1, o.F)
     if acc.ndim != 1 or acc.shape != scale.shape:
         raise ValueError(f"dequant_i32: acc {acc.shape} and scale {scale.shape} must be the "
                          f"same 1-D shape")
-    return _ops().dequant_i32(acc, scale, F32(s))
+    return o.dequant_i32(acc, scale, o.F(s))
 
 
 def dequant_f32(v, s) -> np.ndarray:
     """Engine results of Q4_1 rows (float32 sums): ``v * (1 / s)``."""
-    return _ops().dequant_f32(_f32(v, "dequant_f32", 1), F32(s))
+    o = _ops()
+    return o.dequant_f32(_f32(v, "dequant_f32", 1, o.F), o.F(s))
 
 
 #: the largest ratio kv_requantise takes (kv_step's are at most 1 + 3 * 2^-24)
@@ -427,7 +485,8 @@ def kv_step(x, step) -> Tuple[np.float32, np.float32, bool]:
     """The running absmax step of a KV head for one new K or V row x: ``m = max|x|``; if
     ``m > 127 * step`` the step becomes ``m / 127`` and the cached rows must be requantised by
     ``ratio = old / new`` (0 while the old step was 0). Returns (step, ratio, grew)."""
-    return _ops().kv_step(_f32(x, "kv_step x", 1), F32(step))
+    o = _ops()
+    return o.kv_step(_f32(x, "kv_step x", 1, o.F), o.F(step))
 
 
 def kv_requantise(q: np.ndarray, ratio) -> None:
@@ -435,35 +494,39 @@ def kv_requantise(q: np.ndarray, ratio) -> None:
     ``clip(rint(q * ratio), -127, 127)`` in place (ratio: kv_step's)."""
     if not (isinstance(q, np.ndarray) and q.dtype == np.int8 and q.flags.writeable):
         raise ValueError("kv_requantise: q must be a writeable int8 array")
-    ratio = F32(ratio)
-    if not (F32(0.0) < ratio <= KV_RATIO_MAX):
+    o = _ops()
+    ratio = o.F(ratio)
+    if not (0.0 < ratio <= KV_RATIO_MAX):
         raise ValueError(f"kv_requantise: ratio {ratio} outside (0, 1 + 2^-20] (kv_step's)")
     if q.size:
-        _ops().kv_requantise(q, ratio)
+        o.kv_requantise(q, ratio)
 
 
 def kv_row(x, step) -> np.ndarray:
     """One K or V row quantised with its head's step: ``clip(rint(x * (1 / step)), -127,
     127)`` (zeros while the step is 0)."""
-    return _ops().kv_row(_f32(x, "kv_row x", 1), F32(step))
+    o = _ops()
+    return o.kv_row(_f32(x, "kv_row x", 1, o.F), o.F(step))
 
 
 def kv_append(rows: np.ndarray, t: int, step, x) -> Tuple[np.float32, bool]:
     """Append one K or V row x (d) at row t of a head's INT8 rows (``rows``: int8 (>= t+1, d),
     C-contiguous, written in place) with the running absmax step (docs/runtime.md). Returns
     (the new step, whether it grew and rows [0, t) were requantised)."""
-    x = _f32(x, "kv_append x", 1)
+    o = _ops()
+    x = _f32(x, "kv_append x", 1, o.F)
     if not (isinstance(rows, np.ndarray) and rows.dtype == np.int8 and rows.ndim == 2
             and rows.flags.c_contiguous and rows.flags.writeable):
         raise ValueError("kv_append: rows must be a writeable C-contiguous int8 (L, d) array")
     if rows.shape[1] != x.shape[0] or not 0 <= t < rows.shape[0]:
         raise ValueError(f"kv_append: row {t} of d = {x.shape[0]} outside rows {rows.shape}")
-    return _ops().kv_append(rows, int(t), F32(step), x)
+    return o.kv_append(rows, int(t), o.F(step), x)
 
 
 def score_scale(k_step, s_q, d: int) -> float:
     """The real score scale of one query head, ``k_step / (s_q * sqrt(d))`` in double."""
-    return _ops().score_scale(F32(k_step), F32(s_q), int(d))
+    o = _ops()
+    return o.score_scale(o.F(k_step), o.F(s_q), int(d))
 
 
 def score_multiplier(c: float, cfg=None) -> Tuple[int, int]:
@@ -476,11 +539,12 @@ def score_multiplier(c: float, cfg=None) -> Tuple[int, int]:
 def attention_out(y, z: Sequence[int], v_step, frac_bits: int = 24) -> np.ndarray:
     """The attention engine's INT8 results y (heads, d) in real units:
     ``(float)y * (((float)Z / (127 * 2^frac_bits)) * v_step)`` per head."""
+    o = _ops()
     y = np.ascontiguousarray(y, dtype=np.int8)
     z = np.ascontiguousarray(z, dtype=np.uint32)
     if y.ndim != 2 or z.shape != (y.shape[0],) or not 0 <= frac_bits <= 24:
         raise ValueError(f"attention_out: y {y.shape}, Z {z.shape}, frac_bits {frac_bits}")
-    return _ops().attention_out(y, z, F32(v_step), int(frac_bits))
+    return o.attention_out(y, z, o.F(v_step), int(frac_bits))
 
 
 def f16_to_f32(h) -> np.ndarray:
@@ -502,4 +566,5 @@ def embed_int8(q, scale) -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=np.int8)
     if q.ndim != 1 or q.size == 0:
         raise ValueError(f"embed_int8: expected a non-empty 1-D row, got {q.shape}")
-    return _ops().embed_int8(q, F32(scale))
+    o = _ops()
+    return o.embed_int8(q, o.F(scale))

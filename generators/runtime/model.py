@@ -258,6 +258,10 @@ class Model:
     rope: Optional[Tuple[np.ndarray, np.ndarray]] = None    # cos, sin (max_context, head_dim/2)
     tokenizer_data: Optional[dict] = None   # Tokenizer.to_data(): tokenizer.json + template
     path: Optional[Path] = None             # the image file this model was loaded from
+    #: fixed KV steps (layers, kv_heads, 2: K, V) float32, calibrated at conversion
+    #: (quantise.calibrate_kv_steps); None: the running absmax (docs/runtime.md section 4.5)
+    kv_steps: Optional[np.ndarray] = None
+    kv_calibration: Optional[dict] = None   # how: text, tokens, margin
 
     def matrix(self, layer: Optional[int], short: str) -> QMatrix:
         return self.matrices["lm_head" if layer is None else f"layers.{layer}.{short}"]
@@ -308,6 +312,7 @@ class Model:
                 "embedding": {"encoding": self.embedding.encoding,
                               "rows": self.embedding.shape[0], "cols": self.embedding.cols},
                 "rope": self.rope is not None,
+                "kv_steps": self.kv_calibration if self.kv_steps is not None else None,
                 "tokenizer": None if not self.tokenizer_data else
                 {k: v for k, v in self.tokenizer_data.items() if k != "tokenizer_json"}}
 
@@ -333,6 +338,8 @@ class Model:
             if self.rope is not None:
                 w.add("rope.cos", np.asarray(self.rope[0], np.float64))
                 w.add("rope.sin", np.asarray(self.rope[1], np.float64))
+            if self.kv_steps is not None:
+                w.add("kv.steps", np.asarray(self.kv_steps, np.float32))
             if self.tokenizer_data:
                 w.add_bytes("tokenizer.json", self.tokenizer_data["tokenizer_json"].encode())
             return w.close(self.header())
@@ -366,13 +373,29 @@ class Model:
             if h.get("tokenizer") is not None:
                 tok = dict(h["tokenizer"],
                            tokenizer_json=im.section("tokenizer.json").tobytes().decode())
+            kvc = h.get("kv_steps")
+            kvs = im.section("kv.steps") if kvc is not None else None
             cfg = ModelConfig(**h["config"])
             eng = EngineConfig(**h["engines"])
         except (KeyError, TypeError) as exc:
             raise ImageError(f"{path}: the header lacks {exc}: not an image this version "
                              f"wrote; convert the model again") from None
         return cls(cfg, eng, h["fmt"], emb, norms, mats, h.get("source", ""),
-                   h.get("name", ""), bool(h.get("bitnet")), rope, tok, Path(path))
+                   h.get("name", ""), bool(h.get("bitnet")), rope, tok, Path(path), kvs, kvc)
+
+    def calibrate_kv(self, tokenizer=None, margin: Optional[float] = None,
+                     tokens: Optional[int] = None) -> "Model":
+        """Set :attr:`kv_steps` from the calibration text (``tokenizer``: the model's; without
+        one, ids drawn with a fixed seed): ``quantise.calibrate_kv_steps``. Returns self."""
+        from . import quantise as Q
+        margin = Q.KV_MARGIN if margin is None else margin
+        tokens = Q.KV_CAL_TOKENS if tokens is None else tokens
+        ids = Q.calibration_ids(tokenizer, self.config.vocab_size,
+                                min(tokens, self.engines.max_context))
+        self.kv_steps = Q.calibrate_kv_steps(self, ids, margin)
+        self.kv_calibration = {"text": Q.CALIBRATION_TEXT.name if tokenizer is not None
+                               else "random ids (seed 0)", "tokens": len(ids), "margin": margin}
+        return self
 
 
 def _notice(text: str) -> None:
@@ -382,7 +405,7 @@ def _notice(text: str) -> None:
 
 def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
             engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice, sink=None,
-            progress=None) -> Model:
+            progress=None, kv: bool = True) -> Model:
     """Quantise and pack every matrix once. ``fmt``: "int8", "ternary", "q4", or None (ternary
     for a BitNet-trained checkpoint, INT8 for any other).
 
@@ -395,7 +418,12 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     ``sink``: a callable given each QMatrix as soon as it is made, whose frames are then
     dropped (the returned Model's matrices have ``images = [None, None]``): how
     :func:`generators.runtime.image.convert_file` writes an image holding one matrix at a
-    time. ``progress(layer, layers)``: called after each layer."""
+    time. ``progress(layer, layers)``: called after each layer.
+
+    ``kv``: calibrate the fixed KV steps (:meth:`Model.calibrate_kv` with the checkpoint's
+    tokenizer: its GGUF metadata or its folder's tokenizer.json; docs/runtime.md section 4.5);
+    False leaves them None (the running absmax). With a ``sink`` the caller calibrates
+    (``image.convert_file`` reads the frames back)."""
     if fmt is None:
         fmt = "ternary" if ckpt.bitnet else "int8"
     if fmt not in WEIGHT_FORMATS:
@@ -447,10 +475,18 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
     add(matrix("lm_head", head_name))
     from .decoder import rope_tables
-    from .image import model_name
-    return Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
-                 model_name(ckpt), bool(ckpt.bitnet),
-                 rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))
+    from .image import checkpoint_tokenizer, model_name
+    model = Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
+                  model_name(ckpt), bool(ckpt.bitnet),
+                  rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))
+    if kv and sink is None:
+        from .tokenizer import TokenizerError
+        try:
+            tok = checkpoint_tokenizer(str(ckpt.source or ""), ckpt)
+        except (TokenizerError, OSError, KeyError, ValueError):
+            tok = None                  # a file without a usable tokenizer: seeded ids
+        model.calibrate_kv(tok)
+    return model
 
 
 def embedding_rows(ckpt: Checkpoint) -> EmbeddingRows:

@@ -9,7 +9,8 @@
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from pathlib import Path
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -17,7 +18,9 @@ from generators.packing import absmean_quantize
 
 from . import hostops
 
-__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache"]
+__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache",
+           "calibrate_kv_steps", "calibration_ids", "CALIBRATION_TEXT", "KV_CAL_TOKENS",
+           "KV_MARGIN"]
 
 
 def quantise_ternary(W: np.ndarray) -> Tuple[np.ndarray, float]:
@@ -58,7 +61,8 @@ class KVCache:
     """
 
     def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int,
-                 K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None):
+                 K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None,
+                 steps: Optional[np.ndarray] = None):
         # storage: (layers, kv_heads, max_context, ...) arrays whose trailing axes hold one
         # row of head_dim values in C order; the runtime passes views of its DMA memory
         # (the layout the attention engine reads, split by port: DmaRuntime.kv_views)
@@ -66,8 +70,20 @@ class KVCache:
             K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
             V = np.zeros_like(K)
         self.K, self.V = K, V
-        self.k_step = np.zeros((layers, kv_heads), np.float32)
-        self.v_step = np.zeros((layers, kv_heads), np.float32)
+        # float32 (float64 under hostops.use("float64"), the reference precision)
+        self.k_step = np.zeros((layers, kv_heads), hostops.dtype())
+        self.v_step = np.zeros((layers, kv_heads), hostops.dtype())
+        #: fixed steps (the model's calibrated ones): no growth, no requantisation
+        self.fixed = steps is not None
+        if self.fixed:
+            st = np.asarray(steps, np.float32)
+            if st.shape != (layers, kv_heads, 2) or not np.all(np.isfinite(st)) \
+                    or np.any(st < 0):
+                raise ValueError(f"KV steps: expected finite steps >= 0 of shape "
+                                 f"{(layers, kv_heads, 2)}, got {st.shape}")
+            self.k_step[:], self.v_step[:] = st[..., 0], st[..., 1]
+        #: values beyond 127 steps, stored as +-127 (fixed steps only)
+        self.clipped = 0
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
         self.head_dim = head_dim
@@ -80,9 +96,17 @@ class KVCache:
         self._undo = None
 
     def _append(self, store, steps, layer, head, t, row, which):
+        if self.fixed:
+            # one kernel: the row at the head's fixed step, clamped to +-127 (hostops.kv_row)
+            step = steps[layer, head]
+            store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
+            if step > 0:
+                self.clipped += int(np.count_nonzero(np.abs(row) > 127.5 * float(step)))
+            self.written += self.head_dim
+            return
         # hostops' three parts (the C library's when built): the step, the cached rows
         # requantised in place (any layout of the view), the new row
-        step, ratio, _ = hostops.kv_step(row, steps[layer, head])
+        step, ratio = self._grow(row, steps[layer, head])
         if ratio > 0 and t:
             u = self._undo
             if u is not None and (which, layer, head) not in u["saved"]:
@@ -95,6 +119,12 @@ class KVCache:
         steps[layer, head] = step
         store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
         self.written += self.head_dim
+
+    @staticmethod
+    def _grow(row, step):
+        """The running absmax's new step and requantisation ratio (``hostops.kv_step``)."""
+        step, ratio, _ = hostops.kv_step(row, step)
+        return step, ratio
 
     def rows(self, which: str, layer: int, head: int, n: int) -> np.ndarray:
         """Positions 0..n-1 of one (layer, KV head) of K or V as (n, head_dim) int8."""
@@ -142,3 +172,36 @@ class KVCache:
         for layer, rows in per_layer.items():
             for k, v in rows[:keep]:
                 self.append(layer, k, v)
+
+
+#: the KV steps' calibration text (Mary Shelley, Frankenstein (1818), Letter 2; public domain,
+#: Project Gutenberg eBook #84; docs/data/README.md), never an evaluation text of make quality
+CALIBRATION_TEXT = Path(__file__).with_name("kv_calibration.txt")
+#: tokens of it that calibrate, and the margin over their absmax (docs/runtime.md section 4.5)
+KV_CAL_TOKENS = 512
+KV_MARGIN = 1.25
+
+
+def calibration_ids(tokenizer=None, vocab_size: int = 0, n: int = KV_CAL_TOKENS) -> List[int]:
+    """The first ``n`` token ids of the calibration text, or (a model without a tokenizer)
+    ``n`` ids drawn from the vocabulary with a fixed seed."""
+    if tokenizer is not None:
+        return list(tokenizer.encode(CALIBRATION_TEXT.read_text(encoding="utf-8")))[:n]
+    return np.random.default_rng(0).integers(0, vocab_size, n).tolist()
+
+
+def calibrate_kv_steps(model, ids, margin: float = KV_MARGIN) -> np.ndarray:
+    """Fixed KV steps for ``model``: its running-absmax steps after the calibration ``ids``
+    (teacher forcing from position 0 on the golden numerics with the float32 host ops,
+    ``generators.runtime.forced``), times ``margin``, as float32 (layers, kv_heads, 2: K, V).
+    Rows of other texts beyond 127 steps are clipped (docs/runtime.md section 4.5)."""
+    from .forced import forced
+    if not margin >= 1.0:
+        raise ValueError(f"KV step margin {margin} must be >= 1")
+    ids = list(ids)[:model.engines.max_context]
+    c = model.config
+    kv = KVCache(c.num_hidden_layers, c.num_key_value_heads, max(len(ids), 1), c.head_dim)
+    with hostops.using("numpy" if hostops.active() == "float64" else hostops.active()):
+        forced(model, ids, kv=kv)
+    steps = np.stack([kv.k_step, kv.v_step], axis=-1).astype(np.float64) * margin
+    return steps.astype(np.float32)
