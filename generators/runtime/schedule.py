@@ -270,28 +270,23 @@ def main(argv=None) -> int:
                     help="make speculate: SmolLM2 greedy with --speculate on golden (minutes)")
     ap.add_argument("--tokens", type=int, default=48, help="--speculate: tokens per prompt")
     a = ap.parse_args(argv)
-    if a.speculate:
-        figs, _ = speculate_figures(vectors=[int(v) for v in a.vectors.split(",")
-                                             if int(v) > 1], tokens=a.tokens)
-        if not a.no_record:
-            from generators.results import record
-            p = record("decode", figs, command="make speculate", variant="speculate",
-                       note="acceptance measured on golden (SmolLM2-135M, greedy); tok/s a "
-                            "model of the passes run (generators/runtime/schedule.py)")
-            print(f"[speculate] figures: {p}")
-        return 0
     vs = [int(v) for v in a.vectors.split(",")]
-    figs, lines = figures(vs)
-    for line in lines + verdict(figs):
-        print(line, flush=True)
+    if a.speculate:
+        figs, _ = speculate_figures(vectors=[v for v in vs if v > 1], tokens=a.tokens)
+        what, note = "speculate", ("acceptance measured on golden (SmolLM2-135M, greedy); tok/s "
+                                   "a model of the passes run (generators/runtime/schedule.py)")
+    else:
+        figs, lines = figures(vs)
+        for line in lines + verdict(figs):
+            print(line, flush=True)
+        what, note = "prefill", ("a model: engine clocks of every frame (beats + latency) + DDR "
+                                 "wall + the host's C-step model per row "
+                                 "(generators/runtime/schedule.py)")
     if not a.no_record:
         from generators.results import record
-        p = record("decode", figs, command="make prefill", variant="prefill",
-                   note="a model: engine clocks of every frame (beats + latency) + DDR wall + "
-                        "the host's C-step model per row (generators/runtime/schedule.py)")
-        print(f"[prefill] figures: {p}")
+        p = record("decode", figs, command=f"make {what}", variant=what, note=note)
+        print(f"[{what}] figures: {p}")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
