@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode formal results host-bench host-test
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode prefill speculate formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -37,6 +37,10 @@ help:
 	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
 	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h; DITHER=0: the KV policies alone)"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
+	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
+	@echo "                   schedule at vectors 1, 2, 4: frame clocks + DDR wall + host model (docs/runtime.md 4.7)"
+	@echo "  make speculate    SmolLM2-135M Q4 greedy --speculate on golden (vectors 2 and 4): drafted/accepted tokens,"
+	@echo "                   tok/s of the passes run against one token per pass (minutes)"
 	@echo "  make host-bench   the host's whole work per SmolLM2 token on the replay backend (recorded engine words, no"
 	@echo "                    compute): instructions (callgrind: C x86-64 SSE2, numpy; qemu-arm: C ARMv7) split into"
 	@echo "                    small ops / frames and DMA / sampling, time, the Cortex-A9 model (CPI 1.3, 650 MHz), at"
@@ -87,6 +91,12 @@ sim-full: setup
 
 decode: setup
 	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))
+
+prefill: setup
+	@$(ENV) $(PY) -m generators.runtime.schedule
+
+speculate: setup
+	@$(ENV) $(PY) -m generators.runtime.schedule --speculate --vectors 2,4
 
 host-bench: setup
 	@$(ENV) $(PY) tools/host_bench.py

@@ -4,10 +4,14 @@ the board, gives the golden backend's tokens and bit-identical engine output wor
 runs use the host ops' C library, golden their numpy twin (the same bits: docs/runtime.md 9).
 
 Tiny checkpoint (2 layers, hidden 192 = 3 heads x 64, 1 KV head, MLP 512, vocab 512), overlay
-rendered with max_k 512 and max_context 16. Verilator: both weight formats, 8 generated tokens
-(INT8 after a 1-token prompt, 8 decoder steps; ternary after a 2-token prompt, 9 steps; Q4_1,
-requantised from the float checkpoint, 3 tokens after a 1-token prompt: every matrix a
-format-0x04 frame on both ports, through the overlay's Q4_1 lanes); Icarus:
+rendered with max_k 512 and max_context 16 and the PYNQ-Z1 default vectors (2): the prompts
+run in chunks of 2 tokens through B-vector frames (prefill, docs/runtime.md 4.7), the golden
+run with the same vectors so that every engine word compares, and the RTL's tokens and logits
+equal the token-by-token path's too (golden, vectors 1). Verilator: all three weight formats
+(INT8, 6 tokens after a 3-token prompt: a 2-vector and a 1-vector pass, 5 decoder steps;
+ternary, 8 tokens after a 2-token prompt; Q4_1, requantised from the float checkpoint,
+2 tokens after a 2-token prompt: every matrix a format-0x04 frame on both ports, through the
+overlay's Q4_1 lanes); Icarus:
 ternary, 1 token after a 1-token prompt (one decoder step: every matrix on both ports and
 both layers' attention; Icarus runs this top at a few hundred clocks per second).
 """
@@ -17,6 +21,7 @@ import numpy as np
 import pytest
 
 from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
+from generators.designs.overlay import PYNQ_Z1_VECTORS
 from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.synthetic import TINY, write_checkpoint
 
@@ -38,9 +43,9 @@ def _compare(t_gold, t_rtl):
 
 
 @pytest.mark.parametrize("sim, fmt, prompt, tokens, sampling", [
-    ("verilator", "int8", [1], 8, dict(temperature=1.0, top_k=50, seed=3)),
+    ("verilator", "int8", [1, 2, 3], 6, dict(temperature=1.0, top_k=50, seed=3)),
     ("verilator", "ternary", [1, 2], 8, dict(temperature=1.0, seed=4)),
-    ("verilator", "q4", [1], 3, dict(temperature=1.0, seed=6)),
+    ("verilator", "q4", [1, 2], 2, dict(temperature=1.0, seed=6)),
     # the PL top on Icarus is in make test (tests/test_sim_overlay.py); the decoder on it is long
     pytest.param("icarus", "ternary", [1], 1, dict(temperature=1.0, seed=5), marks=pytest.mark.long),
 ])
@@ -48,18 +53,25 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     m = convert(ck, fmt, ENG, notice=None)        # q4: the float checkpoint requantised
     t_gold, t_rtl = [], []
     with hostops.using("numpy"):                  # golden with the host ops' numpy path,
-        gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate(
-            prompt, tokens, **sampling))
+        gold = list(Decoder(m, make_backend("golden", m, vectors=PYNQ_Z1_VECTORS),
+                            trace=t_gold).generate(prompt, tokens, **sampling))
+        one = Decoder(m, make_backend("golden", m, vectors=1))      # token by token
+        by_token = list(one.generate(prompt, tokens, **sampling))
     be = make_backend("rtl", m, simulator=sim)
     try:
+        assert be.plan.vectors == PYNQ_Z1_VECTORS
         with hostops.using("c"):                  # the RTL with their C path (docs/runtime.md 9)
-            rtl = list(Decoder(m, be, trace=t_rtl).generate(prompt, tokens, **sampling))
+            dec = Decoder(m, be, trace=t_rtl)
+            rtl = list(dec.generate(prompt, tokens, **sampling))
     finally:
         be.close()
     print(f"{sim} {fmt}: tokens {rtl}, simulated cycles {be.cycles}")
     assert len(rtl) == tokens
-    assert rtl == gold
+    assert rtl == gold == by_token
+    assert np.array_equal(dec.last_logits, one.last_logits)
     _compare(t_gold, t_rtl)
+    n_q = sum(1 for t in t_rtl if t[0] == "matrix" and t[2] == "layers.0.q")
+    assert n_q == -(-len(prompt) // PYNQ_Z1_VECTORS) + tokens - 1     # weight passes
     n_att = sum(1 for t in t_rtl if t[0] == "attention")
     assert n_att == (len(prompt) + tokens - 1) * 2          # one frame per layer (1 KV head)
     assert be.cycles["matrix"] > 0 and be.cycles["attention"] > 0
@@ -96,5 +108,54 @@ def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
     try:
         with pytest.raises(EngineError, match=r"BAD_TRIT \(layer 0, matrix k, port 1"):
             list(Decoder(m, be).generate([1], 1))
+    finally:
+        be.close()
+
+
+@pytest.mark.long       # the Verilator overlay build is shared with the tests above; ~1 minute
+def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
+    """make prefill's model (generators/runtime/schedule.py: each frame beats + the top's port
+    latency) against the simulated clocks of the same passes on the RTL: a 2-vector pass
+    (a 2-token prefill with the LM head for its last row) and a one-vector pass (a decode step)
+    take at least the busier port's beats and at most the model's clocks, within 1 %."""
+    from generators.runtime.schedule import Schedule
+    m = convert(ck, "int8", ENG, notice=None)
+    be = make_backend("rtl", m)
+    try:
+        dec = Decoder(m, be)
+        with hostops.using("c"):
+            dec.prefill([1, 2])
+            two = be.cycles["matrix"]
+            dec.step(3)
+            one = be.cycles["matrix"] - two
+    finally:
+        be.close()
+    sch = Schedule("int8", PYNQ_Z1_VECTORS, model=m,
+                   overlay={"max_k": ENG.max_k, "max_context": ENG.max_context})
+    for B, sim in ((2, two), (1, one)):
+        model, beats = sch.matrix_pass(B, 1)
+        print(f"B {B}: simulated {sim} matrix clocks, modelled {model}, beats {beats}")
+        assert beats / 2 <= sim <= model <= sim * 1.01, (B, sim, model, beats)
+
+
+@pytest.mark.long       # ~1 minute with the overlay's Verilator build reused
+def test_rtl_streams_and_speculation_equal_their_plain_runs(ck):
+    """Two streams (each its own KV cache, every decode step one 2-vector pass) and a greedy
+    run with --speculate 1 on the RTL: each stream's tokens and the speculative run's tokens
+    and last logits are golden's plain runs (vectors 1)."""
+    m = convert(ck, "ternary", ENG, notice=None)
+    prompts = [[1, 2], [3]]
+    alone = [list(Decoder(m, make_backend("golden", m, vectors=1)).generate(
+        p, 3, temperature=1.0, seed=4)) for p in prompts]
+    rep = [1, 2, 3, 1, 2]
+    plain = Decoder(m, make_backend("golden", m, vectors=1))
+    greedy = list(plain.generate(rep, 4))
+    be = make_backend("rtl", m, streams=2)
+    try:
+        dec = Decoder(m, be)
+        assert dec.generate_streams(prompts, 3, temperature=1.0, seed=4) == alone
+        assert list(dec.generate(rep, 4, speculate=1)) == greedy
+        assert np.array_equal(dec.last_logits, plain.last_logits)
+        assert dec.speculation["drafted"] > 0
     finally:
         be.close()

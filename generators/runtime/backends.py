@@ -154,12 +154,16 @@ class DmaRuntime:
         self._load_weights(load_weights)
         kvb = self.buf["kv"]
         c = model.config
-        shape = (2, 2, c.num_hidden_layers, c.num_key_value_heads, plan.context,
+        shape = (plan.streams, 2, 2, c.num_hidden_layers, c.num_key_value_heads, plan.context,
                  plan.kv_row // 8, 8)
         kv = kvb.reshape(shape).view(np.int8)
         # logical (layer, head, position, word pair, port, byte): element 16 j + 8 p + b
-        self.kv_K = kv[:, 0].transpose(1, 2, 3, 4, 0, 5)
-        self.kv_V = kv[:, 1].transpose(1, 2, 3, 4, 0, 5)
+        self._kv = [(kv[s, :, 0].transpose(1, 2, 3, 4, 0, 5),
+                     kv[s, :, 1].transpose(1, 2, 3, 4, 0, 5)) for s in range(plan.streams)]
+        self.kv_K, self.kv_V = self._kv[0]
+        #: the matrix engines' vectors (V): the most activation vectors a frame may carry
+        self.vectors = plan.vectors
+        self._write_vector_headers()
         self._build_chains()
         self._first = [self._blocks[self._seq[ch][0]][ch].first for ch in range(4)]
         self._start_all([self._seq[ch][0] for ch in range(4)])
@@ -218,6 +222,21 @@ class DmaRuntime:
         if not region.provided and copy:
             self.buf["weights"].flush()
 
+    def _write_vector_headers(self) -> None:
+        """Each matrix half's B-vector header word (its header with VECTORS_FLAG in the format
+        byte, the same static tag) into its slot in the frames region, once (V > 1)."""
+        if self.vectors == 1:
+            return
+        from generators.contract import VECTORS_FLAG
+        tags = {f.name: f.tag for t in self.plan.transfers for f in t.frames}
+        for m in self.model.matrices.values():
+            for p in (0, 1):
+                h = np.array(m.images[p][:8], np.uint8)
+                h[6] |= VECTORS_FLAG
+                h[7] = tags[m.name]
+                off, _ = self.plan.regions["frames"].items[("vh", m.name, p)]
+                self.frames[off:off + 8] = h
+
     def _segment(self, seg, L: int) -> Tuple[int, int]:
         region, key, n = seg
         if region == "weights":
@@ -239,10 +258,14 @@ class DmaRuntime:
         fb = self.base["frames"]
         self._blocks: List[Dict[int, _Block]] = []
         self._kv_ctrl: List[List[Tuple[int, int, bool]]] = []   # per transfer: (word, port, eof)
+        #: per transfer: (header descriptor word, x descriptor word, port, matrix) of each
+        #: matrix frame, and (BUFFER word, port, which, layer, head) of each KV segment
+        self._mat_desc: List[List[Tuple[int, int, int, str]]] = []
+        self._kv_buf: List[List[Tuple[int, int, int, int, int]]] = []
         self._out: List[List[List[Optional[Tuple[int, int]]]]] = []
         self._seq: List[List[int]] = [[], [], [], []]
         for t in plan.transfers:
-            blocks, kvc, outs = {}, [], []
+            blocks, kvc, outs, md, kvb = {}, [], [], [], []
             for ch, (key, count) in t.desc.items():
                 off, _ = plan.regions["frames"].items[key]
                 blocks[ch] = _Block(ch, fb + off, count, off // 4)
@@ -253,6 +276,9 @@ class DmaRuntime:
                     i = 0
                     b = blocks[ch]
                     for f in t.frames:
+                        if t.kind != ATT:
+                            w0 = int(b.control_idx[i] - R.D_CONTROL)
+                            md.append((w0, w0 + R.DESC_WORDS, p, f.name))
                         for j, seg in enumerate(f.mm2s[p]):
                             a, n = self._segment(seg, 1)
                             word = b.control_idx[i] - R.D_CONTROL
@@ -264,6 +290,7 @@ class DmaRuntime:
                             w[word + R.D_STATUS] = 0
                             if seg[0] == "kv":
                                 kvc.append((word + R.D_CONTROL, p, bool(eof)))
+                                kvb.append((int(word + R.D_BUFFER),) + tuple(seg[1]))
                             i += 1
                 if ch + 1 in blocks:
                     b = blocks[ch + 1]
@@ -284,6 +311,8 @@ class DmaRuntime:
             self._blocks.append(blocks)
             self._kv_ctrl.append(kvc)
             self._out.append(outs)
+            self._mat_desc.append(md)
+            self._kv_buf.append(kvb)
         # links: within a block to the next descriptor, a block's last to the channel's next
         for ch in range(4):
             seq = self._seq[ch]
@@ -310,6 +339,18 @@ class DmaRuntime:
                                  self._blocks[body[0]][ch].first))
         self._index = {(t.layer, t.kind): t.index for t in plan.transfers}
         self._tx = [self._transfer_table(t) for t in plan.transfers]
+        # batched steps (docs/runtime.md 4.7): each transfer's B, each attention transfer's
+        # stream, and per channel its last descriptor's NXTDESC word with the ring's target
+        self._vec = [1] * len(plan.transfers)
+        self._kv_stream = [0] * len(plan.transfers)
+        self._again = [False] * len(plan.transfers)
+        self._link = []
+        for t in plan.transfers:
+            lk = {}
+            for ch, b in self._blocks[t.index].items():
+                word = int(b.status_idx[-1] - R.D_STATUS + R.D_NXTDESC)
+                lk[ch] = (word, int(w[word]), b.first)
+            self._link.append(lk)
 
     def _transfer_table(self, t) -> "_Transfer":
         """One transfer's arrays: every status word index (for clearing and checking in one
@@ -369,10 +410,11 @@ class DmaRuntime:
         self._start_all(self._next)
 
     # ------------------------------------------------------------------ per token
-    def kv_views(self):
-        """The KV cache in DMA memory as (K, V), each indexed [layer, head, position] to a
-        (head_dim / 16, 2, 8) block: element 16 j + 8 p + b is byte b of port p's j-th word."""
-        return self.kv_K, self.kv_V
+    def kv_views(self, stream: int = 0):
+        """Stream ``stream``'s KV cache in DMA memory as (K, V), each indexed [layer, head,
+        position] to a (head_dim / 16, 2, 8) block: element 16 j + 8 p + b is byte b of port
+        p's j-th word."""
+        return self._kv[stream]
 
     def begin_token(self, position: int, logits: bool = True) -> None:
         """Before a token's first transfer: its K/V descriptor lengths (L = position + 1) and
@@ -404,11 +446,97 @@ class DmaRuntime:
         self.cpu_bytes[kind] += n
 
     def write_x(self, kind: str, xq: np.ndarray) -> None:
-        """The quantised x of a transfer kind into its slot (both DMAs read it)."""
+        """The quantised x of a transfer kind into its slot (both DMAs read it); a (B, K)
+        ``xq`` writes B vectors (vector v at v whole beats of K further) and the vectors word
+        before them (B > 1: the slot of an engine of ``vectors`` >= B)."""
         off, _ = self.plan.regions["frames"].items[("x", kind)]
-        xb = np.asarray(xq, np.int8).view(np.uint8)
-        self.frames[off:off + len(xb)] = xb
-        self._count("x", len(xb))
+        xq = np.asarray(xq, np.int8)
+        if xq.ndim == 1:
+            xb = xq.view(np.uint8)
+            self.frames[off:off + len(xb)] = xb
+            self._count("x", len(xb))
+            return
+        B, K = xq.shape
+        if not 1 <= B <= self.vectors:
+            raise ValueError(f"{B} vectors in one frame; the matrix engines take 1.."
+                             f"{self.vectors}")
+        xs = -(-K // 8) * 8
+        if B > 1:
+            self.words[(off - 8) // 4:(off - 8) // 4 + 2] = (B, 0)
+            self._count("x", 8)
+        for v in range(B):
+            self.frames[off + v * xs:off + v * xs + K] = xq[v].view(np.uint8)
+            self.frames[off + v * xs + K:off + (v + 1) * xs] = 0
+        self._count("x", B * xs)
+
+    # ------------------------------------------------------------------ batched steps
+    def set_vectors(self, layer: Optional[int], kind: str, B: int) -> None:
+        """Make the next ``kind`` transfer of ``layer`` send B-vector frames (B = 1: today's
+        frames): per matrix half its header descriptor points at the B-vector header (or back
+        at the image's) and its x descriptor takes the vectors word and B vectors."""
+        ti = self._index[(layer, kind)]
+        if not 1 <= B <= self.vectors:
+            raise ValueError(f"{B} vectors in one frame; the matrix engines take 1.."
+                             f"{self.vectors}")
+        if self._vec[ti] == B:
+            return
+        w, fr = self.words, self.plan.regions["frames"].items
+        xoff, _ = fr[("x", kind)]
+        for hw, xw, p, name in self._mat_desc[ti]:
+            m = self.model.matrices[name]
+            if B == 1:
+                w[hw + R.D_BUFFER] = self._image_addr[(name, p)]
+                x_addr, x_len = self.base["frames"] + xoff, m.x_bytes
+            else:
+                w[hw + R.D_BUFFER] = self.base["frames"] + fr[("vh", name, p)][0]
+                x_addr, x_len = self.base["frames"] + xoff - 8, 8 + B * m.x_bytes
+            w[xw + R.D_BUFFER] = x_addr
+            w[xw + R.D_CONTROL] = (int(w[xw + R.D_CONTROL]) & ~R.LEN_MASK) | x_len
+        self._count("desc", 12 * len(self._mat_desc[ti]))
+        self._vec[ti] = B
+
+    def vectors_of(self, layer: Optional[int], kind: str) -> int:
+        """B of the next ``kind`` transfer of ``layer``."""
+        return self._vec[self._index[(layer, kind)]]
+
+    def set_attention(self, layer: int, stream: int, L: int, again: bool) -> None:
+        """Before one of several attention transfers of ``layer`` in a batched step: its K/V
+        segments read stream ``stream``'s cache, L positions; ``again``: another attention
+        transfer of this layer follows (each channel's block links back to itself), else the
+        chain goes on to o as in a one-token step."""
+        ti = self._index[(layer, ATT)]
+        w = self.words
+        n = L * self.plan.kv_row
+        for word, p, eof in self._kv_ctrl[ti]:
+            w[word] = n | (R.CTRL_EOF if eof else 0)
+        if self._kv_stream[ti] != stream:
+            for bw, p, which, lyr, h in self._kv_buf[ti]:
+                w[bw] = self.base["kv"] + self.plan.kv_offset(p, which, lyr, h, 0, stream)
+            self._kv_stream[ti] = stream
+            self._count("desc", 4 * len(self._kv_buf[ti]))
+        if self._again[ti] != again:
+            for ch, (word, nxt, first) in self._link[ti].items():
+                w[word] = first if again else nxt
+            self._again[ti] = again
+            self._count("desc", 4 * len(self._link[ti]))
+        self._count("desc", 4 * len(self._kv_ctrl[ti]))
+        self.L = L
+
+    def restore_chains(self) -> None:
+        """After a batched step: every transfer back to today's one-vector frames, every
+        attention transfer on stream 0's cache, the ring's links (what the one-token step of
+        either loop expects)."""
+        for t in self.plan.transfers:
+            if t.kind == ATT:
+                if self._kv_stream[t.index] or self._again[t.index]:
+                    w = self.words
+                    for bw, p, which, lyr, h in self._kv_buf[t.index]:
+                        w[bw] = self.base["kv"] + self.plan.kv_offset(p, which, lyr, h)
+                    for ch, (word, nxt, first) in self._link[t.index].items():
+                        w[word] = nxt
+                    self._kv_stream[t.index], self._again[t.index] = 0, False
+            elif self._vec[t.index] != 1:
+                self.set_vectors(t.layer, t.kind, 1)
 
     def attention_tag(self, layer: int, head: int) -> int:
         return self.plan.transfers[self._index[(layer, ATT)]].frames[head].tag
@@ -450,7 +578,10 @@ class DmaRuntime:
         self.engine_s += time.perf_counter() - t0
         for hook in self.transfer_hooks:
             hook(ti, True)
-        nxt = x.next_logits if self.logits_link else x.next_body
+        if self._again[ti]:
+            nxt = {ch: ti for ch in x.channels}
+        else:
+            nxt = x.next_logits if self.logits_link else x.next_body
         for ch in x.channels:
             self._next[ch] = nxt[ch]
         self.transfers_run += 1
@@ -557,16 +688,18 @@ class DmaRuntime:
 # --------------------------------------------------------------------------- golden
 
 def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4),
-                   timeout_s: float = 5.0, zero_matrices: bool = False) -> DmaRuntime:
+                   timeout_s: float = 5.0, zero_matrices: bool = False,
+                   vectors: Optional[int] = None, streams: int = 1) -> DmaRuntime:
     """The runtime on the AXI DMA register model with the golden PL top behind it, in this
     process (``formats``: the matrix engines' formats; (8, 3) is an overlay rendered with
     q4=false; ``zero_matrices``: matrix frames answered with zeros, their rows never read: the
-    host's own cost without the engines' models)."""
+    host's own cost without the engines' models; ``vectors``: the matrix engines' (default the
+    model's ``engines.vectors``); ``streams``: KV caches (memory_plan))."""
     from .dma import GoldenFabric, Memory, SgDmaRegs
-    plan = memory_plan(model, context)
+    plan = memory_plan(model, context, vectors, streams)
     mem = Memory(None, plan.ddr_bytes)
     fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats,
-                       zero_matrices)
+                       zero_matrices, plan.vectors)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
     rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,
                     timeout_s, pl_reset=fab.reset,
@@ -627,9 +760,9 @@ class BoardBackend(DmaRuntime):
 
     def __init__(self, model: Model, bitfile: str, context: Optional[int] = None,
                  timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,
-                 host_mb: float = 64):
+                 host_mb: float = 64, vectors: Optional[int] = None, streams: int = 1):
         from generators.host import FCLK_MHZ, _import_pynq, check_clock
-        plan = memory_plan(model, context)
+        plan = memory_plan(model, context, vectors, streams)
         msg = plan.check(cma_mb, host_mb)
         if msg is not None:
             raise BackendError(msg)

@@ -68,6 +68,14 @@ def add_parser(sub):
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--batch", action="store_true",
+                   help="answer every stdin line together: one stream each (its own KV "
+                        "cache), every weight pass shared (B-vector frames); the answers "
+                        "printed in order at the end")
+    c.add_argument("--speculate", type=int, default=0, metavar="K",
+                   help="greedy only: check up to K tokens drafted by prompt lookup in each "
+                        "weight pass (B-vector frames, K < the overlay's vectors); the same "
+                        "answer, fewer passes")
     c.add_argument("--prefill", choices=("golden", "same"), default=None,
                    help="backend of the prompt tokens (default: golden for rtl, else same)")
     c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
@@ -178,7 +186,7 @@ def _counts(be) -> dict:
 
 
 def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=None,
-           temperature=0.0, top_k=0, seed=0, progress=None):
+           temperature=0.0, top_k=0, seed=0, progress=None, speculate=0):
     """Generate and stream one answer. ``continue_on``: a backend that takes over from the
     decoder's after the prompt. Returns a dict: ids, text, tokens, seconds, cycles (of the
     generated tokens after the first: the first one comes from the prompt's last step)."""
@@ -199,7 +207,7 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
     ids = []
     t_start = time.perf_counter()
     for t in dec.generate(prompt_ids, max_new_tokens, temperature=temperature, top_k=top_k,
-                          seed=seed, stop_ids=stop, on_token=on_token):
+                          seed=seed, stop_ids=stop, on_token=on_token, speculate=speculate):
         ids.append(t)
         if t not in stop:
             stream.add(t)
@@ -211,7 +219,16 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
                 prefill_s=(stats["t_first"] or t_end) - t_start,
                 gen_s=t_end - (stats["t_first"] or t_end),
                 cycles=_cycles(dec.be) - (stats["c_first"] or 0),
-                counts={k: n1[k] - n0[k] for k in n1}, fmt=dec.model.fmt, context=dec.pos)
+                counts={k: n1[k] - n0[k] for k in n1}, fmt=dec.model.fmt, context=dec.pos,
+                speculation=dict(getattr(dec, "speculation", {})))
+
+
+def speculation_line(sp: dict) -> str:
+    """``--speculate``'s report: drafted and accepted tokens, weight passes."""
+    d, a = sp.get("drafted", 0), sp.get("accepted", 0)
+    return (f"speculation: {a} of {d} drafted tokens accepted"
+            + (f" ({100 * a / d:.0f} %)" if d else "") + f", {sp.get('passes', 0)} weight "
+            f"passes after the prompt")
 
 
 def tok_s_line(backend: str, r: dict) -> str:
@@ -266,6 +283,11 @@ def run(args) -> int:
         kw["simulator"] = args.sim
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
+    if args.batch:
+        if args.prompt is not None or args.prefill == "golden" or args.speculate:
+            raise _cli.UsageError("--batch reads its questions from stdin, one stream each, "
+                                  "on one backend: no --prompt, --prefill golden or --speculate")
+        return _run_batch(args, model, tok, prompt_ids, kw, err)
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
     target = make_backend(args.backend, model, **kw)
     first = target
@@ -285,15 +307,47 @@ def run(args) -> int:
             try:
                 r = answer(dec, tok, ids, args.tokens, continue_on=target if first is not target
                            else None, temperature=args.temperature, top_k=args.top_k,
-                           seed=args.seed, progress=target if args.progress else None)
+                           seed=args.seed, progress=target if args.progress else None,
+                           speculate=args.speculate)
             finally:
                 sys.stdout.write("\n")
                 sys.stdout.flush()
             print(f"[chat] {len(ids)} prompt tokens, {r['tokens']} new; " + tok_s_line(
                 args.backend, r), file=err)
+            if args.speculate:
+                print("[chat] " + speculation_line(r["speculation"]), file=err)
     finally:
         for b in {id(first): first, id(target): target}.values():
             close = getattr(b, "close", None)
             if close:
                 close()
+    return 0
+
+
+def _run_batch(args, model, tok, prompt_ids, kw, err) -> int:
+    """chat --batch: every non-empty stdin line a stream (Decoder.generate_streams); each
+    answer is what chat gives that line alone (the same seed per stream)."""
+    from .backends import make_backend
+    from .decoder import Decoder
+    lines = [ln.rstrip("\n") for ln in sys.stdin if ln.strip()]
+    if not lines:
+        raise _cli.UsageError("--batch: no questions on stdin")
+    ids = [prompt_ids(q) for q in lines]
+    be = make_backend(args.backend, model, streams=len(ids), **kw)
+    t0 = time.perf_counter()
+    try:
+        dec = Decoder(model, be)
+        outs = dec.generate_streams(ids, args.tokens, args.temperature, args.top_k, args.seed,
+                                    stop_ids=tok.eos_ids)
+    finally:
+        close = getattr(be, "close", None)
+        if close:
+            close()
+    stop = set(tok.eos_ids)
+    for q, out in zip(lines, outs):
+        print(f"> {q}")
+        print(tok.decode([t for t in out if t not in stop]))
+    n = sum(len(o) for o in outs)
+    print(f"[chat] {len(ids)} streams, up to {dec.vectors} per weight pass: {n} tokens in "
+          f"{time.perf_counter() - t0:.1f} s on this machine", file=err)
     return 0

@@ -98,6 +98,11 @@ class ModelConfig:
         return cls(**vals)
 
 
+def _pynq_z1_vectors() -> int:
+    from generators.designs.overlay import PYNQ_Z1_VECTORS
+    return PYNQ_Z1_VECTORS
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
     """What the generated engines serve (the overlay's manifest, section A of the contracts)."""
@@ -112,6 +117,11 @@ class EngineConfig:
     exp_width: int = 24
     exp_steps_per_octave: int = 170
     scale_frac_bits: int = 24
+    #: the matrix engines' ``vectors`` (docs/vectors.md): the most activation vectors a frame
+    #: may carry, the runtime's prefill chunk and stream batch. Not part of a model's
+    #: compatibility (the weights do not depend on it; ``compare=False``): an image converted
+    #: for one overlay runs on another of the same max_k / max_context whatever its vectors.
+    vectors: int = dataclasses.field(default=1, compare=False)
 
     @classmethod
     def from_manifest(cls, man: dict) -> "EngineConfig":
@@ -122,7 +132,8 @@ class EngineConfig:
                    attention_beat_bytes=int(a.get("beat_bytes", 16)),
                    exp_depth=int(a.get("exp_depth", 4096)), exp_width=int(a.get("exp_width", 24)),
                    exp_steps_per_octave=int(a.get("exp_steps_per_octave", 170)),
-                   scale_frac_bits=int(a.get("scale_frac_bits", 24)))
+                   scale_frac_bits=int(a.get("scale_frac_bits", 24)),
+                   vectors=int(m.get("vectors", 1)))
 
     def attention_config(self):
         from generators.golden.attention import AttentionConfig
@@ -136,8 +147,9 @@ class EngineConfig:
         return dataclasses.asdict(self)
 
 
-#: The PYNQ-Z1 overlay (generator defaults): matrix max_k 2048, attention max_context 2048.
-PYNQ_Z1_ENGINES = EngineConfig()
+#: The PYNQ-Z1 overlay (generator defaults): matrix max_k 2048, attention max_context 2048,
+#: matrix frames of up to ``generators.designs.overlay.PYNQ_Z1_VECTORS`` vectors.
+PYNQ_Z1_ENGINES = EngineConfig(vectors=_pynq_z1_vectors())
 
 
 @dataclasses.dataclass

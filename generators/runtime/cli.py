@@ -88,6 +88,11 @@ def check_common(args, model_arg: str) -> None:
         raise UsageError(f"--temperature {args.temperature}: 0 (greedy) or a positive number")
     if args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k}: 0 (all tokens) or a positive number")
+    spec = getattr(args, "speculate", 0)
+    if spec < 0:
+        raise UsageError(f"--speculate {spec}: 0 (off) or the most tokens to draft")
+    if spec and args.temperature > 0:
+        raise UsageError("--speculate keeps greedy output only: --temperature 0")
     if getattr(args, "prompt", None) is not None and not args.prompt.strip():
         raise UsageError("--prompt is empty")
     model = getattr(args, model_arg.lstrip("-").replace("-", "_"))
@@ -121,7 +126,8 @@ def engines_of(args) -> Optional[EngineConfig]:
     if mk is None and mc is None:
         return None
     return EngineConfig(max_k=mk or PYNQ_Z1_ENGINES.max_k,
-                        max_context=mc or PYNQ_Z1_ENGINES.max_context)
+                        max_context=mc or PYNQ_Z1_ENGINES.max_context,
+                        vectors=PYNQ_Z1_ENGINES.vectors)
 
 
 def _say(prefix):
@@ -203,6 +209,10 @@ def add_info_parser(sub) -> None:
     i.add_argument("--verify", action="store_true",
                    help="also check every section's CRC-32 (reads the whole file)")
     add_plan_arguments(i)
+    i.add_argument("--streams", type=int, default=1,
+                   help="KV caches to plan for (decode with several --prompt-ids: one each)")
+    i.add_argument("--vectors", type=int, default=None,
+                   help="the matrix engines' vectors (default: the image's engines)")
 
 
 def add_plan_arguments(p) -> None:
@@ -227,7 +237,8 @@ def check_plan(model, args) -> None:
         raise BackendError(f"--context {ctx}: the attention engine takes 1.."
                            f"{model.engines.max_context} positions")
     if args.backend == "board":
-        msg = memory_plan(model, ctx).check(args.cma_mb, args.host_mb)
+        msg = memory_plan(model, ctx, getattr(args, "vectors", None),
+                          getattr(args, "streams", 1)).check(args.cma_mb, args.host_mb)
         if msg is not None:
             raise BackendError(msg)
 
@@ -294,8 +305,12 @@ def run_info(args) -> int:
         print(f"error: --context {args.context}: the attention engine takes 1.."
               f"{model.engines.max_context} positions", file=sys.stderr)
         return 2
+    if args.streams < 1 or (args.vectors is not None and args.vectors < 1):
+        print("error: --streams and --vectors take a positive number", file=sys.stderr)
+        return 2
     print(f"memory plan on the board (context {args.context or model.engines.max_context}):")
-    return info(model, args.context, args.cma_mb, args.host_mb)
+    return info(model, args.context, args.cma_mb, args.host_mb, streams=args.streams,
+                vectors=args.vectors)
 
 
 # ------------------------------------------------------------------------------ decode
@@ -311,9 +326,19 @@ def add_parser(sub) -> None:
                         "q4: a GGUF's Q4_1 tensors as stored, float weights requantised; an "
                         "image has its own)")
     g = d.add_mutually_exclusive_group(required=True)
-    g.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
-    g.add_argument("--prompt", help="text (the model's tokenizer, no chat template)")
+    g.add_argument("--prompt-ids", action="append",
+                   help="comma-separated token ids, e.g. 1,2,3; given several times: several "
+                        "streams, each with its own KV cache, sharing every weight pass")
+    g.add_argument("--prompt", action="append",
+                   help="text (the model's tokenizer, no chat template); several: streams")
     d.add_argument("--tokens", type=int, default=8, help="tokens to generate")
+    d.add_argument("--speculate", type=int, default=0, metavar="K",
+                   help="greedy only: check up to K tokens drafted by prompt lookup in each "
+                        "weight pass (K < the overlay's vectors); the same tokens")
+    d.add_argument("--vectors", type=int, default=None,
+                   help="golden / board: the matrix engines' vectors (prefill chunk, streams "
+                        "per weight pass; default: the model's engines; rtl: the rendered "
+                        "top's)")
     d.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     d.add_argument("--top-k", type=int, default=0)
     d.add_argument("--seed", type=int, default=0)
@@ -332,18 +357,32 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from . import Decoder, make_backend
     from .decoder import check_prompt
+    texts = args.prompt
+    args.prompt = None if texts is None else texts[0]
     check_common(args, "--checkpoint")
-    prompt_ids = parse_ids(args.prompt_ids) if args.prompt is None else None
+    for t in texts or []:
+        if not t.strip():
+            raise UsageError("--prompt is empty")
+    if args.vectors is not None and args.vectors < 1:
+        raise UsageError(f"--vectors {args.vectors}: at least 1")
+
+    if args.vectors is not None and args.backend == "rtl":
+        raise UsageError("--vectors is the rendered top's on --backend rtl")
+    ids = [parse_ids(p) for p in args.prompt_ids] if texts is None else None
+    args.streams = len(ids if ids is not None else texts)
     path = Path(args.checkpoint)
     t0 = time.perf_counter()
     model = open_model(path, args.fmt, engines_of(args), say=_say("decode"))
-    tok = model.tokenizer() if args.prompt is not None or model.tokenizer_data else None
-    if prompt_ids is None:
-        prompt = tok.encode(args.prompt)
+    tok = model.tokenizer() if texts is not None or model.tokenizer_data else None
+    if ids is None:
+        prompts = [tok.encode(t) for t in texts]
     else:
-        prompt = prompt_ids
-        check_vocab(prompt, model.config.vocab_size)
-    check_prompt(prompt, model.engines.max_context, model.config.vocab_size)
+        prompts = ids
+        for p in prompts:
+            check_vocab(p, model.config.vocab_size)
+    for p in prompts:
+        check_prompt(p, model.engines.max_context, model.config.vocab_size)
+    prompt = prompts[0]
     print(f"[decode] {path}: {model.config.num_hidden_layers} layers, hidden "
           f"{model.config.hidden_size}, vocab {model.config.vocab_size}, {model.fmt} weights "
           f"({time.perf_counter() - t0:.1f} s to load{'' if model.path else ' and convert'})",
@@ -352,19 +391,23 @@ def run(args) -> int:
         model.save(args.save)
         print(f"[decode] wrote the model image {args.save}", flush=True)
     check_plan(model, args)                  # before any backend starts
-    kw = {"context": args.context}
+    kw = {"context": args.context, "streams": args.streams}
     if args.backend == "rtl":
         kw["simulator"] = args.sim
+    else:
+        kw["vectors"] = args.vectors
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
     be = make_backend(args.backend, model, **kw)
     dec = Decoder(model, be)
+    if args.streams > 1:
+        return _run_streams(args, dec, be, prompts, tok)
     out = []
     try:
         last = time.perf_counter()
         cyc = dict(getattr(be, "cycles", {}))
         for i, t in enumerate(dec.generate(prompt, args.tokens, args.temperature, args.top_k,
-                                           args.seed)):
+                                           args.seed, speculate=args.speculate)):
             now = time.perf_counter()
             out.append(t)
             text = f" {tok.decode([t])!r}" if tok is not None else ""
@@ -379,7 +422,33 @@ def run(args) -> int:
     finally:
         if hasattr(be, "close"):
             be.close()
+    if args.speculate:
+        from .chat import speculation_line
+        print("[decode] " + speculation_line(dec.speculation))
     print("[decode] ids: " + ",".join(map(str, out)))
     if tok is not None:
         print("[decode] text: " + tok.decode(prompt + out))
+    return 0
+
+
+def _run_streams(args, dec, be, prompts, tok) -> int:
+    """decode with several prompts: one stream each, every weight pass shared
+    (Decoder.generate_streams); each stream's ids (and text) at the end."""
+    t0 = time.perf_counter()
+
+    def on_token(s, i, t):
+        text = f" {tok.decode([t])!r}" if tok is not None else ""
+        print(f"[decode] stream {s} token {i + 1}/{args.tokens}: id {t}{text} (context "
+              f"{dec.positions[s]}, {time.perf_counter() - t0:.2f} s)", flush=True)
+    try:
+        outs = dec.generate_streams(prompts, args.tokens, args.temperature, args.top_k,
+                                    args.seed, on_token=on_token)
+    finally:
+        if hasattr(be, "close"):
+            be.close()
+    print(f"[decode] {len(prompts)} streams, up to {dec.vectors} per weight pass")
+    for s, (p, out) in enumerate(zip(prompts, outs)):
+        print(f"[decode] stream {s} ids: " + ",".join(map(str, out)))
+        if tok is not None:
+            print(f"[decode] stream {s} text: " + tok.decode(p + out))
     return 0

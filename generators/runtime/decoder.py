@@ -18,7 +18,7 @@ the layer and the matrix; a count or tag that is not the frame's raises too.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,9 +80,11 @@ def _names(flags: int, table: Dict[int, str]) -> str:
     return ", ".join(n for b, n in table.items() if flags & b) or f"0x{flags:02X}"
 
 
-def matrix_error(n_words: int, st: int, m: QMatrix, port: int, tag: int, layer) -> Optional[str]:
+def matrix_error(n_words: int, st: int, m: QMatrix, port: int, tag: int, layer,
+                 vectors: int = 1) -> Optional[str]:
     """The EngineError message for a matrix frame's answer on ``port`` (``n_words`` words
-    received, the last one ``st``), or None when it is good (both loops use it)."""
+    received, the last one ``st``; a frame of ``vectors`` vectors: B words per row, the status
+    counts rows), or None when it is good (both loops use it)."""
     where = Decoder._where(layer, m.name) + f", port {port}"
     if n_words == 0:
         return f"no output words ({where})"
@@ -95,9 +97,9 @@ def matrix_error(n_words: int, st: int, m: QMatrix, port: int, tag: int, layer) 
         return (f"matrix engine status flags {_names(flags, _flag_table(m.fmt))} "
                 f"({where}, tag {t}, {count} results){hint}")
     n = m.rows[port]
-    if count != n or n_words != n + 1:
+    if count != n or n_words != n * vectors + 1:
         return f"matrix engine sent {n_words - 1} results with count {count} for {n} rows " \
-               f"({where})"
+               f"({where}" + (f", {vectors} vectors" if vectors > 1 else "") + ")"
     if t != tag:
         return f"matrix engine status tag {t}, frame tag {tag} ({where})"
     return None
@@ -176,6 +178,9 @@ class Decoder:
         self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0, "engine_s": 0.0}
         #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
         self.token_bytes: Dict[str, int] = {}
+        #: prompt tokens per prefill chunk (one weight pass of B-vector frames); None: the
+        #: backend's ``vectors``; 1: token by token (docs/runtime.md 4.7)
+        self.chunk: Optional[int] = None
         self.reset()
 
     @property
@@ -190,6 +195,9 @@ class Decoder:
             raise ContextError(f"the new backend's KV cache holds {new.plan.context} positions, "
                                f"the decoder has {self.pos}")
         old = self.kv
+        if getattr(new.plan, "streams", 1) < len(self.kvs) and any(
+                int(k.length.max(initial=0)) for k in self.kvs[1:]):
+            raise ContextError("the new backend holds fewer streams' KV caches")
         self._be = new
         self.reset()
         n = int(old.length.max(initial=0))
@@ -201,55 +209,96 @@ class Decoder:
         self.pos = n
 
     def reset(self) -> None:
+        """Empty every stream's KV cache (the backend holds ``plan.streams`` of them)."""
         c = self.cfg
-        K, V = self._be.kv_views()
-        self.kv = KVCache(c.num_hidden_layers, c.num_key_value_heads, self.max_context,
-                          c.head_dim, K=K, V=V, steps=self.model.kv_steps)
-        self.pos = 0
+        self.kvs: List[KVCache] = []
+        for s in range(getattr(self._be.plan, "streams", 1)):
+            K, V = self._be.kv_views(s) if s else self._be.kv_views()
+            self.kvs.append(KVCache(c.num_hidden_layers, c.num_key_value_heads,
+                                    self.max_context, c.head_dim, K=K, V=V,
+                                    steps=self.model.kv_steps))
+        #: each stream's next position
+        self.positions = [0] * len(self.kvs)
+
+    @property
+    def kv(self) -> KVCache:
+        """Stream 0's KV cache (the one-stream decoder's)."""
+        return self.kvs[0]
+
+    @property
+    def pos(self) -> int:
+        """Stream 0's next position."""
+        return self.positions[0]
+
+    @pos.setter
+    def pos(self, v: int) -> None:
+        self.positions[0] = int(v)
+
+    @property
+    def vectors(self) -> int:
+        """The most vectors a matrix frame of the backend may carry (its plan's)."""
+        return int(getattr(self.be.runtime.plan, "vectors", 1))
 
     # ------------------------------------------------------------------ engines
     def _matrices(self, layer, kind: str, x: np.ndarray) -> List[np.ndarray]:
         """Real outputs of the matrices of one transfer, which share the input x."""
-        xq, sx = quantise_activations(x)
-        self.be.write_x(kind, xq)
-        t0 = time.perf_counter()
-        frames = self.be.run(layer, kind)
-        self.timing["matrix_s"] += time.perf_counter() - t0
-        out = []
-        for fp, per_port in frames:
-            m = self.model.matrices[fp.name]
-            acc = [self._check_matrix(w, m, p, fp.tag, layer) for p, w in enumerate(per_port)]
-            if self.trace is not None:
-                self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
-                                                            for w in per_port]))
-            y = np.concatenate(acc)
-            # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
-            out.append(hostops.dequant_f32(y.view(np.float32), sx) if m.fmt == "q4"
-                       else hostops.dequant_i32(y.view(np.int32), m.scale, sx))
-        return out
+        return [y[0] for y in self._matrices_b(layer, kind, x[None])]
 
     @staticmethod
     def _where(layer, name):
         return f"layer {layer}, matrix {name.split('.')[-1]}" if layer is not None \
             else f"matrix {name}"
 
-    def _check_matrix(self, words, m: QMatrix, port: int, tag: int, layer) -> np.ndarray:
+    def _check_matrix(self, words, m: QMatrix, port: int, tag: int, layer,
+                      vectors: int = 1) -> np.ndarray:
         words = np.asarray(words, np.uint32)
-        msg = matrix_error(len(words), int(words[-1]) if len(words) else 0, m, port, tag, layer)
+        msg = matrix_error(len(words), int(words[-1]) if len(words) else 0, m, port, tag, layer,
+                           vectors)
         if msg is not None:
             raise EngineError(msg)
         return words[:-1]
 
-    def _attention(self, layer: int, q: np.ndarray) -> np.ndarray:
+    def _matrices_b(self, layer, kind: str, X: np.ndarray) -> List[np.ndarray]:
+        """Real outputs (B, N) of the matrices of one transfer for B rows of x (B, K) in one
+        weight pass: one B-vector frame per matrix half (B = 1: today's frame). Each row is
+        quantised, and each result dequantised, exactly as a one-token step does it."""
+        B = X.shape[0]
+        qs = [quantise_activations(X[j]) for j in range(B)]
+        self.be.runtime.set_vectors(layer, kind, B)
+        self.be.write_x(kind, qs[0][0] if B == 1 else np.stack([q for q, _ in qs]))
+        t0 = time.perf_counter()
+        frames = self.be.run(layer, kind)
+        self.timing["matrix_s"] += time.perf_counter() - t0
+        out = []
+        for fp, per_port in frames:
+            m = self.model.matrices[fp.name]
+            acc = [self._check_matrix(w, m, p, fp.tag, layer, B).reshape(-1, B)
+                   for p, w in enumerate(per_port)]
+            if self.trace is not None:
+                self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
+                                                            for w in per_port]))
+            y = np.concatenate(acc)                    # (N, B): a row's B results together
+            # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
+            rows = []
+            for j, (_, sx) in enumerate(qs):
+                yj = np.ascontiguousarray(y[:, j])
+                rows.append(hostops.dequant_f32(yj.view(np.float32), sx) if m.fmt == "q4"
+                            else hostops.dequant_i32(yj.view(np.int32), m.scale, sx))
+            out.append(np.stack(rows))
+        return out
+
+    def _attention(self, layer: int, q: np.ndarray, kv: Optional[KVCache] = None) -> np.ndarray:
         """q (heads, d) real -> attention output (heads, d) real: per KV head its header and
-        q into the part slots, then one transfer for all KV heads (K and V in place)."""
+        q into the part slots, then one transfer for all KV heads (K and V in place; ``kv``:
+        the stream's cache, default stream 0's)."""
         c, cfg = self.cfg, self.acfg
         G, d = c.group, c.head_dim
-        L = int(self.kv.length[layer])
+        kv = self.kv if kv is None else kv
+        L = int(kv.length[layer])
         for h in range(c.num_key_value_heads):
             qg = q[h * G:(h + 1) * G]
             qi, sq = quantise_activations(qg)          # per query head (G scales)
-            kstep = self.kv.k_step[layer, h]
+            kstep = kv.k_step[layer, h]
             mults, shifts = [], []
             for g in range(G):
                 m_, s_ = hostops.score_multiplier(hostops.score_scale(kstep, sq[g], d), cfg)
@@ -270,7 +319,7 @@ class Decoder:
                 raise EngineError(msg)
             res = gatt.decode_output([int(w) for w in words], cfg)
             o[h * G:(h + 1) * G] = hostops.attention_out(res["y"], res["Z"],
-                                                         self.kv.v_step[layer, h],
+                                                         kv.v_step[layer, h],
                                                          cfg.scale_frac_bits)
         return o
 
@@ -343,23 +392,175 @@ class Decoder:
         self.token_bytes = dict(rt.cpu_bytes)
         return out
 
+    # ------------------------------------------------------------------ batched steps
+    def step_rows(self, rows: Sequence[Tuple[int, int, bool]]) -> List[Optional[np.ndarray]]:
+        """Run B = len(rows) positions in one weight pass (docs/runtime.md 4.7): ``rows`` is
+        a list of (stream, token, logits), B at most the backend's ``vectors``; a stream's
+        rows take its next positions in order (a prefill chunk: one stream's consecutive
+        prompt tokens; a batched decode step: one row per stream). Every matrix transfer
+        carries the B rows as one B-vector frame per matrix half; attention runs per row, each
+        over its own stream's cache and causal prefix, its K/V appended just before it; the
+        LM head runs once, for the rows that ask for logits only. Returns each row's logits
+        or None. Each row's arithmetic is a one-token step's, op for op: the logits equal the
+        token-by-token path's bit for bit. Runs the Python loop (the C loop steps one token)."""
+        B = len(rows)
+        if not 1 <= B <= self.vectors:
+            raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
+                             f"{self.vectors} vectors")
+        t_start = time.perf_counter()
+        e_start = self.be.engine_time()
+        c, m = self.cfg, self.model
+        H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
+        pos, nxt = [], list(self.positions)
+        for s, tok, _ in rows:
+            if not 0 <= s < len(self.kvs):
+                raise ValueError(f"stream {s} outside 0..{len(self.kvs) - 1}")
+            if nxt[s] >= self.max_context:
+                raise ContextError(f"context full: the KV cache holds {self.max_context} "
+                                   f"positions")
+            if not 0 <= tok < c.vocab_size:
+                raise ValueError(f"token id {tok} outside the vocabulary (0..{c.vocab_size - 1})")
+            pos.append(nxt[s])
+            nxt[s] += 1
+        want = [j for j, r in enumerate(rows) if r[2]]
+        rt = self.be.runtime
+        rt.begin_token(pos[0], bool(want))
+        x = np.stack([np.asarray(m.embed_row(t), np.float32) for _, t, _ in rows])
+        try:
+            for i in range(c.num_hidden_layers):
+                n = np.stack([_rmsnorm(x[j], m.norms[f"layers.{i}.input"], eps)
+                              for j in range(B)])
+                q, k, v = self._matrices_b(i, QKV, n)
+                a = np.empty((B, H), np.float32)
+                for j, (s, _, _) in enumerate(rows):
+                    cos, sin = self.cos[pos[j]], self.sin[pos[j]]
+                    qj = _rope(q[j].reshape(c.num_attention_heads, d), cos, sin)
+                    kj = _rope(k[j].reshape(c.num_key_value_heads, d), cos, sin)
+                    kv = self.kvs[s]
+                    w0, r0 = kv.written, kv.requantised
+                    L = kv.append(i, kj, v[j].reshape(c.num_key_value_heads, d))
+                    rt.cpu_bytes["kv"] += kv.written - w0
+                    rt.cpu_bytes["requant"] += kv.requantised - r0
+                    rt.set_attention(i, s, L, again=j < B - 1)
+                    a[j] = self._attention(i, qj, kv).reshape(H)
+                (o,) = self._matrices_b(i, O, a)
+                x = np.stack([hostops.add(x[j], o[j]) for j in range(B)])
+                n = np.stack([_rmsnorm(x[j], m.norms[f"layers.{i}.post"], eps)
+                              for j in range(B)])
+                g, u = self._matrices_b(i, GU, n)
+                h = np.stack([hostops.silu_mul(g[j], u[j]) for j in range(B)])
+                (dn,) = self._matrices_b(i, DOWN, h)
+                x = np.stack([hostops.add(x[j], dn[j]) for j in range(B)])
+            out: List[Optional[np.ndarray]] = [None] * B
+            if want:
+                n = np.stack([_rmsnorm(x[j], m.norms["final"], eps) for j in want])
+                (lg,) = self._matrices_b(None, LM, n)
+                for r, j in enumerate(want):
+                    out[j] = lg[r]
+        finally:
+            rt.restore_chains()
+        rt.end_token()
+        self.token_bytes = dict(rt.cpu_bytes)
+        self.positions = nxt
+        self.timing["total_s"] += time.perf_counter() - t_start
+        self.timing["engine_s"] += self.be.engine_time() - e_start
+        return out
+
+    def prefill(self, prompt: Sequence[int], stream: int = 0,
+                chunk: Optional[int] = None) -> np.ndarray:
+        """Run a prompt on ``stream`` (from its current position) in chunks of ``chunk``
+        tokens (default ``self.chunk``, else the backend's ``vectors``; 1: token by token
+        through ``step``), the LM head only for the last token; its logits."""
+        B = int(chunk or self.chunk or self.vectors)
+        B = max(1, min(B, self.vectors))
+        prompt = [int(t) for t in prompt]
+        logits = None
+        if B == 1 and stream == 0:
+            for j, t in enumerate(prompt):
+                logits = self.step(t, logits=j == len(prompt) - 1)
+            return logits
+        for j0 in range(0, len(prompt), B):
+            part = prompt[j0:j0 + B]
+            last = j0 + len(part) == len(prompt)
+            res = self.step_rows([(stream, t, last and j == len(part) - 1)
+                                  for j, t in enumerate(part)])
+            logits = res[-1]
+        return logits
+
+    def generate_streams(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 8,
+                         temperature: float = 0.0, top_k: int = 0, seed: int = 0,
+                         stop_ids: Iterable[int] = (),
+                         on_token: Optional[Callable[[int, int, int], None]] = None
+                         ) -> List[List[int]]:
+        """Several prompts at once, each a stream with its own KV cache and position (the
+        backend's plan holds ``streams`` caches): each prompt prefilled on its stream, then
+        every step one weight pass for up to ``vectors`` streams (one B-vector frame per
+        matrix half, a row per stream). Each stream samples with its own generator seeded
+        ``seed``, so its tokens are those of ``generate(prompt, ..., seed=seed)`` alone.
+        ``on_token(stream, i, token)`` after each token. Returns each stream's tokens."""
+        n = len(prompts)
+        if n < 1:
+            raise PromptError("no prompts")
+        if n > len(self.kvs):
+            raise ValueError(f"{n} prompts, the backend holds {len(self.kvs)} streams' KV "
+                             f"caches (memory_plan(..., streams=N))")
+        ps = [check_prompt(p, self.max_context, self.cfg.vocab_size) for p in prompts]
+        stop = set(int(t) for t in stop_ids)
+        rngs = [np.random.default_rng(seed) for _ in ps]
+        self.reset()
+        logits: Dict[int, np.ndarray] = {s: self.prefill(p, stream=s) for s, p in enumerate(ps)}
+        out: List[List[int]] = [[] for _ in ps]
+        self.last_logits_streams = {}
+        while logits:
+            nxt = []
+            for s in sorted(logits):
+                tok = sample(logits[s], temperature, top_k, rngs[s])
+                self.last_logits_streams[s] = logits[s]
+                out[s].append(tok)
+                if on_token is not None:
+                    on_token(s, len(out[s]) - 1, tok)
+                if not (tok in stop or len(out[s]) == max_new_tokens
+                        or self.positions[s] >= self.max_context):
+                    nxt.append((s, tok))
+            logits = {}
+            V = self.vectors
+            for g in range(0, len(nxt), V):
+                grp = nxt[g:g + V]
+                res = self.step_rows([(s, t, True) for s, t in grp])
+                for (s, _), lg in zip(grp, res):
+                    logits[s] = lg
+        return out
+
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 8,
                  temperature: float = 0.0, top_k: int = 0, seed: int = 0,
                  stop_ids: Iterable[int] = (),
-                 on_token: Optional[Callable[[int, int, np.ndarray], None]] = None
-                 ) -> Iterator[int]:
+                 on_token: Optional[Callable[[int, int, np.ndarray], None]] = None,
+                 speculate: int = 0) -> Iterator[int]:
         """Yield up to max_new_tokens tokens after the prompt (greedy when temperature is 0).
 
-        The prompt's tokens run without the LM head except the last one. A prompt longer than
+        The prompt runs in chunks of B tokens (``prefill``), without the LM head except for
+        its last token; then one token per step. A prompt longer than
         the context is refused before any engine work; generation ends when the context is
-        full."""
+        full. ``speculate`` K > 0 (greedy only): each step also checks up to K tokens drafted
+        by prompt lookup in the same weight pass (``_speculative``); the tokens are the plain
+        run's, ``self.speculation`` counts drafted and accepted tokens."""
         prompt = check_prompt(prompt_ids, self.max_context, self.cfg.vocab_size)
         stop = set(int(s) for s in stop_ids)
         rng = np.random.default_rng(seed)
+        if speculate:
+            if speculate < 0:
+                raise ValueError(f"speculate {speculate}: 0 (off) or the most tokens to draft")
+            if temperature > 0:
+                raise ValueError("speculative decoding keeps greedy output only: temperature 0")
         self.reset()
-        logits = None
-        for j, t in enumerate(prompt):
-            logits = self.step(t, logits=j == len(prompt) - 1)
+        logits = self.prefill(prompt)
+        #: speculative decoding's counts (generate(speculate=K)): weight passes, drafted and
+        #: accepted tokens, and per pass (its first position, its rows)
+        self.speculation = {"passes": 0, "drafted": 0, "accepted": 0, "rows": []}
+        if speculate and self.vectors > 1:
+            yield from self._speculative(prompt, logits, max_new_tokens, stop, on_token,
+                                         min(int(speculate), self.vectors - 1))
+            return
         for i in range(max_new_tokens):
             tok = sample(logits, temperature, top_k, rng)
             self.last_logits = logits
@@ -369,3 +570,84 @@ class Decoder:
             if tok in stop or i == max_new_tokens - 1 or self.pos >= self.max_context:
                 return
             logits = self.step(tok)
+
+    def _speculative(self, prompt: List[int], logits: np.ndarray, max_new_tokens: int,
+                     stop: set, on_token, K: int) -> Iterator[int]:
+        """Greedy decoding that checks drafted tokens in the weight pass of the token they
+        follow: rows [token, d1 .. dk] (k <= K, 1 + k <= vectors) in one ``step_rows``; row i's
+        logits are the one-token step's after d1 .. di (bit for bit), so d(i+1) is kept while it
+        is their argmax, and the first argmax that differs is the next token. The KV rows of
+        the drafts not kept are taken back exactly (``KVCache.begin_undo`` / ``end_undo``)."""
+        ctx = list(prompt)
+        emitted = 0
+        while True:
+            tok = hostops.argmax(logits)
+            self.last_logits = logits
+            if on_token is not None:
+                on_token(emitted, tok, logits)
+            yield tok
+            emitted += 1
+            ctx.append(tok)
+            if tok in stop or emitted == max_new_tokens or self.pos >= self.max_context:
+                return
+            room = min(max_new_tokens - emitted, self.max_context - self.pos) - 1
+            drafts = lookup_draft(ctx, min(K, self.vectors - 1, room)) if room > 0 else []
+            if not drafts:
+                self.speculation["rows"].append((self.pos, 1))
+                logits = self.step(tok)
+                self.speculation["passes"] += 1
+                continue
+            pre = self.pos
+            self.speculation["rows"].append((pre, 1 + len(drafts)))
+            self.kv.begin_undo()
+            keep = None
+            try:
+                res = self.step_rows([(0, tok, True)] + [(0, d, True) for d in drafts])
+                self.speculation["passes"] += 1
+                self.speculation["drafted"] += len(drafts)
+                i = 0
+                while i < len(drafts):
+                    nxt = hostops.argmax(res[i])
+                    if nxt != drafts[i]:
+                        break
+                    # the draft is the plain run's next token: emit it from its own logits
+                    self.speculation["accepted"] += 1
+                    self.last_logits = res[i]
+                    if on_token is not None:
+                        on_token(emitted, nxt, res[i])
+                    yield nxt
+                    emitted += 1
+                    ctx.append(nxt)
+                    i += 1
+                    if nxt in stop or emitted == max_new_tokens or \
+                            pre + i >= self.max_context:
+                        keep = i
+                        return
+                keep = i + 1
+                logits = res[i]
+            finally:
+                self.kv.end_undo(keep)
+                if keep is not None:
+                    self.pos = pre + keep
+
+
+def lookup_draft(ctx: Sequence[int], k: int, max_ngram: int = 3) -> List[int]:
+    """Prompt lookup: the up to ``k`` tokens that followed an earlier occurrence of the
+    context's last n tokens (n = max_ngram down to 1: the longest match wins; among its
+    occurrences the latest that is followed by k tokens, else the one followed by most)."""
+    if k <= 0:
+        return []
+    ctx = list(ctx)
+    for n in range(min(max_ngram, len(ctx) - 1), 0, -1):
+        tail = ctx[-n:]
+        best: List[int] = []
+        for start in range(len(ctx) - n - 1, -1, -1):
+            if ctx[start:start + n] == tail:
+                follow = ctx[start + n:start + n + k]
+                if len(follow) > len(best):
+                    best = follow
+                if len(best) == k:
+                    break
+        if best:
+            return best
+    return []

@@ -37,6 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from generators.contract import VECTORS_FLAG
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
@@ -463,8 +464,10 @@ class GoldenFabric:
 
     def __init__(self, memory: Memory, max_k: int, acfg: gatt.AttentionConfig,
                  formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4),
-                 zero_matrices: bool = False):
+                 zero_matrices: bool = False, vectors: int = 1):
         self.mem, self.max_k, self.acfg = memory, max_k, acfg
+        #: the matrix engines' vectors (docs/vectors.md): frames of 1..vectors vectors
+        self.vectors = int(vectors)
         #: answer every matrix frame with zero results and a good status word, its rows never
         #: read (a measurement of the host's own cost without the engines' models)
         self.zero_matrices = zero_matrices
@@ -523,15 +526,18 @@ class GoldenFabric:
         if self.zero_matrices:
             h = int(self.mem.read(segments[0][0], 8).view("<u8")[0])
             n = h >> 32 & 0xFFFF
-            out = np.zeros(n + 1, np.uint32)
-            out[n] = gmv.status_word(h >> 56, 0, n)
+            B = 1
+            if h >> 48 & VECTORS_FLAG and len(segments) > 1:
+                B = max(1, int(self.mem.read(segments[1][0], 1)[0]))
+            out = np.zeros(n * B + 1, np.uint32)
+            out[n * B] = gmv.status_word(h >> 56, 0, n)
             return out
         fast = self._fast_matrix(segments)
         if fast is not None:
             return fast
         words = self._words(segments)
         return np.array([w for w, _ in gmv.mv_frame([int(b) for b in words], 8, self.formats,
-                                                    self.max_k)], np.uint32)
+                                                    self.max_k, self.vectors)], np.uint32)
 
     def _fast_matrix(self, segments) -> Optional[np.ndarray]:
         if len(segments) != 3 or segments[0][1] != 8:
@@ -539,6 +545,13 @@ class GoldenFabric:
         h = int(self.mem.read(segments[0][0], 8).view("<u8")[0])
         magic, k, n, fmt, tag = h & 0xFFFF, h >> 16 & 0xFFFF, h >> 32 & 0xFFFF, \
             h >> 48 & 0xFF, h >> 56
+        B, x_off = 1, 0
+        if fmt & VECTORS_FLAG and self.vectors > 1:     # [vectors word][B vectors] (B > 0)
+            fmt &= ~VECTORS_FLAG
+            vw = int(self.mem.read(segments[1][0], 8).view("<u8")[0])
+            B, x_off = vw & 0xFF, 8
+            if vw >> 8 or not 1 <= B <= self.vectors:
+                return None
         if magic != gmv.MAGIC or not 0 < k <= self.max_k or n == 0 or fmt not in self.formats:
             return None
         if fmt == gmv.FMT_Q4:
@@ -546,19 +559,22 @@ class GoldenFabric:
         else:
             stride = -(-(k if fmt == gmv.FMT_INT8 else -(-k // 5)) // 8) * 8
         (xa, xn), (ra, rn) = segments[1], segments[2]
-        if xn != -(-k // 8) * 8 or rn != n * stride:
+        xs = -(-k // 8) * 8
+        if xn != x_off + B * xs or rn != n * stride:
             return None
         w = self._weights(ra, fmt, k, n, stride)
         if w is None:
             return None
-        x = self.mem.read(xa, k).view(np.int8)
-        out = np.empty(n + 1, np.uint32)
-        if fmt == gmv.FMT_Q4:
-            out[:n] = gq4.matrix_words(*w, x.astype(np.int8))
-        else:
-            acc = (w @ x.astype(w.dtype)).astype(np.int64)
-            out[:n] = (acc & 0xFFFFFFFF).astype(np.uint32)
-        out[n] = gmv.status_word(tag, 0, n)
+        out = np.empty(n * B + 1, np.uint32)
+        res = out[:n * B].reshape(n, B)                 # row-major: a row's B results together
+        for v in range(B):
+            x = self.mem.read(xa + x_off + v * xs, k).view(np.int8)
+            if fmt == gmv.FMT_Q4:
+                res[:, v] = gq4.matrix_words(*w, x.astype(np.int8))
+            else:
+                acc = (w @ x.astype(w.dtype)).astype(np.int64)
+                res[:, v] = (acc & 0xFFFFFFFF).astype(np.uint32)
+        out[n * B] = gmv.status_word(tag, 0, n)
         return out
 
     def _weights(self, addr: int, fmt: int, k: int, n: int, stride: int):
@@ -608,13 +624,13 @@ def serve(conn, regs: Sequence[SgDmaRegs], ops: Optional[Dict[str, Callable]] = 
 
 
 def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
-                 formats=(8, 3, 4)) -> None:
+                 formats=(8, 3, 4), vectors: int = 1) -> None:
     """The register model and the golden PL top in a process of their own, at ``address``
     (a Unix socket the host listens on): the board's host code with nothing of the PL in the
     host's process (tests/test_runtime.py measures the host's memory this way)."""
     from multiprocessing.connection import Client
     mem = Memory(ddr, size, create=False)
-    fab = GoldenFabric(mem, max_k, gatt.AttentionConfig(**acfg), formats)
+    fab = GoldenFabric(mem, max_k, gatt.AttentionConfig(**acfg), formats, vectors=vectors)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
     conn = Client(address, "AF_UNIX")
 
@@ -637,7 +653,8 @@ if __name__ == "__main__":                      # pragma: no cover (run by serve
     import json
     import sys
     a = json.loads(sys.argv[1])
-    serve_golden(a["address"], a["ddr"], a["size"], a["max_k"], a["acfg"], a["formats"])
+    serve_golden(a["address"], a["ddr"], a["size"], a["max_k"], a["acfg"], a["formats"],
+                 a.get("vectors", 1))
 
 
 __all__ = ["BASE_ADDRESS", "GARBAGE", "DmaBuffer", "Memory", "SgDmaRegs", "GoldenFabric",

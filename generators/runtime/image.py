@@ -322,7 +322,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     st = src.stat()
     from . import quantise as Q
     kv = [Q.KV_CAL_TOKENS, Q.KV_MARGIN, hashlib.sha1(Q.CALIBRATION_TEXT.read_bytes()).hexdigest()]
-    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, engines.as_dict(),
+    eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
+    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng,
                       __version__, IMAGE_VERSION, kv], sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"

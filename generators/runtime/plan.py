@@ -21,6 +21,10 @@ DMA memory (docs/runtime.md, "Memory map"), three regions, each one ``pynq.alloc
   slots (one per frame and port, reused by every layer) and the descriptor chains of the four
   DMA channels (64 bytes each).
 
+With matrix engines of ``vectors`` V > 1 (B-vector frames, docs/runtime.md 4.7) each x slot
+holds a vectors word and V vectors, each matrix half has a B-vector header word in ``frames``
+and each result slot V words per row; ``streams`` S > 1 makes the ``kv`` region S caches.
+
 Transfers per token and port: per layer q+k+v (one frame each), the KV heads' attention frames,
 o, gate+up, down (5), then the LM head only where a token is sampled. A matrix frame is three
 MM2S descriptors ([header][x][rows], SOF on the first, EOF on the last) and one S2MM descriptor
@@ -203,6 +207,11 @@ class MemoryPlan:
     acfg: object
     kv_row: int                       # bytes of one position's K (or V) on one port
     part_bytes: List[int]             # attention header+q part bytes per port
+    #: the matrix engines' ``vectors`` (V): x slots hold V vectors behind a vectors word,
+    #: result slots V words per row, every matrix half has a B-vector header
+    vectors: int = 1
+    #: KV caches (one per stream: Decoder.generate_streams), each of ``context`` positions
+    streams: int = 1
 
     # ------------------------------------------------------------------ figures
     @property
@@ -236,16 +245,28 @@ class MemoryPlan:
         """TAILDESC register writes per token (one per channel a transfer uses)."""
         return sum(len(t.desc) for t in self.transfers if logits or t.kind != LM)
 
-    def kv_offset(self, port: int, which: int, layer: int, head: int, pos: int = 0) -> int:
-        """Offset in the kv region of position ``pos`` of K (which 0) or V (1)."""
+    def kv_offset(self, port: int, which: int, layer: int, head: int, pos: int = 0,
+                  stream: int = 0) -> int:
+        """Offset in the kv region of position ``pos`` of K (which 0) or V (1) of stream
+        ``stream``'s cache (each stream's cache is the whole layout of one, one after the
+        other)."""
         c = self.config
-        return ((((port * 2 + which) * c.num_hidden_layers + layer) * c.num_key_value_heads
-                 + head) * self.context + pos) * self.kv_row
+        return self.kv_stream_bytes * stream + \
+            ((((port * 2 + which) * c.num_hidden_layers + layer) * c.num_key_value_heads
+              + head) * self.context + pos) * self.kv_row
+
+    @property
+    def kv_stream_bytes(self) -> int:
+        """Bytes of one stream's KV cache (both ports, K and V, every layer and KV head)."""
+        c = self.config
+        return 2 * 2 * c.num_hidden_layers * c.num_key_value_heads * self.context * self.kv_row
 
     def lines(self) -> List[str]:
         c = self.config
         out = [f"memory plan: {c.num_hidden_layers} layers, {self.fmt} weights, context "
-               f"{self.context} (MiB = 2^20 bytes)"]
+               f"{self.context}" + (f", {self.streams} streams" if self.streams > 1 else "")
+               + (f", frames of up to {self.vectors} vectors" if self.vectors > 1 else "")
+               + " (MiB = 2^20 bytes)"]
         out.append(f"  DMA memory {_mib(self.dma_bytes)} MiB ({self.dma_bytes:,} bytes):")
         for r in self.regions.values():
             extra = " (the model's own DMA buffers)" if r.provided else ""
@@ -268,11 +289,17 @@ class MemoryPlan:
             fits = min(fits, self.acfg.max_context)
             hint = (f"context {fits} fits" if fits >= 1 else
                     f"no context fits: the weights and frames alone are {_mib(fixed)} MiB")
+            caches = "KV cache" if self.streams == 1 else f"{self.streams} streams' KV caches"
+            if self.streams > 1:
+                s_fit = int((cma_mb * MIB - fixed) // self.kv_stream_bytes)
+                hint += (f" with {self.streams} streams; {s_fit} stream"
+                         f"{'s fit' if s_fit != 1 else ' fits'} at context {self.context}")
             return (f"DMA memory {_mib(self.dma_bytes)} MiB (weights "
-                    f"{_mib(self.regions['weights'].nbytes)}, KV cache at context "
+                    f"{_mib(self.regions['weights'].nbytes)}, {caches} at context "
                     f"{self.context} {_mib(self.regions['kv'].nbytes)}, frames "
                     f"{_mib(self.regions['frames'].nbytes)}) exceeds the {cma_mb:g} MiB CMA "
-                    f"budget; {hint} (--context, --cma-mb)")
+                    f"budget; {hint} (--context, --cma-mb"
+                    f"{', fewer prompts' if self.streams > 1 else ''})")
         if self.host_bytes > host_mb * MIB:
             big = sorted(self.host, key=lambda h: -h[1])[:2]
             return (f"host memory {_mib(self.host_bytes)} MiB exceeds the {host_mb:g} MiB "
@@ -293,13 +320,21 @@ def _tag(index: int) -> int:
     return (index + 1) & 0xFF
 
 
-def memory_plan(model, context: Optional[int] = None) -> MemoryPlan:
+def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = None,
+                streams: int = 1) -> MemoryPlan:
     """The plan of ``model`` (a :class:`generators.runtime.model.Model` or a
-    :func:`model_shape`) with a KV cache of ``context`` positions (default: the attention
-    engine's max_context)."""
+    :func:`model_shape`) with ``streams`` KV caches of ``context`` positions each (default: the
+    attention engine's max_context), for matrix engines of ``vectors`` (default: the model's
+    ``engines.vectors``; docs/vectors.md)."""
     c, eng = model.config, model.engines
     acfg = eng.attention_config()
     context = int(eng.max_context if context is None else context)
+    V = int(getattr(eng, "vectors", 1) if vectors is None else vectors)
+    if not 1 <= V <= 255:
+        raise ValueError(f"vectors {V} outside 1..255 (the vectors word's B)")
+    if int(streams) < 1:
+        raise ValueError(f"streams must be at least 1, got {streams}")
+    streams = int(streams)
     if not 1 <= context <= acfg.max_context:
         raise ValueError(f"context {context} outside 1..{acfg.max_context} (the attention "
                          f"engine's max_context)")
@@ -321,8 +356,9 @@ def memory_plan(model, context: Optional[int] = None) -> MemoryPlan:
     # ---- KV cache
     kv_row = acfg.row_beats * 8                  # one port's half of a 16-byte-beat row
     kv = Region("kv", f"INT8 KV cache, {2 * kv_row * 2} bytes per position per layer and KV "
-                      f"head, split by port", False)
-    kv.add("all", 2 * 2 * Lyr * H * context * kv_row)
+                      f"head, split by port" + (f", {streams} streams" if streams > 1 else ""),
+                False)
+    kv.add("all", streams * 2 * 2 * Lyr * H * context * kv_row)
 
     # ---- frames: x slots, attention parts, result slots
     fr = Region("frames", "x slots, attention header+q parts, result slots, descriptors", False)
@@ -330,7 +366,17 @@ def memory_plan(model, context: Optional[int] = None) -> MemoryPlan:
     part_bytes = [part, part + 8]                # port 1: the route word first
     for kind, names in KIND_MATRICES.items():
         k = max(shapes[_mname(0 if kind != LM else None, n)].k for n in names)
-        fr.add(("x", kind), -(-k // 8) * 8)
+        if V == 1:
+            fr.add(("x", kind), -(-k // 8) * 8)
+        else:
+            # [vectors word][x of vector 0][x of vector 1]...: vector 0 where a one-vector
+            # frame's x is, the vectors word the 8 bytes before it (docs/runtime.md 4.7)
+            off = fr.add(("xv", kind), 8 + V * (-(-k // 8) * 8))
+            fr.items[("x", kind)] = (off + 8, V * (-(-k // 8) * 8))
+    if V > 1:                                    # each matrix half's B-vector header word
+        for name in shapes:
+            for p in (0, 1):
+                fr.add(("vh", name, p), 8, 8)
     for h in range(H):
         for p in (0, 1):
             fr.add(("part", h, p), part_bytes[p])
@@ -339,7 +385,7 @@ def memory_plan(model, context: Optional[int] = None) -> MemoryPlan:
         for n in names:
             m = shapes[_mname(0 if kind != LM else None, n)]
             for p in (0, 1):
-                fr.add(("out", kind, n, p), (m.rows[p] + 1) * 4)
+                fr.add(("out", kind, n, p), (m.rows[p] * V + 1) * 4)
     for h in range(H):
         fr.add(("out", ATT, h, 0), att_words * 4)
 
@@ -389,17 +435,19 @@ def memory_plan(model, context: Optional[int] = None) -> MemoryPlan:
             transfers.append(t)
 
     regions = {"weights": weights, "kv": kv, "frames": fr}
-    host = _host_items(model, c, context, transfers, shapes)
+    host = _host_items(model, c, context, transfers, shapes, V, streams)
     return MemoryPlan(context, getattr(model, "fmt", "?"), regions, transfers, host, c, acfg,
-                      kv_row, part_bytes)
+                      kv_row, part_bytes, V, streams)
 
 
 def _mname(layer, short):
     return "lm_head" if layer is None else f"layers.{layer}.{short}"
 
 
-def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, str]]:
+def _host_items(model, c, context, transfers, shapes, vectors: int = 1,
+                streams: int = 1) -> List[Tuple[str, int, str]]:
     d, V, Hd, I = c.head_dim, c.vocab_size, c.hidden_size, c.intermediate_size
+    B = max(vectors, streams)           # rows the batched step holds at once
     if getattr(model, "rope", None) is not None:
         rope = ("RoPE tables", 0, "the model's own (the image's sections)")
     else:
@@ -408,12 +456,16 @@ def _host_items(model, c, context, transfers, shapes) -> List[Tuple[str, int, st
                                               f"computed")
     items = [
         rope,
-        ("KV steps", (2 * c.num_hidden_layers * c.num_key_value_heads + c.num_hidden_layers) * 8,
-         "one K and one V step per (layer, KV head), lengths"),
-        ("logits", V * 8 * 3 + V * 4 * 2, "the LM head's words and the float64 logits "
-                                          "(with the sampler's copies)"),
-        ("step vectors", (Hd * 24 + I * 8) * 8, "the residual, norms, q/k/v, attention "
-                                                "output, MLP vectors (float64)"),
+        ("KV steps", streams * (2 * c.num_hidden_layers * c.num_key_value_heads
+                                + c.num_hidden_layers) * 8,
+         "one K and one V step per (layer, KV head), lengths" +
+         (f"; {streams} streams" if streams > 1 else "")),
+        ("logits", B * (V * 8 * 3 + V * 4 * 2), "the LM head's words and the float64 logits "
+                                                "(with the sampler's copies)" +
+         (f"; {B} rows" if B > 1 else "")),
+        ("step vectors", B * (Hd * 24 + I * 8) * 8, "the residual, norms, q/k/v, attention "
+                                                    "output, MLP vectors (float64)" +
+         (f"; {B} rows" if B > 1 else "")),
         ("plan and transfer tables", len(transfers) * TRANSFER_TABLE_BYTES,
          f"{len(transfers)} transfers: their frames, descriptor blocks, result slots"),
         ("C loop", cloop_bytes(c, transfers, shapes),
@@ -487,12 +539,13 @@ def _file_mapped(a) -> bool:
 # --------------------------------------------------------------------------- the info command
 
 def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
-         host_mb: float = HOST_MB, out=None) -> int:
+         host_mb: float = HOST_MB, out=None, streams: int = 1,
+         vectors: Optional[int] = None) -> int:
     """``ternary-pynq info FILE --context N --cma-mb M``: print the plan, then "fits", and
     return 0; or write the refusal as one ``error:`` line on stderr and return 2 (a CLI
     mistake's exit code: the user asked for more than the board has)."""
     out = out or sys.stdout
-    plan = memory_plan(model, context)
+    plan = memory_plan(model, context, vectors, streams)
     for line in plan.lines():
         print(line, file=out)
     msg = plan.check(cma_mb, host_mb)

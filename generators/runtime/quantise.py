@@ -92,6 +92,8 @@ class KVCache:
         self.requantised = 0
         #: (layer, head, "K" or "V", position) of every step growth that requantised rows
         self.requant_events = []
+        #: while a speculative pass runs (begin_undo .. end_undo): what undoing its rows needs
+        self._undo = None
 
     def _append(self, store, steps, layer, head, t, row, which):
         if self.fixed:
@@ -108,6 +110,11 @@ class KVCache:
         # requantised in place (any layout of the view), the new row
         step, ratio = self._grow(row, steps[layer, head])
         if ratio > 0 and t:
+            u = self._undo
+            if u is not None and (which, layer, head) not in u["saved"]:
+                # the rows cached before the pass, once, before their first requantisation
+                n0 = int(u["length"][layer])
+                u["saved"][(which, layer, head)] = np.array(store[layer, head, :n0])
             hostops.kv_requantise(store[layer, head, :t], ratio)
             self.requantised += t * self.head_dim
             self.requant_events.append((layer, head, which, t))
@@ -131,11 +138,42 @@ class KVCache:
         t = int(self.length[layer])
         if t >= self.max_context:
             raise ValueError(f"KV cache of layer {layer} is full ({self.max_context} positions)")
+        if self._undo is not None:
+            self._undo["rows"].append((layer, np.array(k), np.array(v)))
         for h in range(k.shape[0]):
             self._append(self.K, self.k_step, layer, h, t, np.asarray(k[h], np.float64), "K")
             self._append(self.V, self.v_step, layer, h, t, np.asarray(v[h], np.float64), "V")
         self.length[layer] = t + 1
         return t + 1
+
+    # ---------------------------------------------------------------- speculation
+    def begin_undo(self) -> None:
+        """Start a pass whose last rows may be taken back (speculative decoding): the steps and
+        lengths now, every row appended from here on, and each (K/V, layer, head)'s cached rows
+        before its first requantisation in the pass."""
+        self._undo = {"k_step": self.k_step.copy(), "v_step": self.v_step.copy(),
+                      "length": self.length.copy(), "rows": [], "saved": {}}
+
+    def end_undo(self, keep: Optional[int] = None) -> None:
+        """End the pass keeping the first ``keep`` rows it appended to every layer (None: all).
+        The cache becomes exactly what appending only those rows would have made: the steps,
+        lengths and requantised rows of before the pass restored, those rows appended again
+        (the KV append is a function of the cache and the row)."""
+        u, self._undo = self._undo, None
+        if u is None or keep is None:
+            return
+        per_layer: dict = {}
+        for layer, k, v in u["rows"]:
+            per_layer.setdefault(layer, []).append((k, v))
+        if all(len(r) <= keep for r in per_layer.values()):
+            return
+        self.k_step[:], self.v_step[:], self.length[:] = u["k_step"], u["v_step"], u["length"]
+        for (which, layer, head), rows in u["saved"].items():
+            store = self.K if which == "K" else self.V
+            store[layer, head, :len(rows)] = rows
+        for layer, rows in per_layer.items():
+            for k, v in rows[:keep]:
+                self.append(layer, k, v)
 
 
 #: the KV steps' calibration text (Mary Shelley, Frankenstein (1818), Letter 2; public domain,

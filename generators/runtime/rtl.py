@@ -117,10 +117,10 @@ def accept(listener: Listener, alive, timeout_s: float, what: str):
                 raise BackendError(f"{what} did not connect within {timeout_s} s")
 
 
-def _shared_ddr(be, model, context, prefix):
+def _shared_ddr(be, model, context, prefix, vectors=None, streams=1):
     """The plan, a folder with DDR (a file both processes map, ``be.memory``) and the
     listener the register server connects to."""
-    plan = memory_plan(model, context)
+    plan = memory_plan(model, context, vectors, streams)
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     be._tmp = tmp
     be.memory = Memory(str(tmp / "ddr"), plan.ddr_bytes)
@@ -153,7 +153,7 @@ class RtlBackend(DmaRuntime):
 
     def __init__(self, model: Model, simulator: str = "verilator", params: Optional[Dict] = None,
                  timeout_s: float = 600.0, start_timeout_s: float = 1800.0,
-                 context: Optional[int] = None):
+                 context: Optional[int] = None, streams: int = 1):
         from generators.cosim import runner
         self.simulator = simulator
         params = dict(params or overlay_params(model.engines))
@@ -163,7 +163,9 @@ class RtlBackend(DmaRuntime):
         if man["streams"][0]["s_axis_width"] != 64:
             raise BackendError("the overlay's streams must be 64 bits wide")
         self.manifest = man
-        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "rtl-backend-")
+        # B-vector frames of up to the rendered top's vectors (its manifest)
+        plan, tmp, size, sock, listener = _shared_ddr(
+            self, model, context, "rtl-backend-", int(man["matrix"].get("vectors", 1)), streams)
         self._error = None
         self.result = None
         self.conn = None
@@ -196,13 +198,13 @@ class RtlBackend(DmaRuntime):
                          self.memory.allocate, plan, timeout_s,
                          pl_reset=lambda: self.link.ask(("reset",)))
         self._counts = (0, 0)
-        self.transfer_hooks.append(self._count)
+        self.transfer_hooks.append(self._count_cycles)
 
     def sim_counts(self):
         """(clock cycles simulated, input beats accepted on both ports) so far."""
         return self.link.ask(("c",))[:2]
 
-    def _count(self, index: int, done: bool) -> None:
+    def _count_cycles(self, index: int, done: bool) -> None:
         """A transfer hook: the simulated cycles and beats of each transfer, by kind."""
         if not done:
             self._counts = self.sim_counts()
@@ -228,15 +230,16 @@ class GoldenServerBackend(DmaRuntime):
     name = "golden-server"
 
     def __init__(self, model: Model, context: Optional[int] = None, timeout_s: float = 30.0,
-                 formats=(8, 3, 4)):
+                 formats=(8, 3, 4), vectors: Optional[int] = None, streams: int = 1):
         import json
         import subprocess
         import sys
-        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "golden-server-")
+        plan, tmp, size, sock, listener = _shared_ddr(self, model, context, "golden-server-",
+                                                      vectors, streams)
         arg = json.dumps({"address": sock, "ddr": str(tmp / "ddr"), "size": size,
                           "max_k": model.engines.max_k,
                           "acfg": dataclasses.asdict(model.engines.attention_config()),
-                          "formats": list(formats)})
+                          "formats": list(formats), "vectors": plan.vectors})
         self.proc = subprocess.Popen([sys.executable, "-m", "generators.runtime.dma", arg])
         try:
             self.conn = accept(listener, lambda: self.proc.poll() is None, 120,

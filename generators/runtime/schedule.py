@@ -1,0 +1,292 @@
+"""`make prefill`: time to the first token and streams' tok/s of the batched schedule
+(docs/runtime.md 4.7), from the cycles of the frames the runtime sends, SmolLM2-135M shapes.
+
+    python -m generators.runtime.schedule [--vectors 1,2,4] [--no-record]
+
+A MODEL built from exact parts, nothing wall-clock:
+
+* each matrix frame the runtime sends (its memory plan: every matrix half, header block, B
+  vectors, rows) takes ``beats + latency`` clocks on its port (one beat per clock: the
+  engines' benches assert the tready duty and the latency to the cycle, docs/vectors.md),
+  the latency the top's ``port_latency`` (its manifest's, from the generator) at that
+  ``vectors``; a transfer's frames follow each other on a port, the two ports in parallel;
+* each attention frame (one per KV head, per layer, per token: per-token attention) the
+  attention engine's own period for its beats (``decoder_model.pl_attention``);
+* the matrices and attention each at least their bytes at the DDR wall (``contract``), plus
+  the host's work per token (``decoder_model.host_ms``: make host-bench's Cortex-A9 model of
+  the C step, per row and at its context), one formula: ``decoder_model.token_time``.
+
+The prefill runs on the Python loop today (its host work on the board would be the numpy
+path's, docs/runtime.md 9); the figures count the C step's host model per row, what a C
+batched step would cost: the engines' and the DDR's share is what the schedule changes.
+Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Dict, List, Optional, Sequence, Tuple
+
+#: prompt lengths of the figures: the Paris question in SmolLM2's chat template with its
+#: default system prompt (37 tokens, issue 20), and 16, 64, 128
+PROMPTS = (("paris", 37), ("16", 16), ("64", 64), ("128", 128))
+#: streams of the aggregate tok/s figures, and the context every stream decodes at
+STREAMS = (1, 2, 4)
+STREAM_CONTEXT = 512
+FORMATS = ("q4", "ternary")
+#: the issue's goals: a 128-token prompt's first token (s), 4 streams against one
+GOAL_TTFT_128 = {"q4": 0.5, "ternary": 0.15}
+GOAL_STREAMS_4 = 3.0
+
+
+class Schedule:
+    """The clocks and DDR beats of a batched step of SmolLM2-135M's shapes in ``fmt`` on a
+    top of ``vectors`` (the runtime's memory plan of that model)."""
+
+    def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None):
+        from generators.core import build
+        from generators.report.decoder_model import pl_attention
+
+        from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
+        from .plan import ATT, _shape_of, memory_plan, model_shape
+        from .synthetic import SMOLLM2_135M
+        self.fmt, self.vectors = fmt, vectors
+        if model is None:            # SmolLM2-135M's shapes
+            self.cfg = ModelConfig(**SMOLLM2_135M)
+            self.shape = model_shape(self.cfg, PYNQ_Z1_ENGINES, fmt)
+        else:                        # another model's (tests: the tiny checkpoint)
+            self.cfg = model.config
+            self.shape = model_shape(self.cfg, model.engines, fmt)
+            self.shape.matrices = {n: _shape_of(m) for n, m in model.matrices.items()}
+        self.plan = memory_plan(self.shape, min(2048, self.shape.engines.max_context),
+                                vectors=vectors)
+        self.latency = build("overlay", dict(overlay or {}, vectors=vectors)).port_latency()
+        self.att = pl_attention()
+        self.ATT = ATT
+
+    def _frame_beats(self, name: str, port: int, B: int) -> int:
+        m = self.shape.matrices[name]
+        from .plan import row_stride
+        hdr = 1 if B == 1 else 2                     # header word (+ vectors word)
+        return hdr + B * (m.x_bytes // 8) + m.rows[port] * row_stride(m.fmt, m.k) // 8
+
+    def matrix_pass(self, B: int, lm_rows: int) -> Tuple[int, int]:
+        """(clocks, 8-byte beats on both ports) of every matrix transfer of one step with B
+        rows, and the LM head with ``lm_rows`` rows (0: not run)."""
+        cycles = beats = 0
+        for t in self.plan.transfers:
+            if t.kind == self.ATT:
+                continue
+            b = B if t.layer is not None else lm_rows
+            if b == 0:
+                continue
+            per_port = [0, 0]
+            for f in t.frames:
+                for p in (0, 1):
+                    n = self._frame_beats(f.name, p, b)
+                    per_port[p] += n + self.latency[p]
+                    beats += n
+            cycles += max(per_port)
+        return cycles, beats
+
+    def attention(self, contexts: Sequence[int]) -> Tuple[float, int]:
+        """(clocks, 8-byte beats on both ports) of the per-token attention transfers of rows
+        at ``contexts`` (each row's L), every layer and KV head."""
+        c = self.cfg
+        frames = c.num_hidden_layers * c.num_key_value_heads
+        cyc = sum(frames * self.att.frame_cycles(L) for L in contexts)
+        beats = sum(frames * (2 * self.att.frame_beats(L) + self.att.extra_port_beats)
+                    for L in contexts)
+        return cyc, beats
+
+    def step_time(self, contexts: Sequence[int], lm_rows: int) -> Dict:
+        """One weight pass for len(contexts) rows: decoder_model.token_time's formula with
+        the host model summed over the rows."""
+        from generators.report.decoder_model import Platform, host_ms, token_time
+        mc, mb = self.matrix_pass(len(contexts), lm_rows)
+        ac, ab = self.attention(contexts)
+        host_s = sum(host_ms(self.fmt, L) for L in contexts) / 1e3
+        return token_time(self.fmt, max(contexts), mc, mb, ac, ab,
+                          platform=Platform(host_s=host_s))
+
+    def ttft(self, n: int) -> Tuple[float, Dict]:
+        """Seconds from a prompt of n tokens to its first token (chunks of ``vectors``, the LM
+        head for the last token only), and the summed parts (ms)."""
+        V = self.vectors
+        total, parts = 0.0, {"matrix_ms": 0.0, "attention_ms": 0.0, "host_ms": 0.0}
+        for j0 in range(0, n, V):
+            rows = list(range(j0 + 1, min(n, j0 + V) + 1))          # each row's L
+            t = self.step_time(rows, 1 if rows[-1] == n else 0)
+            total += t["total_ms"] / 1e3
+            for k in parts:
+                parts[k] += t[k]
+        return total, parts
+
+    def streams_tok_s(self, S: int, context: int = STREAM_CONTEXT) -> float:
+        """Tokens per second of S streams decoding together at ``context``: ceil(S / V)
+        weight passes per step, each with its rows' LM head."""
+        V, left, total = self.vectors, S, 0.0
+        while left:
+            b = min(V, left)
+            total += self.step_time([context] * b, b)["total_ms"] / 1e3
+            left -= b
+        return S / total
+
+
+def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
+    from generators.designs.overlay import PYNQ_Z1_VECTORS
+    from generators.results import figure
+    figs, lines = [], []
+    for fmt in FORMATS:
+        from generators.report.decoder_model import host_ms
+        h = sum(host_ms(fmt, L) for L in range(1, 129)) / 1e3
+        figs.append(figure(f"prefill.{fmt}.host_128_s", round(h, 3), "s", "modelled",
+                           f"SmolLM2-135M {fmt}: the host's share of a 128-token prompt at any "
+                           f"vectors (128 rows of the C step's Cortex-A9 model, make "
+                           f"host-bench)"))
+        lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s (any vectors)")
+        for V in vectors:
+            sch = Schedule(fmt, V)
+            tag = f"{fmt}.v{V}"
+            default = " (the PYNQ-Z1 top's)" if V == PYNQ_Z1_VECTORS else ""
+            row = []
+            for name, n in PROMPTS:
+                s, parts = sch.ttft(n)
+                figs.append(figure(f"prefill.{tag}.ttft_{name}_s", round(s, 3), "s", "modelled",
+                                   f"SmolLM2-135M {fmt}, vectors {V}{default}: time to the "
+                                   f"first token of a {n}-token prompt (chunks of {V}; engine "
+                                   f"clocks of every frame + DDR wall + host model)",
+                                   prompt_tokens=n, **{k: round(v, 1) for k, v in parts.items()}))
+                row.append(f"{n}: {s:.3f} s")
+            lines.append(f"[prefill] {fmt} vectors {V}{default}: time to the first token "
+                         + ", ".join(row))
+            one = sch.streams_tok_s(1)
+            row = []
+            for S in STREAMS:
+                t = sch.streams_tok_s(S)
+                figs.append(figure(f"streams.{tag}.s{S}.tok_s", round(t, 2), "tok/s", "modelled",
+                                   f"SmolLM2-135M {fmt}, vectors {V}{default}: {S} stream(s) "
+                                   f"at context {STREAM_CONTEXT}, tokens per second of all "
+                                   f"streams together"))
+                if S > 1:
+                    figs.append(figure(f"streams.{tag}.s{S}.gain", round(t / one, 2), "x",
+                                       "modelled", f"SmolLM2-135M {fmt}, vectors {V}: {S} "
+                                       f"streams' tok/s over one stream's"))
+                row.append(f"{S}: {t:.2f} tok/s ({t / one:.2f}x)")
+            lines.append(f"[streams] {fmt} vectors {V}: " + ", ".join(row))
+    return figs, lines
+
+
+def verdict(figs: List[dict]) -> List[str]:
+    """The issue's goals against the figures of each vectors."""
+    from generators.designs.overlay import PYNQ_Z1_VECTORS
+    by = {f["key"]: f["value"] for f in figs}
+    out = []
+    vs = sorted({int(k.split(".")[2][1:]) for k in by if k.startswith("prefill.")
+                 and k.split(".")[2].startswith("v")})
+    for V in vs:
+        parts = []
+        for fmt in FORMATS:
+            t = by[f"prefill.{fmt}.v{V}.ttft_128_s"]
+            g = by.get(f"streams.{fmt}.v{V}.s4.gain")
+            parts.append(f"{fmt} 128-token prompt {t:.3f} s (goal <= {GOAL_TTFT_128[fmt]} s: "
+                         f"{'met' if t <= GOAL_TTFT_128[fmt] else 'missed'}), 4 streams "
+                         f"{g:.2f}x one (goal >= {GOAL_STREAMS_4:g}x: "
+                         f"{'met' if g >= GOAL_STREAMS_4 else 'missed'})")
+        star = " (the PYNQ-Z1 top)" if V == PYNQ_Z1_VECTORS else ""
+        out.append(f"[goals] vectors {V}{star}: " + "; ".join(parts))
+    return out
+
+
+#: make speculate's prompts: the Paris question, and one that asks to repeat a paragraph (the
+#: first of docs/data/gettysburg.txt)
+QUESTION = "What is the capital of France?"
+REPEAT = "Repeat the following paragraph exactly, word for word:\n\n{paragraph}"
+
+
+def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: int = 48
+                      ) -> Tuple[List[dict], List[str]]:
+    """SmolLM2-135M (the default image) greedy on golden with ``generate(speculate=V - 1)``
+    on overlays of each V: the drafted and accepted tokens counted, and the tok/s of the
+    passes it ran (each pass: its rows at their positions, :meth:`Schedule.step_time`)
+    against the plain run's one-row passes (the same tokens: tests/test_prefill.py)."""
+    from pathlib import Path
+
+    from generators.results import figure
+
+    from . import Decoder, make_backend
+    from .chat import load_model
+    model, tok, _ = load_model(None, fmt)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "data" / "gettysburg.txt").read_text()
+    paragraph = text.strip().split("\n\n")[0].strip()
+    prompts = {"paris": tok.chat_ids(QUESTION),
+               "repeat": tok.chat_ids(REPEAT.format(paragraph=paragraph))}
+    figs, lines = [], []
+    for V in vectors:
+        sch = Schedule(fmt, V)
+        for name, ids in prompts.items():
+            dec = Decoder(model, make_backend("golden", model, vectors=V))
+            out = list(dec.generate(ids, tokens, stop_ids=tok.eos_ids, speculate=V - 1))
+            sp = dec.speculation
+            spec_s = sum(sch.step_time(list(range(p + 1, p + b + 1)), b)["total_ms"]
+                         for p, b in sp["rows"]) / 1e3
+            plain_s = sum(sch.step_time([p + 1], 1)["total_ms"]
+                          for p in range(len(ids), len(ids) + len(out) - 1)) / 1e3
+            n = len(out) - 1                          # tokens after the prompt's own
+            tag = f"speculate.{fmt}.v{V}.{name}"
+            rate = sp["accepted"] / sp["drafted"] if sp["drafted"] else 0.0
+            figs += [
+                figure(f"{tag}.accepted", sp["accepted"], "tokens", "measured",
+                       f"SmolLM2-135M {fmt} greedy, {name} prompt ({len(ids)} tokens), "
+                       f"--speculate {V - 1} on vectors {V}: drafted tokens accepted of "
+                       f"{sp['drafted']} ({len(out)} tokens generated, golden)",
+                       drafted=sp["drafted"], passes=sp["passes"], generated=len(out)),
+                figure(f"{tag}.acceptance", round(100 * rate, 1), "%", "measured",
+                       f"SmolLM2-135M {fmt}, {name} prompt, --speculate {V - 1}: accepted "
+                       f"share of the drafted tokens"),
+                figure(f"{tag}.tok_s", round(n / spec_s, 2) if spec_s else 0.0, "tok/s",
+                       "modelled", f"SmolLM2-135M {fmt}, {name} prompt, --speculate {V - 1} "
+                       f"on vectors {V}: tokens after the first per second of the passes run "
+                       f"(frame clocks + DDR wall + host model per row)"),
+                figure(f"{tag}.plain_tok_s", round(n / plain_s, 2) if plain_s else 0.0,
+                       "tok/s", "modelled", f"SmolLM2-135M {fmt}, {name} prompt: the same "
+                       f"tokens one per pass"),
+            ]
+            lines.append(f"[speculate] {fmt} vectors {V} {name} ({len(ids)} prompt tokens): "
+                         f"{sp['accepted']} of {sp['drafted']} drafted accepted, "
+                         f"{sp['passes']} passes for {n} tokens: {n / spec_s:.2f} tok/s "
+                         f"against {n / plain_s:.2f} plain (modelled); "
+                         f"{tok.decode(out)[:60]!r}")
+            print(lines[-1], flush=True)
+    return figs, lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m generators.runtime.schedule",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--vectors", default="1,2,4",
+                    help="the tops' vectors to model (comma-separated; default 1,2,4)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    ap.add_argument("--speculate", action="store_true",
+                    help="make speculate: SmolLM2 greedy with --speculate on golden (minutes)")
+    ap.add_argument("--tokens", type=int, default=48, help="--speculate: tokens per prompt")
+    a = ap.parse_args(argv)
+    vs = [int(v) for v in a.vectors.split(",")]
+    if a.speculate:
+        figs, _ = speculate_figures(vectors=[v for v in vs if v > 1], tokens=a.tokens)
+        what, note = "speculate", ("acceptance measured on golden (SmolLM2-135M, greedy); tok/s "
+                                   "a model of the passes run (generators/runtime/schedule.py)")
+    else:
+        figs, lines = figures(vs)
+        for line in lines + verdict(figs):
+            print(line, flush=True)
+        what, note = "prefill", ("a model: engine clocks of every frame (beats + latency) + DDR "
+                                 "wall + the host's C-step model per row "
+                                 "(generators/runtime/schedule.py)")
+    if not a.no_record:
+        from generators.results import record
+        p = record("decode", figs, command=f"make {what}", variant=what, note=note)
+        print(f"[{what}] figures: {p}")
+    return 0
+
+if __name__ == "__main__":
+    raise SystemExit(main())
