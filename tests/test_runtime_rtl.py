@@ -4,7 +4,8 @@ the board, gives the golden backend's tokens and bit-identical engine output wor
 runs use the host ops' C library, golden their numpy twin (the same bits: docs/runtime.md 9).
 
 Tiny checkpoint (2 layers, hidden 192 = 3 heads x 64, 1 KV head, MLP 512, vocab 512), overlay
-rendered with max_k 512 and max_context 16 and the PYNQ-Z1 default vectors (2): the prompts
+rendered with max_k 512 and max_context 16 and vectors 2 (`RTL_VECTORS`; the PYNQ-Z1 top is
+built at vectors 1, docs/vectors.md, and a top at vectors 2 simulates the same): the prompts
 run in chunks of 2 tokens through B-vector frames (prefill, docs/runtime.md 4.7), the golden
 run with the same vectors so that every engine word compares, and the RTL's tokens and logits
 equal the token-by-token path's too (golden, vectors 1). Verilator: all three weight formats
@@ -26,6 +27,14 @@ from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=16)
+#: the rendered top's vectors: B-vector frames on the RTL (prefill, streams, speculation)
+RTL_VECTORS = 2
+
+
+def _rtl(m, **kw):
+    """The rtl backend on the overlay at ENG's sizes and RTL_VECTORS (one Verilator build)."""
+    from generators.runtime.rtl import overlay_params
+    return make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=RTL_VECTORS), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +62,13 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     m = convert(ck, fmt, ENG, notice=None)        # q4: the float checkpoint requantised
     t_gold, t_rtl = [], []
     with hostops.using("numpy"):                  # golden with the host ops' numpy path,
-        gold = list(Decoder(m, make_backend("golden", m, vectors=PYNQ_Z1_VECTORS),
+        gold = list(Decoder(m, make_backend("golden", m, vectors=RTL_VECTORS),
                             trace=t_gold).generate(prompt, tokens, **sampling))
         one = Decoder(m, make_backend("golden", m, vectors=1))      # token by token
         by_token = list(one.generate(prompt, tokens, **sampling))
-    be = make_backend("rtl", m, simulator=sim)
+    be = _rtl(m, simulator=sim)
     try:
-        assert be.plan.vectors == PYNQ_Z1_VECTORS
+        assert be.plan.vectors == RTL_VECTORS
         with hostops.using("c"):                  # the RTL with their C path (docs/runtime.md 9)
             dec = Decoder(m, be, trace=t_rtl)
             rtl = list(dec.generate(prompt, tokens, **sampling))
@@ -71,26 +80,28 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     assert np.array_equal(dec.last_logits, one.last_logits)
     _compare(t_gold, t_rtl)
     n_q = sum(1 for t in t_rtl if t[0] == "matrix" and t[2] == "layers.0.q")
-    assert n_q == -(-len(prompt) // PYNQ_Z1_VECTORS) + tokens - 1     # weight passes
+    assert n_q == -(-len(prompt) // RTL_VECTORS) + tokens - 1     # weight passes
     n_att = sum(1 for t in t_rtl if t[0] == "attention")
     assert n_att == (len(prompt) + tokens - 1) * 2          # one frame per layer (1 KV head)
     assert be.cycles["matrix"] > 0 and be.cycles["attention"] > 0
 
 
 @pytest.mark.long
-def test_rtl_on_a_two_vector_top(ck):
-    """The runtime's one-vector frames (no vectors flag, docs/vectors.md) on a top built with
-    vectors=2 (64-entry result FIFOs, latency 22): the golden backend's tokens and words."""
+def test_rtl_on_the_pynq_z1_vectors(ck):
+    """The runtime on a top built at the PYNQ-Z1 default vectors (`PYNQ_Z1_VECTORS`, the
+    bitstream's): its frames, one-vector when the default is 1, give the golden backend's
+    tokens and words."""
     from generators.runtime.rtl import overlay_params
     m = convert(ck, "int8", ENG, notice=None)
     t_gold, t_rtl = [], []
     with hostops.using("numpy"):
-        gold = list(Decoder(m, make_backend("golden", m), trace=t_gold).generate([1], 2, seed=7))
-    be = make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=2))
+        gold = list(Decoder(m, make_backend("golden", m, vectors=PYNQ_Z1_VECTORS),
+                            trace=t_gold).generate([1, 2], 2, seed=7))
+    be = make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=PYNQ_Z1_VECTORS))
     try:
-        assert be.manifest["matrix"]["vectors"] == 2
+        assert be.manifest["matrix"]["vectors"] == PYNQ_Z1_VECTORS
         with hostops.using("c"):
-            rtl = list(Decoder(m, be, trace=t_rtl).generate([1], 2, seed=7))
+            rtl = list(Decoder(m, be, trace=t_rtl).generate([1, 2], 2, seed=7))
     finally:
         be.close()
     assert rtl == gold
@@ -104,7 +115,7 @@ def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
     m = Model.load(convert(ck, "ternary", ENG).save(tmp_path / "t.tpimg"))
     q = m.matrices["layers.0.k"]
     q.images[1][8 + q.x_bytes + 5] = 250
-    be = make_backend("rtl", m)
+    be = _rtl(m)
     try:
         with pytest.raises(EngineError, match=r"BAD_TRIT \(layer 0, matrix k, port 1"):
             list(Decoder(m, be).generate([1], 1))
@@ -120,7 +131,7 @@ def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
     take at least the busier port's beats and at most the model's clocks, within 1 %."""
     from generators.runtime.schedule import Schedule
     m = convert(ck, "int8", ENG, notice=None)
-    be = make_backend("rtl", m)
+    be = _rtl(m)
     try:
         dec = Decoder(m, be)
         with hostops.using("c"):
@@ -130,7 +141,7 @@ def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
             one = be.cycles["matrix"] - two
     finally:
         be.close()
-    sch = Schedule("int8", PYNQ_Z1_VECTORS, model=m,
+    sch = Schedule("int8", RTL_VECTORS, model=m,
                    overlay={"max_k": ENG.max_k, "max_context": ENG.max_context})
     for B, sim in ((2, two), (1, one)):
         model, beats = sch.matrix_pass(B, 1)
@@ -150,7 +161,7 @@ def test_rtl_streams_and_speculation_equal_their_plain_runs(ck):
     rep = [1, 2, 3, 1, 2]
     plain = Decoder(m, make_backend("golden", m, vectors=1))
     greedy = list(plain.generate(rep, 4))
-    be = make_backend("rtl", m, streams=2)
+    be = _rtl(m, streams=2)
     try:
         dec = Decoder(m, be)
         assert dec.generate_streams(prompts, 3, temperature=1.0, seed=4) == alone
