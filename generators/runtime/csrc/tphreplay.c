@@ -98,14 +98,22 @@ static void process(tpl_replay *dev, uint32_t dma, uint32_t s2mm, uint32_t tail)
     ch->halted = 1;
 }
 
+/* The channel a register access names (NULL: no such DMA) and the register's offset within
+ * the channel's block (*r) and whether it is the S2MM channel (*s2mm). */
+static tpl_replay_ch *channel(tpl_replay *dev, uint32_t dma, uint32_t offset, uint32_t *r,
+                              uint32_t *s2mm)
+{
+    *s2mm = offset >= TPL_S2MM;
+    *r = offset - (*s2mm ? TPL_S2MM : 0u);
+    return dma > 1 ? NULL : &dev->ch[dma][*s2mm];
+}
+
 int32_t tpl_replay_read(void *d, uint32_t dma, uint32_t offset, uint32_t *value)
 {
-    tpl_replay *dev = (tpl_replay *)d;
-    uint32_t s2mm = offset >= TPL_S2MM, r = offset - (s2mm ? TPL_S2MM : 0u);
-    tpl_replay_ch *ch;
-    if (dma > 1)
+    uint32_t r, s2mm;
+    tpl_replay_ch *ch = channel((tpl_replay *)d, dma, offset, &r, &s2mm);
+    if (!ch)
         return -1;
-    ch = &dev->ch[dma][s2mm];
     if (r == TPL_DMACR)
         *value = ch->cr;
     else if (r == TPL_DMASR)
@@ -122,11 +130,10 @@ int32_t tpl_replay_read(void *d, uint32_t dma, uint32_t offset, uint32_t *value)
 int32_t tpl_replay_write(void *d, uint32_t dma, uint32_t offset, uint32_t value)
 {
     tpl_replay *dev = (tpl_replay *)d;
-    uint32_t s2mm = offset >= TPL_S2MM, r = offset - (s2mm ? TPL_S2MM : 0u);
-    tpl_replay_ch *ch;
-    if (dma > 1)
+    uint32_t r, s2mm;
+    tpl_replay_ch *ch = channel(dev, dma, offset, &r, &s2mm);
+    if (!ch)
         return -1;
-    ch = &dev->ch[dma][s2mm];
     if (r == TPL_DMACR) {
         if (value & TPL_CR_RESET) {       /* both channels to power-on */
             memset(dev->ch[dma], 0, sizeof dev->ch[dma]);
