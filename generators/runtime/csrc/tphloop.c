@@ -865,7 +865,6 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     uint32_t sizes[16], i, need = tpl_ctx_bytes(t, words);
     uint8_t *w;
     const uint32_t one = 1;
-    float *fp[13];
     if (!need || bytes < need || !mem || ((uintptr_t)mem & 15u) || !ptrs || !io
         || bad_transfers(t, words))
         return TPL_E_ARG;
@@ -897,23 +896,14 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     memcpy(&c->eps, &t[TPL_T_EPS], sizeof c->eps);
     workspace(t, sizes);
     w = (uint8_t *)mem + ALIGN16((uint32_t)sizeof(ctx_t));
-    for (i = 0; i < 13; i++) {
-        fp[i] = (float *)w;
-        w += sizes[i];
+    {   /* the float work areas, in workspace()'s order */
+        float **fp[13] = {&c->x, &c->n, &c->q, &c->att, &c->o, &c->k, &c->v, &c->g, &c->u,
+                           &c->h, &c->cosf, &c->sinf, &c->sq};
+        for (i = 0; i < 13; i++) {
+            *fp[i] = (float *)w;
+            w += sizes[i];
+        }
     }
-    c->x = fp[0];
-    c->n = fp[1];
-    c->q = fp[2];
-    c->att = fp[3];
-    c->o = fp[4];
-    c->k = fp[5];
-    c->v = fp[6];
-    c->g = fp[7];
-    c->u = fp[8];
-    c->h = fp[9];
-    c->cosf = fp[10];
-    c->sinf = fp[11];
-    c->sq = fp[12];
     c->mult = (uint32_t *)w;
     w += sizes[13];
     c->shift = (uint32_t *)w;
