@@ -14,7 +14,8 @@ figure it is:
 * ``modelled``: computed by a documented model (the DDR wall, the A9's speed, cell delays);
 * ``measured``: measured on this machine (seconds, instructions, bytes, nats/token).
 
-``make results`` (``python -m generators.results``) renders ``docs/results.md`` from those files.
+``make results`` (``python -m generators.results``) renders ``docs/results.md`` from those files
+(``record`` renders it too, so it never lags behind them).
 The README and ``docs/`` quote a figure as ``VALUE UNIT ([LABEL](results.md#KEY))``
 (``docs/results.md#KEY`` from the README); ``tests/test_results.py`` fails when a quote's value
 or label is not the one in ``docs/results.md``, or when the README has a bare figure.
@@ -118,6 +119,8 @@ def record(target: str, figures: Sequence[Mapping], command: Optional[str] = Non
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    if out_dir == RESULTS_DIR:
+        render(RESULTS_MD)          # docs/results.md follows its files at once
     return path
 
 
