@@ -682,7 +682,7 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def record_figures(results: Sequence[Result], cover: bool = True):
+def record_figures(results: Sequence[Result], cover: bool = True, out_dir=None):
     """`make formal`'s figures (docs/results/formal.json): per proof its result, depth and CPU
     seconds (the wall time depends on the machine's load; the CPU time much less)."""
     from .results import figure, record
@@ -691,9 +691,9 @@ def record_figures(results: Sequence[Result], cover: bool = True):
         if r.status == "NO STREAM":
             continue
         slug = re.sub(r"[^a-z0-9]+", "-", (r.label or "defaults").lower()).strip("-")
-        key = f"formal.{r.design}.{slug}"
-        if key in seen:
-            continue
+        key, n = f"formal.{r.design}.{slug}", 2
+        while key in seen:                      # two runs of one label: both kept
+            key, n = f"formal.{r.design}.{slug}-{n}", n + 1
         seen.add(key)
         cfg = " ".join(f"{k}={v}" for k, v in r.params.items()) or r.label
         figs.append(figure(f"{key}.result", r.status + (f" at k = {r.depth}" if r.depth else ""),
@@ -702,7 +702,7 @@ def record_figures(results: Sequence[Result], cover: bool = True):
                            "measured", f"CPU time of the proof{' and covers' if cover else ''}: "
                            f"{r.design} ({cfg})"))
     return record("formal", figs, command="make formal" if cover else
-                  "python -m generators.formal --no-cover")
+                  "python -m generators.formal --no-cover", out_dir=out_dir)
 
 
 if __name__ == "__main__":

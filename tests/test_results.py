@@ -83,3 +83,19 @@ def test_the_docs_quote_the_recorded_figures():
     bad = [b for p in docs for b in R.check_quotes(p.read_text(), str(p.relative_to(R.REPO)),
                                                    figs)]
     assert not bad, "\n".join(bad)
+
+
+def test_formal_records_every_proof(tmp_path):
+    """make formal's figures: one result and CPU time per proof, two runs of one label both
+    kept, a design without a stream left out."""
+    import json
+    from generators.formal import Result, record_figures
+    runs = [Result("probe", "PYNQ-Z1", {}, "PASS", depth=6, seconds={"cpu": 1.25}),
+            Result("probe", "PYNQ-Z1", {"bytes": 4}, "FAIL", depth=12, seconds={"cpu": 2.0}),
+            Result("ternary-tree", "defaults", {}, "NO STREAM")]
+    figs = {f["key"]: f["text"] for f in json.loads(record_figures(runs, False, tmp_path)
+                                                    .read_text())["figures"]}
+    assert figs == {"formal.probe.pynq-z1.result": "PASS at k = 6",
+                    "formal.probe.pynq-z1.cpu_s": "1.2 s CPU",
+                    "formal.probe.pynq-z1-2.result": "FAIL at k = 12",
+                    "formal.probe.pynq-z1-2.cpu_s": "2.0 s CPU"}
