@@ -48,6 +48,7 @@ help:
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
+	@echo "                    PREFILL=B: the prompt's last B tokens in one B-vector pass on the RTL (top at vectors B)"
 	@echo "  make results      render docs/results.md from docs/results/*.json"
 	@echo "Vivado (docs/vivado.md):"
 	@echo "  make bitstream    Vivado build of the PL top with two scatter-gather AXI DMAs: build/pynq_ternary.bit and .hwh (VIVADO=...)"
@@ -151,4 +152,4 @@ image: setup
 	@$(ENV) $(PY) tools/image_bench.py
 
 chat-rtl: setup
-	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)
+	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)$(if $(PREFILL), --prefill $(PREFILL))

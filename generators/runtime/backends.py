@@ -670,10 +670,17 @@ class DmaRuntime:
         return self._engine_time() if self._engine_time is not None else self.engine_s
 
     def transfer_beats(self, layer: Optional[int], kind: str, L: int = 1) -> int:
-        """8-byte input beats of one transfer on both ports (the progress bar's unit)."""
-        t = self.plan.transfers[self._index[(layer, kind)]]
-        return sum(self._segment(s, L)[1] for f in t.frames for p in (0, 1)
-                   for s in f.mm2s[p]) // 8
+        """8-byte input beats of one transfer on both ports (the progress bar's unit), as it
+        is set now: a B-vector matrix transfer (``set_vectors``) sends per matrix half the
+        vectors word and B - 1 more vectors than its image."""
+        ti = self._index[(layer, kind)]
+        t = self.plan.transfers[ti]
+        n = sum(self._segment(s, L)[1] for f in t.frames for p in (0, 1) for s in f.mm2s[p])
+        B = self._vec[ti] if kind != ATT else 1
+        if B > 1:
+            n += sum(8 + (B - 1) * self.model.matrices[name].x_bytes
+                     for _, _, _, name in self._mat_desc[ti])
+        return n // 8
 
     def close(self) -> None:
         pass

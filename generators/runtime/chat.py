@@ -123,7 +123,9 @@ class Streamer:
 class ProgressBackend:
     """A backend wrapper that draws a bar of the engine beats of the current token (stderr).
 
-    ``total``: the beats of one token (:func:`token_beats`), for the bar and the percentage."""
+    ``total``: the beats of one weight pass (:func:`token_beats`: a token, or a B-vector
+    prefill pass with ``rows=B``), for the bar and the percentage; ``next_token`` starts the
+    next pass's bar."""
 
     def __init__(self, be, model, out=None, width=30, total=None):
         self.be, self.out, self.width = be, out or sys.stderr, width
@@ -162,13 +164,27 @@ class ProgressBackend:
                        "attention" if t.kind == "att" else "matrices")
 
 
-def token_beats(model, context: int) -> int:
-    """8-byte input beats of one token at ``context`` cached positions (both ports): every
-    matrix image and the attention frames of every layer and KV head."""
+def token_beats(model, context: int, rows: int = 1, lm_rows: int = 1) -> int:
+    """8-byte input beats of one weight pass on both ports (the progress bar's total): every
+    matrix image, each half of a ``rows``-vector frame carrying the vectors word and
+    ``rows`` - 1 more vectors (``Decoder.step_rows``), the LM head only when ``lm_rows`` > 0
+    (a prefill chunk: 1, for its last row), and per row the attention frames of every layer
+    and KV head; ``context``: the positions cached before the pass (row j attends
+    ``context`` + j + 1 of them). rows 1, lm_rows 1: a one-token decoder step."""
     c = model.config
-    mats = sum(len(i) for m in model.matrices.values() for i in m.images) // 8
-    d, G = c.head_dim, c.group
-    att = (16 + G * d + 2 * context * d) // 8 * c.num_key_value_heads * c.num_hidden_layers
+
+    def image_beats(m, b):
+        return sum(len(i) + (8 + (b - 1) * m.x_bytes if b > 1 else 0)
+                   for i in m.images if len(i)) // 8
+    mats = sum(image_beats(m, rows) for k, m in model.matrices.items() if k != "lm_head")
+    if lm_rows:
+        mats += image_beats(model.matrices["lm_head"], lm_rows)
+    # an attention frame: its beats (header, q, K and V rows) split into 8-byte halves by
+    # port, and port 1's route word (generators.packing.split_attention_frame)
+    a = model.engines.attention_config()
+    att = sum(a.beat_bytes // 8 * (a.header_beats + a.q_beats + 2 * (context + j + 1)
+                                   * a.row_beats) + 1 for j in range(rows)) \
+        * c.num_key_value_heads * c.num_hidden_layers
     return mats + att
 
 
