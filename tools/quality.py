@@ -444,10 +444,7 @@ def main(argv=None) -> int:
         # every token of every passage: recorded (a sweep of fewer formats, policies or dither
         # runs too: its figures are per format and policy, and its command says what ran)
         from generators.results import record
-        # a sweep without KV policies (make quality-dither) is the dither runs alone: its own
-        # record, so that it does not replace the policies' figures of make quality-sweep
-        variant = ("sweep" if args.policies else "dither") if args.sweep else ""
-        p = record("quality", figures(res, args.sweep), variant=variant,
+        p = record("quality", figures(res, args.sweep), variant=variant(args),
                    command=command(args, argv), note=f"SmolLM2-135M-Instruct over docs/data/ "
                    f"({res['tokens']} next tokens in {len(passages)} passages, teacher forcing); "
                    f"engine rows on the golden numerics (generators.runtime.forced = "
@@ -456,6 +453,13 @@ def main(argv=None) -> int:
                       if args.sweep else "") + f"; {res['seconds']} s")
         log(f"wrote {p.relative_to(REPO)}")
     return 0
+
+
+def variant(args) -> str:
+    """The record's variant: "" (make quality), "sweep" (make quality-sweep), "dither" (a sweep
+    without KV policies, make quality-dither: its own record, so that it does not replace the
+    policies' figures of make quality-sweep)."""
+    return ("sweep" if args.policies else "dither") if args.sweep else ""
 
 
 def command(args, argv) -> str:
