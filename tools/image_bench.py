@@ -97,6 +97,46 @@ def sections(path) -> dict:
     return out
 
 
+def format_figures(fmt, size, frames, conv, load, host, gold) -> list:
+    """The figures of one format's image, image.<fmt>.<name>, all measured: the file and its
+    frames (bytes), then each step's results (``_run``'s dicts)."""
+    from generators.results import figure
+    mb = 1e6
+    per_format = ", ".join(f"{f} {v / mb:.1f} MB" for f, v in sorted(frames.items()))
+    table = (   # (name, value, unit, what)
+        ("file_mb", round(size / mb, 1), "MB",
+         f"SmolLM2-135M-Instruct {fmt} image: the whole file"),
+        ("frames_mb", round(sum(frames.values()) / mb, 1), "MB",
+         f"{fmt} image: the matrices' frames ({per_format}): what the DMA buffers get"),
+        ("convert_rss_mb", round(conv["rss_mb"]), "MB",
+         f"convert to {fmt} (off the board): peak RSS"),
+        ("convert_traced_mb", round(conv["traced_mb"]), "MB",
+         f"convert to {fmt}: tracemalloc peak"),
+        ("convert_s", round(conv["seconds"], 1), "s",
+         f"convert to {fmt}: wall time on this machine"),
+        ("load_s", round(load["seconds"], 2), "s",
+         f"Model.load + tokenizer of the {fmt} image (fresh process, imports included)"),
+        ("map_ms", round(load["map_s"] * 1e3, 1), "ms",
+         f"Model.load of the {fmt} image alone: header read and file mapped"),
+        ("tokenizer_s", round(load["tokenizer_s"], 2), "s",
+         f"the {fmt} image's tokenizer built (tokenizers, from its JSON section)"),
+        ("load_rss_mb", round(load["rss_mb"]), "MB",
+         f"Model.load + tokenizer of the {fmt} image: peak RSS of the process"),
+        ("load_traced_mb", round(load["traced_mb"], 1), "MB",
+         f"Model.load + tokenizer of the {fmt} image: tracemalloc peak"),
+        ("host_token_rss_mb", round(host["rss_mb"]), "MB",
+         f"{fmt} image loaded + one decoder step, engines answering zeros: peak RSS"),
+        ("host_token_traced_mb", round(host["traced_mb"], 1), "MB",
+         f"{fmt} image loaded + one decoder step, engines answering zeros: tracemalloc peak "
+         f"(KV cache of max_context included)"),
+        ("golden_token_rss_mb", round(gold["rss_mb"]), "MB",
+         f"{fmt} image loaded + one token on the golden backend (its float64 weight cache, "
+         f"x86 only): peak RSS"),
+    )
+    return [figure(f"image.{fmt}.{name}", value, unit, "measured", what)
+            for name, value, unit, what in table]
+
+
 def main(argv=None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
         return _child(sys.argv[2:])
@@ -118,40 +158,7 @@ def main(argv=None) -> int:
         gold = _run("golden", fmt, path)
         frames = {k.split(".", 1)[1]: v for k, v in sec.items() if k.startswith("frames.")}
         rows.append((fmt, size, frames, sec, conv, load, host, gold))
-        k = f"image.{fmt}"
-        figs += [
-            figure(f"{k}.file_mb", round(size / mb, 1), "MB", "measured",
-                   f"SmolLM2-135M-Instruct {fmt} image: the whole file"),
-            figure(f"{k}.frames_mb", round(sum(frames.values()) / mb, 1), "MB", "measured",
-                   f"{fmt} image: the matrices' frames ("
-                   + ", ".join(f"{f} {v / mb:.1f} MB" for f, v in sorted(frames.items()))
-                   + "): what the DMA buffers get"),
-            figure(f"{k}.convert_rss_mb", round(conv["rss_mb"]), "MB", "measured",
-                   f"convert to {fmt} (off the board): peak RSS"),
-            figure(f"{k}.convert_traced_mb", round(conv["traced_mb"]), "MB", "measured",
-                   f"convert to {fmt}: tracemalloc peak"),
-            figure(f"{k}.convert_s", round(conv["seconds"], 1), "s", "measured",
-                   f"convert to {fmt}: wall time on this machine"),
-            figure(f"{k}.load_s", round(load["seconds"], 2), "s", "measured",
-                   f"Model.load + tokenizer of the {fmt} image (fresh process, imports "
-                   f"included)"),
-            figure(f"{k}.map_ms", round(load["map_s"] * 1e3, 1), "ms", "measured",
-                   f"Model.load of the {fmt} image alone: header read and file mapped"),
-            figure(f"{k}.tokenizer_s", round(load["tokenizer_s"], 2), "s", "measured",
-                   f"the {fmt} image's tokenizer built (tokenizers, from its JSON section)"),
-            figure(f"{k}.load_rss_mb", round(load["rss_mb"]), "MB", "measured",
-                   f"Model.load + tokenizer of the {fmt} image: peak RSS of the process"),
-            figure(f"{k}.load_traced_mb", round(load["traced_mb"], 1), "MB", "measured",
-                   f"Model.load + tokenizer of the {fmt} image: tracemalloc peak"),
-            figure(f"{k}.host_token_rss_mb", round(host["rss_mb"]), "MB", "measured",
-                   f"{fmt} image loaded + one decoder step, engines answering zeros: peak RSS"),
-            figure(f"{k}.host_token_traced_mb", round(host["traced_mb"], 1), "MB", "measured",
-                   f"{fmt} image loaded + one decoder step, engines answering zeros: "
-                   f"tracemalloc peak (KV cache of max_context included)"),
-            figure(f"{k}.golden_token_rss_mb", round(gold["rss_mb"]), "MB", "measured",
-                   f"{fmt} image loaded + one token on the golden backend (its float64 weight "
-                   f"cache, x86 only): peak RSS"),
-        ]
+        figs += format_figures(fmt, size, frames, conv, load, host, gold)
     e = rows[0][3]
     figs += [figure("image.embed_mb", round(e["embed"] / mb, 1), "MB", "measured",
                     "the Q8_0 embedding rows of SmolLM2 (the GGUF's, as stored)"),

@@ -23,7 +23,8 @@ model (generators.report.decoder_model, context 512: every weight byte and the I
 read once at 1.97 GB/s), and in brackets with the host: make host-bench's Cortex-A9 model of
 that format's host work (decoder_model.host_ms).
 
-``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
+``--sweep --policies ''`` (make quality-dither) runs the dither part alone, recorded apart
+(docs/results/quality-dither.json). ``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
 with the RMSNorm weights moved by one float32 ulp at random (``--dither N`` runs, make's
 DITHER=N; 0: the KV policies alone; their spread is the numerics' own noise, reported as a
 standard error), and the KV-cache step policies
@@ -443,7 +444,7 @@ def main(argv=None) -> int:
         # every token of every passage: recorded (a sweep of fewer formats, policies or dither
         # runs too: its figures are per format and policy, and its command says what ran)
         from generators.results import record
-        p = record("quality", figures(res, args.sweep), variant="sweep" if args.sweep else "",
+        p = record("quality", figures(res, args.sweep), variant=variant(args),
                    command=command(args, argv), note=f"SmolLM2-135M-Instruct over docs/data/ "
                    f"({res['tokens']} next tokens in {len(passages)} passages, teacher forcing); "
                    f"engine rows on the golden numerics (generators.runtime.forced = "
@@ -454,9 +455,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def variant(args) -> str:
+    """The record's variant: "" (make quality), "sweep" (make quality-sweep), "dither" (a sweep
+    without KV policies, make quality-dither: its own record, so that it does not replace the
+    policies' figures of make quality-sweep)."""
+    return ("sweep" if args.policies else "dither") if args.sweep else ""
+
+
 def command(args, argv) -> str:
     """The command line that made the figures: the make target's when it ran as make runs it
     (``make quality-sweep DITHER=N`` for other dither counts), else the script's own."""
+    if args.sweep and not args.policies:
+        return f"make quality-dither FORMATS={args.formats} DITHER={args.dither}"
     target = "make quality-sweep" if args.sweep else "make quality"
     dflt = argparse.Namespace(**vars(args))
     dflt.dither, dflt.record = 1, True

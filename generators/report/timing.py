@@ -245,6 +245,9 @@ _LUTRAM = {
 }
 _SRL = {"SRL16E": ["A0", "A1", "A2", "A3"], "SRLC16E": ["A0", "A1", "A2", "A3"],
         "SRLC32E": ["A"]}
+# block RAM inputs: (pin-name prefix, setup delay), the first prefix that matches wins
+_BRAM_SETUP = (("ADDR", "TRCCK_ADDR"), ("DI", "TRDCK_DI"), ("WE", "TRCCK_WE"),
+               ("EN", "TRCCK_EN"), ("REGCE", "TRCCK_REGCE"), ("RST", "TRCCK_RSTREG"))
 
 
 def _param_int(params: Mapping, name: str, default: int = 0) -> int:
@@ -285,6 +288,15 @@ class _Cell:
         self.setup: Dict[str, Tuple[float, str]] = {}
         self.hard = self.type in _BRAM or self.type == "DSP48E1"
         self.kind = "other"
+
+
+def _setup_first(cell: _Cell, d, port: str, choices: Sequence[Tuple[object, str]]) -> None:
+    """Give ``port`` the setup time of the first (applies, delay key) in ``choices`` that
+    applies: the first register on the pin's way. None applies: the pin is not a clocked
+    input (no setup)."""
+    key = next((k for applies, k in choices if applies), None)
+    if key is not None:
+        cell.setup[port] = (d(key), key)
 
 
 def _build_cell(name, c, m: Model) -> _Cell:  # noqa: C901 (one table per primitive)
@@ -356,18 +368,7 @@ def _build_cell(name, c, m: Model) -> _Cell:  # noqa: C901 (one table per primit
         for p, dr in cell.dirs.items():
             if dr != "input" or _CLOCK_PINS.match(p):
                 continue
-            if p.startswith("ADDR"):
-                cell.setup[p] = (d("TRCCK_ADDR"), "TRCCK_ADDR")
-            elif p.startswith("DI"):
-                cell.setup[p] = (d("TRDCK_DI"), "TRDCK_DI")
-            elif p.startswith("WE"):
-                cell.setup[p] = (d("TRCCK_WE"), "TRCCK_WE")
-            elif p.startswith("EN"):
-                cell.setup[p] = (d("TRCCK_EN"), "TRCCK_EN")
-            elif p.startswith("REGCE"):
-                cell.setup[p] = (d("TRCCK_REGCE"), "TRCCK_REGCE")
-            elif p.startswith("RST"):
-                cell.setup[p] = (d("TRCCK_RSTREG"), "TRCCK_RSTREG")
+            _setup_first(cell, d, p, [(p.startswith(prefix), k) for prefix, k in _BRAM_SETUP])
     elif t == "DSP48E1":
         cell.kind = "dsp"
         _build_dsp(cell, m)
@@ -447,37 +448,20 @@ def _build_dsp(cell: _Cell, m: Model) -> None:
                                      if q in cell.conn]
     # inputs: setup into the first register on their way
     sfx = "_MULT" if mult else ""
-    for port, reg, kreg in (("A", areg, "TDSPDCK_A_AREG"), ("B", breg, "TDSPDCK_B_BREG")):
-        if reg:
-            cell.setup[port] = (d(kreg), kreg)
-        elif m_reg:
-            cell.setup[port] = (d(f"TDSPDCK_{port}_MREG_MULT"), f"TDSPDCK_{port}_MREG_MULT")
-        elif preg:
-            cell.setup[port] = (d(f"TDSPDCK_{port}_PREG{sfx}"), f"TDSPDCK_{port}_PREG{sfx}")
-    if creg:
-        cell.setup["C"] = (d("TDSPDCK_C_CREG"), "TDSPDCK_C_CREG")
-    elif preg:
-        cell.setup["C"] = (d("TDSPDCK_C_PREG"), "TDSPDCK_C_PREG")
-    if preg:
-        cell.setup["PCIN"] = (d("TDSPDCK_PCIN_PREG"), "TDSPDCK_PCIN_PREG")
-    for port, reg, kreg, kp in (("OPMODE", opreg, "TDSPDCK_OPMODE_REG", "TDSPDCK_OPMODE_PREG"),
-                                ("ALUMODE", alureg, "TDSPDCK_ALUMODE_REG", "TDSPDCK_ALUMODE_PREG"),
-                                ("CARRYIN", cireg, "TDSPDCK_CARRYIN_REG", "TDSPDCK_CARRYIN_PREG")):
-        if reg:
-            cell.setup[port] = (d(kreg), kreg)
-        elif preg:
-            cell.setup[port] = (d(kp), kp)
-    if inreg:
-        cell.setup["INMODE"] = (d("TDSPDCK_INMODE_REG"), "TDSPDCK_INMODE_REG")
-    elif m_reg:
-        cell.setup["INMODE"] = (d("TDSPDCK_INMODE_MREG"), "TDSPDCK_INMODE_MREG")
-    elif preg:
-        cell.setup["INMODE"] = (d("TDSPDCK_INMODE_PREG"), "TDSPDCK_INMODE_PREG")
+    for port, reg in (("A", areg), ("B", breg)):
+        _setup_first(cell, d, port, [(reg, f"TDSPDCK_{port}_{port}REG"),
+                                     (m_reg, f"TDSPDCK_{port}_MREG_MULT"),
+                                     (preg, f"TDSPDCK_{port}_PREG{sfx}")])
+    _setup_first(cell, d, "C", [(creg, "TDSPDCK_C_CREG"), (preg, "TDSPDCK_C_PREG")])
+    _setup_first(cell, d, "PCIN", [(preg, "TDSPDCK_PCIN_PREG")])
+    for port, reg in (("OPMODE", opreg), ("ALUMODE", alureg), ("CARRYIN", cireg)):
+        _setup_first(cell, d, port, [(reg, f"TDSPDCK_{port}_REG"), (preg, f"TDSPDCK_{port}_PREG")])
+    _setup_first(cell, d, "INMODE", [(inreg, "TDSPDCK_INMODE_REG"), (m_reg, "TDSPDCK_INMODE_MREG"),
+                                     (preg, "TDSPDCK_INMODE_PREG")])
     for p, dr in cell.dirs.items():
-        if dr == "input" and p.startswith("CE"):
-            cell.setup[p] = (d("TDSPCCK_CE"), "TDSPCCK_CE")
-        elif dr == "input" and p.startswith("RST"):
-            cell.setup[p] = (d("TDSPCCK_RST"), "TDSPCCK_RST")
+        if dr == "input":
+            _setup_first(cell, d, p, [(p.startswith("CE"), "TDSPCCK_CE"),
+                                      (p.startswith("RST"), "TDSPCCK_RST")])
 
 
 # ----------------------------------------------------------------------------- analysis

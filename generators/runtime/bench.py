@@ -122,6 +122,36 @@ def add_token_time(rows):
                  model_tok_s=model_tok_s(r["fmt"], r["context"]))
 
 
+#: the figures of one format and context, decode.<fmt>.ctx<context>.<name>, from its row:
+#: (name, the row's field, decimals (None: as it is), unit, label, what (``{field}``s of the
+#: row filled in; the configuration follows it), context: {the row's field: decimals})
+DECODE_FIGURES = (
+    ("matrix_cycles", "matrix_cycles", None, "cycles", "simulated",
+     "matrix engine cycles of one token", {}),
+    ("attention_cycles", "attention_cycles", None, "cycles", "simulated",
+     "attention engine cycles of one token", {}),
+    ("host_ms", "host_ms", 2, "ms", "modelled",
+     "the host per token, make host-bench's Cortex-A9 model (the C step's instructions on "
+     "x86-64 SSE2 x CPI 1.3 / 650 MHz)", {}),
+    ("ms", "total_ms", 2, "ms", "modelled",
+     "one token: simulated engine cycles at 142.857 MHz (each part at least its bytes at the "
+     "1.97 GB/s DDR wall, a model) + the host model",
+     {"matrix_ms": 3, "attention_ms": 4, "matrix_bound": None, "beats": None}),
+    ("tok_s", "tok_s", 1, "tok/s", "modelled",
+     "tokens per second of that time (engines simulated, DDR wall and host modelled)", {}),
+    ("model_tok_s", "model_tok_s", 1, "tok/s", "modelled",
+     "make report's decoder model at the same context", {}),
+    ("tok_s_armv7", "tok_s_armv7", 1, "tok/s", "modelled",
+     "the same with the host of today's ARMv7 build (VFP, no NEON bodies: "
+     "{host_ms_armv7:.2f} ms by the same A9 model)", {}),
+)
+
+
+def _rounded(row, field: str, digits):
+    """``row[field]``, rounded to ``digits`` decimals unless ``digits`` is None."""
+    return row[field] if digits is None else round(row[field], digits)
+
+
 def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
     """docs/results/decode.json: per format and token the simulated cycles and the modelled
     time per token (one formula), the report model's tok/s, golden's tok/s here."""
@@ -132,28 +162,10 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
         what = (f"SmolLM2-135M shapes, random weights, {r['fmt']}"
                 + (" (Q4_1 layers + INT8 head)" if r["fmt"] == "q4" else "")
                 + f", context {r['context']}, rtl backend ({sim})")
-        figs += [
-            figure(f"{base}.matrix_cycles", r["matrix_cycles"], "cycles", "simulated",
-                   f"matrix engine cycles of one token: {what}"),
-            figure(f"{base}.attention_cycles", r["attention_cycles"], "cycles", "simulated",
-                   f"attention engine cycles of one token: {what}"),
-            figure(f"{base}.host_ms", round(r["host_ms"], 2), "ms", "modelled",
-                   f"the host per token, make host-bench's Cortex-A9 model (the C step's "
-                   f"instructions on x86-64 SSE2 x CPI 1.3 / 650 MHz): {what}"),
-            figure(f"{base}.ms", round(r["total_ms"], 2), "ms", "modelled",
-                   f"one token: simulated engine cycles at 142.857 MHz (each part at least its "
-                   f"bytes at the 1.97 GB/s DDR wall, a model) + the host model: {what}",
-                   matrix_ms=round(r["matrix_ms"], 3), attention_ms=round(r["attention_ms"], 4),
-                   matrix_bound=r["matrix_bound"], beats=r["beats"]),
-            figure(f"{base}.tok_s", round(r["tok_s"], 1), "tok/s", "modelled",
-                   f"tokens per second of that time (engines simulated, DDR wall and host "
-                   f"modelled): {what}"),
-            figure(f"{base}.model_tok_s", round(r["model_tok_s"], 1), "tok/s", "modelled",
-                   f"make report's decoder model at the same context: {what}"),
-            figure(f"{base}.tok_s_armv7", round(r["tok_s_armv7"], 1), "tok/s", "modelled",
-                   f"the same with the host of today's ARMv7 build (VFP, no NEON bodies: "
-                   f"{r['host_ms_armv7']:.2f} ms by the same A9 model): {what}"),
-        ]
+        for name, field, digits, unit, label, text, context in DECODE_FIGURES:
+            figs.append(figure(f"{base}.{name}", _rounded(r, field, digits), unit, label,
+                               f"{text.format_map(r)}: {what}",
+                               **{f: _rounded(r, f, n) for f, n in context.items()}))
     for fmt, v in golds.items():
         figs.append(figure(f"decode.{fmt}.golden_tok_s", round(float(v), 2), "tok/s", "measured",
                            f"the golden backend on this machine (numpy models of the engines, "

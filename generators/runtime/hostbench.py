@@ -330,19 +330,19 @@ def text_figures(figure, log, text_tokens: int = 0):
                     "(stored as +-127) over the same text")]
     rq = requant_on_text(q4, tok4, log, text_tokens)
     log(f"KV requantisation over {rq['tokens']} tokens of the Gettysburg Address: {rq}")
-    figs += [figure("host.requant.events", rq["events"], "step growths", "measured",
-                    f"KV step growths (each requantises one head's cached K or V) over "
-                    f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2, with "
-                    f"the running absmax (the rule before the calibrated steps)"),
-             figure("host.requant.last_position", rq["last_event"], "", "measured",
-                    "the last position at which a KV step grew (Gettysburg)"),
-             figure("host.requant.after_32", rq["events_after_32"], "step growths",
-                    "measured", "KV step growths after the first 32 positions (Gettysburg)"),
-             figure("host.requant.bytes_total", rq["bytes"], "B", "measured",
-                    "bytes requantised over the whole text (Gettysburg)"),
-             figure("host.requant.max_bytes_token_after_32", rq["max_bytes_after_32"], "B",
-                    "measured", "most bytes requantised in one token after position 32 "
-                    "(Gettysburg)")]
+    for name, field, unit, what in (   # host.requant.<name>: rq[field]
+            ("events", "events", "step growths",
+             f"KV step growths (each requantises one head's cached K or V) over "
+             f"{rq['tokens']} tokens of the Gettysburg Address, Q4_1 SmolLM2, with the running "
+             f"absmax (the rule before the calibrated steps)"),
+            ("last_position", "last_event", "",
+             "the last position at which a KV step grew (Gettysburg)"),
+            ("after_32", "events_after_32", "step growths",
+             "KV step growths after the first 32 positions (Gettysburg)"),
+            ("bytes_total", "bytes", "B", "bytes requantised over the whole text (Gettysburg)"),
+            ("max_bytes_token_after_32", "max_bytes_after_32", "B",
+             "most bytes requantised in one token after position 32 (Gettysburg)")):
+        figs.append(figure(f"host.requant.{name}", rq[field], unit, "measured", what))
     for h, r in rq["replay"].items():
         if h != 1.0:
             figs.append(figure(f"host.requant.headroom_{round(h * 100)}.events",
