@@ -449,8 +449,8 @@ def main(argv=None) -> int:
                    f"({res['tokens']} next tokens in {len(passages)} passages, teacher forcing); "
                    f"engine rows on the golden numerics (generators.runtime.forced = "
                    f"Decoder.step's bits); formats {args.formats}"
-                   + (f"; KV policies {args.policies}; {args.dither} dither run(s)"
-                      if args.sweep else "") + f"; {res['seconds']} s")
+                   + ((f"; KV policies {args.policies}" if args.policies else "")
+                      + f"; {args.dither} dither run(s)" if args.sweep else "") + f"; {res['seconds']} s")
         log(f"wrote {p.relative_to(REPO)}")
     return 0
 
