@@ -677,9 +677,8 @@ class DmaRuntime:
         t = self.plan.transfers[ti]
         n = sum(self._segment(s, L)[1] for f in t.frames for p in (0, 1) for s in f.mm2s[p])
         B = self._vec[ti] if kind != ATT else 1
-        if B > 1:
-            n += sum(8 + (B - 1) * self.model.matrices[name].x_bytes
-                     for _, _, _, name in self._mat_desc[ti])
+        n += sum(self.model.matrices[name].vectors_extra_bytes(B)
+                 for _, _, _, name in self._mat_desc[ti])
         return n // 8
 
     def close(self) -> None:

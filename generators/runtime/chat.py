@@ -174,8 +174,7 @@ def token_beats(model, context: int, rows: int = 1, lm_rows: int = 1) -> int:
     c = model.config
 
     def image_beats(m, b):
-        return sum(len(i) + (8 + (b - 1) * m.x_bytes if b > 1 else 0)
-                   for i in m.images if len(i)) // 8
+        return sum(len(i) + m.vectors_extra_bytes(b) for i in m.images if len(i)) // 8
     mats = sum(image_beats(m, rows) for k, m in model.matrices.items() if k != "lm_head")
     if lm_rows:
         mats += image_beats(model.matrices["lm_head"], lm_rows)

@@ -72,6 +72,11 @@ class QMatrix:
     def x_bytes(self) -> int:
         return -(-self.k // 8) * 8
 
+    def vectors_extra_bytes(self, B: int) -> int:
+        """Bytes a B-vector frame half carries beyond the image (a B = 1 frame): the vectors
+        word and B - 1 more vectors (docs/vectors.md)."""
+        return 8 + (B - 1) * self.x_bytes if B > 1 else 0
+
     @property
     def code(self) -> int:
         """The header's format byte."""
