@@ -12,8 +12,8 @@
 // run side by side, and a row's last beat writes ONE FIFO entry holding all its B results
 // ({status?, B-1, sums}: a VECTORS*32-bit entry, LUTRAM). The read side sends an entry's
 // words one per clock, vector 0 first, from two entry registers behind the FIFO (a V:1 word
-// select on flip-flops; one cycle more latency than VECTORS = 1, whose FIFO head drives
-// m_axis); a status entry is one word. So the FIFO takes at most one entry per clock whatever
+// select on flip-flops) through a register slice (two cycles more latency than VECTORS = 1,
+// whose FIFO head drives m_axis); a status entry is one word. So the FIFO takes at most one entry per clock whatever
 // B is, its room flag counts entries as before, and a frame whose rows are shorter than B beats
 // fills the FIFO until room falls: then the output's one word per clock sets the rate (B words
 // per row).
@@ -91,15 +91,38 @@ wire [NVW-1:0] d_nv;                  // unused when VECTORS = 1
 
 // (with VECTORS = 1 the B - 1 bits are a constant nobody reads: synthesis removes them)
 delay_line #(
-    .WIDTH(20 + NVW),
+    .WIDTH(19 + NVW),
     .CTRL_W(2),
     .DEPTH(LANE_LAT)
 ) sideband (
     .clk(aclk),
     .rst_n(aresetn),
-    .d({sb_nv, sb_status, sb_first, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
-    .q({d_nv, d_status, d_first, d_kind, d_wr, d_valid})
+    .d({sb_nv, sb_status, sb_eof, sb_eof || (sb_valid && sb_last), sb_valid}),
+    .q({d_nv, d_status, d_kind, d_wr, d_valid})
 );
+
+// "first beat of a row" clears every accumulator bit (VECTORS * 32 loads): its own delay, then
+// a register that synthesis may copy (MAX_FANOUT), so the clear's net is not the slow part of
+// the accumulate-and-write path (docs/timing.md)
+generate
+if (LANE_LAT >= 1) begin : g_first
+    wire f_pre;
+    if (LANE_LAT >= 2) begin : g_dl
+        delay_line #(.WIDTH(1), .CTRL_W(1), .DEPTH(LANE_LAT - 1)) first_dl (
+            .clk(aclk), .rst_n(aresetn), .d(sb_first), .q(f_pre)
+        );
+    end else begin : g_wire
+        assign f_pre = sb_first;
+    end
+    (* max_fanout = 16 *) reg first_q;
+    always @(posedge aclk) begin
+        first_q <= f_pre;
+    end
+    assign d_first = first_q;
+end else begin : g_first0
+    assign d_first = sb_first;
+end
+endgenerate
 
 // one accumulator per vector
 wire [VECTORS*32-1:0] acc_next;
@@ -171,25 +194,31 @@ sync_fifo #(
 
 generate
 if (VECTORS > 1) begin : g_words
-    // the read side: two entry registers after the FIFO (o0 on m_axis, o1 behind it). The FIFO
-    // is read while one of them is free, a decision of registers alone, so neither m_axis_tready
-    // nor the word index reaches the FIFO's pop and its count's carry chain (docs/timing.md);
-    // the word select and the "last word" compare work on flip-flops. One cycle more latency
-    // than VECTORS = 1 (OUT_STAGES in generators/designs/mv_common.py).
+    // the read side: two entry registers after the FIFO (o0 whose words are sent, o1 behind
+    // it), then a register slice (out_slice) on m_axis. The FIFO is read while one of the two
+    // entry registers is free, a decision of registers alone, so neither m_axis_tready nor the
+    // word index reaches the FIFO's pop and its count's carry chain (docs/timing.md); the word
+    // select and the "last word" compare work on flip-flops; and the entry registers' enables
+    // (about 2 x VECTORS x 32 loads each) see only the slice's registered ready, never
+    // m_axis_tready (which in the PL top comes from the output merger through logic). Two
+    // cycles more latency than VECTORS = 1 (out_stages in generators/designs/mv_common.py).
     assign wr_entry = d_kind ? {1'b1, {NVW{1'b0}}, {(VECTORS-1)*32{1'b0}}, st_word}
                              : {1'b0, d_nv, acc_next};
     reg  [EW-1:0]  o0, o1;
     reg            o0v, o1v;
     reg  [NVW-1:0] widx_q;
+    wire           w_ready;                                    // out_slice's registered ready
     wire           last_word = (widx_q == o0[EW-2 -: NVW]);
-    wire           pop       = o0v && m_axis_tready && last_word;   // o0's last word taken
+    wire           pop       = o0v && w_ready && last_word;     // o0's last word taken
     wire           take      = head_valid && !(o0v && o1v);         // the FIFO's head comes in
     always @(posedge aclk) begin
         // o0: kept, or o1 moves up, or the FIFO's head comes in; o1: kept or the head
         if (!o0v || pop) begin
             o0 <= o1v ? o1 : head;
         end
-        if (take && (o1v ? pop : (o0v && !pop))) begin
+        if (!o1v || pop) begin
+            // o1 takes the head whenever it is free after this cycle (kept only when o1v says
+            // so): its enable is one LUT of registers, not the "take into o1" decision
             o1 <= head;
         end
         if (!aresetn) begin
@@ -199,16 +228,19 @@ if (VECTORS > 1) begin : g_words
         end else begin
             o0v <= (o0v && !pop) || o1v || take;
             o1v <= o1v ? (!pop || take) : (take && o0v && !pop);
-            if (o0v && m_axis_tready) begin
+            if (o0v && w_ready) begin
                 widx_q <= last_word ? {NVW{1'b0}} : widx_q + 1'b1;
             end
         end
     end
+    axis_skid #(.DATA_W(32)) out_slice (
+        .clk(aclk), .rst_n(aresetn),
+        .s_data(o0[32*widx_q +: 32]), .s_last(o0[EW-1]), .s_valid(o0v), .s_ready(w_ready),
+        .m_data(m_axis_tdata), .m_last(m_axis_tlast), .m_valid(m_axis_tvalid),
+        .m_ready(m_axis_tready)
+    );
     assign widx          = widx_q;
     assign head_pop      = take;
-    assign m_axis_tdata  = o0[32*widx_q +: 32];
-    assign m_axis_tvalid = o0v;
-    assign m_axis_tlast  = o0[EW-1];
     assign out_valid     = o0v;
     assign out_nv        = o0[EW-2 -: NVW];
     assign out_second    = o1v;

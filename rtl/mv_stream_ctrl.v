@@ -50,8 +50,9 @@
 // this logic exists and a flagged format byte is BAD_FORMAT, as before.
 //
 // Depth: every decision is taken on registered flags. The header checks are registered on the
-// header beat and acted on from the next beat (an x beat: x_wr is gated by hdr_bad, so after a
-// bad header no x is written and the frame drains to tlast); "last x beat", "last beat of the
+// header beat and acted on from the next beat (an x beat: st_x falls with it when hdr_bad, so
+// after a bad header the frame drains to tlast; its first x beat is written to the banks,
+// which every good frame overwrites before reading); "last x beat", "last beat of the
 // row", "last row" and the byte masks are computed one beat ahead; the status flags are
 // assembled from registered causes in the cycle after tlast.
 
@@ -302,17 +303,20 @@ end else begin : g_hdr_narrow
 end
 endgenerate
 
-wire        hdr_done  = (hdr_cnt == HDR_LAST);
+wire        hdr_done  = (HDR_BEATS == 1) || (hdr_cnt == HDR_LAST);   // a constant for one beat
+// the header's last beat is taken: every per-frame register loads (about 120 loads), one LUT
+// from registers, kept (ABC otherwise built it as a chain of LUT2s shared with other enables)
+(* keep *) wire hdr_load;
+assign hdr_load = accept && st_hdr && hdr_done;
+// the vector registers (xvoh, xv_last_q, xvrem) change on the header's last beat, the vectors
+// word and a vector's last x beat: which one is a decision of registers (kept nets), so their
+// enables are one LUT from the input register's valid (in_v), not a chain behind it
+// (one-hot states: with xv_en, st_hdr means the header's last beat, and neither st_hdr nor st_vw
+// a vector's last x beat with another vector to come)
+(* keep *) wire xv_en;
+assign xv_en = (st_hdr && hdr_done) || st_vw || (st_x && x_last_q && !xv_last_q);
 wire [15:0] h_k       = hdr_word[31:16];
 wire [15:0] h_n       = hdr_word[47:32];
-wire        h_k_big;
-generate
-if (MAX_K < 65535) begin : g_kcheck
-    assign h_k_big = (h_k > MAX_K);
-end else begin : g_kfull
-    assign h_k_big = 1'b0;  // every 16-bit K is legal
-end
-endgenerate
 
 // the format byte's code: bit 7 is the vectors flag when VECTORS > 1 (else part of the code, so
 // a flagged frame matches no format and is BAD_FORMAT)
@@ -325,9 +329,68 @@ wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
 // Two or three formats: every per-format figure is computed for each format and registered, or
 // held in a per-frame register, so no compare's operand is chosen by a mux in front of its
 // carry chain (synthesis merges exclusive compares into one compare of a muxed operand).
-reg  [BYTES-1:0] h_bmask;
-reg  [BYTES-1:0] h_bmask_b;
-reg  [BYTES-1:0] h_xmask;
+// The header's tests of K, N and the magic. K is compared with the small constants of the
+// per-frame masks (kconst: byte b holds a weight, K > b * WPB, for each format; byte b holds x,
+// K > b; K = 0; a row or x fits one beat). With a one-beat header (DW >= 64) every test is made
+// on the AXI word as it enters the input register, each a register of its own beside in_d
+// (stage 0): the header beat's decisions then start from one flip-flop per test. Made from
+// in_d instead, ABC built the compares as chains of up to six LUTs sharing terms in front of
+// the per-frame registers (6.1 to 6.4 ns at vectors 2: docs/vectors.md, "The PYNQ-Z1
+// default"). A two-beat header (DW = 32) takes K from hdr_buf and tests it in stage 1.
+localparam NKC = 3 * BYTES + 4;
+function integer kconst;
+    input integer i;
+    begin
+        if (i < BYTES)               kconst = i * WPB;
+        else if (i < 2 * BYTES)      kconst = (i - BYTES) * WPB_B;
+        else if (i < 3 * BYTES)      kconst = i - 2 * BYTES;
+        else if (i == 3 * BYTES)     kconst = 0;
+        else if (i == 3 * BYTES + 1) kconst = LANE_ELEMS;
+        else if (i == 3 * BYTES + 2) kconst = LANE_ELEMS_B;
+        else                         kconst = BYTES;
+    end
+endfunction
+function [NKC-1:0] k_tests;      // bit i: k > kconst(i)
+    input [15:0] k;
+    integer i;
+    begin
+        for (i = 0; i < NKC; i = i + 1) begin
+            k_tests[i] = ({16'd0, k} > kconst(i));
+        end
+    end
+endfunction
+wire [NKC-1:0] kgt;              // bit i: K > kconst(i)
+wire           h_magic_ok;
+wire           h_n_zero;
+wire           h_k_big;
+generate
+if (DW >= 64) begin : g_hpre
+    reg [NKC-1:0] kgt_r;
+    reg           kbig, magic_ok, nzero;
+    always @(posedge aclk) begin
+        kgt_r    <= k_tests(s_axis_tdata[31:16]);
+        kbig     <= (MAX_K < 65535) && (s_axis_tdata[31:16] > MAX_K);
+        magic_ok <= (s_axis_tdata[15:0] == MAGIC);
+        nzero    <= (s_axis_tdata[47:32] == 16'd0);
+    end
+    assign kgt        = kgt_r;
+    assign h_k_big    = kbig;
+    assign h_magic_ok = magic_ok;
+    assign h_n_zero   = nzero;
+end else begin : g_hcomb
+    assign kgt        = k_tests(h_k);
+    assign h_k_big    = (MAX_K < 65535) && (h_k > MAX_K);
+    assign h_magic_ok = (hdr_word[15:0] == MAGIC);
+    assign h_n_zero   = (h_n == 16'd0);
+end
+endgenerate
+wire [BYTES-1:0] h_bmask   = kgt[BYTES-1:0];               // byte b holds a weight: K > b * WPB
+wire [BYTES-1:0] h_bmask_b = kgt[2*BYTES-1:BYTES];         // the same, FORMAT_B
+wire [BYTES-1:0] h_xmask   = kgt[3*BYTES-1:2*BYTES];       // byte b holds x: K > b
+wire             h_k_zero  = !kgt[3*BYTES];
+wire             h_k_le_a  = !kgt[3*BYTES+1];              // K <= LANE_ELEMS: a row is one beat
+wire             h_k_le_b  = !kgt[3*BYTES+2];              // K <= LANE_ELEMS_B
+wire             h_k_le_x  = !kgt[3*BYTES+3];              // K <= BYTES: x is one beat
 reg  [TW*BYTES-1:0] h_bthr;
 reg  [TW*BYTES-1:0] h_hthr;
 integer b;
@@ -336,9 +399,6 @@ integer thr;   // bits [TW-1:0] used: every threshold is below 2^TW
 /* verilator lint_on UNUSEDSIGNAL */
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        h_bmask[b]   = (b * WPB < h_k);
-        h_bmask_b[b] = (b * WPB_B < h_k);
-        h_xmask[b]   = (b < h_k);
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
         h_bthr[TW*b +: TW] = thr[TW-1:0];
@@ -367,10 +427,14 @@ always @* begin
     end
 end
 
-// the x write of this beat, one LUT from the input register (kept: it is not merged into the
-// controller's other enables, whose fanout is large); each bank adds its one-hot select
+// the x write of this beat, from two registers (kept: it is not merged into the controller's
+// other enables, whose fanout is large); each bank adds its one-hot selects, one LUT in all.
+// Not gated by the header's checks: after a bad header (or vectors word) the frame's first x
+// beat is written before st_x falls and the frame drains; harmless, since every good frame
+// writes each x position its rows read before its first row. (Gated by hdr_bad, the write
+// enable was four LUT levels from chk_shape to the BRAMs' WE, 6.1 ns at vectors 2.)
 (* keep *) wire x_wr;
-assign x_wr = in_vx && st_x && !hdr_bad;
+assign x_wr = in_vx && st_x;
 // the last x beat of a vector: the x position restarts (VECTORS > 1), one LUT from registers
 // (kept apart like x_wr; a constant 0 when VECTORS = 1)
 wire x_clr;
@@ -516,33 +580,33 @@ always @(posedge aclk) begin
     e_row_ok      <= frame_end_rows;
     if (accept && st_hdr) begin
         hdr_buf <= hdr_word;
-        if (hdr_done) begin
-            k_reg      <= h_k;
-            n_reg      <= h_n;
-            chk_magic  <= (hdr_word[15:0] != MAGIC);
-            chk_shape  <= (hdr_word[15:0] == MAGIC) && (h_k == 0 || h_k_big || h_n == 0);
-            chk_format <= (hdr_word[15:0] == MAGIC) && (h_code != FORMAT) && !h_fmt_b
-                          && !h_fmt_c;
-            fmt_b      <= h_fmt_b;
-            fmt_c      <= h_fmt_c;
-            xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
-            grp_f      <= h_grp;
-            k_one_beat <= (h_k <= LANE_ELEMS) && !h_grp;
-            k_one_beat_b <= (h_k <= LANE_ELEMS_B);
-            bmask_k_b  <= h_bmask_b;
-            bthr_q     <= h_bthr;
-            hthr_q     <= h_hthr;
-            rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
-            r1thr_q    <= h_fmt_c ? R1THR_C : R1THR_A;
-            n_one      <= (h_n == 1);
-            bmask_k    <= h_bmask;
-            xmask_q    <= h_xmask;
-            x_last_q   <= (h_k <= BYTES);
-            kx_last0   <= (h_k <= BYTES);
-            xmask0     <= h_xmask;
-            xadv       <= (({1'b0, h_k} + BYTES - 1) & ~(BYTES - 1)) - BYTES;
-            nv_reg     <= {NVW{1'b0}};
-        end
+    end
+    if (hdr_load) begin
+        k_reg      <= h_k;
+        n_reg      <= h_n;
+        chk_magic  <= !h_magic_ok;
+        chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero);
+        chk_format <= h_magic_ok && (h_code != FORMAT) && !h_fmt_b
+                      && !h_fmt_c;
+        fmt_b      <= h_fmt_b;
+        fmt_c      <= h_fmt_c;
+        xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
+        grp_f      <= h_grp;
+        k_one_beat <= h_k_le_a && !h_grp;
+        k_one_beat_b <= h_k_le_b;
+        bmask_k_b  <= h_bmask_b;
+        bthr_q     <= h_bthr;
+        hthr_q     <= h_hthr;
+        rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
+        r1thr_q    <= h_fmt_c ? R1THR_C : R1THR_A;
+        n_one      <= (h_n == 1);
+        bmask_k    <= h_bmask;
+        xmask_q    <= h_xmask;
+        x_last_q   <= h_k_le_x;
+        kx_last0   <= h_k_le_x;
+        xmask0     <= h_xmask;
+        xadv       <= ({1'b0, h_k} - 17'd1) & ~(BYTES - 1);   // = ceil(K / BYTES) * BYTES - BYTES
+        nv_reg     <= {NVW{1'b0}};
     end
     if (HAS_V && accept && st_vw) begin
         // the vectors word: B in [7:0]; its checks are made unless the header is bad already
@@ -622,20 +686,20 @@ always @(posedge aclk) begin
         st_row <= !(accept && in_l)
                   && ((st_x && accept && x_last_q && x_vlast && !hdr_bad)
                       || (st_row && !(accept && row_last_q && last_row_q)));
-        if (HAS_V && accept && st_hdr && hdr_done) begin
-            // a frame without the flag has one vector
-            xvoh       <= 1;
-            xv_last_q  <= 1'b1;
-        end
-        if (HAS_V && accept && st_vw) begin
-            xv_last_q  <= (in_d[7:0] <= 8'd1);
-            xvrem      <= in_d[7:0] - 8'd1;
-        end
-        if (HAS_V && accept && st_x && x_last_q && !xv_last_q) begin
-            // the next vector: its bank set, x from its start
-            xvoh      <= xvoh << 1;
-            xvrem     <= xvrem - 8'd1;
-            xv_last_q <= (xvrem == 8'd1);
+        if (HAS_V && accept && xv_en) begin
+            if (st_hdr) begin
+                // a frame without the flag has one vector
+                xvoh       <= 1;
+                xv_last_q  <= 1'b1;
+            end else if (st_vw) begin
+                xv_last_q  <= (in_d[7:0] <= 8'd1);
+                xvrem      <= in_d[7:0] - 8'd1;
+            end else begin
+                // the next vector: its bank set, x from its start
+                xvoh      <= xvoh << 1;
+                xvrem     <= xvrem - 8'd1;
+                xv_last_q <= (xvrem == 8'd1);
+            end
         end
         if (accept && st_hdr) begin
             if (!hdr_done) begin

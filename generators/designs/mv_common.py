@@ -6,18 +6,18 @@ from typing import Any, Dict, List, Tuple
 from ..core import Design, Param, ParameterError
 
 #: The rtl/ files every matrix-vector engine compiles, in order.
-MV_RTL = ["sync_fifo.v", "delay_line.v", "mv_stream_ctrl.v", "mv_backend.v"]
+MV_RTL = ["sync_fifo.v", "delay_line.v", "axis_skid.v", "mv_stream_ctrl.v", "mv_backend.v"]
 
 #: register stages of the shared controller in front of the lane (rtl/mv_stream_ctrl.v): the
 #: input register, the x read, the x bank's output register (docs/timing.md)
 CTRL_STAGES = 3
 
 #: register stages of the back end's read side after the result FIFO (rtl/mv_backend.v): none
-#: for one-vector engines (the FIFO's head drives m_axis), one for vectors > 1 (the entry of B
-#: words in the first of two entry registers, its words selected from flip-flops:
-#: docs/vectors.md)
+#: for one-vector engines (the FIFO's head drives m_axis), two for vectors > 1 (the entry of B
+#: words in the first of two entry registers, its words selected from flip-flops, then the
+#: output register slice: docs/vectors.md)
 def out_stages(vectors: int) -> int:
-    return 0 if vectors == 1 else 1
+    return 0 if vectors == 1 else 2
 
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
