@@ -71,10 +71,10 @@ SMALL = [
     ("q4-engine", {"max_k": 70, "fifo_depth": 32}, "small"),
 ]
 #: Matrix engines taking frames of B vectors (docs/vectors.md): the small two-format engine at
-#: vectors 2 and 3 (the read side's word index: formal/props/mv_backend.svh) and the top's
-#: matrix engine as the overlay builds it at vectors 2 (q4=true, fifo_depth 64; the PYNQ-Z1 top
-#: takes vectors 1 until vectors 2 meets the clock, docs/vectors.md). make test proves the small
-#: ones (tests/test_formal.py); the default top is in TOPS (overlay defaults).
+#: vectors 2 and 3 (the read side's word index: formal/props/mv_backend.svh; its output slice:
+#: formal/props/axis_skid.svh) and the top's matrix engine as the overlay builds it at the
+#: PYNQ-Z1 default, vectors 2 (q4=true, fifo_depth 64; docs/vectors.md). make test proves the
+#: small ones (tests/test_formal.py); the default top is in TOPS (overlay defaults).
 VECTORS = [
     ("mv-engine", {"max_k": 16, "bytes": 8, "pipeline": 3, "reg_every": 1, "decode_bram": False,
                    "fifo_depth": 32, "vectors": 2}, "small, vectors 2"),

@@ -4,8 +4,8 @@ the board, gives the golden backend's tokens and bit-identical engine output wor
 runs use the host ops' C library, golden their numpy twin (the same bits: docs/runtime.md 9).
 
 Tiny checkpoint (2 layers, hidden 192 = 3 heads x 64, 1 KV head, MLP 512, vocab 512), overlay
-rendered with max_k 512 and max_context 16 and vectors 2 (`RTL_VECTORS`; the PYNQ-Z1 top is
-built at vectors 1, docs/vectors.md, and a top at vectors 2 simulates the same): the prompts
+rendered with max_k 512 and max_context 16 and vectors 2 (`RTL_VECTORS`, the PYNQ-Z1 top's
+`PYNQ_Z1_VECTORS`, docs/vectors.md; make test-long runs a one-vector top as well): the prompts
 run in chunks of 2 tokens through B-vector frames (prefill, docs/runtime.md 4.7), the golden
 run with the same vectors so that every engine word compares, and the RTL's tokens and logits
 equal the token-by-token path's too (golden, vectors 1). Verilator: all three weight formats
@@ -27,8 +27,10 @@ from generators.runtime.checkpoint import EngineConfig
 from generators.runtime.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=16)
-#: the rendered top's vectors: B-vector frames on the RTL (prefill, streams, speculation)
-RTL_VECTORS = 2
+#: the rendered top's vectors, the bitstream's: B-vector frames on the RTL (prefill, streams,
+#: speculation)
+RTL_VECTORS = PYNQ_Z1_VECTORS
+assert RTL_VECTORS >= 2, "the prefill assertions below take chunks of RTL_VECTORS >= 2 tokens"
 
 
 def _rtl(m, **kw):
@@ -87,19 +89,19 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
 
 
 @pytest.mark.long
-def test_rtl_on_the_pynq_z1_vectors(ck):
-    """The runtime on a top built at the PYNQ-Z1 default vectors (`PYNQ_Z1_VECTORS`, the
-    bitstream's): its frames, one-vector when the default is 1, give the golden backend's
-    tokens and words."""
+def test_rtl_on_the_one_vector_top(ck):
+    """The runtime on a top built at vectors 1 (the top before B-vector frames, `vectors=1`):
+    every frame one-vector, the prompt token by token; the golden backend's tokens and
+    words."""
     from generators.runtime.rtl import overlay_params
     m = convert(ck, "int8", ENG, notice=None)
     t_gold, t_rtl = [], []
     with hostops.using("numpy"):
-        gold = list(Decoder(m, make_backend("golden", m, vectors=PYNQ_Z1_VECTORS),
+        gold = list(Decoder(m, make_backend("golden", m, vectors=1),
                             trace=t_gold).generate([1, 2], 2, seed=7))
-    be = make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=PYNQ_Z1_VECTORS))
+    be = make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=1))
     try:
-        assert be.manifest["matrix"]["vectors"] == PYNQ_Z1_VECTORS
+        assert be.manifest["matrix"]["vectors"] == 1
         with hostops.using("c"):
             rtl = list(Decoder(m, be, trace=t_rtl).generate([1, 2], 2, seed=7))
     finally:
