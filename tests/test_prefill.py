@@ -74,13 +74,16 @@ def test_prefill_equals_token_by_token(models, fmt):
 @pytest.mark.parametrize("fmt", ["int8", "q4"])
 def test_generate_with_prefill_equals_token_by_token(models, fmt):
     """generate(): chunked prompt, then decoding; tokens and the last logits equal, with
-    sampling; the C loop (when built) takes the decode steps after the Python prefill."""
+    sampling; with the C loop (when built) the chunked prompt runs the Python loop and the C
+    loop the decode steps (chunk 2 set), and by default (chunk 1) the C loop every step."""
     m = models[fmt]
     ref = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
     want = list(ref.generate(PROMPT, 4, **SAMPLING))
-    loops = ["python"] + (["c"] if hostops.active() == "c" else [])
-    for loop in loops:
+    loops = [("python", None)] + ([("c", 2), ("c", None)] if hostops.active() == "c" else [])
+    for loop, chunk in loops:
         dec = Decoder(m, make_backend("golden", m, vectors=2), loop=loop)
+        dec.chunk = chunk
+        assert dec.default_chunk() == (2 if loop == "python" else 1)
         assert list(dec.generate(PROMPT, 4, **SAMPLING)) == want, loop
         assert np.array_equal(dec.last_logits, ref.last_logits), loop
         _same_cache(dec, ref)
@@ -95,7 +98,7 @@ def test_prefill_on_the_register_model_in_another_process(models, fmt):
     ref, _ = _token_by_token(m, PROMPT[:3])
     be = GoldenServerBackend(m, vectors=2)
     try:
-        lg = Decoder(m, be).prefill(PROMPT[:3])
+        lg = Decoder(m, be).prefill(PROMPT[:3], chunk=2)
     finally:
         be.close()
     assert np.array_equal(lg, ref[-1])
@@ -199,6 +202,36 @@ def test_schedule_counts_the_frames_the_runtime_sends():
     assert one.matrix_pass(1, 1)[0] >= one.matrix_pass(1, 1)[1] // 2 + min(lat) * frames // 2
     assert two.streams_tok_s(4) == pytest.approx(two.streams_tok_s(2))
     assert one.streams_tok_s(4) == pytest.approx(one.streams_tok_s(1))
+
+
+def test_schedule_as_built_and_on_the_python_loop():
+    """make prefill's "as built" rows: chunk 1 on a V = 2 top is one pass per prompt row (each
+    at its L, the LM head for the last only), its sum computed here from step_time; the
+    Python loop's host model per row is make host-bench's numpy count, the C step's the C
+    count; and the runtime's default chunk is 1 on the C loop, V on the Python loop."""
+    from generators.report.decoder_model import host_ms
+    from generators.runtime.schedule import Schedule
+    two = Schedule("q4", 2)
+    n = 5
+    want = sum(two.step_time([L], 1 if L == n else 0)["total_ms"] for L in range(1, n + 1))
+    assert two.ttft(n, chunk=1)[0] == pytest.approx(want / 1e3)
+    assert two.ttft(n, chunk=1)[0] > two.ttft(n)[0]              # two rows per pass save passes
+    py = Schedule("q4", 2, host="numpy")
+    c_host, py_host = two.ttft(n)[1]["host_ms"], py.ttft(n)[1]["host_ms"]
+    assert c_host == pytest.approx(sum(host_ms("q4", L) for L in range(1, n + 1)))
+    assert py_host == pytest.approx(sum(host_ms("q4", L, build="numpy") for L in range(1, n + 1)))
+    assert py_host > 50 * c_host
+
+
+def test_default_chunk_follows_the_loop(models):
+    """The C loop steps one token: a Decoder on it prefills token by token unless a chunk is
+    set; on the Python loop in chunks of the backend's vectors."""
+    m = models["int8"]
+    py = Decoder(m, make_backend("golden", m, vectors=2), loop="python")
+    assert py.default_chunk() == 2
+    if hostops.active() == "c":
+        c = Decoder(m, make_backend("golden", m, vectors=2), loop="c")
+        assert c.default_chunk() == 1
 
 
 # ------------------------------------------------------------------ speculative decoding

@@ -73,6 +73,7 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
         assert be.plan.vectors == RTL_VECTORS
         with hostops.using("c"):                  # the RTL with their C path (docs/runtime.md 9)
             dec = Decoder(m, be, trace=t_rtl)
+            dec.chunk = RTL_VECTORS               # B-vector prefill passes (the C loop's default: 1)
             rtl = list(dec.generate(prompt, tokens, **sampling))
     finally:
         be.close()

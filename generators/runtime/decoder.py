@@ -178,8 +178,8 @@ class Decoder:
         self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0, "engine_s": 0.0}
         #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
         self.token_bytes: Dict[str, int] = {}
-        #: prompt tokens per prefill chunk (one weight pass of B-vector frames); None: the
-        #: backend's ``vectors``; 1: token by token (docs/runtime.md 4.7)
+        #: prompt tokens per prefill chunk (one weight pass of B-vector frames); None:
+        #: ``default_chunk()``; 1: token by token (docs/runtime.md 4.7)
         self.chunk: Optional[int] = None
         self.reset()
 
@@ -466,12 +466,20 @@ class Decoder:
         self.timing["engine_s"] += self.be.engine_time() - e_start
         return out
 
+    def default_chunk(self) -> int:
+        """The prefill chunk when none is set: the backend's ``vectors`` on the Python loop;
+        1 (token by token) when the next step runs the C loop, which steps one token: a
+        B-row pass runs the Python loop, whose host work per row is about 100 times the C
+        step's (make host-bench: 197 M against 1.9 M instructions per token), far more on the
+        board's Cortex-A9 than the weight passes B rows save (docs/runtime.md 4.7)."""
+        return 1 if self.loop_now() == "c" else self.vectors
+
     def prefill(self, prompt: Sequence[int], stream: int = 0,
                 chunk: Optional[int] = None) -> np.ndarray:
         """Run a prompt on ``stream`` (from its current position) in chunks of ``chunk``
-        tokens (default ``self.chunk``, else the backend's ``vectors``; 1: token by token
-        through ``step``), the LM head only for the last token; its logits."""
-        B = int(chunk or self.chunk or self.vectors)
+        tokens (default ``self.chunk``, else ``default_chunk()``; 1: token by token through
+        ``step``), the LM head only for the last token; its logits."""
+        B = int(chunk or self.chunk or self.default_chunk())
         B = max(1, min(B, self.vectors))
         prompt = [int(t) for t in prompt]
         logits = None

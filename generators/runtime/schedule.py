@@ -16,10 +16,14 @@ A MODEL built from exact parts, nothing wall-clock:
   the host's work per token (``decoder_model.host_ms``: make host-bench's Cortex-A9 model of
   the C step, per row and at its context), one formula: ``decoder_model.token_time``.
 
-The prefill runs on the Python loop today (its host work on the board would be the numpy
-path's, docs/runtime.md 9); the figures count the C step's host model per row, what a C
-batched step would cost: the engines' and the DDR's share is what the schedule changes.
-Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
+A pass of B > 1 rows runs the Python loop (``Decoder.step_rows``; the C loop steps one
+token), so the runtime as built prefills token by token on the C loop
+(``Decoder.default_chunk``). The figures per vectors count the C step's host model per row:
+what a batched C step would cost (the engines' and the DDR's share is what the schedule
+changes); beside them, "as built": the PYNQ-Z1 top with the prompt token by token on the C
+loop, and the PYNQ-Z1 top's B-row passes on the Python loop (its host model per row: make
+host-bench's numpy count). Figures: docs/results/decode-prefill.json (target "decode",
+variant "prefill").
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ class Schedule:
     """The clocks and DDR beats of a batched step of SmolLM2-135M's shapes in ``fmt`` on a
     top of ``vectors`` (the runtime's memory plan of that model)."""
 
-    def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None):
+    def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None,
+                 host: str = "c"):
         from generators.core import build
         from generators.report.decoder_model import pl_attention
 
@@ -50,6 +55,9 @@ class Schedule:
         from .plan import ATT, _shape_of, memory_plan, model_shape
         from .synthetic import SMOLLM2_135M
         self.fmt, self.vectors = fmt, vectors
+        #: the host model per row: "c" (the C step), "numpy" (the Python loop), as
+        #: decoder_model.host_ms's ``build``
+        self.host = host
         if model is None:            # SmolLM2-135M's shapes
             self.cfg = ModelConfig(**SMOLLM2_135M)
             self.shape = model_shape(self.cfg, PYNQ_Z1_ENGINES, fmt)
@@ -104,14 +112,14 @@ class Schedule:
         from generators.report.decoder_model import Platform, host_ms, token_time
         mc, mb = self.matrix_pass(len(contexts), lm_rows)
         ac, ab = self.attention(contexts)
-        host_s = sum(host_ms(self.fmt, L) for L in contexts) / 1e3
+        host_s = sum(host_ms(self.fmt, L, build=self.host) for L in contexts) / 1e3
         return token_time(self.fmt, max(contexts), mc, mb, ac, ab,
                           platform=Platform(host_s=host_s))
 
-    def ttft(self, n: int) -> Tuple[float, Dict]:
-        """Seconds from a prompt of n tokens to its first token (chunks of ``vectors``, the LM
-        head for the last token only), and the summed parts (ms)."""
-        V = self.vectors
+    def ttft(self, n: int, chunk: Optional[int] = None) -> Tuple[float, Dict]:
+        """Seconds from a prompt of n tokens to its first token (chunks of ``chunk``, default
+        ``vectors``; the LM head for the last token only), and the summed parts (ms)."""
+        V = min(int(chunk or self.vectors), self.vectors)
         total, parts = 0.0, {"matrix_ms": 0.0, "attention_ms": 0.0, "host_ms": 0.0}
         for j0 in range(0, n, V):
             rows = list(range(j0 + 1, min(n, j0 + V) + 1))          # each row's L
@@ -144,6 +152,30 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
                            f"vectors (128 rows of the C step's Cortex-A9 model, make "
                            f"host-bench)"))
         lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s (any vectors)")
+        # as built: the runtime's default chunk on the C loop is 1 (Decoder.default_chunk)
+        sch = Schedule(fmt, PYNQ_Z1_VECTORS)
+        row = []
+        for name, n in PROMPTS:
+            s, parts = sch.ttft(n, chunk=1)
+            figs.append(figure(f"prefill.{fmt}.asbuilt.ttft_{name}_s", round(s, 3), "s",
+                               "modelled", f"SmolLM2-135M {fmt}, as built: the PYNQ-Z1 top "
+                               f"(vectors {PYNQ_Z1_VECTORS}) with the prompt token by token on "
+                               f"the C loop (the runtime's default chunk there), time to the "
+                               f"first token of a {n}-token prompt",
+                               prompt_tokens=n, **{k: round(v, 1) for k, v in parts.items()}))
+            row.append(f"{n}: {s:.3f} s")
+        lines.append(f"[prefill] {fmt} as built (vectors {PYNQ_Z1_VECTORS}, C loop, token by "
+                     f"token): time to the first token " + ", ".join(row))
+        py = Schedule(fmt, PYNQ_Z1_VECTORS, host="numpy")
+        s, parts = py.ttft(128)
+        figs.append(figure(f"prefill.{fmt}.pyloop.ttft_128_s", round(s, 3), "s", "modelled",
+                           f"SmolLM2-135M {fmt}: the PYNQ-Z1 top's {PYNQ_Z1_VECTORS}-row passes "
+                           f"on the Python loop (host model per row: make host-bench's numpy "
+                           f"count on the Cortex-A9 model), time to the first token of a "
+                           f"128-token prompt", prompt_tokens=128,
+                           **{k: round(v, 1) for k, v in parts.items()}))
+        lines.append(f"[prefill] {fmt} vectors {PYNQ_Z1_VECTORS} on the Python loop: 128 "
+                     f"tokens {s:.3f} s (host {parts['host_ms'] / 1e3:.3f} s)")
         for V in vectors:
             sch = Schedule(fmt, V)
             tag = f"{fmt}.v{V}"
