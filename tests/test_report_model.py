@@ -292,11 +292,18 @@ def test_host_term_is_host_benchs_figure():
     figs = {f["key"]: f["value"] for f in load()["host-bench"]["figures"]}
     for build, key in HOST_FIGURES.items():
         for fmt, measured in (("q4", "q4"), ("int8", "int8"), ("ternary", "int8")):
-            for ctx in (1, 512, 2048):
+            # the contexts host-bench records for this build (the numpy path's INT8: 512 only)
+            ctxs = [c for c in (1, 512, 2048) if key.format(fmt=measured, context=c) in figs]
+            assert ctxs, (build, fmt)
+            for ctx in ctxs:
                 assert host_ms(fmt, ctx, build=build) == figs[key.format(fmt=measured,
                                                                          context=ctx)]
-            lo, hi = (figs[key.format(fmt=measured, context=c)] for c in (1, 512))
-            assert host_ms(fmt, 256, build=build) == pytest.approx(lo + (hi - lo) * 255 / 511)
+            if ctxs[:2] == [1, 512]:
+                lo, hi = (figs[key.format(fmt=measured, context=c)] for c in (1, 512))
+                assert host_ms(fmt, 256, build=build) == pytest.approx(lo + (hi - lo) * 255 / 511)
+            else:                         # one context: every context takes it
+                assert host_ms(fmt, 256, build=build) == figs[key.format(fmt=measured,
+                                                                         context=ctxs[0])]
     r = decoder_row(None, 512, "pl")
     assert r["host_ms"] == host_ms("ternary", 512)
     assert all(row["host_ms"] == pytest.approx(WRITEUP_SMALL_OPS_S * 1e3) for row in figure6())
