@@ -78,12 +78,22 @@ def figure(key: str, value, unit: str, label: str, what: str, **context) -> Dict
     return f
 
 
-def _git(*args: str) -> str:
+def _git(*args: str, cwd: Optional[Path] = None) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+        return subprocess.run(["git", *args], cwd=cwd or REPO, capture_output=True, text=True,
                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def sources_dirty(repo: Optional[Path] = None) -> bool:
+    """Whether the checkout's tracked files differ from its commit ("-dirty" in a record).
+    The recorded figures themselves (docs/results/, docs/results.md: what the targets write)
+    do not count, so a chain of targets in one checkout records the commit it ran."""
+    out = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+               ":(exclude)docs/results", ":(exclude)docs/results.md",
+               cwd=repo or REPO)
+    return bool(out)
 
 
 def record(target: str, figures: Sequence[Mapping], command: Optional[str] = None,
@@ -110,7 +120,7 @@ def record(target: str, figures: Sequence[Mapping], command: Optional[str] = Non
                 raise ValueError(f"{target}: keys {clash} are already written by "
                                  f"`make {other}`: one figure, one source")
     commit = _git("rev-parse", "--short=10", "HEAD") or "unknown"
-    if _git("status", "--porcelain", "--untracked-files=no"):
+    if sources_dirty():
         commit += "-dirty"
     data = {"target": target, "variant": variant, "command": command or f"make {target}",
             "commit": commit,

@@ -99,3 +99,24 @@ def test_formal_records_every_proof(tmp_path):
                     "formal.probe.pynq-z1.cpu_s": "1.2 s CPU",
                     "formal.probe.pynq-z1-2.result": "FAIL at k = 12",
                     "formal.probe.pynq-z1-2.cpu_s": "2.0 s CPU"}
+
+
+def test_sources_dirty_ignores_the_recorded_figures(tmp_path):
+    """A record's "-dirty": a changed source counts, a changed docs/results file does not (a
+    chain of targets in one checkout records the commit it ran)."""
+    import subprocess
+    from generators.results import sources_dirty
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "a.json").write_text("{}\n")
+    (tmp_path / "docs" / "results.md").write_text("# r\n")
+    (tmp_path / "src.py").write_text("x = 1\n")
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    assert not sources_dirty(tmp_path)
+    (tmp_path / "docs" / "results" / "a.json").write_text('{"x": 1}\n')
+    (tmp_path / "docs" / "results.md").write_text("# r2\n")
+    assert not sources_dirty(tmp_path)
+    (tmp_path / "src.py").write_text("x = 2\n")
+    assert sources_dirty(tmp_path)
