@@ -13,10 +13,10 @@
 // ({status?, B-1, sums}: a VECTORS*32-bit entry, LUTRAM). The read side sends an entry's
 // words one per clock, vector 0 first, from two entry registers behind the FIFO (a V:1 word
 // select on flip-flops) through a register slice (two cycles more latency than VECTORS = 1,
-// whose FIFO head drives m_axis); a status entry is one word. So the FIFO takes at most one entry per clock whatever
-// B is, its room flag counts entries as before, and a frame whose rows are shorter than B beats
-// fills the FIFO until room falls: then the output's one word per clock sets the rate (B words
-// per row).
+// whose FIFO head drives m_axis); a status entry is one word. So the FIFO takes at most one
+// entry per clock whatever B is, its room flag counts entries as before, and a frame whose rows
+// are shorter than B beats fills the FIFO until room falls: then the output's one word per
+// clock sets the rate (B words per row).
 
 `resetall
 `timescale 1ns / 1ps
