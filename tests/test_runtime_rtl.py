@@ -138,7 +138,7 @@ def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
     try:
         dec = Decoder(m, be)
         with hostops.using("c"):
-            dec.prefill([1, 2])
+            dec.prefill([1, 2], chunk=2)              # one 2-vector pass (the C loop's default: 1)
             two = be.cycles["matrix"]
             dec.step(3)
             one = be.cycles["matrix"] - two
