@@ -190,8 +190,8 @@ def host_ms(fmt: str = "ternary", context: int = 512, platform: Platform | None 
     """The host's milliseconds per token for weight format ``fmt`` at ``context``: the
     platform's ``host_s`` when set, else make host-bench's Cortex-A9 model (HOST_FIGURES in
     docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "armv7": the VFP
-    build's, "numpy": the Python loop's), linear between the contexts measured, the nearest one outside them. A MODEL
-    (no A9 here)."""
+    build's, "numpy": the Python loop's), linear between the contexts measured, the nearest
+    one outside them. A MODEL (no A9 here)."""
     if platform is not None and platform.host_s is not None:
         return platform.host_s * 1e3
     if fmt not in HOST_FORMAT:

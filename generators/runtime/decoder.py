@@ -470,8 +470,9 @@ class Decoder:
         """The prefill chunk when none is set: the backend's ``vectors`` on the Python loop;
         1 (token by token) when the next step runs the C loop, which steps one token: a
         B-row pass runs the Python loop, whose host work per row is about 100 times the C
-        step's (make host-bench: 197 M against 1.9 M instructions per token), far more on the
-        board's Cortex-A9 than the weight passes B rows save (docs/runtime.md 4.7)."""
+        step's (make host-bench's numpy and C instruction counts), far more on the board's
+        Cortex-A9 than the weight passes B rows save (docs/runtime.md 4.7, make prefill's
+        "as built" and Python-loop rows)."""
         return 1 if self.loop_now() == "c" else self.vectors
 
     def prefill(self, prompt: Sequence[int], stream: int = 0,

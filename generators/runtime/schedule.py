@@ -140,6 +140,21 @@ class Schedule:
         return S / total
 
 
+def _ttft_row(figs: List[dict], lines: List[str], sch: "Schedule", tag: str, chunk: int,
+              what: str, line: str, how: str = "") -> None:
+    """The time-to-first-token figures of one schedule and prefill chunk, every prompt of
+    PROMPTS (keys ``prefill.<tag>.ttft_<prompt>_s``), and their line."""
+    from generators.results import figure
+    row = []
+    for name, n in PROMPTS:
+        s, parts = sch.ttft(n, chunk=chunk)
+        figs.append(figure(f"prefill.{tag}.ttft_{name}_s", round(s, 3), "s", "modelled",
+                           f"{what}: time to the first token of a {n}-token prompt{how}",
+                           prompt_tokens=n, **{k: round(v, 1) for k, v in parts.items()}))
+        row.append(f"{n}: {s:.3f} s")
+    lines.append(f"[prefill] {line}: time to the first token " + ", ".join(row))
+
+
 def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
     from generators.designs.overlay import PYNQ_Z1_VECTORS
     from generators.results import figure
@@ -153,19 +168,11 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
                            f"host-bench)"))
         lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s (any vectors)")
         # as built: the runtime's default chunk on the C loop is 1 (Decoder.default_chunk)
-        sch = Schedule(fmt, PYNQ_Z1_VECTORS)
-        row = []
-        for name, n in PROMPTS:
-            s, parts = sch.ttft(n, chunk=1)
-            figs.append(figure(f"prefill.{fmt}.asbuilt.ttft_{name}_s", round(s, 3), "s",
-                               "modelled", f"SmolLM2-135M {fmt}, as built: the PYNQ-Z1 top "
-                               f"(vectors {PYNQ_Z1_VECTORS}) with the prompt token by token on "
-                               f"the C loop (the runtime's default chunk there), time to the "
-                               f"first token of a {n}-token prompt",
-                               prompt_tokens=n, **{k: round(v, 1) for k, v in parts.items()}))
-            row.append(f"{n}: {s:.3f} s")
-        lines.append(f"[prefill] {fmt} as built (vectors {PYNQ_Z1_VECTORS}, C loop, token by "
-                     f"token): time to the first token " + ", ".join(row))
+        _ttft_row(figs, lines, Schedule(fmt, PYNQ_Z1_VECTORS), f"{fmt}.asbuilt", 1,
+                  f"SmolLM2-135M {fmt}, as built: the PYNQ-Z1 top (vectors {PYNQ_Z1_VECTORS}) "
+                  f"with the prompt token by token on the C loop (the runtime's default chunk "
+                  f"there)", f"{fmt} as built (vectors {PYNQ_Z1_VECTORS}, C loop, token by "
+                  f"token)")
         py = Schedule(fmt, PYNQ_Z1_VECTORS, host="numpy")
         s, parts = py.ttft(128)
         figs.append(figure(f"prefill.{fmt}.pyloop.ttft_128_s", round(s, 3), "s", "modelled",
@@ -180,17 +187,9 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
             sch = Schedule(fmt, V)
             tag = f"{fmt}.v{V}"
             default = " (the PYNQ-Z1 top's)" if V == PYNQ_Z1_VECTORS else ""
-            row = []
-            for name, n in PROMPTS:
-                s, parts = sch.ttft(n)
-                figs.append(figure(f"prefill.{tag}.ttft_{name}_s", round(s, 3), "s", "modelled",
-                                   f"SmolLM2-135M {fmt}, vectors {V}{default}: time to the "
-                                   f"first token of a {n}-token prompt (chunks of {V}; engine "
-                                   f"clocks of every frame + DDR wall + host model)",
-                                   prompt_tokens=n, **{k: round(v, 1) for k, v in parts.items()}))
-                row.append(f"{n}: {s:.3f} s")
-            lines.append(f"[prefill] {fmt} vectors {V}{default}: time to the first token "
-                         + ", ".join(row))
+            _ttft_row(figs, lines, sch, tag, V, f"SmolLM2-135M {fmt}, vectors {V}{default}",
+                      f"{fmt} vectors {V}{default}",
+                      f" (chunks of {V}; engine clocks of every frame + DDR wall + host model)")
             one = sch.streams_tok_s(1)
             row = []
             for S in STREAMS:
