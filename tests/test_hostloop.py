@@ -7,8 +7,12 @@ the Python loop on numpy (the reference, decoder.py / backends.py), on the tiny 
 * the register model in another process (its accesses over a socket, as the rtl backend's;
   tests/test_runtime_rtl.py runs the C loop on the RTL itself), and the two loops taking
   turns on one runtime (they share its chains' state);
+* the batched step (tpl_step_rows against Decoder.step_rows' Python loop): prefill chunks of
+  2 and 3 rows, several streams, speculation whose drafts are taken back (the running
+  absmax: the rows saved before a requantisation), every word, bit, byte and count equal;
 * the same errors with the same messages: DMA faults twice in a row (the faults survived once
-  are tests/test_runtime_dma.py's, on both loops), engine flags, a NaN in the activations;
+  are tests/test_runtime_dma.py's, on both loops), engine flags, a NaN in the activations,
+  the same in a batched pass;
 * the replay backend (recorded engine words, no compute: make host-bench's) gives the
   recorded step's logits bit for bit on both loops, and so does the C step without Python
   (csrc/tpl_bench.c) on x86-64 and on ARMv7 under qemu-arm (32-bit pointers; VFP and NEON
@@ -213,6 +217,133 @@ def test_engine_flags_and_bad_values_raise_the_same_errors(models):
     assert msgs[0] == msgs[1] == "quantise: x holds NaN or infinity"
 
 
+# ------------------------------------------------------------------ the batched step
+
+def _run_rows(m, V, loop, what, streams=1):
+    """A batched run on a golden top of ``vectors`` V: "prefill" (a 5-token prompt in
+    chunks of V, then 3 tokens), "streams" (three prompts as streams, 3 tokens each) or
+    "speculate" (greedy with drafts of up to V - 1 tokens); what _same_run compares, every
+    stream's cache, and the runtime's shared chain state after it."""
+    trace, logits, nbytes = [], [], []
+    be = make_backend("golden", m, vectors=V, streams=streams)
+    with hostops.using("numpy" if loop == "python" else "c"):
+        dec = Decoder(m, be, trace=trace, loop=loop)
+        if what == "streams":
+            toks = dec.generate_streams([[1, 2, 3], [7, 8], [9, 10, 11, 12]], 3,
+                                        on_token=lambda s, i, t: nbytes.append(
+                                            dict(dec.token_bytes)))
+            logits = [dec.last_logits_streams[s] for s in sorted(dec.last_logits_streams)]
+        else:
+            kw = dict(speculate=V - 1) if what == "speculate" else {}
+            prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2] if what == "speculate" else [1, 2, 3, 4, 5]
+            toks = list(dec.generate(prompt, 8 if what == "speculate" else 3,
+                                     on_token=lambda i, t, lg: (logits.append(lg.copy()),
+                                                                nbytes.append(dict(
+                                                                    dec.token_bytes))),
+                                     **kw))
+    rt = be.runtime
+    kvs = [dict(fixed=kv.fixed, clipped=kv.clipped, requantised=kv.requantised,
+                written=kv.written, length=kv.length.tolist(),
+                steps=(kv.k_step.copy(), kv.v_step.copy()), K=np.array(kv.K), V=np.array(kv.V))
+           for kv in dec.kvs]
+    return dict(toks=toks, trace=trace, logits=logits, bytes=nbytes, kv=kvs[0], kvs=kvs,
+                counts=(rt.transfers_run, rt.tail_writes, [d.reads for d in rt.dmas],
+                        [d.writes for d in rt.dmas], dict(rt.cpu_total)),
+                xstate=rt.xstate.copy(), spec=getattr(dec, "speculation", None),
+                words=np.array(rt.words))
+
+
+@pytest.mark.parametrize("fmt, V, what, policy", [
+    ("int8", 2, "prefill", "calibrated"), ("ternary", 3, "prefill", "calibrated"),
+    ("q4", 2, "prefill", "running"), ("int8", 2, "streams", "calibrated"),
+    ("q4", 3, "streams", "running"), ("int8", 4, "speculate", "running"),
+    ("q4", 3, "speculate", "calibrated"),
+])
+def test_batched_c_step_equals_the_python_loop(models, fmt, V, what, policy):
+    """tpl_step_rows against Decoder.step_rows' Python loop on numpy: every engine word (each
+    row's attention frames in row order), logit bit and token, the CPU's bytes per step, the
+    transfers, TAILDESC writes and register accesses, every stream's KV cache (bytes, steps,
+    counts), the speculation's counts, the descriptors in DMA memory word for word and the
+    chains' shared state after it (back to one-vector frames on stream 0)."""
+    m = models[fmt]
+    if policy == "running":                       # growth, requantisation (and its undo)
+        m = dataclasses.replace(m, kv_steps=None)
+    streams = 3 if what == "streams" else 1
+    ref = _run_rows(m, V, "python", what, streams)
+    got = _run_rows(m, V, "c", what, streams)
+    _same_run(ref, got)
+    assert ref["counts"] == got["counts"]
+    for a, b in zip(ref["kvs"], got["kvs"]):
+        _same_run(dict(ref, kv=a), dict(got, kv=b))
+    assert ref["spec"] == got["spec"]
+    assert np.array_equal(ref["words"], got["words"])
+    assert np.array_equal(ref["xstate"], got["xstate"])
+    assert (got["xstate"][0] == 1).all() and not got["xstate"][1:].any()
+    if what == "speculate":
+        assert got["spec"]["accepted"] > 0, got["spec"]
+        if policy == "running":
+            assert got["spec"]["drafted"] > got["spec"]["accepted"], got["spec"]
+            assert got["kv"]["requantised"] > 0
+
+
+@pytest.mark.parametrize("kind, channel, kw", [
+    ("hang", "s2mm", {}), ("short", "mm2s", {}),
+])
+def test_a_persistent_fault_in_a_batched_pass_raises_the_same_error(models, kind, channel, kw):
+    """A fault twice in a row in a 2-row pass: the same exception and message on both loops,
+    and the chains restored (one-vector frames, stream 0) whatever the loop."""
+    m = models["int8"]
+    msgs = {}
+    for loop in ("python", "c"):
+        be = make_backend("golden", m, vectors=2, timeout_s=0.05)
+        be.regs[0].inject(kind, channel, after=4, count=2, **kw)
+        with pytest.raises((DmaError, DmaHangError, DmaShortError)) as e:
+            Decoder(m, be, loop=loop).prefill(PROMPT, chunk=2)
+        info = {k: v for k, v in e.value.info.items() if k != "cls"}
+        msgs[loop] = (type(e.value), str(e.value), info, list(be.faults),
+                      be.xstate.tolist(), np.array(be.words))
+    p, c = msgs["python"], msgs["c"]
+    assert p[:5] == c[:5] and np.array_equal(p[5], c[5])
+    assert "retried after a reset" in c[3][0]
+
+
+def _count_off(be, name):
+    """The status word of matrix ``name``'s port 0 answer counts one row more."""
+    rt = be.runtime
+
+    def hook(index: int, done: bool) -> None:
+        if done:
+            t, w = rt.plan.transfers[index], rt.words
+            for fi, p, status, off in rt._tx[index].outs:
+                if t.frames[fi].name == name and p == 0:
+                    w[off + (int(w[status] & R.LEN_MASK) >> 2) - 1] += 1 << 16
+
+    rt.transfer_hooks.append(hook)
+    return be
+
+
+def test_engine_answers_in_a_batched_pass_raise_the_same_errors(models):
+    """An engine's flags in a 2-vector matrix frame and in the second row's attention frame,
+    and a count that is not the frame's rows: the same EngineError on both loops (the count's
+    message names the 2 vectors)."""
+    m = models["q4"]
+    cases = [
+        (lambda be: flag_answers(be, lambda t, f, p: f.name == "layers.0.gate" and p == 1,
+                                 0x20), "BAD_SCALE"),
+        (lambda be: flag_answers(be, lambda t, f, p: t.kind == "att" and t.layer == 1, 0x08),
+         "SHORT_FRAME"),
+        (lambda be: _count_off(be, "layers.1.down"), "2 vectors"),
+    ]
+    for spoil, name in cases:
+        msgs = []
+        for loop in ("python", "c"):
+            be = spoil(make_backend("golden", m, vectors=2))
+            with pytest.raises(Exception) as e:
+                Decoder(m, be, loop=loop).prefill(PROMPT[:2], chunk=2)
+            msgs.append((type(e.value).__name__, str(e.value), be.xstate.tolist()))
+        assert msgs[0] == msgs[1] and msgs[0][0] == "EngineError" and name in msgs[0][1], msgs
+
+
 # ------------------------------------------------------------------ replay, no Python, ARMv7
 
 @pytest.fixture(scope="module")
@@ -340,6 +471,31 @@ def test_the_table_is_checked(models):
         bad = t.copy()
         bad[word] = value
         assert lib.tpl_ctx_bytes(bad.ctypes.data, len(bad)) == 0, word
+    for word, value in [(TPL.T_VECTORS, 0), (TPL.T_VECTORS, TPL.MAX_VECTORS + 1),
+                        (TPL.T_STREAMS, 0), (TPL.T_KV_STREAM_BYTES, t[TPL.T_KV_STREAM_BYTES] + 1),
+                        (TPL.T_MAX_ROWS, 0), (TPL.T_VEC_OFF, len(t)), (TPL.T_ATTX_OFF, len(t))]:
+        bad = t.copy()
+        bad[word] = value
+        n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))
+        if n:                         # the header holds: tpl_init's whole check refuses it
+            mem = np.zeros(n + 16, np.uint8)
+            ptr = mem.ctypes.data + (-mem.ctypes.data % 16)
+            assert lib.tpl_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
+                                ctypes.addressof(cl.io)) == TPL.E_ARG, word
+    # the batched records: an attention transfer without one, a matrix transfer with the
+    # attention one, a word index outside the frames region
+    att = [i for i, r in enumerate(cl._records) if r[0] == 1][0]
+    mat = [i for i, r in enumerate(cl._records) if r[0] == 0][0]
+    vec_at, attx_at = int(t[TPL.T_VEC_OFF]), int(t[TPL.T_ATTX_OFF])
+    for patch in [(attx_at + att, 0), (attx_at + mat, t[attx_at + att]),
+                  (int(t[vec_at + mat]) + 1, t[TPL.T_FRAMES_BYTES] // 4)]:
+        bad = t.copy()
+        bad[patch[0]] = patch[1]
+        n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))
+        mem = np.zeros(n + 16, np.uint8)
+        ptr = mem.ctypes.data + (-mem.ctypes.data % 16)
+        assert lib.tpl_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
+                            ctypes.addressof(cl.io)) == TPL.E_ARG, patch
     bad = t.copy()
     bad[bad[TPL.T_KIND_OFF]] = bad[bad[TPL.T_KIND_OFF] + 1]     # qkv's index -> attention's
     n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))

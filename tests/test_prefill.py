@@ -74,16 +74,16 @@ def test_prefill_equals_token_by_token(models, fmt):
 @pytest.mark.parametrize("fmt", ["int8", "q4"])
 def test_generate_with_prefill_equals_token_by_token(models, fmt):
     """generate(): chunked prompt, then decoding; tokens and the last logits equal, with
-    sampling; with the C loop (when built) the chunked prompt runs the Python loop and the C
-    loop the decode steps (chunk 2 set), and by default (chunk 1) the C loop every step."""
+    sampling; on the Python loop, and with the C library built on the C loop by default
+    (2-row passes: tpl_step_rows) and token by token (chunk 1: tpl_step)."""
     m = models[fmt]
     ref = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
     want = list(ref.generate(PROMPT, 4, **SAMPLING))
-    loops = [("python", None)] + ([("c", 2), ("c", None)] if hostops.active() == "c" else [])
+    loops = [("python", None)] + ([("c", None), ("c", 1)] if hostops.active() == "c" else [])
     for loop, chunk in loops:
         dec = Decoder(m, make_backend("golden", m, vectors=2), loop=loop)
         dec.chunk = chunk
-        assert dec.default_chunk() == (2 if loop == "python" else 1)
+        assert dec.default_chunk() == 2
         assert list(dec.generate(PROMPT, 4, **SAMPLING)) == want, loop
         assert np.array_equal(dec.last_logits, ref.last_logits), loop
         _same_cache(dec, ref)
@@ -223,15 +223,14 @@ def test_schedule_as_built_and_on_the_python_loop():
     assert py_host > 50 * c_host
 
 
-def test_default_chunk_follows_the_loop(models):
-    """The C loop steps one token: a Decoder on it prefills token by token unless a chunk is
-    set; on the Python loop in chunks of the backend's vectors."""
+def test_default_chunk_is_the_vectors_on_both_loops(models):
+    """Both loops run B-row passes (the C loop's tpl_step_rows): a Decoder prefills in
+    chunks of the backend's vectors unless a chunk is set."""
     m = models["int8"]
-    py = Decoder(m, make_backend("golden", m, vectors=2), loop="python")
-    assert py.default_chunk() == 2
-    if hostops.active() == "c":
-        c = Decoder(m, make_backend("golden", m, vectors=2), loop="c")
-        assert c.default_chunk() == 1
+    for V in (1, 2, 3):
+        for loop in ("python",) + (("c",) if hostops.active() == "c" else ()):
+            assert Decoder(m, make_backend("golden", m, vectors=V),
+                           loop=loop).default_chunk() == V
 
 
 # ------------------------------------------------------------------ speculative decoding

@@ -341,9 +341,10 @@ class DmaRuntime:
         self._tx = [self._transfer_table(t) for t in plan.transfers]
         # batched steps (docs/runtime.md 4.7): each transfer's B, each attention transfer's
         # stream, and per channel its last descriptor's NXTDESC word with the ring's target
-        self._vec = [1] * len(plan.transfers)
-        self._kv_stream = [0] * len(plan.transfers)
-        self._again = [False] * len(plan.transfers)
+        # (shared with the C loop: hostloop.TPL.P_XSTATE, one int32 row each)
+        self.xstate = np.zeros((3, len(plan.transfers)), np.int32)
+        self.xstate[0] = 1
+        self._vec, self._kv_stream, self._again = self.xstate
         self._link = []
         for t in plan.transfers:
             lk = {}

@@ -402,15 +402,15 @@ class Decoder:
         over its own stream's cache and causal prefix, its K/V appended just before it; the
         LM head runs once, for the rows that ask for logits only. Returns each row's logits
         or None. Each row's arithmetic is a one-token step's, op for op: the logits equal the
-        token-by-token path's bit for bit. Runs the Python loop (the C loop steps one token)."""
+        token-by-token path's bit for bit. Runs the loop ``loop_now()`` names: the C loop's
+        ``tpl_step_rows`` or this class's Python loop (the reference)."""
         B = len(rows)
         if not 1 <= B <= self.vectors:
             raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
                              f"{self.vectors} vectors")
         t_start = time.perf_counter()
         e_start = self.be.engine_time()
-        c, m = self.cfg, self.model
-        H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
+        c = self.cfg
         pos, nxt = [], list(self.positions)
         for s, tok, _ in rows:
             if not 0 <= s < len(self.kvs):
@@ -422,6 +422,26 @@ class Decoder:
                 raise ValueError(f"token id {tok} outside the vocabulary (0..{c.vocab_size - 1})")
             pos.append(nxt[s])
             nxt[s] += 1
+        if self.loop_now() == "c":
+            from . import hostloop
+            cl = hostloop.for_runtime(self.be)
+            if cl is None:
+                raise RuntimeError("Decoder(loop='c'): the C library is not available "
+                                   f"({hostloop._lib()[1]})")
+            out = cl.step_rows(self, [(int(s), int(t), bool(lg)) for s, t, lg in rows], pos)
+            self.token_bytes = dict(self.be.runtime.cpu_bytes)
+        else:
+            out = self._step_rows_python(rows, pos)
+        self.positions = nxt
+        self.timing["total_s"] += time.perf_counter() - t_start
+        self.timing["engine_s"] += self.be.engine_time() - e_start
+        return out
+
+    def _step_rows_python(self, rows, pos) -> List[Optional[np.ndarray]]:
+        """The reference loop of a batched step (``step_rows`` checked the rows)."""
+        c, m = self.cfg, self.model
+        H, d, eps = c.hidden_size, c.head_dim, c.rms_norm_eps
+        B = len(rows)
         want = [j for j, r in enumerate(rows) if r[2]]
         rt = self.be.runtime
         rt.begin_token(pos[0], bool(want))
@@ -461,19 +481,14 @@ class Decoder:
             rt.restore_chains()
         rt.end_token()
         self.token_bytes = dict(rt.cpu_bytes)
-        self.positions = nxt
-        self.timing["total_s"] += time.perf_counter() - t_start
-        self.timing["engine_s"] += self.be.engine_time() - e_start
         return out
 
     def default_chunk(self) -> int:
-        """The prefill chunk when none is set: the backend's ``vectors`` on the Python loop;
-        1 (token by token) when the next step runs the C loop, which steps one token: a
-        B-row pass runs the Python loop, whose host work per row is about 100 times the C
-        step's (make host-bench's numpy and C instruction counts), far more on the board's
-        Cortex-A9 than the weight passes B rows save (docs/runtime.md 4.7, make prefill's
-        "as built" and Python-loop rows)."""
-        return 1 if self.loop_now() == "c" else self.vectors
+        """The prefill chunk when none is set: the backend's ``vectors`` (one weight pass
+        for V prompt tokens, on either loop: the C loop's ``tpl_step_rows`` runs a B-row pass
+        at about a one-token step's host work per row, make host-bench's C rows;
+        docs/runtime.md 4.7)."""
+        return self.vectors
 
     def prefill(self, prompt: Sequence[int], stream: int = 0,
                 chunk: Optional[int] = None) -> np.ndarray:

@@ -58,7 +58,7 @@ __all__ = ["CLoop", "for_runtime", "available", "c_facts", "FACTS", "replay_back
 
 HERE = Path(__file__).resolve().parent
 FACTS = HERE / "csrc" / "tpl_facts.h"
-TPL_ABI = 2                       # tphloop.h TPL_ABI
+TPL_ABI = 3                       # tphloop.h TPL_ABI
 NONE = 0xFFFFFFFF
 
 
@@ -70,12 +70,15 @@ class TPL:
      T_EPS, T_CONTEXT, T_KV_ROW, T_EMBED_ROWS, T_EMBED_STRIDE, T_ROPE_F64, T_HDR_BYTES, T_PART0,
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
-     T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED) = range(37)
-    T_HEADER = 40
+     T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
+     T_KV_STREAM_BYTES, T_MAX_ROWS, T_VEC_OFF, T_ATTX_OFF) = range(43)
+    T_HEADER = 48
+    MAX_VECTORS = 8
+    VEC_WORDS = 6
     X_FIXED = 18
     FRAME_WORDS, DESC_WORDS, TAIL_WORDS, OUT_WORDS = 5, 3, 3, 6
     (P_FRAMES, P_KV, P_EMBED, P_NORMS, P_SCALES, P_COS, P_SIN, P_KSTEP, P_VSTEP, P_LENGTH,
-     P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_COUNT) = range(17)
+     P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_XSTATE, P_COUNT) = range(18)
     S_NEXT, S_LINK, S_L, S_TIMEOUT_US, S_RESET_TIMEOUT_US, STATE_WORDS = 0, 4, 5, 6, 7, 8
     (C_KV, C_PARTS, C_X, C_DESC, C_REQUANT, C_TRANSFERS, C_TAILS, C_READS0, C_READS1,
      C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, C_CLIPPED, STATS) = range(16)
@@ -122,7 +125,18 @@ def c_facts() -> str:
 class _Io(ctypes.Structure):
     _fields_ = [("ctx", ctypes.c_void_p), ("read", ctypes.c_void_p), ("write", ctypes.c_void_p),
                 ("pl_reset", ctypes.c_void_p), ("hook", ctypes.c_void_p),
-                ("regs", ctypes.c_void_p * 2)]
+                ("kv_save", ctypes.c_void_p), ("regs", ctypes.c_void_p * 2)]
+
+
+class _Row(ctypes.Structure):
+    """tphloop.h's tpl_row: one position of a batched step."""
+    _fields_ = [("stream", ctypes.c_uint32), ("token", ctypes.c_uint32),
+                ("pos", ctypes.c_uint32), ("logits", ctypes.c_uint32),
+                ("k_step", ctypes.c_void_p), ("v_step", ctypes.c_void_p),
+                ("length", ctypes.c_void_p), ("out", ctypes.c_void_p),
+                ("kv_rows", ctypes.c_void_p), ("kv_written", ctypes.c_uint32),
+                ("kv_requantised", ctypes.c_uint32), ("kv_clipped", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
 
 
 _READ = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
@@ -131,6 +145,8 @@ _WRITE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctyp
                           ctypes.c_uint32)
 _RESET = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _HOOK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32)
+_KV_SAVE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                            ctypes.c_uint32)
 
 _P, _U, _I = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
 _SIGNATURES = {
@@ -138,6 +154,7 @@ _SIGNATURES = {
     "tpl_ctx_bytes": (_U, [_P, _U]),
     "tpl_init": (_I, [_P, _U, _P, _U, _P, _P]),
     "tpl_step": (_I, [_P, _U, _U, _U]),
+    "tpl_step_rows": (_I, [_P, _P, _U]),
     "tpl_replay_bytes": (_U, []),
     "tpl_replay_init": (None, [_P, _P, _U, _U]),
     "tpl_replay_record": (None, [_P, _U, _P, _P, _U]),
@@ -286,6 +303,30 @@ def build_table(rt) -> Dict[str, object]:
     hdr[TPL.T_TRACE_WORDS], hdr[TPL.T_TRACE_OUTS] = trace_words, trace_outs
     hdr[TPL.T_FRAMES_BYTES] = plan.regions["frames"].nbytes
     hdr[TPL.T_KV_BYTES] = plan.regions["kv"].nbytes
+    # the batched step (DmaRuntime.set_vectors, set_attention, restore_chains)
+    hdr[TPL.T_VECTORS], hdr[TPL.T_STREAMS] = plan.vectors, plan.streams
+    hdr[TPL.T_KV_STREAM_BYTES] = plan.kv_stream_bytes
+    hdr[TPL.T_MAX_ROWS] = max(max(m.rows) for m in model.matrices.values())
+    fb = rt.base["frames"]
+    vec_off, attx_off = [0] * len(records), [0] * len(records)
+    for t in plan.transfers:
+        if t.kind == ATT:
+            ctrl = [word | (int(eof) << 31) for word, _, eof in rt._kv_ctrl[t.index]]
+            kvb = [v for bw, p, which, lyr, h in rt._kv_buf[t.index]
+                   for v in (bw, rt.base["kv"] + plan.kv_offset(p, which, lyr, h))]
+            link = [v for ch, (word, nxt, first) in sorted(rt._link[t.index].items())
+                    for v in (ch, word, nxt, first)]
+            attx_off[t.index] = put([len(ctrl)] + ctrl + [len(kvb) // 2] + kvb
+                                    + [len(link) // 4] + link)
+        elif rt._mat_desc[t.index]:
+            xoff = fr[("x", t.kind)][0]
+            rows = []
+            for hw, xw, p, name in rt._mat_desc[t.index]:
+                m = model.matrices[name]
+                vh = fb + fr[("vh", name, p)][0] if plan.vectors > 1 else 0
+                rows += [hw, xw, rt._image_addr[(name, p)], vh, fb + xoff, m.x_bytes]
+            vec_off[t.index] = put([len(rows) // TPL.VEC_WORDS] + rows)
+    hdr[TPL.T_VEC_OFF], hdr[TPL.T_ATTX_OFF] = put(vec_off), put(attx_off)
     table = np.concatenate([np.array(hdr, np.uint32)] + body)
     table[TPL.T_WORDS] = len(table)
     return dict(table=table, scales=scales, norms=norms, records=records)
@@ -318,6 +359,10 @@ class CLoop:
         self.ptrs[TPL.P_STATE] = rt.state.ctypes.data
         self.ptrs[TPL.P_STATS] = self.stats.ctypes.data
         self.ptrs[TPL.P_ERR] = self.err.ctypes.data
+        self.ptrs[TPL.P_XSTATE] = rt.xstate.ctypes.data
+        self.vectors = int(self.table[TPL.T_VECTORS])
+        self.rows = (_Row * self.vectors)()
+        self._undo_kv = None                        # the KVCache of a pass that may be undone
         self._exc: Optional[BaseException] = None
         self.io = _Io()
         self._callbacks = []
@@ -335,6 +380,7 @@ class CLoop:
             self.io.pl_reset = self._cb(_RESET, self._pl_reset)
         self.io.hook = self._cb(_HOOK, self._hook)
         self._hook_ptr = self.io.hook
+        self.io.kv_save = self._cb(_KV_SAVE, self._kv_save)
         n = lib.tpl_ctx_bytes(self.table.ctypes.data, len(self.table))
         if n == 0:
             raise RuntimeError("the C loop refused its table (tphloop.c bad_header)")
@@ -384,51 +430,130 @@ class CLoop:
             self._exc = e
             return 1
 
+    def _kv_save(self, _, which, layer, head):
+        """Before a requantisation in a pass that may be taken back: KVCache._append's
+        saving of the rows cached before the pass (once per (K/V, layer, head))."""
+        try:
+            kv = self._undo_kv
+            u = None if kv is None else kv._undo
+            key = ("K" if which == 0 else "V", int(layer), int(head))
+            if u is not None and key not in u["saved"]:
+                store = kv.K if which == 0 else kv.V
+                u["saved"][key] = np.array(store[layer, head, :int(u["length"][layer])])
+            return 0
+        except BaseException as e:        # noqa: BLE001
+            self._exc = e
+            return 1
+
     # ------------------------------------------------------------------ one step
-    def step(self, dec, token: int, logits: bool):
-        """Run position ``dec.pos`` with ``token``; the logits (float32) or None. Updates the
-        runtime's counters (CPU bytes, transfers, register accesses, faults) and, when
-        ``dec.trace`` is a list, appends the step's engine words as the Python loop does."""
-        rt, p = self.rt, self.ptrs
-        kv = dec.kv
-        for a in (dec.cos, dec.sin):
-            if not (a.flags.c_contiguous and a.dtype in (np.float64, np.float32)
-                    and a.dtype == dec.cos.dtype):
-                raise ValueError("the C loop needs C-contiguous float32 or float64 RoPE tables")
-        self.table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
-        p[TPL.P_COS], p[TPL.P_SIN] = dec.cos.ctypes.data, dec.sin.ctypes.data
+    @staticmethod
+    def _check_kv(kv) -> None:
         for a in (kv.k_step, kv.v_step, kv.length):
             if not a.flags.c_contiguous:
                 raise ValueError("the C loop needs the KV cache's steps and lengths contiguous")
         if kv.k_step.dtype != np.float32 or kv.v_step.dtype != np.float32 \
                 or kv.length.dtype != np.int64:
             raise ValueError("the C loop needs float32 KV steps and int64 lengths")
+
+    def _prepare(self, dec, trace_rows: int):
+        """The pointers and flags every step sets: the RoPE tables, the KV rule, the trace
+        buffers (``trace_rows`` rows of them; None when the decoder keeps no trace), the hook
+        and the timeouts."""
+        rt, p = self.rt, self.ptrs
+        for a in (dec.cos, dec.sin):
+            if not (a.flags.c_contiguous and a.dtype in (np.float64, np.float32)
+                    and a.dtype == dec.cos.dtype):
+                raise ValueError("the C loop needs C-contiguous float32 or float64 RoPE tables")
+        self.table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
+        p[TPL.P_COS], p[TPL.P_SIN] = dec.cos.ctypes.data, dec.sin.ctypes.data
         # fixed steps (the model's calibrated ones): quantise and clip, never requantise
-        self.table[TPL.T_KV_FIXED] = int(bool(getattr(kv, "fixed", False)))
-        p[TPL.P_KSTEP], p[TPL.P_VSTEP] = kv.k_step.ctypes.data, kv.v_step.ctypes.data
-        p[TPL.P_LENGTH] = kv.length.ctypes.data
-        out = np.empty(rt.model.config.vocab_size, np.float32) if logits else None
-        p[TPL.P_LOGITS] = None if out is None else out.ctypes.data
-        trace = dec.trace is not None
-        if trace:
-            tw = np.zeros(self.trace_words, np.uint32)
-            tn = np.zeros(self.trace_outs, np.uint32)
-            p[TPL.P_TRACE], p[TPL.P_TRACE_N] = tw.ctypes.data, tn.ctypes.data
+        self.table[TPL.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
+        tr = None
+        if dec.trace is not None:
+            tr = (np.zeros(trace_rows * self.trace_words, np.uint32),
+                  np.zeros(trace_rows * self.trace_outs, np.uint32))
+            p[TPL.P_TRACE], p[TPL.P_TRACE_N] = tr[0].ctypes.data, tr[1].ctypes.data
         else:
             p[TPL.P_TRACE] = p[TPL.P_TRACE_N] = None
         self.io.hook = self._hook_ptr if rt.transfer_hooks else None
         rt.state[TPL.S_TIMEOUT_US] = min(int(rt.timeout_s * 1e6), 2 ** 31 - 1)
         rt.state[TPL.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
         self._exc = None
+        return tr
+
+    def step_rows(self, dec, rows, positions) -> List[Optional[np.ndarray]]:
+        """Run ``rows`` ((stream, token, logits), B of them, at ``positions``) in one weight
+        pass (``tpl_step_rows``, as ``Decoder.step_rows``'s Python loop): each row's logits
+        (float32) or None. Counts as :meth:`step`, each row's KV counts on its stream's cache;
+        a pass of stream 0 whose KV cache keeps an undo record (speculation) gets its rows and
+        saved rows recorded as KVCache.append records them."""
+        B = len(rows)
+        if not 1 <= B <= self.vectors:
+            raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
+                             f"{self.vectors} vectors")
+        c = self.rt.model.config
+        kvd = c.num_key_value_heads * c.head_dim
+        tr = self._prepare(dec, self.vectors)
+        outs: List[Optional[np.ndarray]] = []
+        undo = dec.kv if dec.kv._undo is not None else None
+        kvrows = []
+        for j, ((s, tok, lg), pos) in enumerate(zip(rows, positions)):
+            kv = dec.kvs[s]
+            self._check_kv(kv)
+            r = self.rows[j]
+            r.stream, r.token, r.pos, r.logits = int(s), int(tok), int(pos), int(bool(lg))
+            r.k_step, r.v_step = kv.k_step.ctypes.data, kv.v_step.ctypes.data
+            r.length = kv.length.ctypes.data
+            out = np.empty(c.vocab_size, np.float32) if lg else None
+            outs.append(out)
+            r.out = None if out is None else out.ctypes.data
+            kr = None
+            if undo is not None and s == 0:
+                kr = np.empty((c.num_hidden_layers, 2, kvd), np.float32)
+            kvrows.append(kr)
+            r.kv_rows = None if kr is None else kr.ctypes.data
+        self._undo_kv = undo
+        try:
+            rc = self.lib.tpl_step_rows(self.ctx, ctypes.addressof(self.rows), B)
+        finally:
+            self._undo_kv = None
+        self._account(dec, rc == 0, rows=B)
+        if rc:
+            raise self._error(rc)
+        if undo is not None:
+            for i in range(c.num_hidden_layers):
+                for kr in kvrows:
+                    if kr is not None:
+                        undo._undo["rows"].append(
+                            (i, kr[i, 0].reshape(c.num_key_value_heads, c.head_dim).copy(),
+                             kr[i, 1].reshape(c.num_key_value_heads, c.head_dim).copy()))
+        if tr is not None:
+            self._trace(dec, tr[0], tr[1], bool(any(r[2] for r in rows)), B)
+        return outs
+
+    def step(self, dec, token: int, logits: bool):
+        """Run position ``dec.pos`` with ``token``; the logits (float32) or None. Updates the
+        runtime's counters (CPU bytes, transfers, register accesses, faults) and, when
+        ``dec.trace`` is a list, appends the step's engine words as the Python loop does."""
+        rt, p = self.rt, self.ptrs
+        kv = dec.kv
+        tr = self._prepare(dec, 1)
+        self._check_kv(kv)
+        p[TPL.P_KSTEP], p[TPL.P_VSTEP] = kv.k_step.ctypes.data, kv.v_step.ctypes.data
+        p[TPL.P_LENGTH] = kv.length.ctypes.data
+        out = np.empty(rt.model.config.vocab_size, np.float32) if logits else None
+        p[TPL.P_LOGITS] = None if out is None else out.ctypes.data
         rc = self.lib.tpl_step(self.ctx, int(token), int(dec.pos), int(bool(logits)))
         self._account(dec, rc == 0)
         if rc:
             raise self._error(rc)
-        if trace:
-            self._trace(dec, tw, tn, logits)
+        if tr is not None:
+            self._trace(dec, tr[0], tr[1], logits)
         return out
 
-    def _account(self, dec, ok: bool) -> None:
+    def _account(self, dec, ok: bool, rows: int = 0) -> None:
+        """The step's counters into the runtime's and the KV caches' (``rows``: a batched
+        step's rows, each counted on its stream's cache)."""
         rt, s = self.rt, self.stats
         for k, i in (("kv", TPL.C_KV), ("parts", TPL.C_PARTS), ("x", TPL.C_X),
                      ("desc", TPL.C_DESC), ("requant", TPL.C_REQUANT), ("read", TPL.C_READ)):
@@ -438,9 +563,16 @@ class CLoop:
         for d in (0, 1):
             rt.dmas[d].reads += int(s[TPL.C_READS0 + d])
             rt.dmas[d].writes += int(s[TPL.C_WRITES0 + d])
-        dec.kv.written += int(s[TPL.C_KV])
-        dec.kv.requantised += int(s[TPL.C_REQUANT])
-        dec.kv.clipped += int(s[TPL.C_CLIPPED])
+        if rows:
+            for r in self.rows[:rows]:
+                kv = dec.kvs[r.stream]
+                kv.written += int(r.kv_written)
+                kv.requantised += int(r.kv_requantised)
+                kv.clipped += int(r.kv_clipped)
+        else:
+            dec.kv.written += int(s[TPL.C_KV])
+            dec.kv.requantised += int(s[TPL.C_REQUANT])
+            dec.kv.clipped += int(s[TPL.C_CLIPPED])
         n = int(self.err[TPL.ERR_NRETRIED])
         for k in range(min(n, TPL.ERR_RETRIED)):
             rec = self.err[TPL.REC_WORDS * (1 + k):][:TPL.REC_WORDS]
@@ -448,9 +580,11 @@ class CLoop:
         if ok:
             rt.end_token()
 
-    def _trace(self, dec, tw, tn, logits: bool) -> None:
-        """The step's engine words as Decoder._matrices / _attention append them."""
+    def _trace(self, dec, tw, tn, logits: bool, rows: int = 1) -> None:
+        """The step's engine words as Decoder._matrices / _attention append them (a batched
+        step: each row's attention words from its own trace row, in row order)."""
         rt = self.rt
+        W, N = self.trace_words, self.trace_outs
         for t in rt.plan.transfers:
             if t.kind == LM and not logits:
                 continue
@@ -458,16 +592,18 @@ class CLoop:
             nf = rec[2]
             outs = rec[TPL.X_FIXED + nf * TPL.FRAME_WORDS + rec[3] * TPL.DESC_WORDS
                        + rec[4] * TPL.TAIL_WORDS:]
-            words = {}
-            for j in range(rec[5]):
-                fi, port, _, _, off, idx = outs[j * TPL.OUT_WORDS:(j + 1) * TPL.OUT_WORDS]
-                words[(fi, port)] = tw[off:off + tn[idx]].copy()
-            for fi, f in enumerate(t.frames):
-                if t.kind == ATT:
-                    dec.trace.append(("attention", t.layer, f.name, [words[(fi, 0)]]))
-                else:
-                    dec.trace.append(("matrix", t.layer, f.name,
-                                      [words[(fi, 0)], words[(fi, 1)]]))
+            for row in range(rows if t.kind == ATT else 1):
+                words = {}
+                for j in range(rec[5]):
+                    fi, port, _, _, off, idx = outs[j * TPL.OUT_WORDS:(j + 1) * TPL.OUT_WORDS]
+                    o, n = row * W + off, int(tn[row * N + idx])
+                    words[(fi, port)] = tw[o:o + n].copy()
+                for fi, f in enumerate(t.frames):
+                    if t.kind == ATT:
+                        dec.trace.append(("attention", t.layer, f.name, [words[(fi, 0)]]))
+                    else:
+                        dec.trace.append(("matrix", t.layer, f.name,
+                                          [words[(fi, 0)], words[(fi, 1)]]))
 
     # ------------------------------------------------------------------ errors
     def _dma_fault(self, rec) -> dict:
@@ -513,7 +649,8 @@ class CLoop:
             f = t.frames[ch]
             st, n = int(rec[5]), int(rec[6])
             if rc == TPL.E_MATRIX:
-                msg = matrix_error(n, st, rt.model.matrices[f.name], int(rec[3]), f.tag, t.layer)
+                msg = matrix_error(n, st, rt.model.matrices[f.name], int(rec[3]), f.tag, t.layer,
+                                   max(1, int(rec[8])))
             else:
                 msg = attention_error(n, st, f.tag, t.layer, ch, rt.acfg)
             from .decoder import EngineError

@@ -468,7 +468,7 @@ def _host_items(model, c, context, transfers, shapes, vectors: int = 1,
          (f"; {B} rows" if B > 1 else "")),
         ("plan and transfer tables", len(transfers) * TRANSFER_TABLE_BYTES,
          f"{len(transfers)} transfers: their frames, descriptor blocks, result slots"),
-        ("C loop", cloop_bytes(c, transfers, shapes),
+        ("C loop", cloop_bytes(c, transfers, shapes, vectors),
          "the C step's table, float32 norms and row scales, its vectors "
          "(generators.runtime.hostloop)"),
     ]
@@ -507,21 +507,27 @@ def _host_items(model, c, context, transfers, shapes, vectors: int = 1,
     return items
 
 
-def cloop_bytes(c, transfers, shapes) -> int:
+def cloop_bytes(c, transfers, shapes, vectors: int = 1) -> int:
     """Host bytes of the C step (hostloop.CLoop; an upper bound): its table (the header, per
-    transfer its fixed words, frames, descriptors, tails and result slots, the K/V lengths
-    and the small tables) and each transfer's record kept beside it (the trace's), the float32
-    copies of the norms and the INT8 / ternary row scales, and the context with the step's
-    vectors."""
+    transfer its fixed words, frames, descriptors, tails and result slots, its batched-step
+    record, the K/V lengths and the small tables) and each transfer's record kept beside it
+    (the trace's), the float32 copies of the norms and the INT8 / ternary row scales, and the
+    context with the step's vectors (``vectors`` rows of them) and a matrix half's results."""
     L, H, Hd, I, d = (c.num_hidden_layers, c.num_key_value_heads, c.hidden_size,
                       c.intermediate_size, c.head_dim)
     desc = sum(n for t in transfers for _, n in t.desc.values())
     words = 64 + 5 * L + 1 + 5 + 2 * H + 12 + 4 + len(transfers) + desc
     words += sum(18 + 5 * len(t.frames) + 3 * 4 + 3 * 4 + 6 * 2 * len(t.frames)
                  for t in transfers)
+    # the batched step's records: a matrix transfer's halves, an attention transfer's K/V
+    # CONTROL and BUFFER words and its four links; two offsets per transfer
+    words += sum(1 + 6 * 2 * len(t.frames) + 3 + 3 * 4 * len(t.frames) + 4 * 4 + 2
+                 for t in transfers)
     scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
     norms = (2 * L + 1) * Hd * 4
-    ctx = 4 * (5 * Hd + 2 * H * d + 3 * I + d + 3 * c.group) + 4096 + 1024
+    rows = max(m.n for m in shapes.values())
+    ctx = 4 * (vectors * (5 * Hd + 2 * H * d + 3 * I) + d + 3 * c.group + vectors + rows) \
+        + 4096 + 1024
     return 2 * 4 * words + scales + norms + ctx      # the table and its records per transfer
 
 

@@ -39,10 +39,11 @@ typedef struct ctx {
     void *const *p;             /* the pointer slots */
     const tpl_io *io;
     uint32_t layers, hidden, mlp, heads, kvh, d, vocab, group, kvdim, context, kv_row;
+    uint32_t vectors, streams, stream_bytes, max_rows, nx;
     float eps;
-    /* the step's vectors (the context's own memory) */
-    float *x, *n, *q, *k, *v, *att, *o, *g, *u, *h, *cosf, *sinf, *sq;
-    uint32_t *mult, *shift;
+    /* the step's vectors (the context's own memory; x .. h: VECTORS rows each) */
+    float *x, *n, *q, *k, *v, *att, *o, *g, *u, *h, *cosf, *sinf, *sq, *sx;
+    uint32_t *mult, *shift, *gat;
     uint8_t *block;             /* an attention frame's header block and q */
     int8_t *row;                /* one quantised K or V row */
 } ctx_t;
@@ -96,6 +97,11 @@ static inline int32_t *state(const ctx_t *c) { return (int32_t *)c->p[TPL_P_STAT
 static inline uint32_t *errw(const ctx_t *c) { return (uint32_t *)c->p[TPL_P_ERR]; }
 
 static inline uint32_t chan_base(uint32_t ch) { return ch & 1u ? TPL_S2MM : 0u; }
+
+/* the shared per-transfer state (DmaRuntime._vec, _kv_stream, _again) */
+static inline int32_t *xs_vec(const ctx_t *c) { return (int32_t *)c->p[TPL_P_XSTATE]; }
+static inline int32_t *xs_stream(const ctx_t *c) { return xs_vec(c) + c->nx; }
+static inline int32_t *xs_again(const ctx_t *c) { return xs_vec(c) + 2u * c->nx; }
 
 /* ------------------------------------------------------------------ records */
 
@@ -366,15 +372,17 @@ static int32_t run(const ctx_t *c, uint32_t ti)
         return fail(c, TPL_E_IO, ti, 0, 0, 0, 0, 0, 0);
     for (i = 0; i < nt; i++) {
         uint32_t ch = T[i * TPL_TAIL_WORDS];
-        s[TPL_S_NEXT + ch] = (int32_t)X[(s[TPL_S_LINK] == 1 ? TPL_X_NEXT_LOGITS
-                                         : TPL_X_NEXT_BODY) + ch];
+        s[TPL_S_NEXT + ch] = xs_again(c)[ti] ? (int32_t)ti
+                             : (int32_t)X[(s[TPL_S_LINK] == 1 ? TPL_X_NEXT_LOGITS
+                                           : TPL_X_NEXT_BODY) + ch];
     }
     stats(c)[TPL_C_TRANSFERS]++;
     return TPL_OK;
 }
 
 /* the words an S2MM descriptor received into its slot (the trace copies them) */
-static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n)
+static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n,
+                                uint32_t trow)
 {
     const uint32_t *w = (const uint32_t *)fbytes(c) + out[3];
     uint32_t *trace = (uint32_t *)c->p[TPL_P_TRACE], *trace_n = (uint32_t *)c->p[TPL_P_TRACE_N];
@@ -385,29 +393,132 @@ static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n
     *n = *n < cap ? *n : cap;
     stats(c)[TPL_C_READ] += 4u * *n;
     if (trace && trace_n) {
-        memcpy(trace + out[4], w, *n * sizeof *w);
-        trace_n[out[5]] = *n;
+        memcpy(trace + trow * c->t[TPL_T_TRACE_WORDS] + out[4], w, *n * sizeof *w);
+        trace_n[trow * c->t[TPL_T_TRACE_OUTS] + out[5]] = *n;
     }
     return w;
 }
 
 /* ------------------------------------------------------------------ the step's parts */
 
-/* Decoder._matrices: x quantised into the kind's slot, the transfer, every result checked,
- * dequantised into out[frame] (the two ports' rows one after the other) */
+/* DmaRuntime.set_vectors: the next transfer ti sends B-vector frames (B = 1: the image's):
+ * per matrix half its header descriptor at the B-vector header (or the image's), its x
+ * descriptor at the vectors word and B vectors (or vector 0 alone) */
+static void set_vectors(const ctx_t *c, uint32_t ti, uint32_t B)
+{
+    const uint32_t off = c->t[c->t[TPL_T_VEC_OFF] + ti];
+    volatile uint32_t *fw = fwords(c);
+    int32_t *vec = xs_vec(c);
+    const uint32_t *M;
+    uint32_t i, n;
+    if ((uint32_t)vec[ti] == B || !off)
+        return;
+    n = c->t[off];
+    M = c->t + off + 1u;
+    for (i = 0; i < n; i++, M += TPL_VEC_WORDS) {
+        const uint32_t hw = M[0], xw = M[1];
+        const uint32_t len = B == 1u ? M[5] : 8u + B * M[5];
+        fw[hw + TPL_D_BUFFER] = B == 1u ? M[2] : M[3];
+        fw[xw + TPL_D_BUFFER] = B == 1u ? M[4] : M[4] - 8u;
+        fw[xw + TPL_D_CONTROL] = (fw[xw + TPL_D_CONTROL] & ~TPL_LEN_MASK) | len;
+    }
+    stats(c)[TPL_C_DESC] += 12u * n;
+    vec[ti] = (int32_t)B;
+}
+
+/* DmaRuntime.set_attention: before one of a batched step's attention transfers of a layer,
+ * its K/V segments read stream's cache, L positions; again: another one of this layer follows
+ * (each channel's block links back to itself), else the chain goes on to o */
+static void set_attention(const ctx_t *c, uint32_t ti, uint32_t stream, uint32_t L,
+                          uint32_t again)
+{
+    const uint32_t *A = c->t + c->t[c->t[TPL_T_ATTX_OFF] + ti];
+    const uint32_t nctrl = A[0], *ctrl = A + 1, nkv = A[1u + nctrl], *kvb = A + 2u + nctrl;
+    const uint32_t nlink = kvb[2u * nkv], *link = kvb + 2u * nkv + 1u, n = L * c->kv_row;
+    volatile uint32_t *fw = fwords(c);
+    uint32_t i;
+    for (i = 0; i < nctrl; i++)
+        fw[ctrl[i] & 0x7FFFFFFFu] = n | (ctrl[i] >> 31 ? TPL_CTRL_EOF : 0u);
+    if ((uint32_t)xs_stream(c)[ti] != stream) {
+        for (i = 0; i < nkv; i++)
+            fw[kvb[2u * i]] = kvb[2u * i + 1u] + stream * c->stream_bytes;
+        xs_stream(c)[ti] = (int32_t)stream;
+        stats(c)[TPL_C_DESC] += 4u * nkv;
+    }
+    if ((uint32_t)xs_again(c)[ti] != again) {
+        for (i = 0; i < nlink; i++)
+            fw[link[4u * i + 1u]] = again ? link[4u * i + 3u] : link[4u * i + 2u];
+        xs_again(c)[ti] = (int32_t)again;
+        stats(c)[TPL_C_DESC] += 4u * nlink;
+    }
+    stats(c)[TPL_C_DESC] += 4u * nctrl;
+    state(c)[TPL_S_L] = (int32_t)L;
+}
+
+/* DmaRuntime.restore_chains: every transfer back to one-vector frames, every attention
+ * transfer on stream 0's cache and the ring's links */
+static void restore_chains(const ctx_t *c)
+{
+    uint32_t ti, i;
+    volatile uint32_t *fw = fwords(c);
+    for (ti = 0; ti < c->nx; ti++) {
+        const uint32_t aoff = c->t[c->t[TPL_T_ATTX_OFF] + ti];
+        if (aoff) {
+            const uint32_t *A = c->t + aoff, nctrl = A[0], nkv = A[1u + nctrl];
+            const uint32_t *kvb = A + 2u + nctrl, nlink = kvb[2u * nkv];
+            const uint32_t *link = kvb + 2u * nkv + 1u;
+            if (xs_stream(c)[ti] || xs_again(c)[ti]) {
+                for (i = 0; i < nkv; i++)
+                    fw[kvb[2u * i]] = kvb[2u * i + 1u];
+                for (i = 0; i < nlink; i++)
+                    fw[link[4u * i + 1u]] = link[4u * i + 2u];
+                xs_stream(c)[ti] = xs_again(c)[ti] = 0;
+            }
+        } else if (xs_vec(c)[ti] != 1) {
+            set_vectors(c, ti, 1u);
+        }
+    }
+}
+
+static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, uint32_t what,
+                           uint32_t st, uint32_t n, uint32_t rows, uint32_t B)
+{
+    int32_t rc = fail(c, TPL_E_MATRIX, ti, f, p, what, st, n, rows);
+    errw(c)[8] = B;
+    return rc;
+}
+
+/* Decoder._matrices_b: B rows of x (row j at x + j * xstride) quantised into the kind's slot
+ * (B > 1: the vectors word and B vectors of whole 8-byte words; batched: the transfer's
+ * frames set to B vectors), the transfer, every result checked (B words per row, the count in
+ * rows), each row's results dequantised into out[frame * B + j] (the two ports' rows one
+ * after the other) */
 static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const float *x,
-                        uint32_t k, float *const *out)
+                        uint32_t xstride, uint32_t k, uint32_t B, float *const *out,
+                        uint32_t batched)
 {
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
-                   *O = x_outs(X);
+                   *O = x_outs(X), xs = (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     const float *scales = (const float *)c->p[TPL_P_SCALES];
-    uint32_t f, p;
-    float sx;
-    int32_t rc = tph_quantise_rows(x, 1, k, slot, &sx);
-    if (rc)
-        return value_error(c, TPL_V_QUANTISE, rc, 0.0);
-    stats(c)[TPL_C_X] += k;
+    uint32_t f, p, j, r;
+    int32_t rc;
+    for (j = 0; j < B; j++) {
+        rc = tph_quantise_rows(x + j * xstride, 1, k, slot + j * xs, &c->sx[j]);
+        if (rc)
+            return value_error(c, TPL_V_QUANTISE, rc, 0.0);
+        if (B > 1u && xs > k)
+            memset(slot + j * xs + k, 0, xs - k);
+    }
+    if (batched)
+        set_vectors(c, ti, B);
+    if (B > 1u) {
+        const uint32_t vw[2] = {B, 0};
+        memcpy(slot - 8, vw, 8);
+        stats(c)[TPL_C_X] += 8u + B * xs;
+    } else {
+        stats(c)[TPL_C_X] += k;
+    }
     if ((rc = run(c, ti)))
         return rc;
     for (f = 0; f < X[TPL_X_FRAMES]; f++) {
@@ -416,24 +527,33 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
         for (p = 0; p < 2; p++) {
             const uint32_t *o = O + (2u * f + p) * TPL_OUT_WORDS;
             uint32_t n, st, rows = fr[2 + p];
-            w[p] = received(c, o, &n);
+            w[p] = received(c, o, &n, 0);
             if (n == 0)
-                return fail(c, TPL_E_MATRIX, ti, f, p, TPL_W_NONE, 0, 0, rows);
+                return matrix_fail(c, ti, f, p, TPL_W_NONE, 0, 0, rows, B);
             st = w[p][n - 1];
             if ((st >> 8) & 0xFFu)
-                return fail(c, TPL_E_MATRIX, ti, f, p, TPL_W_FLAGS, st, n, rows);
-            if ((st >> 16) != rows || n != rows + 1)
-                return fail(c, TPL_E_MATRIX, ti, f, p, TPL_W_COUNT, st, n, rows);
+                return matrix_fail(c, ti, f, p, TPL_W_FLAGS, st, n, rows, B);
+            if ((st >> 16) != rows || n != rows * B + 1u)
+                return matrix_fail(c, ti, f, p, TPL_W_COUNT, st, n, rows, B);
             if ((st & 0xFFu) != fr[0])
-                return fail(c, TPL_E_MATRIX, ti, f, p, TPL_W_TAG, st, n, rows);
+                return matrix_fail(c, ti, f, p, TPL_W_TAG, st, n, rows, B);
         }
-        if (fr[1]) {                      /* Q4_1 rows: float32 sums */
-            tph_dequant_f32((const float *)w[0], fr[2], sx, out[f]);
-            tph_dequant_f32((const float *)w[1], fr[3], sx, out[f] + fr[2]);
-        } else {                          /* INT8 / ternary rows: int32 sums, a scale per row */
-            tph_dequant_i32((const int32_t *)w[0], scales + fr[4], fr[2], sx, out[f]);
-            tph_dequant_i32((const int32_t *)w[1], scales + fr[4] + fr[2], fr[3], sx,
-                            out[f] + fr[2]);
+        for (j = 0; j < B; j++) {
+            float *y = out[f * B + j];
+            for (p = 0; p < 2; p++) {
+                const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
+                const uint32_t *src = w[p];
+                if (B > 1u) {             /* row r's B results together: vector j's apart */
+                    for (r = 0; r < rows; r++)
+                        c->gat[r] = w[p][r * B + j];
+                    src = c->gat;
+                }
+                if (fr[1])                /* Q4_1 rows: float32 sums */
+                    tph_dequant_f32((const float *)src, rows, c->sx[j], y + first);
+                else                      /* INT8 / ternary rows: int32 sums, a scale per row */
+                    tph_dequant_i32((const int32_t *)src, scales + fr[4] + first, rows, c->sx[j],
+                                    y + first);
+            }
         }
     }
     return TPL_OK;
@@ -443,10 +563,10 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
  * or the running absmax's, with the cached rows of both port halves requantised when it
  * grew), the row quantised and written as the attention engine reads it (element
  * 16 j + 8 p + b: byte 8 j + b of port p's row) */
-static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t head, uint32_t t,
-                      const float *x, float *stp)
+static int32_t kv_one(const ctx_t *c, tpl_row *row, uint32_t which, uint32_t layer,
+                      uint32_t head, uint32_t t, const float *x, float *stp)
 {
-    int8_t *kv = (int8_t *)c->p[TPL_P_KV];
+    int8_t *kv = (int8_t *)c->p[TPL_P_KV] + row->stream * c->stream_bytes;
     const uint32_t block = c->context * c->kv_row;
     float step = *stp, ratio = 0.0f;
     uint32_t port, j;
@@ -467,16 +587,20 @@ static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t h
             for (i = 0; i < c->d; i++)
                 n += (double)fabsf(x[i]) > lim;
             stats(c)[TPL_C_CLIPPED] += n;
+            row->kv_clipped += n;
         }
     } else if ((rc = tph_kv_step(x, c->d, &step, &ratio)) < 0)
         return value_error(c, TPL_V_KV_STEP, rc, 0.0);
     if (ratio > 0.0f && t) {
+        if (row->kv_rows && c->io->kv_save && c->io->kv_save(c->io->ctx, which, layer, head))
+            return fail(c, TPL_E_IO, TPL_NONE, 0, 0, 0, 0, 0, 0);
         for (port = 0; port < 2; port++) {
             int8_t *rows = kv + (((port * 2u + which) * c->layers + layer) * c->kvh + head) * block;
             if ((rc = tph_kv_requantise(rows, t * c->kv_row, ratio)))
                 return value_error(c, TPL_V_KV_REQUANT, rc, 0.0);
         }
         stats(c)[TPL_C_REQUANT] += t * c->d;
+        row->kv_requantised += t * c->d;
         stats(c)[TPL_C_GROWTHS]++;
     }
     *stp = step;
@@ -490,21 +614,23 @@ static int32_t kv_one(const ctx_t *c, uint32_t which, uint32_t layer, uint32_t h
             memcpy(dst + 8u * j, src + 16u * j, 8);
     }
     stats(c)[TPL_C_KV] += c->d;
+    row->kv_written += c->d;
     return TPL_OK;
 }
 
-static int32_t kv_append(const ctx_t *c, uint32_t layer)
+static int32_t kv_append(const ctx_t *c, tpl_row *row, uint32_t layer, const float *k,
+                         const float *v)
 {
-    int64_t *len = (int64_t *)c->p[TPL_P_LENGTH];
-    float *ks = (float *)c->p[TPL_P_KSTEP], *vs = (float *)c->p[TPL_P_VSTEP];
+    int64_t *len = row->length;
+    float *ks = row->k_step, *vs = row->v_step;
     uint32_t h, t;
     int32_t rc;
     if (len[layer] < 0 || len[layer] >= (int64_t)c->context)
         return fail(c, TPL_E_CONTEXT, TPL_NONE, layer, 0, (uint32_t)len[layer], 0, 0, 0);
     t = (uint32_t)len[layer];
     for (h = 0; h < c->kvh; h++) {
-        if ((rc = kv_one(c, 0, layer, h, t, c->k + h * c->d, ks + layer * c->kvh + h))
-            || (rc = kv_one(c, 1, layer, h, t, c->v + h * c->d, vs + layer * c->kvh + h)))
+        if ((rc = kv_one(c, row, 0, layer, h, t, k + h * c->d, ks + layer * c->kvh + h))
+            || (rc = kv_one(c, row, 1, layer, h, t, v + h * c->d, vs + layer * c->kvh + h)))
             return rc;
     }
     len[layer] = t + 1;
@@ -521,13 +647,14 @@ static inline void put64(uint8_t *dst, uint64_t v)
  * header block (golden.attention.pack_header) and q split by port into the part slots
  * (packing.split_attention_frame: port 0 the even 8-byte words, port 1 the route word and
  * the odd ones); the transfer; every frame's words checked and turned into real values */
-static int32_t attention(const ctx_t *c, uint32_t layer)
+static int32_t attention(const ctx_t *c, const tpl_row *row, uint32_t layer, const float *q,
+                         float *att, uint32_t trow)
 {
     const uint32_t ti = kind_xfer(c, layer, TPL_ATT), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X), *T = c->t;
     const uint32_t G = c->group, d = c->d, hb = T[TPL_T_HDR_BYTES], L =
-        (uint32_t)((const int64_t *)c->p[TPL_P_LENGTH])[layer];
-    const float *ks = (const float *)c->p[TPL_P_KSTEP], *vs = (const float *)c->p[TPL_P_VSTEP];
+        (uint32_t)row->length[layer];
+    const float *ks = row->k_step, *vs = row->v_step;
     uint8_t *fb = fbytes(c);
     uint32_t h, g, j, beats = (hb + G * d) / 16u;
     int32_t rc;
@@ -535,7 +662,7 @@ static int32_t attention(const ctx_t *c, uint32_t layer)
         const uint32_t tag = F[h * TPL_FRAME_WORDS];
         uint8_t *part0 = fb + T[T[TPL_T_PART_OFF] + 2u * h];
         uint8_t *part1 = fb + T[T[TPL_T_PART_OFF] + 2u * h + 1u];
-        rc = tph_quantise_rows(c->q + h * G * d, G, d, (int8_t *)c->block + hb, c->sq);
+        rc = tph_quantise_rows(q + h * G * d, G, d, (int8_t *)c->block + hb, c->sq);
         if (rc)
             return value_error(c, TPL_V_QUANTISE, rc, 0.0);
         for (g = 0; g < G; g++) {
@@ -573,7 +700,7 @@ static int32_t attention(const ctx_t *c, uint32_t layer)
     for (h = 0; h < c->kvh; h++) {
         const uint32_t *o = O + h * TPL_OUT_WORDS, aw = T[TPL_T_ATT_WORDS];
         uint32_t n, st;
-        const uint32_t *w = received(c, o, &n);
+        const uint32_t *w = received(c, o, &n, trow);
         if (n == 0)
             return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_NONE, 0, 0, aw);
         st = w[n - 1];
@@ -584,7 +711,7 @@ static int32_t attention(const ctx_t *c, uint32_t layer)
         if ((st & 0xFFu) != F[h * TPL_FRAME_WORDS])
             return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_TAG, st, n, aw);
         tph_attention_out((const int8_t *)w, w + G * d / 4u, G, d, T[TPL_T_FRAC_BITS],
-                          vs[layer * c->kvh + h], c->att + h * G * d);
+                          vs[layer * c->kvh + h], att + h * G * d);
     }
     return TPL_OK;
 }
@@ -619,25 +746,12 @@ static int32_t begin_token(const ctx_t *c, uint32_t pos, uint32_t logits)
     return TPL_OK;
 }
 
-int32_t tpl_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
+/* the RoPE tables' row of position pos as float32 (the image's float64 tables: per row) */
+static void rope_row(const ctx_t *c, uint32_t pos)
 {
-    const ctx_t *c = (const ctx_t *)mem;
-    const uint32_t H = c->hidden, d = c->d, half = d / 2u;
-    const float *norms = (const float *)c->p[TPL_P_NORMS];
-    uint32_t l, i;
-    int32_t rc;
-    logits = logits != 0;
-    memset(stats(c), 0, TPL_STATS * sizeof(uint32_t));
-    memset(errw(c), 0, TPL_ERR_WORDS * sizeof(uint32_t));
-    if (token >= c->vocab || token >= c->t[TPL_T_EMBED_ROWS] || (logits && !c->p[TPL_P_LOGITS])
-        || !c->p[TPL_P_COS] || !c->p[TPL_P_SIN] || !c->p[TPL_P_KSTEP] || !c->p[TPL_P_VSTEP]
-        || !c->p[TPL_P_LENGTH])
-        return fail(c, TPL_E_ARG, TPL_NONE, 0, 0, token, 0, 0, 0);
-    if (pos >= c->context)
-        return fail(c, TPL_E_CONTEXT, TPL_NONE, 0, 0, pos, 0, 0, 0);
-    if ((rc = begin_token(c, pos, logits)))
-        return rc;
-    if (c->t[TPL_T_ROPE_F64]) {           /* the image's float64 tables: float32 per row */
+    const uint32_t half = c->d / 2u;
+    uint32_t i;
+    if (c->t[TPL_T_ROPE_F64]) {
         const double *cd = (const double *)c->p[TPL_P_COS] + pos * half;
         const double *sd = (const double *)c->p[TPL_P_SIN] + pos * half;
         for (i = 0; i < half; i++) {
@@ -648,41 +762,124 @@ int32_t tpl_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
         memcpy(c->cosf, (const float *)c->p[TPL_P_COS] + pos * half, half * sizeof(float));
         memcpy(c->sinf, (const float *)c->p[TPL_P_SIN] + pos * half, half * sizeof(float));
     }
-    tph_embed_q8_0((const uint8_t *)c->p[TPL_P_EMBED] + token * c->t[TPL_T_EMBED_STRIDE], H, c->x);
-    for (l = 0; l < c->layers; l++) {
-        float *qkv[3], *o1[1], *gu[2];
-        qkv[0] = c->q;
-        qkv[1] = c->k;
-        qkv[2] = c->v;
-        o1[0] = c->o;
-        gu[0] = c->g;
-        gu[1] = c->u;
-        tph_rmsnorm(c->x, norms + (2u * l) * H, H, c->eps, c->n);
-        if ((rc = matrices(c, l, TPL_QKV, c->n, H, qkv)))
-            return rc;
-        tph_rope(c->q, c->heads, d, c->cosf, c->sinf, c->q);
-        tph_rope(c->k, c->kvh, d, c->cosf, c->sinf, c->k);
-        if ((rc = kv_append(c, l)) || (rc = attention(c, l)))
-            return rc;
-        if ((rc = matrices(c, l, TPL_O, c->att, H, o1)))
-            return rc;
-        tph_add(c->x, c->o, H, c->x);
-        tph_rmsnorm(c->x, norms + (2u * l + 1u) * H, H, c->eps, c->n);
-        if ((rc = matrices(c, l, TPL_GU, c->n, H, gu)))
-            return rc;
-        tph_silu_mul(c->g, c->u, c->mlp, c->h);
-        if ((rc = matrices(c, l, TPL_DOWN, c->h, c->mlp, o1)))
-            return rc;
-        tph_add(c->x, c->o, H, c->x);
+}
+
+/* B rows through every layer (Decoder.step for one row, batched = 0; Decoder.step_rows,
+ * batched = 1): the rows' vectors side by side in the work areas, each matrix transfer once
+ * for all rows, attention per row */
+static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t batched)
+{
+    const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim;
+    const float *norms = (const float *)c->p[TPL_P_NORMS];
+    float *outs[3 * TPL_MAX_VECTORS];
+    uint32_t l, j, any = 0, nw = 0;
+    int32_t rc;
+    if (!c->p[TPL_P_COS] || !c->p[TPL_P_SIN])
+        return fail(c, TPL_E_ARG, TPL_NONE, 0, 0, rows[0].token, 0, 0, 0);
+    for (j = 0; j < B; j++) {
+        tpl_row *r = &rows[j];
+        r->logits = r->logits != 0;
+        r->kv_written = r->kv_requantised = r->kv_clipped = 0;
+        if (r->token >= c->vocab || r->token >= c->t[TPL_T_EMBED_ROWS] || (r->logits && !r->out)
+            || !r->k_step || !r->v_step || !r->length || r->stream >= c->streams)
+            return fail(c, TPL_E_ARG, TPL_NONE, j, 0, r->token, 0, 0, 0);
+        if (r->pos >= c->context)
+            return fail(c, TPL_E_CONTEXT, TPL_NONE, 0, 0, r->pos, 0, 0, 0);
+        any |= r->logits;
     }
-    if (logits) {
-        float *lg[1];
-        lg[0] = (float *)c->p[TPL_P_LOGITS];
-        tph_rmsnorm(c->x, norms + (2u * c->layers) * H, H, c->eps, c->n);
-        if ((rc = matrices(c, TPL_NONE, TPL_LM, c->n, H, lg)))
+    if ((rc = begin_token(c, rows[0].pos, any)))
+        return rc;
+    for (j = 0; j < B; j++)
+        tph_embed_q8_0((const uint8_t *)c->p[TPL_P_EMBED] + rows[j].token
+                       * c->t[TPL_T_EMBED_STRIDE], H, c->x + j * H);
+    for (l = 0; l < c->layers; l++) {
+        const uint32_t ti_att = kind_xfer(c, l, TPL_ATT);
+        for (j = 0; j < B; j++) {
+            tph_rmsnorm(c->x + j * H, norms + (2u * l) * H, H, c->eps, c->n + j * H);
+            outs[j] = c->q + j * H;
+            outs[B + j] = c->k + j * kvd;
+            outs[2u * B + j] = c->v + j * kvd;
+        }
+        if ((rc = matrices(c, l, TPL_QKV, c->n, H, H, B, outs, batched)))
+            return rc;
+        for (j = 0; j < B; j++) {
+            tpl_row *r = &rows[j];
+            float *q = c->q + j * H, *k = c->k + j * kvd, *v = c->v + j * kvd;
+            rope_row(c, r->pos);
+            tph_rope(q, c->heads, c->d, c->cosf, c->sinf, q);
+            tph_rope(k, c->kvh, c->d, c->cosf, c->sinf, k);
+            if (r->kv_rows) {
+                memcpy(r->kv_rows + 2u * l * kvd, k, kvd * sizeof(float));
+                memcpy(r->kv_rows + (2u * l + 1u) * kvd, v, kvd * sizeof(float));
+            }
+            if ((rc = kv_append(c, r, l, k, v)))
+                return rc;
+            if (batched)
+                set_attention(c, ti_att, r->stream, (uint32_t)r->length[l], j + 1u < B);
+            if ((rc = attention(c, r, l, q, c->att + j * H, j)))
+                return rc;
+            outs[j] = c->o + j * H;
+        }
+        if ((rc = matrices(c, l, TPL_O, c->att, H, H, B, outs, batched)))
+            return rc;
+        for (j = 0; j < B; j++) {
+            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
+            tph_rmsnorm(c->x + j * H, norms + (2u * l + 1u) * H, H, c->eps, c->n + j * H);
+            outs[j] = c->g + j * I;
+            outs[B + j] = c->u + j * I;
+        }
+        if ((rc = matrices(c, l, TPL_GU, c->n, H, H, B, outs, batched)))
+            return rc;
+        for (j = 0; j < B; j++) {
+            tph_silu_mul(c->g + j * I, c->u + j * I, I, c->h + j * I);
+            outs[j] = c->o + j * H;
+        }
+        if ((rc = matrices(c, l, TPL_DOWN, c->h, I, I, B, outs, batched)))
+            return rc;
+        for (j = 0; j < B; j++)
+            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
+    }
+    if (any) {                            /* the LM head for the rows that ask, in order */
+        for (j = 0; j < B; j++) {
+            if (!rows[j].logits)
+                continue;
+            tph_rmsnorm(c->x + j * H, norms + (2u * c->layers) * H, H, c->eps, c->n + nw * H);
+            outs[nw++] = rows[j].out;
+        }
+        if ((rc = matrices(c, TPL_NONE, TPL_LM, c->n, H, H, nw, outs, batched)))
             return rc;
     }
     return TPL_OK;
+}
+
+int32_t tpl_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
+{
+    const ctx_t *c = (const ctx_t *)mem;
+    tpl_row row;
+    memset(stats(c), 0, TPL_STATS * sizeof(uint32_t));
+    memset(errw(c), 0, TPL_ERR_WORDS * sizeof(uint32_t));
+    memset(&row, 0, sizeof row);
+    row.token = token;
+    row.pos = pos;
+    row.logits = logits;
+    row.k_step = (float *)c->p[TPL_P_KSTEP];
+    row.v_step = (float *)c->p[TPL_P_VSTEP];
+    row.length = (int64_t *)c->p[TPL_P_LENGTH];
+    row.out = (float *)c->p[TPL_P_LOGITS];
+    return rows_step(c, &row, 1, 0);
+}
+
+int32_t tpl_step_rows(void *mem, tpl_row *rows, uint32_t B)
+{
+    const ctx_t *c = (const ctx_t *)mem;
+    int32_t rc;
+    memset(stats(c), 0, TPL_STATS * sizeof(uint32_t));
+    memset(errw(c), 0, TPL_ERR_WORDS * sizeof(uint32_t));
+    if (!rows || B < 1u || B > c->vectors)
+        return fail(c, TPL_E_ARG, TPL_NONE, 0, 0, B, 0, 0, 0);
+    rc = rows_step(c, rows, B, 1);
+    restore_chains(c);                    /* also after an error (Python: finally) */
+    return rc;
 }
 
 /* ------------------------------------------------------------------ set-up */
@@ -691,15 +888,17 @@ int32_t tpl_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
 
 static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
 {
-    /* x n q att o (hidden), k v (kv dim), g u h (mlp), cos sin (d/2), sq (G), mult shift (G),
-     * block (header + G d), row (d) */
+    /* V rows each: x n q att o (hidden), k v (kv dim), g u h (mlp); cos sin (d/2), sq (G),
+     * sx (V), mult shift (G), gat (MAX_ROWS), block (header + G d), row (d) */
     const uint32_t H = t[TPL_T_HIDDEN], I = t[TPL_T_MLP], d = t[TPL_T_HEAD_DIM];
     const uint32_t G = t[TPL_T_HEADS] / t[TPL_T_KV_HEADS], kvd = t[TPL_T_KV_HEADS] * d;
+    const uint32_t V = t[TPL_T_VECTORS];
     uint32_t i, total = 0;
-    const uint32_t n[16] = {4 * H, 4 * H, 4 * H, 4 * H, 4 * H, 4 * kvd, 4 * kvd, 4 * I, 4 * I,
-                            4 * I, 2 * d, 2 * d, 4 * G, 4 * G, 4 * G,
+    const uint32_t n[18] = {4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * kvd * V,
+                            4 * kvd * V, 4 * I * V, 4 * I * V, 4 * I * V, 2 * d, 2 * d, 4 * G,
+                            4 * V, 4 * G, 4 * G, 4 * t[TPL_T_MAX_ROWS],
                             t[TPL_T_HDR_BYTES] + G * d + d};
-    for (i = 0; i < 16; i++) {
+    for (i = 0; i < 18; i++) {
         sizes[i] = ALIGN16(n[i]);
         total += sizes[i];
     }
@@ -731,12 +930,17 @@ static int bad_header(const uint32_t *t, uint32_t words)
         || t[TPL_T_ATT_WORDS] != G * t[TPL_T_HEAD_DIM] / 4u + G || t[TPL_T_FRAC_BITS] > 24u
         || t[TPL_T_EMBED_STRIDE] < (t[TPL_T_HIDDEN] + 31u) / 32u * 34u)
         return 1;
+    if (t[TPL_T_VECTORS] < 1u || t[TPL_T_VECTORS] > TPL_MAX_VECTORS || t[TPL_T_STREAMS] < 1u
+        || t[TPL_T_STREAMS] > 256u || t[TPL_T_MAX_ROWS] < 1u || t[TPL_T_MAX_ROWS] > 0x100000u)
+        return 1;
     if (t[TPL_T_N_XFER] == 0 || !inside(t[TPL_T_XFER_OFF], t[TPL_T_N_XFER], words)
         || !inside(t[TPL_T_KIND_OFF], t[TPL_T_LAYERS] * 5u + 1u, words)
         || !inside(t[TPL_T_XSLOT_OFF], 5u, words)
         || !inside(t[TPL_T_PART_OFF], 2u * t[TPL_T_KV_HEADS], words)
         || !inside(t[TPL_T_KVCTRL_OFF], t[TPL_T_KVCTRL_N], words)
-        || !inside(t[TPL_T_SWITCH_OFF], 12u, words) || !inside(t[TPL_T_SEQ0_OFF], 4u, words))
+        || !inside(t[TPL_T_SWITCH_OFF], 12u, words) || !inside(t[TPL_T_SEQ0_OFF], 4u, words)
+        || !inside(t[TPL_T_VEC_OFF], t[TPL_T_N_XFER], words)
+        || !inside(t[TPL_T_ATTX_OFF], t[TPL_T_N_XFER], words))
         return 1;
     return 0;
 }
@@ -748,11 +952,15 @@ static int bad_memory(const uint32_t *t)
     uint32_t i;
     uint64_t kv = 4u * (uint64_t)t[TPL_T_LAYERS] * t[TPL_T_KV_HEADS] * t[TPL_T_CONTEXT]
                   * t[TPL_T_KV_ROW];
-    if (kv > t[TPL_T_KV_BYTES])
+    if (kv != t[TPL_T_KV_STREAM_BYTES] || kv * t[TPL_T_STREAMS] > t[TPL_T_KV_BYTES])
         return 1;
-    for (i = 0; i < 5; i++)
-        if (!inside(t[t[TPL_T_XSLOT_OFF] + i], i == 3 ? t[TPL_T_MLP] : t[TPL_T_HIDDEN], fb))
+    for (i = 0; i < 5; i++) {     /* V > 1: the vectors word before vector 0, V vectors */
+        const uint32_t k = i == 3 ? t[TPL_T_MLP] : t[TPL_T_HIDDEN], V = t[TPL_T_VECTORS];
+        const uint32_t off = t[t[TPL_T_XSLOT_OFF] + i];
+        if (!inside(off, k, fb) || (V > 1u && (off < 8u || off % 4u
+                                                || !inside(off - 8u, 8u + V * ((k + 7u) & ~7u), fb))))
             return 1;
+    }
     for (i = 0; i < 2u * t[TPL_T_KV_HEADS]; i++)
         if (!inside(t[t[TPL_T_PART_OFF] + i], t[i % 2 ? TPL_T_PART1 : TPL_T_PART0], fb))
             return 1;
@@ -762,6 +970,53 @@ static int bad_memory(const uint32_t *t)
     for (i = 0; i < 4; i++)
         if (t[t[TPL_T_SWITCH_OFF] + 3 * i] >= fw)
             return 1;
+    return 0;
+}
+
+/* the batched step's records: a B-vector record for the matrix transfers that have one (its
+ * descriptors' words inside the frames region), an attention record for each attention
+ * transfer and none for the others (its CONTROL, BUFFER and NXTDESC words inside) */
+static int bad_batched(const uint32_t *t, uint32_t words)
+{
+    const uint32_t nx = t[TPL_T_N_XFER], fw = t[TPL_T_FRAMES_BYTES] / 4u;
+    const uint32_t last = fw - TPL_DESC_BYTES / 4u;   /* a descriptor's first word at most */
+    uint32_t i, j;
+    for (i = 0; i < nx; i++) {
+        const uint32_t *X = t + t[t[TPL_T_XFER_OFF] + i];
+        uint32_t off = t[t[TPL_T_VEC_OFF] + i], n;
+        if (off) {
+            if (X[TPL_X_KIND] == TPL_ATT || !inside(off, 1u, words) || t[off] > 256u
+                || !inside(off + 1u, t[off] * TPL_VEC_WORDS, words))
+                return 1;
+            for (j = 0; j < t[off]; j++) {
+                const uint32_t *M = t + off + 1u + j * TPL_VEC_WORDS;
+                if (M[0] > last || M[1] > last || M[4] < 8u || M[5] == 0u)
+                    return 1;
+            }
+        }
+        off = t[t[TPL_T_ATTX_OFF] + i];
+        if ((X[TPL_X_KIND] == TPL_ATT) != (off != 0u))
+            return 1;
+        if (!off)
+            continue;
+        if (!inside(off, 1u, words) || (n = t[off]) > 1024u || !inside(off + 1u, n + 1u, words))
+            return 1;
+        for (j = 0; j < n; j++)
+            if ((t[off + 1u + j] & 0x7FFFFFFFu) >= fw)
+                return 1;
+        off += 1u + n;
+        if ((n = t[off]) > 1024u || !inside(off + 1u, 2u * n + 1u, words))
+            return 1;
+        for (j = 0; j < n; j++)
+            if (t[off + 1u + 2u * j] >= fw)
+                return 1;
+        off += 1u + 2u * n;
+        if ((n = t[off]) > 4u || !inside(off + 1u, 4u * n, words))
+            return 1;
+        for (j = 0; j < n; j++)
+            if (t[off + 1u + 4u * j] > 3u || t[off + 2u + 4u * j] >= fw)
+                return 1;
+    }
     return 0;
 }
 
@@ -826,11 +1081,12 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
         if (kind != TPL_ATT)
             for (j = 0; j < nf; j++) {
                 const uint32_t *fr = x_frames(X) + j * TPL_FRAME_WORDS;
-                if (fr[2] + fr[3] != want[kind][j])
+                if (fr[2] + fr[3] != want[kind][j] || fr[2] > t[TPL_T_MAX_ROWS]
+                    || fr[3] > t[TPL_T_MAX_ROWS])
                     return 1;
             }
     }
-    return 0;
+    return bad_batched(t, words);
 }
 
 /* every result slot inside the frames region for the length its S2MM descriptor gives */
@@ -852,7 +1108,7 @@ static int bad_slots(const uint32_t *t, const uint32_t *fw)
 
 uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
 {
-    uint32_t sizes[16];
+    uint32_t sizes[18];
     if (bad_header(table, words))
         return 0;
     return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes);
@@ -862,7 +1118,7 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
                  void *const *ptrs, const tpl_io *io)
 {
     ctx_t *c = (ctx_t *)mem;
-    uint32_t sizes[16], i, need = tpl_ctx_bytes(t, words);
+    uint32_t sizes[18], i, need = tpl_ctx_bytes(t, words);
     uint8_t *w;
     const uint32_t one = 1;
     if (!need || bytes < need || !mem || ((uintptr_t)mem & 15u) || !ptrs || !io
@@ -876,7 +1132,7 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
         if (!io->regs[i] && (!io->read || !io->write))
             return TPL_E_ARG;
     if (!ptrs[TPL_P_FRAMES] || !ptrs[TPL_P_KV] || !ptrs[TPL_P_EMBED] || !ptrs[TPL_P_NORMS]
-        || !ptrs[TPL_P_STATE] || !ptrs[TPL_P_STATS] || !ptrs[TPL_P_ERR])
+        || !ptrs[TPL_P_STATE] || !ptrs[TPL_P_STATS] || !ptrs[TPL_P_ERR] || !ptrs[TPL_P_XSTATE])
         return TPL_E_ARG;
     memset(mem, 0, need);
     c->t = t;
@@ -893,21 +1149,28 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     c->kvdim = c->kvh * c->d;
     c->context = t[TPL_T_CONTEXT];
     c->kv_row = t[TPL_T_KV_ROW];
+    c->vectors = t[TPL_T_VECTORS];
+    c->streams = t[TPL_T_STREAMS];
+    c->stream_bytes = t[TPL_T_KV_STREAM_BYTES];
+    c->max_rows = t[TPL_T_MAX_ROWS];
+    c->nx = t[TPL_T_N_XFER];
     memcpy(&c->eps, &t[TPL_T_EPS], sizeof c->eps);
     workspace(t, sizes);
     w = (uint8_t *)mem + ALIGN16((uint32_t)sizeof(ctx_t));
     {   /* the float work areas, in workspace()'s order */
-        float **fp[13] = {&c->x, &c->n, &c->q, &c->att, &c->o, &c->k, &c->v, &c->g, &c->u,
-                           &c->h, &c->cosf, &c->sinf, &c->sq};
-        for (i = 0; i < 13; i++) {
+        float **fp[14] = {&c->x, &c->n, &c->q, &c->att, &c->o, &c->k, &c->v, &c->g, &c->u,
+                           &c->h, &c->cosf, &c->sinf, &c->sq, &c->sx};
+        for (i = 0; i < 14; i++) {
             *fp[i] = (float *)w;
             w += sizes[i];
         }
     }
     c->mult = (uint32_t *)w;
-    w += sizes[13];
-    c->shift = (uint32_t *)w;
     w += sizes[14];
+    c->shift = (uint32_t *)w;
+    w += sizes[15];
+    c->gat = (uint32_t *)w;
+    w += sizes[16];
     c->block = w;
     c->row = (int8_t *)(w + t[TPL_T_HDR_BYTES] + c->group * c->d);
     return TPL_OK;

@@ -1,7 +1,10 @@
 /* tphloop: the decoder's per-token step in C (docs/runtime.md section 4.3, "The host loop").
  *
  * One call, tpl_step, runs one position of the decoder exactly as generators/runtime/decoder.py
- * does on the runtime of generators/runtime/backends.py (the reference, which stays): the
+ * does on the runtime of generators/runtime/backends.py (the reference, which stays); one call
+ * of tpl_step_rows runs B positions in one weight pass, as Decoder.step_rows does (B-vector
+ * matrix frames, an attention transfer per row over its own stream's cache; docs/runtime.md
+ * 4.7). A step is: the
  * embedding row, per layer RMSNorm, the activation quantised straight into its x slot, the
  * q+k+v transfer, RoPE, the KV append into the DMA memory's cache (both port halves), the
  * attention header+q parts, the attention transfer, o, the residual, RMSNorm, gate+up, SiLU*up,
@@ -34,9 +37,10 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPL_ABI 2
+#define TPL_ABI 3
 #define TPL_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPL_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
+#define TPL_MAX_VECTORS 8                /* the most rows of one tpl_step_rows call */
 
 /* ---- the register interface: direct access when regs[dma] is set, else the callbacks.
  * A callback returns 0, or nonzero when it failed (the caller keeps the reason: the step
@@ -47,6 +51,10 @@ typedef struct tpl_io {
     int32_t (*write)(void *ctx, uint32_t dma, uint32_t offset, uint32_t value);
     int32_t (*pl_reset)(void *ctx);                              /* may be NULL */
     int32_t (*hook)(void *ctx, uint32_t transfer, uint32_t done); /* may be NULL */
+    /* may be NULL: called before the cached rows of (K 0 / V 1, layer, KV head) are
+     * requantised in a row that asks for it (tpl_row.kv_rows set: a pass that may be taken
+     * back, KVCache.begin_undo keeps those rows first) */
+    int32_t (*kv_save)(void *ctx, uint32_t which, uint32_t layer, uint32_t head);
     volatile uint32_t *regs[2];
 } tpl_io;
 
@@ -84,7 +92,21 @@ enum {
                                           ones): each row quantised with its head's step and
                                           clipped to +-127, never requantised; 0: the running
                                           absmax (tph_kv_step, requantisation) */
-    TPL_T_HEADER = 40
+    TPL_T_VECTORS,                     /* the matrix engines' vectors V: the most rows of a
+                                          batched step (1..TPL_MAX_VECTORS) */
+    TPL_T_STREAMS,                     /* KV caches in the kv region (streams) */
+    TPL_T_KV_STREAM_BYTES,             /* bytes of one stream's cache */
+    TPL_T_MAX_ROWS,                    /* the most rows of a matrix half (a result gather) */
+    TPL_T_VEC_OFF,                     /* -> N_XFER words: each transfer's B-vector record
+                                          offset (0: none): its count n, then n x
+                                          TPL_VEC_WORDS */
+    TPL_T_ATTX_OFF,                    /* -> N_XFER words: each attention transfer's record
+                                          offset (0: not one): n, n K/V CONTROL words
+                                          (index | TXEOF << 31); n, n x (BUFFER word index,
+                                          stream 0's address); n, n x (channel, its last
+                                          descriptor's NXTDESC word index, the ring's next
+                                          address, the block's first) */
+    TPL_T_HEADER = 48
 };
 
 /* a transfer's record: fixed words, then its frames, descriptors, tails and result slots */
@@ -104,6 +126,9 @@ enum {
 #define TPL_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
 #define TPL_OUT_WORDS 6     /* frame, port, STATUS word index of its S2MM descriptor, the
                                slot's word offset in frames, trace offset, trace index */
+#define TPL_VEC_WORDS 6     /* a matrix half of a transfer: its header descriptor's and x
+                               descriptor's first word index, the image header's address, the
+                               B-vector header's, the x slot's (vector 0), x bytes per vector */
 
 /* transfer kinds (plan.KINDS, then the LM head) */
 enum { TPL_QKV, TPL_ATT, TPL_O, TPL_GU, TPL_DOWN, TPL_LM, TPL_KINDS };
@@ -123,7 +148,11 @@ enum {
     TPL_P_ERR,         /* uint32: TPL_ERR_WORDS */
     TPL_P_LOGITS,      /* float: VOCAB (the LM head's output), or NULL */
     TPL_P_TRACE,       /* uint32: TRACE_WORDS (every result word of the step), or NULL */
-    TPL_P_TRACE_N,     /* uint32: TRACE_OUTS (words received per result slot), or NULL */
+    TPL_P_TRACE_N,     /* uint32: TRACE_OUTS (words received per result slot), or NULL;
+                          tpl_step_rows: VECTORS x TRACE_WORDS and x TRACE_OUTS, row j's
+                          attention words at row j's (matrix words at row 0's) */
+    TPL_P_XSTATE,      /* int32: 3 x N_XFER, shared with the Python runtime: each transfer's
+                          vectors B, its attention stream, 1 when it links back to itself */
     TPL_P_COUNT
 };
 
@@ -184,6 +213,25 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *table, uint32_t word
 /* one decoder position: token at position pos; logits != 0: run the LM head into
  * ptrs[TPL_P_LOGITS] (otherwise the chains skip it) */
 int32_t tpl_step(void *ctx, uint32_t token, uint32_t pos, uint32_t logits);
+
+/* ---- one row of a batched step (a position of one stream) */
+typedef struct tpl_row {
+    uint32_t stream, token, pos, logits;   /* logits != 0: run the LM head for this row */
+    float *k_step, *v_step;                /* the stream's KV steps (LAYERS x KV_HEADS) */
+    int64_t *length;                       /* the stream's cached positions (LAYERS) */
+    float *out;                            /* VOCAB floats: the row's logits (when logits) */
+    float *kv_rows;                        /* NULL, or LAYERS x 2 x KV_HEADS x HEAD_DIM: the
+                                              row's k (after RoPE) and v per layer, and
+                                              io->kv_save before a requantisation */
+    uint32_t kv_written, kv_requantised, kv_clipped;   /* out: this row's KV counts */
+    uint32_t reserved;
+} tpl_row;
+
+/* B = 1..VECTORS positions in one weight pass (Decoder.step_rows): a stream's rows take its
+ * next positions in order; every matrix transfer carries the B rows as B-vector frames,
+ * attention runs per row over its stream's cache, the LM head once for the rows that ask.
+ * The chains are back to one-vector frames and stream 0 on return (restore_chains). */
+int32_t tpl_step_rows(void *ctx, tpl_row *rows, uint32_t B);
 
 /* ---- the replay device: two AXI DMAs in scatter-gather mode answering with recorded engine
  * words and no compute (make host-bench's backend). A TAILDESC write to an MM2S channel marks

@@ -107,6 +107,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     uint8_t *ddr, *p;
     int64_t *length;
+    int32_t *xstate;
     float *logits, *kstep;
     int32_t rc, best = -1;
     struct timespec t0, t1;
@@ -135,7 +136,8 @@ int main(int argc, char **argv)
         table[TPL_T_KV_FIXED] = 0;
     ddr = calloc(ddr_size, 1);
     logits = malloc(vocab * sizeof *logits);
-    if (!ddr || !logits)
+    xstate = calloc(3u * table[TPL_T_N_XFER], sizeof *xstate);   /* one-vector frames */
+    if (!ddr || !logits || !xstate)
         die("out of memory");
     p = section(&d, "frames", &nb, &arg);
     memcpy(ddr + arg, p, nb);
@@ -156,6 +158,9 @@ int main(int argc, char **argv)
     ptrs[TPL_P_STATS] = stats_;
     ptrs[TPL_P_ERR] = err;
     ptrs[TPL_P_LOGITS] = logits;
+    ptrs[TPL_P_XSTATE] = xstate;
+    for (i = 0; i < table[TPL_T_N_XFER]; i++)
+        xstate[i] = 1;
     tpl_replay_init(&dev, ddr, phys_base, ddr_size);
     for (i = 0; i < 2; i++) {
         char pk[NAME_BYTES], ps[NAME_BYTES];
@@ -210,6 +215,7 @@ int main(int argc, char **argv)
     free(ctx);
     free(ddr);
     free(logits);
+    free(xstate);
     free(d.data);
     return 0;
 }
