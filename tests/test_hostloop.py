@@ -371,6 +371,31 @@ def recorded(models, tmp_path_factory):
     return dict(want=want, replay=replay, dump=dump, packets=packets)
 
 
+@pytest.fixture(scope="module")
+def recorded_rows(models, tmp_path_factory):
+    """Q4_1 on a golden top of vectors 2: the prompt, then a recorded 2-row pass (positions
+    3 and 4, tokens 4 and 5, the logits of both); a replay backend of vectors 2 in the state
+    before it, and its dump for csrc/tpl_bench.c (tpl_step_rows)."""
+    m = models["q4"]
+    dec = Decoder(m, make_backend("golden", m, vectors=2), loop="python")
+    for t in PROMPT:
+        dec.step(t, logits=False)
+    kv = dec.kv
+    state = (kv.K.copy(), kv.V.copy(), kv.k_step.copy(), kv.v_step.copy(), kv.length.copy())
+    dec.trace = []
+    want = dec.step_rows([(0, 4, True), (0, 5, True)])
+    packets = hostloop.packets_from_trace(dec.trace)
+
+    def replay(loop):
+        d = Decoder(m, hostloop.replay_backend(m, packets, vectors=2), loop=loop)
+        d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
+        d.pos = len(PROMPT)
+        return d
+
+    dump = hostloop.write_dump(tmp_path_factory.mktemp("dump") / "rows.tpl", replay("c"), [4, 5])
+    return dict(want=want, replay=replay, dump=dump)
+
+
 def _bits_equal(a, b):
     return a.dtype == b.dtype and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
@@ -388,6 +413,15 @@ def test_replay_backend_gives_the_recorded_logits(recorded, loop):
         d.kv.length[:] -= 1
         d.pos -= 1
         assert _bits_equal(d.step(4), recorded["want"])
+
+
+@pytest.mark.parametrize("loop", ["python", "c"])
+def test_replay_backend_gives_a_recorded_batched_pass(recorded_rows, loop):
+    """A recorded 2-row pass served back: both rows' logits bit for bit, on both loops."""
+    d = recorded_rows["replay"](loop)
+    with hostops.using("numpy" if loop == "python" else "c"):
+        got = d.step_rows([(0, 4, True), (0, 5, True)])
+    assert all(_bits_equal(g, w) for g, w in zip(got, recorded_rows["want"]))
 
 
 def _run_bench(cmd, dump, out):
@@ -418,6 +452,21 @@ def test_c_step_without_python_kv_rules(recorded, tmp_path):
     assert r.returncode == 0, r.stderr
     d = recorded["replay"]("c").kv.head_dim
     assert f" requant {len(PROMPT) * d} clipped 0" in r.stdout, r.stdout
+
+
+def test_batched_c_step_without_python(recorded_rows, tmp_path):
+    """tpl_bench on a 2-row dump runs tpl_step_rows: both rows' logits bit for bit, on x86-64
+    and on ARMv7 under qemu-arm."""
+    want = np.concatenate(recorded_rows["want"])
+    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tpl_bench", ["-march=x86-64"])
+    got, out = _run_bench([exe], recorded_rows["dump"], tmp_path / "logits.bin")
+    assert _bits_equal(got, want) and " rows 2 " in out, out
+    armv7.need_arm()
+    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / "tpl_bench_arm",
+                      ["-static", "-mcpu=cortex-a9", "-mfpu=vfpv3-d16"])
+    got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded_rows["dump"],
+                          tmp_path / "logits_arm.bin")
+    assert _bits_equal(got, want), out
 
 
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
@@ -473,7 +522,7 @@ def test_the_table_is_checked(models):
         assert lib.tpl_ctx_bytes(bad.ctypes.data, len(bad)) == 0, word
     for word, value in [(TPL.T_VECTORS, 0), (TPL.T_VECTORS, TPL.MAX_VECTORS + 1),
                         (TPL.T_STREAMS, 0), (TPL.T_KV_STREAM_BYTES, t[TPL.T_KV_STREAM_BYTES] + 1),
-                        (TPL.T_MAX_ROWS, 0), (TPL.T_VEC_OFF, len(t)), (TPL.T_ATTX_OFF, len(t))]:
+                        (TPL.T_VEC_OFF, len(t)), (TPL.T_ATTX_OFF, len(t))]:
         bad = t.copy()
         bad[word] = value
         n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))

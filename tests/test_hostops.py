@@ -84,6 +84,10 @@ def _public(kernel: str, inp: dict):
             return f.dequant_i32(inp["acc"], inp["scale"], inp["s"][0])
         if kernel == "dequant_f32":
             return f.dequant_f32(inp["v"], inp["s"][0])
+        if kernel == "dequant_b_i32":
+            return f.dequant_b_i32(inp["acc"], inp["scale"], inp["s"])
+        if kernel == "dequant_b_f32":
+            return f.dequant_b_f32(inp["v"], inp["s"])
         if kernel == "kv_step":
             return f.kv_step(x, inp["step"][0])
         if kernel == "kv_requantise":

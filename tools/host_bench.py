@@ -22,6 +22,11 @@ context - 1, K/V filled), three ways:
 * **C path, ARMv7** (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9: VFP, the library's portable
   bodies, what a board build runs): the same program under qemu-arm, every translation block
   of the library's functions times its executions (libc's memset/memcpy not counted);
+* **batched C step, x86-64** ("c2"): the same program on a dump of a recorded 2-row pass
+  (tpl_step_rows: two rows of stream 0 at positions context - 2 and context - 1 (0 and 1 at
+  context 1) through 2-vector frames, each row with its attention, LM head and sampling: a
+  batched decode step), counted per row the same way (no growth run), and the CPU's bytes
+  per pass;
 * **numpy path** (the Python loop on numpy, the reference): python under callgrind with
   collection toggled by client requests around the step, around every hostops call (small
   ops) and around sampling; the device's C functions' inclusive costs taken out (their
@@ -64,7 +69,7 @@ STEP_KERNELS = ("tph_embed_q8_0", "tph_rmsnorm", "tph_quantise_rows", "tph_dequa
                 "tph_dequant_f32", "tph_rope", "tph_absmax", "tph_kv_step", "tph_kv_requantise",
                 "tph_kv_row",
                 "tph_score_scale", "tph_score_multiplier", "tph_attention_out", "tph_add",
-                "tph_silu_mul")
+                "tph_silu_mul", "tph_dequant_b_i32", "tph_dequant_b_f32")
 DEVICE = ("tpl_replay_read", "tpl_replay_write")
 #: hostops' per-token functions (the numpy path's small ops)
 NUMPY_KERNELS = ("embed_q8_0", "rmsnorm", "quantise", "dequant_i32", "dequant_f32", "rope",
@@ -140,10 +145,11 @@ def totals(out_file: Path) -> int:
 
 # --------------------------------------------------------------------------- C path
 
-def c_path(b: dict, dump: Path, tokens: int, time_tokens: int) -> dict:
+def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1) -> dict:
     """The C step on x86-64 under callgrind (--toggle-collect=bench_token: the steps after the
     warm-up, each tpl_step and tph_argmax): small ops, frames and DMA, sampling; the same with
-    one KV step growth per step; the time per step natively."""
+    one KV step growth per step; the time per step natively. ``rows`` > 1: a dump of a
+    batched pass (tpl_step_rows), every figure per row, no growth run."""
     def run(*extra):
         cg = OUT / f"callgrind.{dump.stem}{'.' + extra[0] if extra else ''}"
         sh(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
@@ -151,18 +157,19 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int) -> dict:
         inc = annotate(cg, True)
         total = totals(cg) - sum(inc.get(f, 0) for f in DEVICE)
         cg.unlink()
-        return inc, total / tokens
+        return inc, total / (tokens * rows)
 
     inc, total = run()
-    kernels = {k: inc.get(k, 0) / tokens for k in STEP_KERNELS}
+    kernels = {k: inc.get(k, 0) / (tokens * rows) for k in STEP_KERNELS}
     small = sum(kernels.values())
-    sampling = inc.get("tph_argmax", 0) / tokens
-    _, total_growth = run("growth")
+    sampling = inc.get("tph_argmax", 0) / (tokens * rows)
+    growth = run("growth")[1] - total if rows == 1 else None
     line = sh([b["exe"], dump, time_tokens]).stdout
-    ns = float(re.search(r"ns_per_token (\d+)", line).group(1))
+    if f" rows {rows} " not in line:
+        raise SystemExit(f"[host-bench] tpl_bench ran another step than {rows} row(s): {line}")
+    ns = float(re.search(r"ns_per_token (\d+)", line).group(1)) / rows
     return {"small_ops": small, "frames_dma": total - small - sampling, "sampling": sampling,
-            "total": total, "kernels": kernels, "time_ms": ns / 1e6,
-            "growth": total_growth - total}
+            "total": total, "kernels": kernels, "time_ms": ns / 1e6, "growth": growth}
 
 
 # --------------------------------------------------------------------------- ARMv7 path
@@ -333,6 +340,9 @@ def a9_ms(instr: float) -> float:
 
 
 WHERE = {"c": "C on x86-64 (gcc -O2 -march=x86-64: SSE2; callgrind)",
+         "c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with its "
+               "LM head and sampling; per row) on x86-64 (gcc -O2 -march=x86-64: SSE2; "
+               "callgrind)",
          "armv7": "C on ARMv7 (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9, VFP; qemu-arm)",
          "numpy": "the Python loop on numpy (callgrind)"}
 
@@ -342,27 +352,28 @@ def figures(results: dict, growth: dict):
     out = []
     for (path, fmt, ctx), res in results.items():
         base = f"host-bench.{path}.{fmt}.ctx{ctx}"
+        unit = "row" if path == "c2" else "token"
         where = f"{WHERE[path]}, {fmt} SmolLM2 on the replay backend, context {ctx}"
         ctxd = dict(path=path, format=fmt, context=ctx)
         if "kernels" in res:
             ctxd["kernels_k_instr"] = {n: round(v / 1e3, 1) for n, v in res["kernels"].items()}
         out += [
             figure(f"{base}.small_ops_minstr", round(res["small_ops"] / 1e6, 3),
-                   "M instructions", "measured", f"host small ops per token: {where}", **ctxd),
+                   "M instructions", "measured", f"host small ops per {unit}: {where}", **ctxd),
             figure(f"{base}.frames_dma_minstr", round(res["frames_dma"] / 1e6, 3),
-                   "M instructions", "measured", f"frames and DMA per token (slots, attention "
+                   "M instructions", "measured", f"frames and DMA per {unit} (slots, attention "
                    f"parts, KV rows, descriptors, registers, result checks): {where}"),
             figure(f"{base}.sampling_minstr", round(res["sampling"] / 1e6, 3), "M instructions",
-                   "measured", f"greedy sampling (argmax of 49,152 logits) per token: {where}"),
+                   "measured", f"greedy sampling (argmax of 49,152 logits) per {unit}: {where}"),
             figure(f"{base}.total_minstr", round(res["total"] / 1e6, 3), "M instructions",
-                   "measured", f"the host's whole work per token: {where}"),
+                   "measured", f"the host's whole work per {unit}: {where}"),
             figure(f"{base}.a9_ms", round(a9_ms(res["total"]), 2), "ms", "modelled",
-                   f"Cortex-A9 time per token, MODEL: instructions x CPI {A9_CPI} / 650 MHz: "
+                   f"Cortex-A9 time per {unit}, MODEL: instructions x CPI {A9_CPI} / 650 MHz: "
                    f"{where}"),
         ]
         if res.get("time_ms") is not None:
             out.append(figure(f"{base}.time_ms", round(res["time_ms"], 3), "ms", "measured",
-                              f"time per token on this x86 machine (shared, loaded): {where}"))
+                              f"time per {unit} on this x86 machine (shared, loaded): {where}"))
     for ctx, g in growth.items():
         out.append(figure(f"host-bench.c.kv_growth.ctx{ctx}_kinstr", round(g / 1e3, 1),
                           "k instructions", "measured",
@@ -423,11 +434,24 @@ def main(argv=None) -> int:
     x86 = build("gcc", "x86", ["-march=x86-64"])
     arm = None if args.no_arm else build(ARM_CC, "armv7", ["-mcpu=cortex-a9", "-static"])
     regions = None if args.no_numpy else build_regions()
-    results, growth, counts = {}, {}, {}
+    results, growth, counts, rows_counts = {}, {}, {}, {}
     for fmt in formats:
         model = hostbench.smollm2(fmt, say=log)
         packets = hostbench.recorded(model, fmt, log)
+        packets2 = hostbench.recorded_rows(model, fmt, log)
         for ctx in contexts:
+            L0 = max(ctx - hostbench.ROWS, 0)
+            with hostops.using("c"):
+                dec = hostbench.replay_decoder(model, packets2, L0, "c", vectors=hostbench.ROWS)
+                if fmt == formats[0] and ctx == 512:
+                    rows_counts[ctx] = hostbench.rows_counts(dec, L0)
+                dump = hostloop.write_dump(OUT / f"rows.{fmt}.{ctx}.tpl", dec,
+                                           [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2])
+            del dec
+            log(f"C x86-64 {fmt} context {ctx}, a {hostbench.ROWS}-row pass ...")
+            results[("c2", fmt, ctx)] = c_path(x86, dump, args.tokens, 2 * args.time_tokens,
+                                               rows=hostbench.ROWS)
+            dump.unlink()
             with hostops.using("c"):
                 dec = hostbench.replay_decoder(model, packets, ctx - 1, "c")
                 if fmt == formats[0]:
@@ -450,6 +474,7 @@ def main(argv=None) -> int:
                                                           args.time_tokens, regions)
         del model
     figs += hostbench.count_figures(figure, counts, formats[0])
+    figs += hostbench.rows_count_figures(figure, rows_counts, formats[0])
     figs += figures(results, growth)
     if not args.no_text:
         figs += hostbench.text_figures(figure, log)

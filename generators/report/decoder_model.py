@@ -167,6 +167,7 @@ HOST_FORMAT = {"int8": "int8", "ternary": "int8", "q4": "q4", "q4 + int8 head": 
 #: counted on the x86-64 baseline (SSE2: the issue's yardstick, NEON's width), or of its ARMv7
 #: build (VFP: what a board build runs today)
 HOST_FIGURES = {"c": "host-bench.c.{fmt}.ctx{context}.a9_ms",
+                "c2": "host-bench.c2.{fmt}.ctx{context}.a9_ms",
                 "armv7": "host-bench.armv7.{fmt}.ctx{context}.a9_ms",
                 "numpy": "host-bench.numpy.{fmt}.ctx{context}.a9_ms"}
 HOST_FIGURE = HOST_FIGURES["c"]
@@ -189,9 +190,10 @@ def host_ms(fmt: str = "ternary", context: int = 512, platform: Platform | None 
             build: str = "c") -> float:
     """The host's milliseconds per token for weight format ``fmt`` at ``context``: the
     platform's ``host_s`` when set, else make host-bench's Cortex-A9 model (HOST_FIGURES in
-    docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "armv7": the VFP
-    build's, "numpy": the Python loop's), linear between the contexts measured, the nearest
-    one outside them. A MODEL (no A9 here)."""
+    docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "c2": the same per
+    row of the batched C step's 2-row pass, "armv7": the VFP build's, "numpy": the Python
+    loop's), linear between the contexts measured, the nearest one outside them. A MODEL (no
+    A9 here)."""
     if platform is not None and platform.host_s is not None:
         return platform.host_s * 1e3
     if fmt not in HOST_FORMAT:

@@ -279,12 +279,14 @@ class Decoder:
                                                             for w in per_port]))
             y = np.concatenate(acc)                    # (N, B): a row's B results together
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
-            rows = []
-            for j, (_, sx) in enumerate(qs):
-                yj = np.ascontiguousarray(y[:, j])
-                rows.append(hostops.dequant_f32(yj.view(np.float32), sx) if m.fmt == "q4"
-                            else hostops.dequant_i32(yj.view(np.int32), m.scale, sx))
-            out.append(np.stack(rows))
+            if B == 1:
+                y0, sx = y[:, 0], qs[0][1]
+                out.append((hostops.dequant_f32(y0.view(np.float32), sx) if m.fmt == "q4"
+                            else hostops.dequant_i32(y0.view(np.int32), m.scale, sx))[None])
+                continue
+            flat, sxs = np.ascontiguousarray(y).reshape(-1), [sx for _, sx in qs]
+            out.append(hostops.dequant_b_f32(flat.view(np.float32), sxs) if m.fmt == "q4"
+                       else hostops.dequant_b_i32(flat.view(np.int32), m.scale, sxs))
         return out
 
     def _attention(self, layer: int, q: np.ndarray, kv: Optional[KVCache] = None) -> np.ndarray:

@@ -33,6 +33,10 @@ OUT = REPO / "build" / "host"
 #: the token of the recorded step (position 0) and of every replayed step: SmolLM2's
 #: <|im_start|>, the first token of every chat prompt
 RECORD_TOKEN = 1
+#: the second row's token of the recorded 2-row pass (make host-bench's batched step)
+RECORD_TOKEN2 = 2
+#: rows of that pass (the PYNQ-Z1 top's vectors)
+ROWS = 2
 
 
 def plan_figures(figure):
@@ -93,6 +97,35 @@ def recorded(model, fmt: str, log=print):
     return packets
 
 
+def recorded_rows(model, fmt: str, log=print):
+    """Per port, the engine words of one SmolLM2 pass of ROWS rows (RECORD_TOKEN,
+    RECORD_TOKEN2 at positions 0 and 1, each with its logits: a batched decode step) on the
+    golden backend of vectors ROWS, recorded once per image (build/host/)."""
+    from . import Decoder, hostops, make_backend
+    from .hostloop import packets_from_trace
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"replay.rows{ROWS}.{Path(str(model.path)).stem}.npz"
+    if path.is_file():
+        z = np.load(path)
+        return [[z[f"w{p}"][a:b] for a, b in zip(z[f"s{p}"][:-1], z[f"s{p}"][1:])]
+                for p in (0, 1)]
+    t0 = time.perf_counter()
+    with hostops.using("numpy"):
+        dec = Decoder(model, make_backend("golden", model, vectors=ROWS), trace=[],
+                      loop="python")
+        dec.step_rows([(0, RECORD_TOKEN, True), (0, RECORD_TOKEN2, True)][:ROWS])
+    packets = packets_from_trace(dec.trace)
+    arrays = {}
+    for p in (0, 1):
+        arrays[f"w{p}"] = np.concatenate(packets[p])
+        arrays[f"s{p}"] = np.cumsum([0] + [len(f) for f in packets[p]])
+    np.savez(path, **arrays)
+    log(f"recorded the engine words of one {ROWS}-row {fmt} SmolLM2 pass on golden "
+        f"({sum(map(len, packets[0])) + sum(map(len, packets[1])):,} words, "
+        f"{time.perf_counter() - t0:.0f} s): {path.relative_to(REPO)}")
+    return packets
+
+
 def fill(dec, L: int) -> None:
     """Put the decoder at position L: L cached positions of INT8 K/V (a fixed pattern) with
     steps of 1: the state of a long conversation, without running L tokens."""
@@ -113,11 +146,12 @@ def again(dec, L: int) -> None:
     dec.pos = L
 
 
-def replay_decoder(model, packets, L: int, loop=None):
-    """A Decoder on the replay backend at position L (:func:`fill`)."""
+def replay_decoder(model, packets, L: int, loop=None, vectors=None):
+    """A Decoder on the replay backend at position L (:func:`fill`; ``vectors``: the
+    engines', for a recorded B-row pass)."""
     from . import Decoder
     from .hostloop import replay_backend
-    dec = Decoder(model, replay_backend(model, packets), loop=loop)
+    dec = Decoder(model, replay_backend(model, packets, vectors=vectors), loop=loop)
     fill(dec, L)
     return dec
 
@@ -131,6 +165,22 @@ def token_counts(dec, L: int) -> dict:
     n0, t0 = be.transfers_run, be.tail_writes
     w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
     dec.step(RECORD_TOKEN)
+    again(dec, L)
+    return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
+                tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
+                reads=sum(d.reads for d in be.dmas) - r0)
+
+
+def rows_counts(dec, L: int) -> dict:
+    """One ROWS-row pass at positions L .. L + ROWS - 1 (after a warm-up one), each row with
+    its logits: the CPU's bytes by kind per pass, transfers and register accesses."""
+    be = dec.be
+    rows = [(0, RECORD_TOKEN, True), (0, RECORD_TOKEN2, True)][:ROWS]
+    dec.step_rows(rows)
+    again(dec, L)
+    n0, t0 = be.transfers_run, be.tail_writes
+    w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
+    dec.step_rows(rows)
     again(dec, L)
     return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
                 tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
@@ -160,6 +210,24 @@ def count_figures(figure, rows: dict, fmt: str):
             figure("host.register_reads_per_token", r["reads"], "reads", "measured",
                    "DMA register reads per token with an engine that is done when polled "
                    "(DMASR once per channel and transfer; more while the PL works)")]
+    return out
+
+
+def rows_count_figures(figure, rows: dict, fmt: str):
+    """:func:`rows_counts` at each context as figures (per row of the pass)."""
+    out = []
+    for ctx, r in rows.items():
+        b = r["bytes"]
+        out += [figure(f"host.rows{ROWS}.bytes.ctx{ctx}", int(sum(b.values()) - b["read"]) // ROWS,
+                       "B", "measured", f"bytes the CPU writes into DMA memory per row of a "
+                       f"{ROWS}-row pass at context {ctx} (KV, attention parts, x slots, "
+                       f"descriptor fields: the B-vector switch and back, each row's attention "
+                       f"set-up; {fmt} SmolLM2)", **{k: int(v) for k, v in b.items()}),
+                figure(f"host.rows{ROWS}.transfers", r["transfers"], "transfers", "measured",
+                       f"DMA transfers of a {ROWS}-row pass (a matrix transfer per kind and "
+                       f"layer, an attention transfer per row and layer, the LM head)"),
+                figure(f"host.rows{ROWS}.register_writes", r["writes"], "writes", "measured",
+                       f"DMA register writes of a {ROWS}-row pass")]
     return out
 
 

@@ -117,6 +117,8 @@ _SIGNATURES = {
     "tph_quantise_rows": (_I, [_P, _U, _U, _P, _P]),
     "tph_dequant_i32": (None, [_P, _P, _U, _F, _P]),
     "tph_dequant_f32": (None, [_P, _U, _F, _P]),
+    "tph_dequant_b_i32": (None, [_P, _P, _U, _U, _P, _P]),
+    "tph_dequant_b_f32": (None, [_P, _U, _U, _P, _P]),
     "tph_kv_step": (_I, [_P, _U, _P, _P]),
     "tph_kv_requantise": (_I, [_P, _U, _F]),
     "tph_kv_row": (None, [_P, _U, _F, _P]),
@@ -209,6 +211,23 @@ class COps:
     def dequant_f32(self, v, s):
         y = np.empty_like(v)
         self.lib.tph_dequant_f32(_ptr(v), v.size, s, _ptr(y))
+        return y
+
+    @staticmethod
+    def _rows(y):
+        return (ctypes.c_void_p * len(y))(*[y[j].ctypes.data for j in range(len(y))])
+
+    def dequant_b_i32(self, acc, scale, s):
+        y = np.empty((len(s), scale.size), np.float32)
+        rows = self._rows(y)                  # (kept alive across the call)
+        self.lib.tph_dequant_b_i32(_ptr(acc), _ptr(scale), scale.size, len(s), _ptr(s),
+                                   ctypes.addressof(rows))
+        return y
+
+    def dequant_b_f32(self, v, s):
+        y = np.empty((len(s), v.size // len(s)), np.float32)
+        rows = self._rows(y)
+        self.lib.tph_dequant_b_f32(_ptr(v), y.shape[1], len(s), _ptr(s), ctypes.addressof(rows))
         return y
 
     def kv_step(self, x, step):

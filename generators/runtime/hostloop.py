@@ -71,7 +71,7 @@ class TPL:
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
      T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
-     T_KV_STREAM_BYTES, T_MAX_ROWS, T_VEC_OFF, T_ATTX_OFF) = range(43)
+     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF) = range(42)
     T_HEADER = 48
     MAX_VECTORS = 8
     VEC_WORDS = 6
@@ -306,7 +306,6 @@ def build_table(rt) -> Dict[str, object]:
     # the batched step (DmaRuntime.set_vectors, set_attention, restore_chains)
     hdr[TPL.T_VECTORS], hdr[TPL.T_STREAMS] = plan.vectors, plan.streams
     hdr[TPL.T_KV_STREAM_BYTES] = plan.kv_stream_bytes
-    hdr[TPL.T_MAX_ROWS] = max(max(m.rows) for m in model.matrices.values())
     fb = rt.base["frames"]
     vec_off, attx_off = [0] * len(records), [0] * len(records)
     for t in plan.transfers:
@@ -745,11 +744,13 @@ class _ReplayMmio:
         self.dev.write(self.port, offset, value)
 
 
-def replay_backend(model, packets, context: Optional[int] = None):
+def replay_backend(model, packets, context: Optional[int] = None,
+                   vectors: Optional[int] = None):
     """The runtime on the replay device: every output frame is the next recorded one of its
     port (``packets``: :func:`packets_from_trace` of a sampled step), no engine compute and no
     weights loaded (nothing reads them). For ``make host-bench``: the host's own work per
-    token, the C loop calling the device's C functions directly."""
+    token, the C loop calling the device's C functions directly. ``vectors``: the matrix
+    engines' (default the model's), for a recorded B-row pass."""
     from .backends import DmaRuntime
     from .dma import Memory
     from .plan import memory_plan
@@ -757,7 +758,7 @@ def replay_backend(model, packets, context: Optional[int] = None):
     lib, why = _lib()
     if lib is None:
         raise RuntimeError(f"the replay backend needs the C library: {why}")
-    plan = memory_plan(model, context)
+    plan = memory_plan(model, context, vectors)
     mem = Memory(None, plan.ddr_bytes)
     dev = ReplayDevice(lib, mem, packets)
     rt = DmaRuntime(model, [SgDma(_ReplayMmio(dev, p), f"dma_{p}") for p in (0, 1)],
@@ -769,19 +770,23 @@ def replay_backend(model, packets, context: Optional[int] = None):
 DUMP_MAGIC = b"TPLDUMP1"
 
 
-def write_dump(path, dec, token: int) -> Path:
+def write_dump(path, dec, token) -> Path:
     """Everything ``csrc/tpl_bench.c`` needs to run the decoder's next step (position
     ``dec.pos``, ``token``) without Python, on the replay device: the C loop's table (its
     embedding cut to the token's row, row 0), the frames and kv regions with their offsets in
     DDR, norms, row scales, RoPE tables, KV steps and lengths, the chains' state (every
     channel's next transfer unknown, so the first step starts them), and the recorded words
-    (``dec.be`` is a :func:`replay_backend`)."""
+    (``dec.be`` is a :func:`replay_backend`). ``token`` a list of B > 1 tokens: a batched
+    step of B rows of stream 0 (``tpl_step_rows``; the recorded words one B-row pass's), the
+    embedding cut to their rows in order."""
+    tokens = [int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)]
+    B = len(tokens) if len(tokens) > 1 else 0
     from .dma import BASE_ADDRESS
     rt = dec.be.runtime
     cl = for_runtime(rt)
     dev = rt.replay
     table = cl.table.copy()
-    table[TPL.T_EMBED_ROWS] = 1
+    table[TPL.T_EMBED_ROWS] = len(tokens)
     table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
     table[TPL.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
     emb = rt.model.embedding.blocks
@@ -792,11 +797,12 @@ def write_dump(path, dec, token: int) -> Path:
     state[TPL.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
     base = rt.memory.bytes.ctypes.data
     sections = [
-        ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, int(token)], np.uint32), 0),
+        ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, tokens[0], B], np.uint32),
+         0),
         ("table", table, 0),
         ("frames", rt.buf["frames"], rt.buf["frames"].ctypes.data - base),
         ("kv", rt.buf["kv"], rt.buf["kv"].ctypes.data - base),
-        ("embed", np.ascontiguousarray(emb[int(token)]), 0),
+        ("embed", np.ascontiguousarray(emb[tokens]), 0),
         ("norms", cl.norms, 0), ("scales", cl.scales, 0),
         ("cos", np.ascontiguousarray(dec.cos), 0), ("sin", np.ascontiguousarray(dec.sin), 0),
         ("kstep", dec.kv.k_step, 0), ("vstep", dec.kv.v_step, 0),

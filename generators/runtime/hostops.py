@@ -235,6 +235,17 @@ class _NumpyOps:
     def dequant_f32(self, v, s):
         return v * (self.F(1.0) / s)
 
+    def dequant_b_i32(self, acc, scale, s):
+        """(B, n): vector j of row-major B-vector results ``acc`` (n B,), dequant_i32's bits."""
+        a = acc.reshape(-1, len(s))
+        return np.stack([self.dequant_i32(np.ascontiguousarray(a[:, j]), scale, s[j])
+                         for j in range(len(s))])
+
+    def dequant_b_f32(self, v, s):
+        a = v.reshape(-1, len(s))
+        return np.stack([self.dequant_f32(np.ascontiguousarray(a[:, j]), s[j])
+                         for j in range(len(s))])
+
     def kv_step(self, x, step):
         F = self.F
         m = self._absmax(x)
@@ -475,6 +486,31 @@ def dequant_f32(v, s) -> np.ndarray:
     """Engine results of Q4_1 rows (float32 sums): ``v * (1 / s)``."""
     o = _ops()
     return o.dequant_f32(_f32(v, "dequant_f32", 1, o.F), o.F(s))
+
+
+def dequant_b_i32(acc, scale, s) -> np.ndarray:
+    """A B-vector frame's results of INT8 / ternary rows (n rows, row r's B results
+    together: ``acc`` of n B int32), ``s`` the B vectors' scales: (B, n), vector j
+    ``dequant_i32(acc[j::B], scale, s[j])`` bit for bit."""
+    o = _ops()
+    acc = np.ascontiguousarray(acc, dtype=np.int32).reshape(-1)
+    scale = _f32(scale, "dequant scale", 1, o.F)
+    s = _f32(s, "dequant_b scales", 1, o.F)
+    if not 1 <= len(s) <= 256 or acc.size != scale.size * len(s):
+        raise ValueError(f"dequant_b_i32: acc of {acc.size} words for {scale.size} rows and "
+                         f"{len(s)} vectors (1..256)")
+    return o.dequant_b_i32(acc, scale, s)
+
+
+def dequant_b_f32(v, s) -> np.ndarray:
+    """A B-vector frame's results of Q4_1 rows (float32 sums, row r's B together): (B, n),
+    vector j ``dequant_f32(v[j::B], s[j])`` bit for bit."""
+    o = _ops()
+    v = _f32(np.asarray(v).reshape(-1), "dequant_b_f32", 1, o.F)
+    s = _f32(s, "dequant_b scales", 1, o.F)
+    if not 1 <= len(s) <= 256 or v.size % len(s):
+        raise ValueError(f"dequant_b_f32: {v.size} words for {len(s)} vectors (1..256)")
+    return o.dequant_b_f32(v, s)
 
 
 #: the largest ratio kv_requantise takes (kv_step's are at most 1 + 3 * 2^-24)

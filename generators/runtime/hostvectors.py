@@ -45,6 +45,8 @@ KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "quantise_rows": (("x", "dims"), ("rc", "q", "s")),
     "dequant_i32": (("acc", "scale", "s"), ("y",)),
     "dequant_f32": (("v", "s"), ("y",)),
+    "dequant_b_i32": (("acc", "scale", "s"), ("y",)),
+    "dequant_b_f32": (("v", "s"), ("y",)),
     "kv_step": (("x", "step"), ("rc", "step", "ratio")),
     "kv_requantise": (("q", "ratio"), ("rc", "q")),
     "kv_row": (("x", "step"), ("q",)),
@@ -104,6 +106,10 @@ def reference(kernel: str, inp: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         return {"y": NUMPY.dequant_i32(inp["acc"], inp["scale"], inp["s"][0])}
     if kernel == "dequant_f32":
         return {"y": NUMPY.dequant_f32(inp["v"], inp["s"][0])}
+    if kernel == "dequant_b_i32":
+        return {"y": _a(NUMPY.dequant_b_i32(inp["acc"], inp["scale"], inp["s"]), f)}
+    if kernel == "dequant_b_f32":
+        return {"y": _a(NUMPY.dequant_b_f32(inp["v"], inp["s"]), f)}
     if kernel == "kv_step":
         try:
             step, ratio, grew = NUMPY.kv_step(x, inp["step"][0])
@@ -257,6 +263,15 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("dequant_i32", acc=np.array([0, 1, -1, 2 ** 31 - 1, -2 ** 31, 16777217], np.int32),
         scale=np.array([0.0, 1.0, 1e-30, 1e-3, 1.0, 1.0], f), s=np.array([1.0], f))
     add("dequant_f32", v=specials, s=np.array([1e30], f))
+    # B-vector results (row-major, B per row): B = 2 (the SSE2 body's 4-row loop and its
+    # tail), 3 and 4 (the portable loop), at SmolLM2's sizes and odd ones
+    for n, B in [(H, 2), (V // 2, 2), (13, 2), (29, 3), (I, 4), (7, 4)]:
+        s = np.array([127.0 / abs(rng.standard_normal()) for _ in range(B)], f)
+        acc = rng.integers(-(1 << 31), 1 << 31, n * B, dtype=np.int64).astype(np.int32)
+        add("dequant_b_i32", acc=acc, scale=np.abs(normal(n, 0.01)), s=s)
+        add("dequant_b_f32", v=normal(n * B, 1e4), s=s)
+    add("dequant_b_f32", v=np.concatenate([specials, specials[::-1]]).astype(f),
+        s=np.array([1e30, 3.0], f))
 
     # ---- KV append (t rows already cached, one appended)
     def kv(t, step, xrow, rows=None):

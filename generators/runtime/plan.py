@@ -512,7 +512,7 @@ def cloop_bytes(c, transfers, shapes, vectors: int = 1) -> int:
     transfer its fixed words, frames, descriptors, tails and result slots, its batched-step
     record, the K/V lengths and the small tables) and each transfer's record kept beside it
     (the trace's), the float32 copies of the norms and the INT8 / ternary row scales, and the
-    context with the step's vectors (``vectors`` rows of them) and a matrix half's results."""
+    context with the step's vectors (``vectors`` rows of them)."""
     L, H, Hd, I, d = (c.num_hidden_layers, c.num_key_value_heads, c.hidden_size,
                       c.intermediate_size, c.head_dim)
     desc = sum(n for t in transfers for _, n in t.desc.values())
@@ -525,9 +525,7 @@ def cloop_bytes(c, transfers, shapes, vectors: int = 1) -> int:
                  for t in transfers)
     scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
     norms = (2 * L + 1) * Hd * 4
-    rows = max(m.n for m in shapes.values())
-    ctx = 4 * (vectors * (5 * Hd + 2 * H * d + 3 * I) + d + 3 * c.group + vectors + rows) \
-        + 4096 + 1024
+    ctx = 4 * (vectors * (5 * Hd + 2 * H * d + 3 * I) + d + 3 * c.group + vectors) + 4096 + 1024
     return 2 * 4 * words + scales + norms + ctx      # the table and its records per transfer
 
 

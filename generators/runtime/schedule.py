@@ -13,17 +13,15 @@ A MODEL built from exact parts, nothing wall-clock:
 * each attention frame (one per KV head, per layer, per token: per-token attention) the
   attention engine's own period for its beats (``decoder_model.pl_attention``);
 * the matrices and attention each at least their bytes at the DDR wall (``contract``), plus
-  the host's work per token (``decoder_model.host_ms``: make host-bench's Cortex-A9 model of
-  the C step, per row and at its context), one formula: ``decoder_model.token_time``.
+  the host's work per row (``decoder_model.host_ms``: make host-bench's Cortex-A9 model at
+  the row's context: a one-row pass the C step's (``tpl_step``), a row of a B > 1 pass the
+  batched C step's per row (``tpl_step_rows``, measured on 2-row passes; each row with its LM
+  head and sampling: an upper bound for a prompt row)), one formula:
+  ``decoder_model.token_time``.
 
-A pass of B > 1 rows runs the Python loop (``Decoder.step_rows``; the C loop steps one
-token), so the runtime as built prefills token by token on the C loop
-(``Decoder.default_chunk``). The figures per vectors count the C step's host model per row:
-what a batched C step would cost (the engines' and the DDR's share is what the schedule
-changes); beside them, "as built": the PYNQ-Z1 top with the prompt token by token on the C
-loop, and the PYNQ-Z1 top's B-row passes on the Python loop (its host model per row: make
-host-bench's numpy count). Figures: docs/results/decode-prefill.json (target "decode",
-variant "prefill").
+The runtime as built runs these passes: its C loop's ``tpl_step_rows`` takes a chunk of V
+prompt tokens, or one row per stream, in one weight pass (``Decoder.default_chunk`` = V).
+Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
 """
 from __future__ import annotations
 
@@ -55,7 +53,8 @@ class Schedule:
         from .plan import ATT, _shape_of, memory_plan, model_shape
         from .synthetic import SMOLLM2_135M
         self.fmt, self.vectors = fmt, vectors
-        #: the host model per row: "c" (the C step), "numpy" (the Python loop), as
+        #: the host model per row: "c" (the C loop: tpl_step for a one-row pass, its batched
+        #: step's per-row figure for more rows), "numpy" (the Python loop), as
         #: decoder_model.host_ms's ``build``
         self.host = host
         if model is None:            # SmolLM2-135M's shapes
@@ -106,13 +105,18 @@ class Schedule:
                     for L in contexts)
         return cyc, beats
 
+    def host_build(self, rows: int) -> str:
+        """decoder_model.host_ms's ``build`` for a row of a pass of ``rows`` rows."""
+        return "c2" if self.host == "c" and rows > 1 else self.host
+
     def step_time(self, contexts: Sequence[int], lm_rows: int) -> Dict:
         """One weight pass for len(contexts) rows: decoder_model.token_time's formula with
         the host model summed over the rows."""
         from generators.report.decoder_model import Platform, host_ms, token_time
         mc, mb = self.matrix_pass(len(contexts), lm_rows)
         ac, ab = self.attention(contexts)
-        host_s = sum(host_ms(self.fmt, L, build=self.host) for L in contexts) / 1e3
+        build = self.host_build(len(contexts))
+        host_s = sum(host_ms(self.fmt, L, build=build) for L in contexts) / 1e3
         return token_time(self.fmt, max(contexts), mc, mb, ac, ab,
                           platform=Platform(host_s=host_s))
 
@@ -160,29 +164,14 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
     from generators.results import figure
     figs, lines = [], []
     for fmt in FORMATS:
-        from generators.report.decoder_model import host_ms
-        h = sum(host_ms(fmt, L) for L in range(1, 129)) / 1e3
+        sch = Schedule(fmt, PYNQ_Z1_VECTORS)
+        h = sch.ttft(128)[1]["host_ms"] / 1e3
         figs.append(figure(f"prefill.{fmt}.host_128_s", round(h, 3), "s", "modelled",
-                           f"SmolLM2-135M {fmt}: the host's share of a 128-token prompt at any "
-                           f"vectors (128 rows of the C step's Cortex-A9 model, make "
-                           f"host-bench)"))
-        lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s (any vectors)")
-        # as built: the runtime's default chunk on the C loop is 1 (Decoder.default_chunk)
-        _ttft_row(figs, lines, Schedule(fmt, PYNQ_Z1_VECTORS), f"{fmt}.asbuilt", 1,
-                  f"SmolLM2-135M {fmt}, as built: the PYNQ-Z1 top (vectors {PYNQ_Z1_VECTORS}) "
-                  f"with the prompt token by token on the C loop (the runtime's default chunk "
-                  f"there)", f"{fmt} as built (vectors {PYNQ_Z1_VECTORS}, C loop, token by "
-                  f"token)")
-        py = Schedule(fmt, PYNQ_Z1_VECTORS, host="numpy")
-        s, parts = py.ttft(128)
-        figs.append(figure(f"prefill.{fmt}.pyloop.ttft_128_s", round(s, 3), "s", "modelled",
-                           f"SmolLM2-135M {fmt}: the PYNQ-Z1 top's {PYNQ_Z1_VECTORS}-row passes "
-                           f"on the Python loop (host model per row: make host-bench's numpy "
-                           f"count on the Cortex-A9 model), time to the first token of a "
-                           f"128-token prompt", prompt_tokens=128,
-                           **{k: round(v, 1) for k, v in parts.items()}))
-        lines.append(f"[prefill] {fmt} vectors {PYNQ_Z1_VECTORS} on the Python loop: 128 "
-                     f"tokens {s:.3f} s (host {parts['host_ms'] / 1e3:.3f} s)")
+                           f"SmolLM2-135M {fmt}: the host's share of a 128-token prompt on the "
+                           f"PYNQ-Z1 top ({PYNQ_Z1_VECTORS}-row passes of the batched C step: "
+                           f"its Cortex-A9 model per row, make host-bench)"))
+        lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s "
+                     f"({PYNQ_Z1_VECTORS}-row passes)")
         for V in vectors:
             sch = Schedule(fmt, V)
             tag = f"{fmt}.v{V}"
@@ -311,8 +300,8 @@ def main(argv=None) -> int:
         for line in lines + verdict(figs):
             print(line, flush=True)
         what, note = "prefill", ("a model: engine clocks of every frame (beats + latency) + DDR "
-                                 "wall + the host's C-step model per row "
-                                 "(generators/runtime/schedule.py)")
+                                 "wall + the host's C-step model per row (the batched step's "
+                                 "in passes of more rows) (generators/runtime/schedule.py)")
     if not a.no_record:
         from generators.results import record
         p = record("decode", figs, command=f"make {what}", variant=what, note=note)

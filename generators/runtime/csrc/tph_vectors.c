@@ -136,6 +136,24 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
         OUT(o1, 2);
         tph_dequant_f32(F(0), N(0), F(1)[0], (float *)o1);
         CMP(o1, 2, "y");
+    } else if (!strcmp(k, "dequant_b_i32") && na == 4 && N(2) && N(2) <= 256u
+               && N(0) == N(1) * N(2)) {
+        float *y[256];
+        uint32_t j;
+        OUT(o1, 3);
+        for (j = 0; j < N(2); j++)
+            y[j] = (float *)o1 + j * N(1);
+        tph_dequant_b_i32((const int32_t *)a[0].data, F(1), N(1), N(2), F(2), y);
+        CMP(o1, 3, "y");
+    } else if (!strcmp(k, "dequant_b_f32") && na == 3 && N(1) && N(1) <= 256u
+               && N(0) % N(1) == 0) {
+        float *y[256];
+        uint32_t j;
+        OUT(o1, 2);
+        for (j = 0; j < N(1); j++)
+            y[j] = (float *)o1 + j * (N(0) / N(1));
+        tph_dequant_b_f32(F(0), N(0) / N(1), N(1), F(1), y);
+        CMP(o1, 2, "y");
     } else if (!strcmp(k, "kv_step") && na == 5) {
         float step = F(1)[0], ratio = 0.0f;
         rc = tph_kv_step(F(0), N(0), &step, &ratio);

@@ -23,6 +23,7 @@
 #include "tphost.h"
 #include "tpl_facts.h"
 
+
 #if defined(__arm__)
 #define TPL_WMB() __asm__ __volatile__("dsb st" ::: "memory")
 #define TPL_RMB() __asm__ __volatile__("dsb sy" ::: "memory")
@@ -39,11 +40,11 @@ typedef struct ctx {
     void *const *p;             /* the pointer slots */
     const tpl_io *io;
     uint32_t layers, hidden, mlp, heads, kvh, d, vocab, group, kvdim, context, kv_row;
-    uint32_t vectors, streams, stream_bytes, max_rows, nx;
+    uint32_t vectors, streams, stream_bytes, nx;
     float eps;
     /* the step's vectors (the context's own memory; x .. h: VECTORS rows each) */
     float *x, *n, *q, *k, *v, *att, *o, *g, *u, *h, *cosf, *sinf, *sq, *sx;
-    uint32_t *mult, *shift, *gat;
+    uint32_t *mult, *shift;
     uint8_t *block;             /* an attention frame's header block and q */
     int8_t *row;                /* one quantised K or V row */
 } ctx_t;
@@ -370,11 +371,13 @@ static int32_t run(const ctx_t *c, uint32_t ti)
         return rc;
     if (c->io->hook && c->io->hook(c->io->ctx, ti, 1))
         return fail(c, TPL_E_IO, ti, 0, 0, 0, 0, 0, 0);
-    for (i = 0; i < nt; i++) {
-        uint32_t ch = T[i * TPL_TAIL_WORDS];
-        s[TPL_S_NEXT + ch] = xs_again(c)[ti] ? (int32_t)ti
-                             : (int32_t)X[(s[TPL_S_LINK] == 1 ? TPL_X_NEXT_LOGITS
-                                           : TPL_X_NEXT_BODY) + ch];
+    {   /* a batched step's attention block run again: the same transfer next */
+        const uint32_t next = xs_again(c)[ti] ? TPL_NONE
+                              : s[TPL_S_LINK] == 1 ? TPL_X_NEXT_LOGITS : TPL_X_NEXT_BODY;
+        for (i = 0; i < nt; i++) {
+            uint32_t ch = T[i * TPL_TAIL_WORDS];
+            s[TPL_S_NEXT + ch] = next == TPL_NONE ? (int32_t)ti : (int32_t)X[next + ch];
+        }
     }
     stats(c)[TPL_C_TRANSFERS]++;
     return TPL_OK;
@@ -501,7 +504,7 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
                    *O = x_outs(X), xs = (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     const float *scales = (const float *)c->p[TPL_P_SCALES];
-    uint32_t f, p, j, r;
+    uint32_t f, p, j;
     int32_t rc;
     for (j = 0; j < B; j++) {
         rc = tph_quantise_rows(x + j * xstride, 1, k, slot + j * xs, &c->sx[j]);
@@ -538,22 +541,27 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             if ((st & 0xFFu) != fr[0])
                 return matrix_fail(c, ti, f, p, TPL_W_TAG, st, n, rows, B);
         }
-        for (j = 0; j < B; j++) {
-            float *y = out[f * B + j];
-            for (p = 0; p < 2; p++) {
-                const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
-                const uint32_t *src = w[p];
-                if (B > 1u) {             /* row r's B results together: vector j's apart */
-                    for (r = 0; r < rows; r++)
-                        c->gat[r] = w[p][r * B + j];
-                    src = c->gat;
-                }
-                if (fr[1])                /* Q4_1 rows: float32 sums */
-                    tph_dequant_f32((const float *)src, rows, c->sx[j], y + first);
-                else                      /* INT8 / ternary rows: int32 sums, a scale per row */
-                    tph_dequant_i32((const int32_t *)src, scales + fr[4] + first, rows, c->sx[j],
-                                    y + first);
+        if (B == 1u) {
+            if (fr[1]) {                  /* Q4_1 rows: float32 sums */
+                tph_dequant_f32((const float *)w[0], fr[2], c->sx[0], out[f]);
+                tph_dequant_f32((const float *)w[1], fr[3], c->sx[0], out[f] + fr[2]);
+            } else {                      /* INT8 / ternary rows: int32 sums, a scale per row */
+                tph_dequant_i32((const int32_t *)w[0], scales + fr[4], fr[2], c->sx[0], out[f]);
+                tph_dequant_i32((const int32_t *)w[1], scales + fr[4] + fr[2], fr[3], c->sx[0],
+                                out[f] + fr[2]);
             }
+            continue;
+        }
+        for (p = 0; p < 2; p++) {         /* B vectors: row r's B results together */
+            const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
+            float *y[TPL_MAX_VECTORS];
+            for (j = 0; j < B; j++)
+                y[j] = out[f * B + j] + first;
+            if (fr[1])
+                tph_dequant_b_f32((const float *)w[p], rows, B, c->sx, y);
+            else
+                tph_dequant_b_i32((const int32_t *)w[p], scales + fr[4] + first, rows, B, c->sx,
+                                  y);
         }
     }
     return TPL_OK;
@@ -746,8 +754,9 @@ static int32_t begin_token(const ctx_t *c, uint32_t pos, uint32_t logits)
     return TPL_OK;
 }
 
-/* the RoPE tables' row of position pos as float32 (the image's float64 tables: per row) */
-static void rope_row(const ctx_t *c, uint32_t pos)
+/* the RoPE tables' row of position pos as float32 into cosf, sinf (the image's float64
+ * tables: converted per row, once per step) */
+static void rope_row(const ctx_t *c, uint32_t pos, float *cosf, float *sinf)
 {
     const uint32_t half = c->d / 2u;
     uint32_t i;
@@ -755,12 +764,12 @@ static void rope_row(const ctx_t *c, uint32_t pos)
         const double *cd = (const double *)c->p[TPL_P_COS] + pos * half;
         const double *sd = (const double *)c->p[TPL_P_SIN] + pos * half;
         for (i = 0; i < half; i++) {
-            c->cosf[i] = (float)cd[i];
-            c->sinf[i] = (float)sd[i];
+            cosf[i] = (float)cd[i];
+            sinf[i] = (float)sd[i];
         }
     } else {
-        memcpy(c->cosf, (const float *)c->p[TPL_P_COS] + pos * half, half * sizeof(float));
-        memcpy(c->sinf, (const float *)c->p[TPL_P_SIN] + pos * half, half * sizeof(float));
+        memcpy(cosf, (const float *)c->p[TPL_P_COS] + pos * half, half * sizeof(float));
+        memcpy(sinf, (const float *)c->p[TPL_P_SIN] + pos * half, half * sizeof(float));
     }
 }
 
@@ -769,7 +778,7 @@ static void rope_row(const ctx_t *c, uint32_t pos)
  * for all rows, attention per row */
 static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t batched)
 {
-    const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim;
+    const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u;
     const float *norms = (const float *)c->p[TPL_P_NORMS];
     float *outs[3 * TPL_MAX_VECTORS];
     uint32_t l, j, any = 0, nw = 0;
@@ -789,9 +798,11 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
     }
     if ((rc = begin_token(c, rows[0].pos, any)))
         return rc;
-    for (j = 0; j < B; j++)
+    for (j = 0; j < B; j++) {
+        rope_row(c, rows[j].pos, c->cosf + j * half, c->sinf + j * half);
         tph_embed_q8_0((const uint8_t *)c->p[TPL_P_EMBED] + rows[j].token
                        * c->t[TPL_T_EMBED_STRIDE], H, c->x + j * H);
+    }
     for (l = 0; l < c->layers; l++) {
         const uint32_t ti_att = kind_xfer(c, l, TPL_ATT);
         for (j = 0; j < B; j++) {
@@ -805,9 +816,9 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
         for (j = 0; j < B; j++) {
             tpl_row *r = &rows[j];
             float *q = c->q + j * H, *k = c->k + j * kvd, *v = c->v + j * kvd;
-            rope_row(c, r->pos);
-            tph_rope(q, c->heads, c->d, c->cosf, c->sinf, q);
-            tph_rope(k, c->kvh, c->d, c->cosf, c->sinf, k);
+            const float *cs = c->cosf + j * half, *sn = c->sinf + j * half;
+            tph_rope(q, c->heads, c->d, cs, sn, q);
+            tph_rope(k, c->kvh, c->d, cs, sn, k);
             if (r->kv_rows) {
                 memcpy(r->kv_rows + 2u * l * kvd, k, kvd * sizeof(float));
                 memcpy(r->kv_rows + (2u * l + 1u) * kvd, v, kvd * sizeof(float));
@@ -888,17 +899,18 @@ int32_t tpl_step_rows(void *mem, tpl_row *rows, uint32_t B)
 
 static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
 {
-    /* V rows each: x n q att o (hidden), k v (kv dim), g u h (mlp); cos sin (d/2), sq (G),
-     * sx (V), mult shift (G), gat (MAX_ROWS), block (header + G d), row (d) */
+    /* V rows each: x n q att o (hidden), k v (kv dim), g u h (mlp), cos sin (d/2); sq (G),
+     * sx (V), mult shift (G), block (header + G d), row (d) */
     const uint32_t H = t[TPL_T_HIDDEN], I = t[TPL_T_MLP], d = t[TPL_T_HEAD_DIM];
     const uint32_t G = t[TPL_T_HEADS] / t[TPL_T_KV_HEADS], kvd = t[TPL_T_KV_HEADS] * d;
     const uint32_t V = t[TPL_T_VECTORS];
     uint32_t i, total = 0;
-    const uint32_t n[18] = {4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * kvd * V,
-                            4 * kvd * V, 4 * I * V, 4 * I * V, 4 * I * V, 2 * d, 2 * d, 4 * G,
-                            4 * V, 4 * G, 4 * G, 4 * t[TPL_T_MAX_ROWS],
+    const uint32_t n[17] = {4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * kvd * V,
+                            4 * kvd * V, 4 * I * V, 4 * I * V, 4 * I * V, 2 * d * V, 2 * d * V,
+                            4 * G,
+                            4 * V, 4 * G, 4 * G,
                             t[TPL_T_HDR_BYTES] + G * d + d};
-    for (i = 0; i < 18; i++) {
+    for (i = 0; i < 17; i++) {
         sizes[i] = ALIGN16(n[i]);
         total += sizes[i];
     }
@@ -931,7 +943,7 @@ static int bad_header(const uint32_t *t, uint32_t words)
         || t[TPL_T_EMBED_STRIDE] < (t[TPL_T_HIDDEN] + 31u) / 32u * 34u)
         return 1;
     if (t[TPL_T_VECTORS] < 1u || t[TPL_T_VECTORS] > TPL_MAX_VECTORS || t[TPL_T_STREAMS] < 1u
-        || t[TPL_T_STREAMS] > 256u || t[TPL_T_MAX_ROWS] < 1u || t[TPL_T_MAX_ROWS] > 0x100000u)
+        || t[TPL_T_STREAMS] > 256u)
         return 1;
     if (t[TPL_T_N_XFER] == 0 || !inside(t[TPL_T_XFER_OFF], t[TPL_T_N_XFER], words)
         || !inside(t[TPL_T_KIND_OFF], t[TPL_T_LAYERS] * 5u + 1u, words)
@@ -1081,8 +1093,7 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
         if (kind != TPL_ATT)
             for (j = 0; j < nf; j++) {
                 const uint32_t *fr = x_frames(X) + j * TPL_FRAME_WORDS;
-                if (fr[2] + fr[3] != want[kind][j] || fr[2] > t[TPL_T_MAX_ROWS]
-                    || fr[3] > t[TPL_T_MAX_ROWS])
+                if (fr[2] + fr[3] != want[kind][j])
                     return 1;
             }
     }
@@ -1108,7 +1119,7 @@ static int bad_slots(const uint32_t *t, const uint32_t *fw)
 
 uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
 {
-    uint32_t sizes[18];
+    uint32_t sizes[17];
     if (bad_header(table, words))
         return 0;
     return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes);
@@ -1118,7 +1129,7 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
                  void *const *ptrs, const tpl_io *io)
 {
     ctx_t *c = (ctx_t *)mem;
-    uint32_t sizes[18], i, need = tpl_ctx_bytes(t, words);
+    uint32_t sizes[17], i, need = tpl_ctx_bytes(t, words);
     uint8_t *w;
     const uint32_t one = 1;
     if (!need || bytes < need || !mem || ((uintptr_t)mem & 15u) || !ptrs || !io
@@ -1152,7 +1163,6 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     c->vectors = t[TPL_T_VECTORS];
     c->streams = t[TPL_T_STREAMS];
     c->stream_bytes = t[TPL_T_KV_STREAM_BYTES];
-    c->max_rows = t[TPL_T_MAX_ROWS];
     c->nx = t[TPL_T_N_XFER];
     memcpy(&c->eps, &t[TPL_T_EPS], sizeof c->eps);
     workspace(t, sizes);
@@ -1169,8 +1179,6 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     w += sizes[14];
     c->shift = (uint32_t *)w;
     w += sizes[15];
-    c->gat = (uint32_t *)w;
-    w += sizes[16];
     c->block = w;
     c->row = (int8_t *)(w + t[TPL_T_HDR_BYTES] + c->group * c->d);
     return TPL_OK;

@@ -96,7 +96,6 @@ enum {
                                           batched step (1..TPL_MAX_VECTORS) */
     TPL_T_STREAMS,                     /* KV caches in the kv region (streams) */
     TPL_T_KV_STREAM_BYTES,             /* bytes of one stream's cache */
-    TPL_T_MAX_ROWS,                    /* the most rows of a matrix half (a result gather) */
     TPL_T_VEC_OFF,                     /* -> N_XFER words: each transfer's B-vector record
                                           offset (0: none): its count n, then n x
                                           TPL_VEC_WORDS */

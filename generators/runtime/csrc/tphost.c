@@ -488,6 +488,56 @@ void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
     mul_f32(v, n, 1.0f / s, y);
 }
 
+void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint32_t B,
+                       const float *s, float *const *y)
+{
+    float inv[256];
+    uint32_t i = 0, j;
+    for (j = 0; j < B && j < 256u; j++)
+        inv[j] = 1.0f / s[j];
+#if TPH_SSE2
+    if (B == 2u) {               /* 4 rows: two loads, the products, two shuffles, two stores */
+        const __m128 c = _mm_setr_ps(inv[0], inv[1], inv[0], inv[1]);
+        float *y0 = y[0], *y1 = y[1];
+        for (; i < (n & ~3u); i += 4) {
+            const __m128 sc = _mm_loadu_ps(scale + i);
+            const __m128 a = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(
+                (const __m128i *)(acc + 2u * i))), _mm_unpacklo_ps(sc, sc)), c);
+            const __m128 b = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(
+                (const __m128i *)(acc + 2u * i + 4u))), _mm_unpackhi_ps(sc, sc)), c);
+            _mm_storeu_ps(y0 + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(y1 + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+    }
+#endif
+    for (; i < n; i++)
+        for (j = 0; j < B; j++)
+            y[j][i] = ((float)acc[i * B + j] * scale[i]) * inv[j];
+}
+
+void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, float *const *y)
+{
+    float inv[256];
+    uint32_t i = 0, j;
+    for (j = 0; j < B && j < 256u; j++)
+        inv[j] = 1.0f / s[j];
+#if TPH_SSE2
+    if (B == 2u) {
+        const __m128 c = _mm_setr_ps(inv[0], inv[1], inv[0], inv[1]);
+        float *y0 = y[0], *y1 = y[1];
+        for (; i < (n & ~3u); i += 4) {
+            const __m128 a = _mm_mul_ps(_mm_loadu_ps(v + 2u * i), c);
+            const __m128 b = _mm_mul_ps(_mm_loadu_ps(v + 2u * i + 4u), c);
+            _mm_storeu_ps(y0 + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(y1 + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+    }
+#endif
+    for (; i < n; i++)
+        for (j = 0; j < B; j++)
+            y[j][i] = v[i * B + j] * inv[j];
+}
+
 int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio)
 {
     float buf[256];          /* 256 at a time through floats ((float)q * 1 is exact) */

@@ -57,6 +57,11 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
 void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s, float *y);
 /* engine results: y = v * (1 / s) (Q4_1 rows: float32 sums) */
 void tph_dequant_f32(const float *v, uint32_t n, float s, float *y);
+/* a B-vector frame's results (n rows, row r's B results together: acc[r * B + j]; B <= 256):
+ * vector j dequantised with s[j] into y[j][0 .. n), the bits of dequant_i32 / dequant_f32 */
+void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint32_t B,
+                       const float *s, float *const *y);
+void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, float *const *y);
 /* The KV cache's running absmax step, in three parts (the cache's rows may be laid out as
  * the DMA memory needs: each part works on contiguous values) and their composition:
  * kv_step: m = max|x| over a K or V row x (d); if m > 127 * step: new = m / 127,

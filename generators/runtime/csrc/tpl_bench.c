@@ -16,6 +16,11 @@
  * prints the time per step on this machine, the argmax and the last step's KV bytes
  * requantised and values clipped; out=FILE writes the last step's
  * logits (float32, raw).
+ *
+ * A dump of B > 1 rows (write_dump(..., tokens=[t0, t1, ...]): the embedding rows of the B
+ * tokens, the engine words of one B-row pass) runs tpl_step_rows instead: B rows of stream 0
+ * at positions pos .. pos + B - 1, each with its logits and greedy sampling (a batched decode
+ * step: several streams' or speculation's rows); out=FILE then writes every row's logits.
  */
 #define _POSIX_C_SOURCE 200112L
 
@@ -86,13 +91,16 @@ static void load(dump_t *d, const char *path)
     d->dir = d->data + 12;
 }
 
-/* one token's host work: the step and greedy sampling */
-__attribute__((noinline)) int32_t bench_token(void *ctx, uint32_t pos, const float *logits,
-                                              uint32_t vocab, int32_t *best)
+/* one step's host work: the step (B = 0: tpl_step; else tpl_step_rows of B rows) and greedy
+ * sampling of every row */
+__attribute__((noinline)) int32_t bench_token(void *ctx, tpl_row *rows, uint32_t B,
+                                              uint32_t pos, const float *logits, uint32_t vocab,
+                                              int32_t *best)
 {
-    int32_t rc = tpl_step(ctx, 0, pos, 1);
-    if (rc == TPL_OK)
-        *best = tph_argmax(logits, vocab);
+    uint32_t j;
+    int32_t rc = B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, 1);
+    for (j = 0; rc == TPL_OK && j < (B ? B : 1u); j++)
+        *best = tph_argmax(logits + j * vocab, vocab);
     return rc;
 }
 
@@ -102,7 +110,9 @@ int main(int argc, char **argv)
     tpl_replay dev;
     tpl_io io;
     void *ptrs[TPL_P_COUNT], *ctx = NULL;
-    uint32_t nb, arg, tb, i, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
+    uint32_t nb, arg, tb, i, j, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
+    uint32_t B, mb;
+    tpl_row rows[TPL_MAX_VECTORS];
     uint32_t *table, *meta, stats_[TPL_STATS], err[TPL_ERR_WORDS];
     const char *out = NULL;
     uint8_t *ddr, *p;
@@ -124,10 +134,13 @@ int main(int argc, char **argv)
     }
     tokens = (uint32_t)strtoul(argv[2], NULL, 10);
     load(&d, argv[1]);
-    meta = (uint32_t *)section(&d, "meta", NULL, NULL);
+    meta = (uint32_t *)section(&d, "meta", &mb, NULL);
     ddr_size = meta[0];
     phys_base = meta[1];
     pos = meta[2];
+    B = mb >= 20u ? meta[4] : 0u;         /* rows of a batched dump (0: one tpl_step) */
+    if (B > TPL_MAX_VECTORS)
+        die("too many rows in the dump");
     table = (uint32_t *)section(&d, "table", &tb, NULL);
     vocab = table[TPL_T_VOCAB];
     layers = table[TPL_T_LAYERS];
@@ -135,7 +148,7 @@ int main(int argc, char **argv)
     if (growth)                           /* the running absmax: what "growth" measures */
         table[TPL_T_KV_FIXED] = 0;
     ddr = calloc(ddr_size, 1);
-    logits = malloc(vocab * sizeof *logits);
+    logits = malloc((B ? B : 1u) * vocab * sizeof *logits);
     xstate = calloc(3u * table[TPL_T_N_XFER], sizeof *xstate);   /* one-vector frames */
     if (!ddr || !logits || !xstate)
         die("out of memory");
@@ -180,6 +193,16 @@ int main(int argc, char **argv)
         die("the table is refused, or out of memory");
     if ((rc = tpl_init(ctx, nb, table, tb / 4, ptrs, &io)))
         die("tpl_init refused the dump");
+    memset(rows, 0, sizeof rows);
+    for (j = 0; j < B; j++) {
+        rows[j].token = j;                /* the dump's embedding rows, in order */
+        rows[j].pos = pos + j;
+        rows[j].logits = 1;
+        rows[j].k_step = kstep;
+        rows[j].v_step = (float *)ptrs[TPL_P_VSTEP];
+        rows[j].length = length;
+        rows[j].out = logits + j * vocab;
+    }
     for (i = 0; i <= tokens; i++) {       /* step 0: the warm-up (and the channels' start) */
         if (i == 1)
             clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -187,7 +210,8 @@ int main(int argc, char **argv)
             length[l] = pos;
         if (growth)
             kstep[0] = 1e-30f;
-        rc = i ? bench_token(ctx, pos, logits, vocab, &best) : tpl_step(ctx, 0, pos, 1);
+        rc = i ? bench_token(ctx, rows, B, pos, logits, vocab, &best)
+               : B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, 1);
         if (rc) {
             fprintf(stderr, "tpl_bench: step %u failed: code %d (record %u %u %u %u %u %u)\n",
                     (unsigned)i, (int)rc, (unsigned)err[0], (unsigned)err[1], (unsigned)err[2],
@@ -200,12 +224,13 @@ int main(int argc, char **argv)
                   / tokens : 0.0;
     if (out) {
         FILE *f = fopen(out, "wb");
-        if (!f || fwrite(logits, sizeof *logits, vocab, f) != vocab || fclose(f))
+        if (!f || fwrite(logits, sizeof *logits, (B ? B : 1u) * vocab, f) != (B ? B : 1u) * vocab
+            || fclose(f))
             die("cannot write the logits");
     }
-    printf("tokens %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
+    printf("tokens %u rows %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
            "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
-           (unsigned)tokens,
+           (unsigned)tokens, (unsigned)(B ? B : 1u),
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPL_C_RETRIES],
            (unsigned)stats_[TPL_C_TRANSFERS],
            (unsigned)(stats_[TPL_C_READS0] + stats_[TPL_C_READS1]),
