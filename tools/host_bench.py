@@ -26,7 +26,9 @@ context - 1, K/V filled), three ways:
   (tpl_step_rows: two rows of stream 0 at positions context - 2 and context - 1 (0 and 1 at
   context 1) through 2-vector frames, each row with its attention, LM head and sampling: a
   batched decode step), counted per row the same way (no growth run), and the CPU's bytes
-  per pass;
+  per pass; **prompt rows** ("cp": the one-token step, "c2p": the 2-row pass) the same
+  without the LM head and sampling (a prompt token whose successor is known: what prefill
+  runs for all but a prompt's last token);
 * **numpy path** (the Python loop on numpy, the reference): python under callgrind with
   collection toggled by client requests around the step, around every hostops call (small
   ops) and around sampling; the device's C functions' inclusive costs taken out (their
@@ -145,11 +147,13 @@ def totals(out_file: Path) -> int:
 
 # --------------------------------------------------------------------------- C path
 
-def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1) -> dict:
+def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
+           lm: bool = True) -> dict:
     """The C step on x86-64 under callgrind (--toggle-collect=bench_token: the steps after the
     warm-up, each tpl_step and tph_argmax): small ops, frames and DMA, sampling; the same with
     one KV step growth per step; the time per step natively. ``rows`` > 1: a dump of a
-    batched pass (tpl_step_rows), every figure per row, no growth run."""
+    batched pass (tpl_step_rows), every figure per row; ``lm`` False: a dump of prompt rows
+    (no LM head, no sampling); either: no growth run."""
     def run(*extra):
         cg = OUT / f"callgrind.{dump.stem}{'.' + extra[0] if extra else ''}"
         sh(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
@@ -163,10 +167,11 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1) ->
     kernels = {k: inc.get(k, 0) / (tokens * rows) for k in STEP_KERNELS}
     small = sum(kernels.values())
     sampling = inc.get("tph_argmax", 0) / (tokens * rows)
-    growth = run("growth")[1] - total if rows == 1 else None
+    growth = run("growth")[1] - total if rows == 1 and lm else None
     line = sh([b["exe"], dump, time_tokens]).stdout
-    if f" rows {rows} " not in line:
-        raise SystemExit(f"[host-bench] tpl_bench ran another step than {rows} row(s): {line}")
+    if f" rows {rows} lm {int(lm)} " not in line:
+        raise SystemExit(f"[host-bench] tpl_bench ran another step than {rows} row(s) "
+                         f"{'with' if lm else 'without'} the LM head: {line}")
     ns = float(re.search(r"ns_per_token (\d+)", line).group(1)) / rows
     return {"small_ops": small, "frames_dma": total - small - sampling, "sampling": sampling,
             "total": total, "kernels": kernels, "time_ms": ns / 1e6, "growth": growth}
@@ -343,6 +348,11 @@ WHERE = {"c": "C on x86-64 (gcc -O2 -march=x86-64: SSE2; callgrind)",
          "c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with its "
                "LM head and sampling; per row) on x86-64 (gcc -O2 -march=x86-64: SSE2; "
                "callgrind)",
+         "cp": "C on x86-64, a prompt row (tpl_step without the LM head and sampling; "
+               "gcc -O2 -march=x86-64: SSE2; callgrind)",
+         "c2p": "the batched C step, prompt rows (tpl_step_rows: 2 rows in one weight pass "
+                "without the LM head and sampling; per row) on x86-64 (gcc -O2 "
+                "-march=x86-64: SSE2; callgrind)",
          "armv7": "C on ARMv7 (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9, VFP; qemu-arm)",
          "numpy": "the Python loop on numpy (callgrind)"}
 
@@ -352,7 +362,7 @@ def figures(results: dict, growth: dict):
     out = []
     for (path, fmt, ctx), res in results.items():
         base = f"host-bench.{path}.{fmt}.ctx{ctx}"
-        unit = "row" if path == "c2" else "token"
+        unit = "token" if path in ("c", "armv7", "numpy") else "row"
         where = f"{WHERE[path]}, {fmt} SmolLM2 on the replay backend, context {ctx}"
         ctxd = dict(path=path, format=fmt, context=ctx)
         if "kernels" in res:
@@ -438,20 +448,27 @@ def main(argv=None) -> int:
     for fmt in formats:
         model = hostbench.smollm2(fmt, say=log)
         packets = hostbench.recorded(model, fmt, log)
-        packets2 = hostbench.recorded_rows(model, fmt, log)
+        # the batched step and prompt rows: (path, rows, LM head)
+        passes = [("c2", hostbench.ROWS, True), ("cp", 1, False),
+                  ("c2p", hostbench.ROWS, False)]
+        recs = {p: hostbench.recorded_rows(model, fmt, log, rows=r, logits=lm)
+                for p, r, lm in passes}
         for ctx in contexts:
-            L0 = max(ctx - hostbench.ROWS, 0)
-            with hostops.using("c"):
-                dec = hostbench.replay_decoder(model, packets2, L0, "c", vectors=hostbench.ROWS)
-                if fmt == formats[0] and ctx == 512:
-                    rows_counts[ctx] = hostbench.rows_counts(dec, L0)
-                dump = hostloop.write_dump(OUT / f"rows.{fmt}.{ctx}.tpl", dec,
-                                           [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2])
-            del dec
-            log(f"C x86-64 {fmt} context {ctx}, a {hostbench.ROWS}-row pass ...")
-            results[("c2", fmt, ctx)] = c_path(x86, dump, args.tokens, 2 * args.time_tokens,
-                                               rows=hostbench.ROWS)
-            dump.unlink()
+            for path, rows, lm in passes:
+                L0 = max(ctx - rows, 0)
+                tokens = [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2][:rows]
+                with hostops.using("c"):
+                    dec = hostbench.replay_decoder(model, recs[path], L0, "c",
+                                                   vectors=hostbench.ROWS)
+                    if path == "c2" and fmt == formats[0] and ctx == 512:
+                        rows_counts[ctx] = hostbench.rows_counts(dec, L0)
+                    dump = hostloop.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
+                                               tokens if rows > 1 else tokens[0], logits=lm)
+                del dec
+                log(f"C x86-64 {fmt} context {ctx}: {WHERE[path].split(' (')[0]} ...")
+                results[(path, fmt, ctx)] = c_path(x86, dump, args.tokens,
+                                                   2 * args.time_tokens, rows=rows, lm=lm)
+                dump.unlink()
             with hostops.using("c"):
                 dec = hostbench.replay_decoder(model, packets, ctx - 1, "c")
                 if fmt == formats[0]:

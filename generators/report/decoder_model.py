@@ -168,6 +168,8 @@ HOST_FORMAT = {"int8": "int8", "ternary": "int8", "q4": "q4", "q4 + int8 head": 
 #: build (VFP: what a board build runs today)
 HOST_FIGURES = {"c": "host-bench.c.{fmt}.ctx{context}.a9_ms",
                 "c2": "host-bench.c2.{fmt}.ctx{context}.a9_ms",
+                "cp": "host-bench.cp.{fmt}.ctx{context}.a9_ms",
+                "c2p": "host-bench.c2p.{fmt}.ctx{context}.a9_ms",
                 "armv7": "host-bench.armv7.{fmt}.ctx{context}.a9_ms",
                 "numpy": "host-bench.numpy.{fmt}.ctx{context}.a9_ms"}
 HOST_FIGURE = HOST_FIGURES["c"]
@@ -191,9 +193,9 @@ def host_ms(fmt: str = "ternary", context: int = 512, platform: Platform | None 
     """The host's milliseconds per token for weight format ``fmt`` at ``context``: the
     platform's ``host_s`` when set, else make host-bench's Cortex-A9 model (HOST_FIGURES in
     docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "c2": the same per
-    row of the batched C step's 2-row pass, "armv7": the VFP build's, "numpy": the Python
-    loop's), linear between the contexts measured, the nearest one outside them. A MODEL (no
-    A9 here)."""
+    row of the batched C step's 2-row pass, "cp" / "c2p": the same for prompt rows (no LM
+    head, no sampling), "armv7": the VFP build's, "numpy": the Python loop's), linear between
+    the contexts measured, the nearest one outside them. A MODEL (no A9 here)."""
     if platform is not None and platform.host_s is not None:
         return platform.host_s * 1e3
     if fmt not in HOST_FORMAT:

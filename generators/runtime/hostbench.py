@@ -97,14 +97,15 @@ def recorded(model, fmt: str, log=print):
     return packets
 
 
-def recorded_rows(model, fmt: str, log=print):
-    """Per port, the engine words of one SmolLM2 pass of ROWS rows (RECORD_TOKEN,
-    RECORD_TOKEN2 at positions 0 and 1, each with its logits: a batched decode step) on the
-    golden backend of vectors ROWS, recorded once per image (build/host/)."""
+def recorded_rows(model, fmt: str, log=print, rows: int = ROWS, logits: bool = True):
+    """Per port, the engine words of one SmolLM2 pass of ``rows`` rows (RECORD_TOKEN,
+    RECORD_TOKEN2 at positions 0 and 1) on the golden backend of vectors ROWS, each row with
+    its logits (a batched decode step) or none (``logits=False``: prompt rows, no LM head),
+    recorded once per image (build/host/)."""
     from . import Decoder, hostops, make_backend
     from .hostloop import packets_from_trace
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"replay.rows{ROWS}.{Path(str(model.path)).stem}.npz"
+    path = OUT / f"replay.rows{rows}{'' if logits else 'p'}.{Path(str(model.path)).stem}.npz"
     if path.is_file():
         z = np.load(path)
         return [[z[f"w{p}"][a:b] for a, b in zip(z[f"s{p}"][:-1], z[f"s{p}"][1:])]
@@ -113,14 +114,15 @@ def recorded_rows(model, fmt: str, log=print):
     with hostops.using("numpy"):
         dec = Decoder(model, make_backend("golden", model, vectors=ROWS), trace=[],
                       loop="python")
-        dec.step_rows([(0, RECORD_TOKEN, True), (0, RECORD_TOKEN2, True)][:ROWS])
+        dec.step_rows([(0, RECORD_TOKEN, logits), (0, RECORD_TOKEN2, logits)][:rows])
     packets = packets_from_trace(dec.trace)
     arrays = {}
     for p in (0, 1):
         arrays[f"w{p}"] = np.concatenate(packets[p])
         arrays[f"s{p}"] = np.cumsum([0] + [len(f) for f in packets[p]])
     np.savez(path, **arrays)
-    log(f"recorded the engine words of one {ROWS}-row {fmt} SmolLM2 pass on golden "
+    log(f"recorded the engine words of one {rows}-row {fmt} SmolLM2 pass "
+        f"{'with' if logits else 'without'} the LM head on golden "
         f"({sum(map(len, packets[0])) + sum(map(len, packets[1])):,} words, "
         f"{time.perf_counter() - t0:.0f} s): {path.relative_to(REPO)}")
     return packets

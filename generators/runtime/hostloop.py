@@ -770,7 +770,7 @@ def replay_backend(model, packets, context: Optional[int] = None,
 DUMP_MAGIC = b"TPLDUMP1"
 
 
-def write_dump(path, dec, token) -> Path:
+def write_dump(path, dec, token, logits: bool = True) -> Path:
     """Everything ``csrc/tpl_bench.c`` needs to run the decoder's next step (position
     ``dec.pos``, ``token``) without Python, on the replay device: the C loop's table (its
     embedding cut to the token's row, row 0), the frames and kv regions with their offsets in
@@ -778,7 +778,8 @@ def write_dump(path, dec, token) -> Path:
     channel's next transfer unknown, so the first step starts them), and the recorded words
     (``dec.be`` is a :func:`replay_backend`). ``token`` a list of B > 1 tokens: a batched
     step of B rows of stream 0 (``tpl_step_rows``; the recorded words one B-row pass's), the
-    embedding cut to their rows in order."""
+    embedding cut to their rows in order. ``logits=False``: the steps run no LM head (prompt
+    rows; the recorded words one such step's or pass's)."""
     tokens = [int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)]
     B = len(tokens) if len(tokens) > 1 else 0
     from .dma import BASE_ADDRESS
@@ -797,8 +798,8 @@ def write_dump(path, dec, token) -> Path:
     state[TPL.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
     base = rt.memory.bytes.ctypes.data
     sections = [
-        ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, tokens[0], B], np.uint32),
-         0),
+        ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, tokens[0], B, int(logits)],
+                          np.uint32), 0),
         ("table", table, 0),
         ("frames", rt.buf["frames"], rt.buf["frames"].ctypes.data - base),
         ("kv", rt.buf["kv"], rt.buf["kv"].ctypes.data - base),

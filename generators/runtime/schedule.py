@@ -15,9 +15,9 @@ A MODEL built from exact parts, nothing wall-clock:
 * the matrices and attention each at least their bytes at the DDR wall (``contract``), plus
   the host's work per row (``decoder_model.host_ms``: make host-bench's Cortex-A9 model at
   the row's context: a one-row pass the C step's (``tpl_step``), a row of a B > 1 pass the
-  batched C step's per row (``tpl_step_rows``, measured on 2-row passes; each row with its LM
-  head and sampling: an upper bound for a prompt row)), one formula:
-  ``decoder_model.token_time``.
+  batched C step's per row (``tpl_step_rows``, measured on 2-row passes); a row with its LM
+  head and sampling (the host-bench "c" and "c2" figures), a prompt row without ("cp",
+  "c2p")), one formula: ``decoder_model.token_time``.
 
 The runtime as built runs these passes: its C loop's ``tpl_step_rows`` takes a chunk of V
 prompt tokens, or one row per stream, in one weight pass (``Decoder.default_chunk`` = V).
@@ -105,18 +105,22 @@ class Schedule:
                     for L in contexts)
         return cyc, beats
 
-    def host_build(self, rows: int) -> str:
-        """decoder_model.host_ms's ``build`` for a row of a pass of ``rows`` rows."""
-        return "c2" if self.host == "c" and rows > 1 else self.host
+    def host_build(self, rows: int, logits: bool = True) -> str:
+        """decoder_model.host_ms's ``build`` for a row of a pass of ``rows`` rows, with its
+        LM head and sampling or without (a prompt row)."""
+        if self.host != "c":
+            return self.host
+        return ("c2" if rows > 1 else "c") + ("" if logits else "p")
 
     def step_time(self, contexts: Sequence[int], lm_rows: int) -> Dict:
-        """One weight pass for len(contexts) rows: decoder_model.token_time's formula with
-        the host model summed over the rows."""
+        """One weight pass for len(contexts) rows, the last ``lm_rows`` of them with the LM
+        head: decoder_model.token_time's formula with the host model summed over the rows."""
         from generators.report.decoder_model import Platform, host_ms, token_time
-        mc, mb = self.matrix_pass(len(contexts), lm_rows)
+        B = len(contexts)
+        mc, mb = self.matrix_pass(B, lm_rows)
         ac, ab = self.attention(contexts)
-        build = self.host_build(len(contexts))
-        host_s = sum(host_ms(self.fmt, L, build=build) for L in contexts) / 1e3
+        host_s = sum(host_ms(self.fmt, L, build=self.host_build(B, j >= B - lm_rows))
+                     for j, L in enumerate(contexts)) / 1e3
         return token_time(self.fmt, max(contexts), mc, mb, ac, ab,
                           platform=Platform(host_s=host_s))
 

@@ -21,6 +21,8 @@
  * tokens, the engine words of one B-row pass) runs tpl_step_rows instead: B rows of stream 0
  * at positions pos .. pos + B - 1, each with its logits and greedy sampling (a batched decode
  * step: several streams' or speculation's rows); out=FILE then writes every row's logits.
+ * A dump written with logits=False runs its steps without the LM head and sampling (prompt
+ * rows); out=FILE then writes nothing.
  */
 #define _POSIX_C_SOURCE 200112L
 
@@ -94,12 +96,12 @@ static void load(dump_t *d, const char *path)
 /* one step's host work: the step (B = 0: tpl_step; else tpl_step_rows of B rows) and greedy
  * sampling of every row */
 __attribute__((noinline)) int32_t bench_token(void *ctx, tpl_row *rows, uint32_t B,
-                                              uint32_t pos, const float *logits, uint32_t vocab,
-                                              int32_t *best)
+                                              uint32_t pos, uint32_t lm, const float *logits,
+                                              uint32_t vocab, int32_t *best)
 {
     uint32_t j;
-    int32_t rc = B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, 1);
-    for (j = 0; rc == TPL_OK && j < (B ? B : 1u); j++)
+    int32_t rc = B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, lm);
+    for (j = 0; lm && rc == TPL_OK && j < (B ? B : 1u); j++)
         *best = tph_argmax(logits + j * vocab, vocab);
     return rc;
 }
@@ -111,7 +113,7 @@ int main(int argc, char **argv)
     tpl_io io;
     void *ptrs[TPL_P_COUNT], *ctx = NULL;
     uint32_t nb, arg, tb, i, j, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
-    uint32_t B, mb;
+    uint32_t B, mb, lm;
     tpl_row rows[TPL_MAX_VECTORS];
     uint32_t *table, *meta, stats_[TPL_STATS], err[TPL_ERR_WORDS];
     const char *out = NULL;
@@ -139,6 +141,7 @@ int main(int argc, char **argv)
     phys_base = meta[1];
     pos = meta[2];
     B = mb >= 20u ? meta[4] : 0u;         /* rows of a batched dump (0: one tpl_step) */
+    lm = mb >= 24u ? meta[5] != 0u : 1u;  /* the LM head and sampling (0: prompt rows) */
     if (B > TPL_MAX_VECTORS)
         die("too many rows in the dump");
     table = (uint32_t *)section(&d, "table", &tb, NULL);
@@ -197,7 +200,7 @@ int main(int argc, char **argv)
     for (j = 0; j < B; j++) {
         rows[j].token = j;                /* the dump's embedding rows, in order */
         rows[j].pos = pos + j;
-        rows[j].logits = 1;
+        rows[j].logits = lm;
         rows[j].k_step = kstep;
         rows[j].v_step = (float *)ptrs[TPL_P_VSTEP];
         rows[j].length = length;
@@ -210,8 +213,8 @@ int main(int argc, char **argv)
             length[l] = pos;
         if (growth)
             kstep[0] = 1e-30f;
-        rc = i ? bench_token(ctx, rows, B, pos, logits, vocab, &best)
-               : B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, 1);
+        rc = i ? bench_token(ctx, rows, B, pos, lm, logits, vocab, &best)
+               : B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, lm);
         if (rc) {
             fprintf(stderr, "tpl_bench: step %u failed: code %d (record %u %u %u %u %u %u)\n",
                     (unsigned)i, (int)rc, (unsigned)err[0], (unsigned)err[1], (unsigned)err[2],
@@ -222,15 +225,15 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ns = tokens ? ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec))
                   / tokens : 0.0;
-    if (out) {
+    if (out && lm) {
         FILE *f = fopen(out, "wb");
         if (!f || fwrite(logits, sizeof *logits, (B ? B : 1u) * vocab, f) != (B ? B : 1u) * vocab
             || fclose(f))
             die("cannot write the logits");
     }
-    printf("tokens %u rows %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
+    printf("tokens %u rows %u lm %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
            "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
-           (unsigned)tokens, (unsigned)(B ? B : 1u),
+           (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm,
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPL_C_RETRIES],
            (unsigned)stats_[TPL_C_TRANSFERS],
            (unsigned)(stats_[TPL_C_READS0] + stats_[TPL_C_READS1]),
