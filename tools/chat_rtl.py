@@ -305,15 +305,19 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
                   f"= {tt['tok_s']:.2f} tok/s; {p['seconds']:.0f} s of {args.sim} simulation")
     print(f"[chat-rtl] simulation wall time {sim_s:.0f} s (the rtl backend's start to its "
           f"last pass)")
+    loop = dec.loop_now()
+    print(f"[chat-rtl] the host loop of the rtl run: {loop} ("
+          + ("tpl_step_rows for the B-row pass, tpl_step for the steps" if loop == "c" else
+             "Decoder.step_rows and Decoder.step in Python") + ")")
     ok = same_tokens and same_logits and same_words
     record_prefill(args, passes, same_tokens=same_tokens, same_logits=same_logits,
                    same_words=same_words, words=words, calls=len(tail_r), sim_s=sim_s,
-                   ids=ids, prompt=len(prompt))
+                   ids=ids, prompt=len(prompt), loop=loop)
     return 0 if ok else 1
 
 
 def record_prefill(args, passes, *, same_tokens, same_logits, same_words, words, calls, sim_s,
-                   ids, prompt) -> None:
+                   ids, prompt, loop="python") -> None:
     """docs/results/decode-chat-rtl-prefill-<format>.json: the figures of this run (a
     mismatch is recorded too, as "differ")."""
     from generators.report.decoder_model import token_time
@@ -323,7 +327,7 @@ def record_prefill(args, passes, *, same_tokens, same_logits, same_words, words,
     eq = {True: "equal", False: "differ"}
     p0 = passes[0]
     ctx = dict(format=fmt, vectors=B, prompt_tokens=prompt, decode_steps=len(passes) - 1,
-               simulator=args.sim, tokens=ids)
+               simulator=args.sim, tokens=ids, host_loop=loop)
     figs = [
         figure(f"{k}.pass_cycles", p0["matrix"] + p0["attention"], "cycles", "simulated",
                f"SmolLM2-135M ({fmt}) on the rtl backend: the prompt's last {B} tokens in one "
