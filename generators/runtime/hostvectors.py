@@ -263,9 +263,9 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("dequant_i32", acc=np.array([0, 1, -1, 2 ** 31 - 1, -2 ** 31, 16777217], np.int32),
         scale=np.array([0.0, 1.0, 1e-30, 1e-3, 1.0, 1.0], f), s=np.array([1.0], f))
     add("dequant_f32", v=specials, s=np.array([1e30], f))
-    # B-vector results (row-major, B per row): B = 2 (the SSE2 body's 4-row loop and its
-    # tail), 3 and 4 (the portable loop), at SmolLM2's sizes and odd ones
-    for n, B in [(H, 2), (V // 2, 2), (13, 2), (29, 3), (I, 4), (7, 4)]:
+    # B-vector results (row-major, B per row): B = 2 (the SSE2 body's 8- and 4-row loops and
+    # the tail), 3 and 4 (the portable loop), at SmolLM2's sizes and odd ones
+    for n, B in [(H, 2), (V // 2, 2), (13, 2), (15, 2), (29, 3), (I, 4), (7, 4)]:
         s = np.array([127.0 / abs(rng.standard_normal()) for _ in range(B)], f)
         acc = rng.integers(-(1 << 31), 1 << 31, n * B, dtype=np.int64).astype(np.int32)
         add("dequant_b_i32", acc=acc, scale=np.abs(normal(n, 0.01)), s=s)
