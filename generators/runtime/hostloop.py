@@ -4,10 +4,13 @@ its errors, and the replay backend (docs/runtime.md section 4.3).
     from generators.runtime import hostloop
     cl = hostloop.for_runtime(be)           # None when the C library is not built
     logits = cl.step(decoder, token, logits=True)
+    rows_logits = cl.step_rows(decoder, [(stream, token, logits), ...], positions)
 
-``Decoder.step`` calls it when the host ops run in C (``hostops.active() == "c"``, or
-``Decoder(..., loop="c")``); the Python loop of ``decoder.py`` / ``backends.py`` stays the
-reference (``loop="python"``), and the two give the same engine words, logits and tokens.
+``Decoder.step`` and ``Decoder.step_rows`` call it when the host ops run in C
+(``hostops.active() == "c"``, or ``Decoder(..., loop="c")``); the Python loop of
+``decoder.py`` / ``backends.py`` stays the reference (``loop="python"``), and the two give the
+same engine words, logits and tokens. ``step_rows`` is the batched step (``tpl_step_rows``: B
+rows in one weight pass through B-vector frames, docs/runtime.md 4.7).
 
 What C gets, all computed here from the runtime's own objects, never by C itself:
 
@@ -335,7 +338,8 @@ def build_table(rt) -> Dict[str, object]:
 
 class CLoop:
     """The C step of one runtime: its table, context memory, pointers and register
-    interface. :meth:`step` runs one decoder position."""
+    interface. :meth:`step` runs one decoder position, :meth:`step_rows` B of them in one
+    weight pass."""
 
     def __init__(self, rt, lib):
         self.rt, self.lib = rt, lib

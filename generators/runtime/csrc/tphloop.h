@@ -182,7 +182,7 @@ enum {
  *   TPL_E_DMA_*: ERRBIT/HALTED -; HANG a = other pending channels, then (channel, DMASR)
  *     pairs; DESC a = STATUS; SHORT a = bytes moved, b = length; OVER -.
  *   TPL_E_MATRIX / TPL_E_ATT: channel = frame, DMASR = port; a = TPL_W_*, b = status word,
- *     c = words received, d = rows expected.
+ *     c = words received, d = rows expected; TPL_E_MATRIX e = the frame's vectors B.
  *   TPL_E_VALUE: a = TPL_V_*, b = the kernel's TPH_* code, c, d = the score scale's bits
  *     (low, high) for TPL_V_SCORE.
  *   TPL_E_RESET: a = 1: DMACR.Reset stuck (channel = dma * 2), 2: a channel stayed halted.
