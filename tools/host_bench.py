@@ -22,7 +22,8 @@ context - 1, K/V filled), three ways:
 * **C path, ARMv7** (arm-linux-gnueabihf-gcc -O2 -mcpu=cortex-a9: VFP, the library's portable
   bodies, what a board build runs): the same program under qemu-arm, every translation block
   of the library's functions times its executions (libc's memset/memcpy not counted);
-* **batched C step, x86-64** ("c2"): the same program on a dump of a recorded 2-row pass
+* **batched C step, x86-64** ("c2"; at context 512 also on ARMv7, "armv7c2"): the same
+  program on a dump of a recorded 2-row pass
   (tpl_step_rows: two rows of stream 0 at positions context - 2 and context - 1 (0 and 1 at
   context 1) through 2-vector frames, each row with its attention, LM head and sampling: a
   batched decode step), counted per row the same way (no growth run), and the CPU's bytes
@@ -179,8 +180,9 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
 
 # --------------------------------------------------------------------------- ARMv7 path
 
-def arm_path(b: dict, dump: Path) -> dict:
-    """ARMv7 instructions of one step, counted by qemu-arm: every translation block's
+def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
+    """ARMv7 instructions of one step (``rows`` > 1: a dump of a batched pass, per row),
+    counted by qemu-arm: every translation block's
     instructions (-d in_asm) times its executions (-d exec,nochain), logged only inside the
     library's functions and bench_token (-dfilter); run with 1 and 2 steps after the warm-up,
     the difference is one step."""
@@ -222,7 +224,7 @@ def arm_path(b: dict, dump: Path) -> dict:
         return per_fn
 
     one, two = count(1), count(2)
-    per = {fn: two.get(fn, 0) - one.get(fn, 0) for fn in set(one) | set(two)}
+    per = {fn: (two.get(fn, 0) - one.get(fn, 0)) / rows for fn in set(one) | set(two)}
     small = sum(v for fn, v in per.items() if fn in b["syms"]["tphost"] and fn != "tph_argmax")
     sampling = per.get("tph_argmax", 0)
     loop = sum(v for fn, v in per.items() if fn in b["syms"]["tphloop"] or fn == "bench_token")
@@ -348,6 +350,9 @@ WHERE = {"c": "C on x86-64 (gcc -O2 -march=x86-64: SSE2; callgrind)",
          "c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with its "
                "LM head and sampling; per row) on x86-64 (gcc -O2 -march=x86-64: SSE2; "
                "callgrind)",
+         "armv7c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with "
+                    "its LM head and sampling; per row) on ARMv7 (arm-linux-gnueabihf-gcc -O2 "
+                    "-mcpu=cortex-a9, VFP; qemu-arm)",
          "cp": "C on x86-64, a prompt row (tpl_step without the LM head and sampling; "
                "gcc -O2 -march=x86-64: SSE2; callgrind)",
          "c2p": "the batched C step, prompt rows (tpl_step_rows: 2 rows in one weight pass "
@@ -468,6 +473,9 @@ def main(argv=None) -> int:
                 log(f"C x86-64 {fmt} context {ctx}: {WHERE[path].split(' (')[0]} ...")
                 results[(path, fmt, ctx)] = c_path(x86, dump, args.tokens,
                                                    2 * args.time_tokens, rows=rows, lm=lm)
+                if arm is not None and path == "c2" and ctx == 512:
+                    log(f"C ARMv7 (qemu-arm) {fmt} context {ctx}, a {rows}-row pass ...")
+                    results[("armv7c2", fmt, ctx)] = arm_path(arm, dump, rows=rows)
                 dump.unlink()
             with hostops.using("c"):
                 dec = hostbench.replay_decoder(model, packets, ctx - 1, "c")

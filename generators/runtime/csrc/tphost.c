@@ -530,6 +530,15 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
             dequant2x4_i32(acc + 2u * i, scale + i, c0, c1, y0 + i, y1 + i);
     }
 #endif
+    if (B == 2u) {               /* the portable body (the board's VFP build): a row a pass */
+        float *y0 = y[0], *y1 = y[1];
+        const float i0 = inv[0], i1 = inv[1];
+        for (; i < n; i++) {
+            const float sc = scale[i];
+            y0[i] = ((float)acc[2u * i] * sc) * i0;
+            y1[i] = ((float)acc[2u * i + 1u] * sc) * i1;
+        }
+    }
     for (; i < n; i++)
         for (j = 0; j < B; j++)
             y[j][i] = ((float)acc[i * B + j] * scale[i]) * inv[j];
@@ -553,6 +562,14 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
             dequant2x4_f32(v + 2u * i, c0, c1, y0 + i, y1 + i);
     }
 #endif
+    if (B == 2u) {
+        float *y0 = y[0], *y1 = y[1];
+        const float i0 = inv[0], i1 = inv[1];
+        for (; i < n; i++) {
+            y0[i] = v[2u * i] * i0;
+            y1[i] = v[2u * i + 1u] * i1;
+        }
+    }
     for (; i < n; i++)
         for (j = 0; j < B; j++)
             y[j][i] = v[i * B + j] * inv[j];
