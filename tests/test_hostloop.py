@@ -255,6 +255,7 @@ def _run_rows(m, V, loop, what, streams=1):
 
 @pytest.mark.parametrize("fmt, V, what, policy", [
     ("int8", 2, "prefill", "calibrated"), ("ternary", 3, "prefill", "calibrated"),
+    ("ternary", 16, "prefill", "calibrated"),       # the engines' largest V: a 5-row pass
     ("q4", 2, "prefill", "running"), ("int8", 2, "streams", "calibrated"),
     ("q4", 3, "streams", "running"), ("int8", 4, "speculate", "running"),
     ("q4", 3, "speculate", "calibrated"),
@@ -346,54 +347,43 @@ def test_engine_answers_in_a_batched_pass_raise_the_same_errors(models):
 
 # ------------------------------------------------------------------ replay, no Python, ARMv7
 
-@pytest.fixture(scope="module")
-def recorded(models, tmp_path_factory):
-    """Q4_1: the prompt on golden, then the recorded step (position 3, token 4): its engine
-    words per port, its logits, and the decoder state before it; a replay backend in that
-    state, and the dump of that step for csrc/tpl_bench.c."""
-    m = models["q4"]
-    dec = Decoder(m, make_backend("golden", m), loop="python")
+def _record(models, tmp_path_factory, tokens):
+    """Q4_1: the prompt on golden (a top of vectors len(tokens)), then a recorded step of the
+    tokens at positions 3 .. (one token: ``Decoder.step``; more: one ``step_rows`` pass,
+    every row's logits): its engine words per port, its logits, and the decoder state before
+    it; a replay backend in that state, and the dump of that step for csrc/tpl_bench.c."""
+    m, V = models["q4"], len(tokens)
+    dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python")
     for t in PROMPT:
         dec.step(t, logits=False)
     kv = dec.kv
     state = (kv.K.copy(), kv.V.copy(), kv.k_step.copy(), kv.v_step.copy(), kv.length.copy())
     dec.trace = []
-    want = dec.step(4)
+    want = dec.step(tokens[0]) if V == 1 else dec.step_rows([(0, t, True) for t in tokens])
     packets = hostloop.packets_from_trace(dec.trace)
 
     def replay(loop):
-        d = Decoder(m, hostloop.replay_backend(m, packets), loop=loop)
+        d = Decoder(m, hostloop.replay_backend(m, packets, vectors=V), loop=loop)
         d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
         d.pos = len(PROMPT)
         return d
 
-    dump = hostloop.write_dump(tmp_path_factory.mktemp("dump") / "step.tpl", replay("c"), 4)
+    dump = hostloop.write_dump(tmp_path_factory.mktemp("dump") / "step.tpl", replay("c"),
+                               tokens[0] if V == 1 else tokens)
     return dict(want=want, replay=replay, dump=dump, packets=packets)
 
 
 @pytest.fixture(scope="module")
+def recorded(models, tmp_path_factory):
+    """The recorded one-token step (position 3, token 4)."""
+    return _record(models, tmp_path_factory, [4])
+
+
+@pytest.fixture(scope="module")
 def recorded_rows(models, tmp_path_factory):
-    """Q4_1 on a golden top of vectors 2: the prompt, then a recorded 2-row pass (positions
-    3 and 4, tokens 4 and 5, the logits of both); a replay backend of vectors 2 in the state
-    before it, and its dump for csrc/tpl_bench.c (tpl_step_rows)."""
-    m = models["q4"]
-    dec = Decoder(m, make_backend("golden", m, vectors=2), loop="python")
-    for t in PROMPT:
-        dec.step(t, logits=False)
-    kv = dec.kv
-    state = (kv.K.copy(), kv.V.copy(), kv.k_step.copy(), kv.v_step.copy(), kv.length.copy())
-    dec.trace = []
-    want = dec.step_rows([(0, 4, True), (0, 5, True)])
-    packets = hostloop.packets_from_trace(dec.trace)
-
-    def replay(loop):
-        d = Decoder(m, hostloop.replay_backend(m, packets, vectors=2), loop=loop)
-        d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
-        d.pos = len(PROMPT)
-        return d
-
-    dump = hostloop.write_dump(tmp_path_factory.mktemp("dump") / "rows.tpl", replay("c"), [4, 5])
-    return dict(want=want, replay=replay, dump=dump)
+    """A recorded 2-row pass (positions 3 and 4, tokens 4 and 5, the logits of both) on a top
+    of vectors 2 (tpl_step_rows in the dump)."""
+    return _record(models, tmp_path_factory, [4, 5])
 
 
 def _bits_equal(a, b):
@@ -505,6 +495,18 @@ def test_direct_register_access_writes_the_mapped_pages(models):
     assert pages[0][R.DMACR // 4] & R.CR_RESET              # the reset that never clears
     assert be.faults and "not complete within 0.01 s" in be.faults[0]
     assert be.regs[0].transfers == {0: 0, R.S2MM: 0}     # the register model saw nothing
+
+
+def test_the_c_loop_refuses_more_vectors_than_the_engines_take(models):
+    """The C loop's batched step holds up to the generator's largest vectors (16): a plan of
+    more is refused in one line before any step, and the matrix engines' limit is the
+    loop's."""
+    from generators.designs.mv_common import MAX_VECTORS
+    from generators.runtime.hostloop import TPL
+    assert TPL.MAX_VECTORS == MAX_VECTORS
+    m = models["int8"]
+    with pytest.raises(ValueError, match="C loop takes matrix engines of 1..16 vectors"):
+        hostloop.for_runtime(make_backend("golden", m, vectors=MAX_VECTORS + 1))
 
 
 def test_the_table_is_checked(models):

@@ -456,7 +456,7 @@ def main(argv=None) -> int:
         # the batched step and prompt rows: (path, rows, LM head)
         passes = [("c2", hostbench.ROWS, True), ("cp", 1, False),
                   ("c2p", hostbench.ROWS, False)]
-        recs = {p: hostbench.recorded_rows(model, fmt, log, rows=r, logits=lm)
+        recs = {p: hostbench.recorded(model, fmt, log, rows=r, logits=lm)
                 for p, r, lm in passes}
         for ctx in contexts:
             for path, rows, lm in passes:
@@ -466,7 +466,7 @@ def main(argv=None) -> int:
                     dec = hostbench.replay_decoder(model, recs[path], L0, "c",
                                                    vectors=hostbench.ROWS)
                     if path == "c2" and fmt == formats[0] and ctx == 512:
-                        rows_counts[ctx] = hostbench.rows_counts(dec, L0)
+                        rows_counts[ctx] = hostbench.token_counts(dec, L0, rows)
                     dump = hostloop.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
                                                tokens if rows > 1 else tokens[0], logits=lm)
                 del dec

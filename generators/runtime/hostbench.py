@@ -70,38 +70,13 @@ def smollm2(fmt: str, say=None):
     return Model.load(default_image(fmt, PYNQ_Z1_ENGINES, say=say))
 
 
-def recorded(model, fmt: str, log=print):
-    """Per port, the engine words of one sampled SmolLM2 token (RECORD_TOKEN at position 0) on
-    the golden backend: what the replay backend serves. Recorded once per image (build/host/)."""
-    from . import Decoder, hostops, make_backend
-    from .hostloop import packets_from_trace
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"replay.{Path(str(model.path)).stem}.npz"
-    if path.is_file():
-        z = np.load(path)
-        return [[z[f"w{p}"][a:b] for a, b in zip(z[f"s{p}"][:-1], z[f"s{p}"][1:])]
-                for p in (0, 1)]
-    t0 = time.perf_counter()
-    with hostops.using("numpy"):
-        dec = Decoder(model, make_backend("golden", model), trace=[], loop="python")
-        dec.step(RECORD_TOKEN)
-    packets = packets_from_trace(dec.trace)
-    arrays = {}
-    for p in (0, 1):
-        arrays[f"w{p}"] = np.concatenate(packets[p])
-        arrays[f"s{p}"] = np.cumsum([0] + [len(f) for f in packets[p]])
-    np.savez(path, **arrays)
-    log(f"recorded the engine words of one {fmt} SmolLM2 token on golden "
-        f"({sum(map(len, packets[0])) + sum(map(len, packets[1])):,} words, "
-        f"{time.perf_counter() - t0:.0f} s): {path.relative_to(REPO)}")
-    return packets
-
-
-def recorded_rows(model, fmt: str, log=print, rows: int = ROWS, logits: bool = True):
-    """Per port, the engine words of one SmolLM2 pass of ``rows`` rows (RECORD_TOKEN,
-    RECORD_TOKEN2 at positions 0 and 1) on the golden backend of vectors ROWS, each row with
-    its logits (a batched decode step) or none (``logits=False``: prompt rows, no LM head),
-    recorded once per image (build/host/)."""
+def recorded(model, fmt: str, log=print, rows: int = 1, logits: bool = True):
+    """Per port, the engine words of one SmolLM2 step on the golden backend (of vectors
+    ROWS): what the replay backend serves. ``rows`` 1: one sampled token (RECORD_TOKEN at
+    position 0, the one-token step's frames); ``rows`` 2: one pass of two rows (RECORD_TOKEN,
+    RECORD_TOKEN2 at positions 0 and 1: a batched step's frames); each row with its logits
+    or none (``logits=False``: prompt rows, no LM head). Recorded once per image and kind
+    (build/host/)."""
     from . import Decoder, hostops, make_backend
     from .hostloop import packets_from_trace
     OUT.mkdir(parents=True, exist_ok=True)
@@ -114,14 +89,19 @@ def recorded_rows(model, fmt: str, log=print, rows: int = ROWS, logits: bool = T
     with hostops.using("numpy"):
         dec = Decoder(model, make_backend("golden", model, vectors=ROWS), trace=[],
                       loop="python")
-        dec.step_rows([(0, RECORD_TOKEN, logits), (0, RECORD_TOKEN2, logits)][:rows])
+        tokens = [RECORD_TOKEN, RECORD_TOKEN2][:rows]
+        if rows == 1:
+            dec.step(tokens[0], logits=logits)
+        else:
+            dec.step_rows([(0, t, logits) for t in tokens])
     packets = packets_from_trace(dec.trace)
     arrays = {}
     for p in (0, 1):
         arrays[f"w{p}"] = np.concatenate(packets[p])
         arrays[f"s{p}"] = np.cumsum([0] + [len(f) for f in packets[p]])
     np.savez(path, **arrays)
-    log(f"recorded the engine words of one {rows}-row {fmt} SmolLM2 pass "
+    what = "token" if rows == 1 else f"{rows}-row pass"
+    log(f"recorded the engine words of one {fmt} SmolLM2 {what} "
         f"{'with' if logits else 'without'} the LM head on golden "
         f"({sum(map(len, packets[0])) + sum(map(len, packets[1])):,} words, "
         f"{time.perf_counter() - t0:.0f} s): {path.relative_to(REPO)}")
@@ -158,32 +138,24 @@ def replay_decoder(model, packets, L: int, loop=None, vectors=None):
     return dec
 
 
-def token_counts(dec, L: int) -> dict:
-    """One step at position L (after a warm-up one): the CPU's bytes by kind, transfers,
-    TAILDESC writes and register accesses (the runtime's counters)."""
+def token_counts(dec, L: int, rows: int = 1) -> dict:
+    """One step at position L (after a warm-up one; ``rows`` > 1: one batched pass of that
+    many rows at L .., each with its logits): the CPU's bytes by kind, transfers, TAILDESC
+    writes and register accesses (the runtime's counters)."""
     be = dec.be
-    dec.step(RECORD_TOKEN)
-    again(dec, L)
+    tokens = [RECORD_TOKEN, RECORD_TOKEN2][:rows]
+
+    def step():
+        if rows == 1:
+            dec.step(tokens[0])
+        else:
+            dec.step_rows([(0, t, True) for t in tokens])
+        again(dec, L)
+
+    step()
     n0, t0 = be.transfers_run, be.tail_writes
     w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
-    dec.step(RECORD_TOKEN)
-    again(dec, L)
-    return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
-                tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
-                reads=sum(d.reads for d in be.dmas) - r0)
-
-
-def rows_counts(dec, L: int) -> dict:
-    """One ROWS-row pass at positions L .. L + ROWS - 1 (after a warm-up one), each row with
-    its logits: the CPU's bytes by kind per pass, transfers and register accesses."""
-    be = dec.be
-    rows = [(0, RECORD_TOKEN, True), (0, RECORD_TOKEN2, True)][:ROWS]
-    dec.step_rows(rows)
-    again(dec, L)
-    n0, t0 = be.transfers_run, be.tail_writes
-    w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
-    dec.step_rows(rows)
-    again(dec, L)
+    step()
     return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
                 tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
                 reads=sum(d.reads for d in be.dmas) - r0)
@@ -216,7 +188,7 @@ def count_figures(figure, rows: dict, fmt: str):
 
 
 def rows_count_figures(figure, rows: dict, fmt: str):
-    """:func:`rows_counts` at each context as figures (per row of the pass)."""
+    """:func:`token_counts` of ROWS-row passes at each context as figures (per row)."""
     out = []
     for ctx, r in rows.items():
         b = r["bytes"]

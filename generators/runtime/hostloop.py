@@ -76,7 +76,7 @@ class TPL:
      T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
      T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF) = range(42)
     T_HEADER = 48
-    MAX_VECTORS = 8
+    MAX_VECTORS = 16
     VEC_WORDS = 6
     X_FIXED = 18
     FRAME_WORDS, DESC_WORDS, TAIL_WORDS, OUT_WORDS = 5, 3, 3, 6
@@ -343,6 +343,10 @@ class CLoop:
 
     def __init__(self, rt, lib):
         self.rt, self.lib = rt, lib
+        if not 1 <= rt.plan.vectors <= TPL.MAX_VECTORS:
+            raise ValueError(f"the C loop takes matrix engines of 1..{TPL.MAX_VECTORS} vectors "
+                             f"(the generator's largest), the plan has {rt.plan.vectors}: "
+                             f"Decoder(..., loop='python') runs it")
         t = build_table(rt)
         self.table, self.scales, self.norms = t["table"], t["scales"], t["norms"]
         self._records = t["records"]

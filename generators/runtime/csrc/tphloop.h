@@ -40,7 +40,8 @@ extern "C" {
 #define TPL_ABI 3
 #define TPL_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPL_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
-#define TPL_MAX_VECTORS 8                /* the most rows of one tpl_step_rows call */
+#define TPL_MAX_VECTORS 16               /* the most rows of one tpl_step_rows call (the
+                                            matrix engines' largest vectors, mv_common) */
 
 /* ---- the register interface: direct access when regs[dma] is set, else the callbacks.
  * A callback returns 0, or nonzero when it failed (the caller keeps the reason: the step
