@@ -9,9 +9,11 @@ tphost.c, the per-token loop tphloop.c, the replay device tphreplay.c; loaded wi
 generators/runtime/hostlib.py). It is optional: without a C compiler (or
 when the build fails) pip prints a warning and installs the package anyway, and the runtime
 runs the numpy twins of the kernels (the same bits) after one warning. The flags are part of
-the numerics: no contraction into FMA, no fast-math, -O2 as `make host-bench` counts it.
+the numerics: no contraction into FMA, no fast-math, -O2 as `make host-bench` counts it; on
+32-bit ARM also ARM_CFLAGS (NEON, the board's build).
 """
 import hashlib
+import platform
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -22,6 +24,13 @@ CSRC = Path("generators") / "runtime" / "csrc"
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h")
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
+#: the board's build (32-bit ARM: the PYNQ-Z1's Cortex-A9): the kernels' NEON bodies, hard-float
+#: calling convention (armhf); the library reports "neon" (tph_build) and hostlib warns in one
+#: line when an ARM build lacks it
+ARM_CFLAGS = ["-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard"]
+if platform.machine().lower().startswith("arm") and not platform.machine().lower().startswith(
+        "arm64"):
+    CFLAGS += ARM_CFLAGS
 
 
 def source_sha() -> str:

@@ -1,10 +1,12 @@
 """ARMv7 (the board's Cortex-A9) builds for the tests: Debian's cross compiler, qemu-arm, and
-the check that float arithmetic stays off NEON (NEON flushes subnormals to zero; the VFP keeps
-them). Used by tests/test_hostops.py (the kernels' vectors) and tests/test_hostloop.py (the
-decoder step on the replay device).
+the functions of a build whose float arithmetic runs on NEON (-mfpu=neon: the library's NEON
+bodies, whose flush-to-zero the numpy twins define; a VFP-only build has none). Used by
+tests/test_hostops.py (the kernels' vectors) and tests/test_hostloop.py (the decoder step on
+the replay device).
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -33,16 +35,19 @@ def build(cc, srcs, out, extra=()):
     return out
 
 
-def neon_float(exe, first_symbol: str):
-    """The NEON float arithmetic instructions of ``exe`` from ``first_symbol`` on (gcc may put
-    integers and int <-> float conversions on NEON: exact, no subnormal can occur; float
-    arithmetic must stay on the VFP)."""
+def neon_float(exe, first_symbol: str) -> dict:
+    """function -> its NEON float arithmetic instructions (vector multiply, add, subtract,
+    max, min on q or d registers: the ones that flush subnormals), for the functions of
+    ``exe`` from ``first_symbol`` on. int <-> float conversions are left out (exact)."""
     dump = subprocess.run(["arm-linux-gnueabihf-objdump", "-d", str(exe)], capture_output=True,
                           text=True).stdout
-    lib = dump[dump.index(f"<{first_symbol}>:"):]
-    out = [ln for ln in lib.splitlines()
-           if ".f32" in ln and any(f" {r}" in ln or f"\t{r}" in ln for r in ("q", "d"))
-           and "vcvt.f32.s32" not in ln and "vcvt.f32.u32" not in ln
-           and "vcvt.f64.f32" not in ln and "vcvt.f32.f64" not in ln]
-    return [ln for ln in out if any(tok.startswith(("q", "d")) and tok.rstrip(",")[1:].isdigit()
-                                    for tok in ln.replace(",", " ").split())]
+    out: dict = {}
+    fn = None
+    for ln in dump[dump.index(f"<{first_symbol}>:"):].splitlines():
+        m = re.match(r"^[0-9a-f]+ <(\S+)>:$", ln)
+        if m:
+            fn = m.group(1)
+            continue
+        if re.search(r"\tv(mul|add|sub|max|min|pmax|pmin|padd|neg|abs)\.f32\t[qd]\d", ln):
+            out.setdefault(fn, []).append(ln.strip())
+    return out

@@ -289,6 +289,11 @@ def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
     exe = _build("gcc", tmp_path / "tph_vectors", ["-march=x86-64"])
     rc, out = _run_vectors([str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (64-bit" in out, out
+    assert "sse2 bodies" in out, out
+    # the portable bodies (the VFP-only build's) on x86-64 too: NEON's flush computed in C
+    port = _build("gcc", tmp_path / "tph_vectors_portable", ["-march=x86-64", "-DTPH_PORTABLE"])
+    rc, out = _run_vectors([str(port)], vec)
+    assert rc == 0 and " 0 mismatches (64-bit pointers, portable bodies)" in out, out
     # the check can fail: one flipped bit in the last expected float of the file
     bad = tmp_path / "bad.tpv"
     data = bytearray(vec.read_bytes())
@@ -298,21 +303,67 @@ def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
     assert rc == 1 and "MISMATCH" in out and " 1 mismatches" in out, out
 
 
+#: the kernels of the per-token step with NEON float bodies (tphost.c), as the NEON build's
+#: objdump shows them (static helpers inlined into their callers)
+NEON_KERNELS = {"tph_sumsq", "tph_rmsnorm", "tph_rope", "tph_exp", "tph_silu_mul", "tph_add",
+                "tph_quantise_rows", "tph_dequant_i32", "tph_dequant_f32", "tph_dequant_b_i32",
+                "tph_dequant_b_f32", "tph_kv_requantise", "tph_kv_row"}
+
+
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
 def test_armv7_vectors_under_qemu(vectors, tmp_path, fpu):
     """The same C built for the board's CPU (ARMv7, 32-bit pointers, hard float) with Debian's
-    cross compiler, run under qemu-arm (Cortex-A9): every output bit equals numpy's. With
-    -mfpu=neon gcc may use NEON only for integers and int->float conversions (no subnormal
-    can occur there, and NEON rounds to nearest as the VFP's default does); float arithmetic
-    stays on the VFP (IEEE, subnormals kept): the objdump check below."""
+    cross compiler, run under qemu-arm (Cortex-A9): every output bit equals numpy's, flush-to-
+    zero cases included (hostvectors.ftz_cases). -mfpu=neon (the board's build) runs the NEON
+    bodies (their float arithmetic on NEON, which flushes: the objdump check below); the
+    VFP-only build runs the portable bodies, which compute NEON's flush in C."""
     armv7.need_arm()
     vec, n = vectors
     extra = ["-static", "-mcpu=cortex-a9", f"-mfpu={fpu}"]
     exe = _build(armv7.ARM_CC, tmp_path / f"tph_vectors_{fpu}", extra)
-    bad = armv7.neon_float(exe, "tph_abi")                 # the library's functions onward
-    assert not bad, "NEON float arithmetic in tphost:\n" + "\n".join(bad[:10])
+    neon = armv7.neon_float(exe, "tph_abi")                # the library's functions onward
+    if fpu == "neon":
+        assert NEON_KERNELS <= set(neon), sorted(NEON_KERNELS - set(neon))
+    else:
+        assert not neon, neon
     rc, out = _run_vectors(["qemu-arm", "-cpu", "cortex-a9", str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (32-bit" in out, out
+    assert ("neon bodies" if fpu == "neon" else "portable-arm bodies") in out, out
+
+
+def _ieee_ops():
+    """The float32 twin with IEEE arithmetic (subnormals kept): what the VFP computed before
+    the NEON bodies."""
+    o = hostops._NumpyOps(np.float32, "ieee")
+    plain = ((lambda v: np.asarray(v, F32)), np.multiply, np.add, np.subtract)
+    o._fz, o._mul, o._add, o._sub = plain
+    o._e = hostops._ExpConsts(np.float32)
+    o._e.fz, o._e.mul, o._e.add, o._e.sub = plain
+    return o
+
+
+def test_flush_to_zero_cases_decide_bits():
+    """Every flush-to-zero case's outputs differ from IEEE float32 arithmetic, so the vectors'
+    pass under qemu-arm's NEON (above) and through the SSE2 and portable bodies shows that
+    they flush as the twin says; the one rounding edge (an exact product just below FLT_MIN that
+    IEEE rounds up to FLT_MIN) is flushed by the twin."""
+    ieee = _ieee_ops()
+    kernels = set()
+    for kernel, inp in hostvectors.ftz_cases():
+        a = hostvectors.reference(kernel, inp)
+        with np.errstate(all="ignore"):
+            b = hostvectors.reference(kernel, inp, ieee)
+        assert any(not np.array_equal(_bits(a[k]), _bits(b[k])) for k in a), kernel
+        kernels.add(kernel)
+    assert kernels >= {"sumsq", "rmsnorm", "rope", "silu_mul", "add", "dequant_i32",
+                       "dequant_f32", "dequant_b_i32", "dequant_b_f32", "attention_out",
+                       "embed_int8"}
+    tiny = F32(np.finfo(F32).tiny)
+    below1 = np.nextafter(F32(1.0), F32(0.0))
+    assert below1 * tiny == tiny                           # IEEE: rounds up to FLT_MIN
+    assert hostops._mulz(below1, tiny) == 0 and hostops._mulz(-below1, tiny).view(np.uint32) \
+        == 0x80000000                                      # NEON: tiny before rounding
+    assert hostops._mulz(F32(1.0), tiny) == tiny and hostops._fz(F32(1e-40)) == 0
 
 
 # ------------------------------------------------------------------ the decoder on both paths
@@ -414,6 +465,26 @@ def test_a_stale_library_is_refused(tmp_path):
     assert ops is not None and ops.name == "c"
     ops, why = hostlib._open(tmp_path / "missing.so", check_source=True)
     assert ops is None and "does not load" in why
+
+
+def test_the_library_names_its_bodies_and_an_arm_build_without_neon_says_so(tmp_path):
+    """tph_build: "sse2" for this x86-64 build, "portable" with -DTPH_PORTABLE; on ARM a
+    build without NEON loads with one warning line (hostlib.build_note: the board's flags)."""
+    ops = _c()
+    assert ops.bodies == "sse2" == hostlib.expected_build("x86_64")
+    so = tmp_path / "libportable.so"
+    r = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", "-DTPH_PORTABLE",
+                        str(CSRC / "tphost.c"), "-lm", "-o", str(so)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # no warning on x86-64
+        ops, why = hostlib._open(so, check_source=False)
+    assert ops is not None and ops.bodies == "portable", why
+    assert hostlib.expected_build("armv7l") == "neon"
+    note = hostlib.build_note("portable-arm", "armv7l")
+    assert "\n" not in note and "without NEON" in note and "-mfpu=neon" in note
+    assert hostlib.build_note("neon", "armv7l") == "" == hostlib.build_note("sse2", "x86_64")
 
 
 def test_the_installed_library_is_current():

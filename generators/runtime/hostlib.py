@@ -12,6 +12,12 @@ The library carries the SHA-1 of the sources it was built from (``tph_source()``
 sources beside this file differ (an edited checkout not rebuilt: ``make setup``), the library
 is refused as stale, so a C path is never silently a different numerics.
 
+The library also says which bodies it was built with (``tph_build()``: "neon", "sse2",
+"portable"; setup.py passes ``-mcpu=cortex-a9 -mfpu=neon -mfloat-abi=hard`` on ARMv7, the
+board's build). A library for ARM built without NEON loads (the same bits: its portable bodies
+compute NEON's flush in C) with one warning line, since its per-token step costs several times
+the instructions.
+
 ``TERNARY_PYNQ_TPHOST=/path/lib.so`` loads another build (the tests' own builds); ``none``
 behaves as if no library were built.
 """
@@ -21,23 +27,41 @@ import ctypes
 import hashlib
 import importlib.machinery
 import os
+import platform
+import warnings
 from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
 
-__all__ = ["load", "library_path", "source_sha", "CSRC", "LIB_ENV", "COps"]
+__all__ = ["load", "library_path", "source_sha", "expected_build", "CSRC", "LIB_ENV", "COps",
+           "HostBuildWarning"]
 
 LIB_ENV = "TERNARY_PYNQ_TPHOST"
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
 #: the library's sources (setup.py builds the .c files; the SHA covers all)
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h")
-ABI = 2                          # tphost.h TPH_ABI
+ABI = 3                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
 _cache: dict = {}
+
+
+class HostBuildWarning(RuntimeWarning):
+    """The C library was built without the board's vector unit (an ARM build without NEON)."""
+
+
+def expected_build(machine: Optional[str] = None) -> Optional[str]:
+    """The bodies a library for this CPU should have: "neon" on 32-bit ARM (setup.py's ARMv7
+    flags), "sse2" on x86-64, None elsewhere (portable only)."""
+    m = (machine or platform.machine()).lower()
+    if m.startswith("arm") and not m.startswith("arm64"):
+        return "neon"
+    if m in ("x86_64", "amd64"):
+        return "sse2"
+    return None
 
 
 def source_sha(folder: Path = CSRC) -> Optional[str]:
@@ -86,6 +110,8 @@ def _open(path: Path, check_source: bool):
         abi = lib.tph_abi()
         lib.tph_source.restype = ctypes.c_char_p
         built = lib.tph_source().decode()
+        lib.tph_build.restype = ctypes.c_char_p
+        bodies = lib.tph_build().decode()
     except AttributeError as e:
         return None, f"{path.name} is not the tphost library ({e})"
     if abi != ABI:
@@ -94,7 +120,20 @@ def _open(path: Path, check_source: bool):
     if want is not None and built != want:
         return None, (f"{path.name} was built from other sources than csrc/ holds (stale build): "
                       f"rebuild with make setup (pip install -e .)")
-    return COps(lib, path), ""
+    note = build_note(bodies)
+    if note:
+        warnings.warn(f"{path.name}: {note}", HostBuildWarning, stacklevel=3)
+    return COps(lib, path, bodies), ""
+
+
+def build_note(bodies: str, machine: Optional[str] = None) -> str:
+    """One line when a library's bodies are not this CPU's ("" when they are)."""
+    want = expected_build(machine)
+    if want == "neon" and bodies != "neon":
+        return (f"the C host library was built without NEON ({bodies} bodies: -mfpu=neon "
+                f"-mfloat-abi=hard missing); the per-token step runs on the VFP alone, the same "
+                f"bits at several times the instructions: rebuild with make setup")
+    return ""
 
 
 # --------------------------------------------------------------------------- the C face
@@ -154,8 +193,8 @@ class COps:
     name = "c"
     F = np.float32
 
-    def __init__(self, lib: ctypes.CDLL, path: Path):
-        self.lib, self.path = lib, path
+    def __init__(self, lib: ctypes.CDLL, path: Path, bodies: str = ""):
+        self.lib, self.path, self.bodies = lib, path, bodies
         for fn, (res, args) in _SIGNATURES.items():
             f = getattr(lib, fn)
             f.restype, f.argtypes = res, args

@@ -7,8 +7,14 @@
 
 Every op is defined on float32 with only correctly rounded IEEE-754 operations (+ - * / sqrt,
 conversions, compares, round half to even) in a fixed order, so the numpy functions here and
-the C functions of ``csrc/tphost.c`` give the same bits on x86-64 (SSE2) and on the board's
-ARMv7 (VFP). What that rules out, and what replaces it:
+the C functions of ``csrc/tphost.c`` give the same bits on x86-64 (SSE2), on the board's
+ARMv7 with NEON (its build) and on ARMv7's VFP alone. The element-wise multiplies, adds,
+subtracts and clamps are NEON's (:func:`_fz`, :func:`_mulz`, :func:`_addz`): flush-to-zero,
+a subnormal operand read as a zero of its sign and a result tiny before rounding
+(0 < |exact| < FLT_MIN) written as one; division, sqrt and the scalar set-up values (1 / s,
+RMSNorm's mean, the KV steps) stay IEEE (no NEON instruction). NaN inputs to the float
+kernels give a NaN whose payload is the CPU's (NEON: the default NaN): outside the bits
+these twins define. What the fixed order rules out, and what replaces it:
 
 * numpy's pairwise ``sum``/``mean``: the sum of squares of RMSNorm runs over 8 lanes (element
   i into lane i % 8, in order) combined as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
@@ -72,6 +78,38 @@ ERR_NONFINITE = "holds NaN or infinity"
 ERR_TINY = "max|x| is so small that the scale overflows float32"
 
 
+_EXP_BITS, _SIGN_BIT = np.uint32(0x7F800000), np.uint32(0x80000000)
+FLT_MIN = float(np.finfo(F32).tiny)
+
+
+def _fz(v):
+    """NEON's operand flush (float32): a subnormal becomes the zero of its sign."""
+    v = np.asarray(v, F32)
+    b = v.view(np.uint32)
+    return np.where((b & _EXP_BITS) == 0, b & _SIGN_BIT, b).astype(np.uint32).view(F32)
+
+
+def _mulz(a, b):
+    """a * b of flushed float32 operands with NEON's result flush: the exact product (a double
+    holds it) is a zero of its sign when 0 < |a b| < FLT_MIN, even where it rounds to FLT_MIN;
+    else rounded once to float32."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+        r = p.astype(F32)
+    return np.where(np.abs(p) < FLT_MIN, np.copysign(F32(0.0), r), r).astype(F32)
+
+
+def _addz(a, b):
+    """a + b of flushed float32 operands, flushed (a tiny sum is exact: a subnormal)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _fz(np.asarray(a, F32) + np.asarray(b, F32))
+
+
+def _subz(a, b):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _fz(np.asarray(a, F32) - np.asarray(b, F32))
+
+
 class HostOpsWarning(RuntimeWarning):
     """The C host kernels are not available: the numpy path runs."""
 
@@ -128,22 +166,32 @@ class _ExpConsts:
             self.c2 = dt(float.fromhex("0x1.a39ef35793c76p-33"))
             self.p = tuple(dt(1.0 / math.factorial(k)) for k in range(13, 1, -1))
         self.lo, self.hi = dt(EXP_LO), dt(EXP_HI)
+        self.fz, self.mul, self.add, self.sub = _arith(dt)
+
+
+def _arith(dt):
+    """(fz, mul, add, sub): NEON's flushing float32 operations, or float64's plain ones (the
+    reference precision has no flush)."""
+    if dt == np.float32:
+        return _fz, _mulz, _addz, _subz
+    return (lambda v: v), np.multiply, np.add, np.subtract
 
 
 def _exp(x: np.ndarray, c: "_ExpConsts" = None) -> np.ndarray:
     c = c or _EXP32
-    xc = np.minimum(np.maximum(x, c.lo), c.hi)
-    mg = xc * c.log2e + c.magic
+    fz, mul, add, sub = c.fz, c.mul, c.add, c.sub
+    xc = np.minimum(np.maximum(fz(x), c.lo), c.hi)
+    mg = add(mul(xc, c.log2e), c.magic)
     # 2^n, n = rint(x / ln 2): (bits(mg) + bias) << mantissa bits (the magic's own bits shift
     # out: MAGIC_BITS << 23 is 0 mod 2^32, and likewise in float64)
     k = (mg.view(c.uint) + c.bias) << c.shift
-    nf = mg - c.magic
-    r = (xc - nf * c.c1) - nf * c.c2
+    nf = sub(mg, c.magic)
+    r = sub(sub(xc, mul(nf, c.c1)), mul(nf, c.c2))
     q = np.full_like(r, c.p[0])
     for coef in c.p[1:]:
-        q = q * r + coef
-    p = (q * (r * r) + r) + c.F(1.0)
-    return p * k.view(c.F)
+        q = add(mul(q, r), coef)
+    p = add(add(mul(q, mul(r, r)), r), c.F(1.0))
+    return mul(p, k.view(c.F))
 
 
 _EXP32 = _ExpConsts(np.float32)
@@ -161,19 +209,23 @@ class _NumpyOps:
     def __init__(self, dt, name: str):
         self.F, self.name = dt, name
         self._e = _ExpConsts(dt)
+        self._fz, self._mul, self._add, self._sub = _arith(dt)
 
     def sumsq(self, x):
         n = x.shape[-1]
+        fz, mul, add = self._fz, self._mul, self._add
+        xz = fz(x)
         with np.errstate(over="ignore", under="ignore"):
-            sq = x * x
+            sq = mul(xz, xz)
         if n % LANES:
             pad = np.zeros(sq.shape[:-1] + (LANES - n % LANES,), self.F)
             sq = np.concatenate([sq, pad], axis=-1)
-        # row after row, per lane
+        # row after row, per lane. The additions are NEON's too, but their flush never acts:
+        # every flushed square is +0 or >= FLT_MIN, so every partial sum is 0 or >= FLT_MIN
         lanes = np.add.reduce(sq.reshape(sq.shape[:-1] + (-1, LANES)), axis=-2)
-        t = lanes[..., :4] + lanes[..., 4:]
-        u = t[..., :2] + t[..., 2:]
-        return u[..., 0] + u[..., 1]
+        t = add(lanes[..., :4], lanes[..., 4:])
+        u = add(t[..., :2], t[..., 2:])
+        return add(u[..., 0], u[..., 1])
 
     def absmax(self, x):
         b = self._absmax(x)
@@ -192,30 +244,32 @@ class _NumpyOps:
         return int(np.argmax(x))
 
     def rmsnorm(self, x, w, eps):
+        fz, mul = self._fz, self._mul
         ms = self.sumsq(x) / self.F(x.shape[-1])
-        inv = self.F(1.0) / np.sqrt(ms + self.F(eps))
+        inv = fz(self.F(1.0) / np.sqrt(ms + self.F(eps)))      # IEEE, flushed as NEON reads it
         if np.ndim(inv):
             inv = inv[..., None]
-        return (x * inv) * w
+        return mul(mul(fz(x), inv), fz(w))
 
-    @staticmethod
-    def rope(x, cos_h, sin_h):
+    def rope(self, x, cos_h, sin_h):
+        fz, mul, add, sub = self._fz, self._mul, self._add, self._sub
         h = x.shape[-1] // 2
-        a, b = x[..., :h], x[..., h:]
+        a, b, c, s = fz(x[..., :h]), fz(x[..., h:]), fz(cos_h), fz(sin_h)
         y = np.empty_like(x)
-        y[..., :h] = a * cos_h - b * sin_h
-        y[..., h:] = b * cos_h + a * sin_h
+        y[..., :h] = sub(mul(a, c), mul(b, s))
+        y[..., h:] = add(mul(b, c), mul(a, s))
         return y
 
     def exp(self, x):
         return _exp(x, self._e)
 
     def silu_mul(self, g, u):
-        return (g / (self.F(1.0) + _exp(-g, self._e))) * u
+        # the division IEEE on the unflushed g (no NEON divide), the rest NEON's
+        den = self._add(self.F(1.0), _exp(-g, self._e))
+        return self._mul(self._fz(g / den), self._fz(u))
 
-    @staticmethod
-    def add(a, b):
-        return a + b
+    def add(self, a, b):
+        return self._add(self._fz(a), self._fz(b))
 
     def quantise_rows(self, x):
         amax = self._absmax(x)
@@ -229,11 +283,11 @@ class _NumpyOps:
         return _rint_clamp(x * s[:, None], -128, 127, F), s.astype(F)
 
     def dequant_i32(self, acc, scale, s):
-        inv = self.F(1.0) / s
-        return (acc.astype(self.F) * scale) * inv
+        inv = self._fz(self.F(1.0) / s)
+        return self._mul(self._mul(acc.astype(self.F), self._fz(scale)), inv)
 
     def dequant_f32(self, v, s):
-        return v * (self.F(1.0) / s)
+        return self._mul(self._fz(v), self._fz(self.F(1.0) / s))
 
     def dequant_b_i32(self, acc, scale, s):
         """(B, n): vector j of row-major B-vector results ``acc`` (n B,), dequant_i32's bits."""
@@ -289,8 +343,8 @@ class _NumpyOps:
     def attention_out(self, y, z, v_step, frac_bits):
         F = self.F
         with np.errstate(over="ignore", under="ignore"):
-            c = (z.astype(F) / F(127 * 2 ** frac_bits)) * v_step
-            return y.astype(F) * c[:, None]
+            c = (z.astype(F) / F(127 * 2 ** frac_bits)) * v_step        # IEEE: per head
+            return self._mul(y.astype(F), self._fz(c)[:, None])
 
     def f16_to_f32(self, h):
         return h.view(np.float16).astype(self.F)
@@ -302,7 +356,7 @@ class _NumpyOps:
         return (q * d).reshape(-1)[:n]
 
     def embed_int8(self, q, scale):
-        return q.astype(self.F) * scale
+        return self._mul(q.astype(self.F), self._fz(scale))
 
 
 NUMPY = _NumpyOps(np.float32, "numpy")

@@ -24,9 +24,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from . import hostops
-from .hostops import NUMPY, F32
+from .hostops import F32
 
-__all__ = ["KERNELS", "DTYPES", "cases", "reference", "write", "SMOLLM2"]
+__all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "reference", "write", "SMOLLM2"]
 
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
           np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.uint16): 6,
@@ -69,8 +69,10 @@ def _a(v, dt):
     return np.ascontiguousarray(np.asarray(v, dtype=dt).reshape(-1))
 
 
-def reference(kernel: str, inp: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """The numpy reference's outputs of one case (error cases: the C return code only)."""
+def reference(kernel: str, inp: Dict[str, np.ndarray], ops=None) -> Dict[str, np.ndarray]:
+    """The numpy reference's outputs of one case (error cases: the C return code only);
+    ``ops``: another _NumpyOps (the tests' IEEE arithmetic without NEON's flush)."""
+    NUMPY = ops or hostops.NUMPY
     f = F32
     x = inp.get("x")
     if kernel == "sumsq":
@@ -337,6 +339,73 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
         add("embed_q8_0", blocks=blocks, n=np.array([n], np.uint32))
         add("embed_int8", q=rng.integers(-128, 128, n).astype(np.int8),
             scale=np.array([abs(rng.standard_normal()) * 0.01], f))
+    return out + ftz_cases()
+
+
+def ftz_cases() -> List[Tuple[str, Dict[str, np.ndarray]]]:
+    """Cases where NEON's flush-to-zero decides the bits (hostops._fz / _mulz / _addz): a
+    subnormal operand, a subnormal result, and an exact product just below FLT_MIN that IEEE
+    rounds up to FLT_MIN (a tie to even: (1 - 2^-24) * 2^-126) and NEON flushes, in both the
+    four-lane bodies and the scalar tails. Each case's outputs differ from IEEE float32
+    arithmetic (tests/test_hostops.py checks that)."""
+    f = F32
+    m = float(np.finfo(f).tiny)                       # FLT_MIN = 2^-126
+    below1 = float(np.nextafter(f(1.0), f(0.0)))      # 1 - 2^-24
+    sub = [0.5 * m, -0.25 * m, 1e-40, -1e-45]         # subnormal operands
+    out: List[Tuple[str, Dict[str, np.ndarray]]] = []
+
+    def add(kernel, **inp):
+        out.append((kernel, {k: _a(v, v.dtype if isinstance(v, np.ndarray) else f)
+                             for k, v in inp.items()}))
+
+    def arr(v, dt=f):
+        return np.array(v, dt)
+
+    # sums of squares: squares below FLT_MIN (2^-64 squared), in the lanes and the tail
+    add("sumsq", x=arr([2.0 ** -64] * 13))
+    add("sumsq", x=arr([2.0 ** -63.5] * 8 + [1e-30] * 5))
+    # RMSNorm: tiny outputs ((x * inv) * w below FLT_MIN) and subnormal x, w
+    x = arr([2.0 ** -120, -(2.0 ** -121), 3.0, 2.0 ** -119] + sub + [2.0 ** -120] * 5)
+    w = arr([2.0 ** -20, 2.0 ** -22, 1.0, 2.0 ** -30, 1.0, 1.0, 1.0, 1.0] + [2.0 ** -24, 1.0,
+                                                                           2.0 ** -10, 0.5, m])
+    add("rmsnorm", x=x, w=w, eps=arr([1e-5]))
+    # RoPE: the rounding edge in lane 0 and in the tail (h = 5), subnormal operands, tiny
+    # differences
+    a = [below1, 3.0 * m, 2.0 ** -70, 1.0, below1]
+    b = [0.0, 2.0 * m, 2.0 ** -70, sub[0], 0.0]
+    add("rope", x=arr(a + b), dims=arr([1, 10], np.uint32),
+        cos=arr([m, 0.5, 2.0 ** -60, 1.0, m]), sin=arr([0.5, 0.25, 2.0 ** -60, sub[2], 0.5]))
+    # SiLU times up: subnormal g and u, products below FLT_MIN
+    g = arr([2.0, 1e-40, -3.0, 2.0, 5.0, 1.0, -1e-44, 4.0, 2.0, 2.0 ** -100, 1.0])
+    u = arr([0.5 * m, 1.0, 2.0 ** -125, 2.0 ** -126, m, 1e-38, 1.0, 2.0 ** -127, 0.5 * m,
+             2.0 ** -30, 1e-39])
+    add("silu_mul", g=g, u=u)
+    # residual: subnormal operands and subnormal sums (1.5 m - m), vector and tail
+    av = [1.5 * m, m, 1e-40, 3.0, 1.25 * m, -m, 2.0, 1.0, 1.5 * m, 1e-40, -1.75 * m, 4.0, m]
+    bv = [-m, -0.5 * m, 1.0, 1e-41, -m, 1.5 * m, -2.0, 1e-44, -m, 0.0, m, 1e-39, -0.75 * m]
+    add("add", a=arr(av), b=arr(bv))
+    # dequantisation: (1 - 2^-24) * 2^-126 (inv = 1 / 2^126 = FLT_MIN), subnormal scales,
+    # vector (16 and 4 wide) and tail
+    n = 21
+    acc = np.array([1, 3, -1, 7, 1, 2, 1, 1] * 2 + [1, -1, 5, 1, 1], np.int32)
+    scale = np.array([below1, 0.25, below1, 1.0, 1e-40, below1, 2.0, below1] * 2
+                     + [below1, below1, 0.5, 1e-41, 1.0], f)
+    add("dequant_i32", acc=acc, scale=scale, s=arr([2.0 ** 126]))
+    add("dequant_f32", v=arr([below1, -below1, 0.5, 3.0] * 5 + [below1]), s=arr([2.0 ** 126]))
+    add("dequant_f32", v=arr([1e-40, 1.0, -1e-39, 2.0, 1e-38, 1e-45, 1.0, 1.0, 1e-40]),
+        s=arr([1.0]))
+    add("dequant_b_i32", acc=np.repeat(acc[:n - 1], 2).astype(np.int32), scale=scale[:n - 1],
+        s=arr([2.0 ** 126, 1.0]))
+    add("dequant_b_i32", acc=np.repeat(acc, 3).astype(np.int32), scale=scale,
+        s=arr([2.0 ** 126, 1.0, 2.0 ** 125]))
+    add("dequant_b_f32", v=np.repeat(arr([below1, 0.5, 1e-40, -below1] * 5 + [below1]), 2),
+        s=arr([2.0 ** 126, 1.0]))
+    # attention out: a subnormal per-head multiplier ((Z / (127 2^24)) * v_step)
+    add("attention_out", y=np.arange(-60, 60, dtype=np.int8)[:3 * 20],
+        z=np.array([1, 1 << 31, 0xFFFFFFFF], np.uint32), dims=arr([3, 20, 24], np.uint32),
+        v_step=arr([1e-30]))
+    # an INT8 row times a subnormal scale
+    add("embed_int8", q=np.arange(-9, 12, dtype=np.int8), scale=arr([1e-40]))
     return out
 
 

@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     for (i = 0; i < ntally; i++)
         printf("%-14s %5u cases %9u words %6u mismatches\n", tally[i].name, tally[i].cases,
                tally[i].words, tally[i].mismatches);
-    printf("total %u cases, %u words, %u mismatches (%u-bit pointers)\n", ncases, total_words,
-           total_bad, (unsigned)(8 * sizeof(void *)));
+    printf("total %u cases, %u words, %u mismatches (%u-bit pointers, %s bodies)\n", ncases,
+           total_words, total_bad, (unsigned)(8 * sizeof(void *)), tph_build());
     return total_bad ? 1 : 0;
 }

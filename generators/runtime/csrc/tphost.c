@@ -1,15 +1,25 @@
 /* tphost: the decoder's per-token small ops (tphost.h; numpy twins in hostops.py).
  *
- * Every kernel has one portable body (plain C99: what the board's ARMv7 runs, on its VFP)
- * and, for the hot ones, an SSE2 body (x86-64's baseline, 128-bit vectors as NEON's) that
- * performs the same IEEE operations in the same order, four lanes at a time; both give the
- * numpy path's bits (tests/test_hostops.py runs the vectors through both, and the portable
- * one under qemu-arm). -DTPH_PORTABLE builds the portable bodies on x86 too.
+ * Every kernel has one portable body (plain C99: the board's VFP-only build) and, for the
+ * hot ones, an SSE2 body (x86-64's baseline) and a NEON body (the board's build: -mfpu=neon)
+ * that perform the same operations in the same order, four lanes at a time; all three give
+ * the numpy path's bits (tests/test_hostops.py runs the vectors through SSE2 and portable on
+ * x86, and through NEON and VFP under qemu-arm). -DTPH_PORTABLE builds the portable bodies
+ * anywhere.
+ *
+ * The arithmetic is NEON's (ARMv7 Advanced SIMD: the standard FPSCR value): round to nearest
+ * even, and flush-to-zero: a subnormal operand of a vector multiply, add, subtract, max or
+ * min counts as a zero of its sign, and a result tiny before rounding (0 < |exact| < FLT_MIN,
+ * even where it would round to FLT_MIN) is a zero of its sign. The SSE2 and portable bodies
+ * compute the same with fz() / mulz() / addz() below (the twins' _fz, _mulz, _addz).
+ * Division and sqrt have no NEON instruction: they stay IEEE (subnormals kept) on every
+ * build, as do the scalar set-up values (1 / s, RMSNorm's mean). Results bound for int8
+ * (quantisation, KV rows) do not depend on the flush (a tiny product rounds to 0 either way).
+ * NaN: NEON returns the default NaN (0x7FC00000) where x86 propagates a payload; the float
+ * kernels' bits are defined for inputs without NaN (the decoder refuses NaN at quantise).
  *
  * Build with -ffp-contract=off and without -ffast-math (setup.py, tools/host_bench.py and
- * the tests do); the checks below stop a build whose floating point would differ. The ARM
- * build must keep floats off NEON (NEON flushes subnormals to zero): gcc uses NEON for
- * floats only with -funsafe-math-optimizations, and this file has no NEON code.
+ * the tests do); the checks below stop a build whose floating point would differ.
  */
 #include "tphost.h"
 
@@ -31,6 +41,23 @@
 #define TPH_SSE2 0
 #endif
 
+#if defined(__ARM_NEON) && !defined(TPH_PORTABLE)
+#define TPH_NEON 1
+#include <arm_neon.h>
+#else
+#define TPH_NEON 0
+#endif
+
+#if TPH_NEON
+#define TPH_BUILD "neon"
+#elif TPH_SSE2
+#define TPH_BUILD "sse2"
+#elif defined(__arm__)
+#define TPH_BUILD "portable-arm"      /* hostlib warns: an ARM build without -mfpu=neon */
+#else
+#define TPH_BUILD "portable"
+#endif
+
 #ifndef TPH_SOURCE_SHA
 #define TPH_SOURCE_SHA "unknown"
 #endif
@@ -39,6 +66,7 @@
 #define MAGIC 12582912.0f         /* 1.5 * 2^23: (v + MAGIC) rounds |v| <= 2^22 to an integer */
 #define MAGIC_BITS 0x4B400000u    /* the bits of MAGIC: bits(v + MAGIC) - MAGIC_BITS = rint(v) */
 #define ABS_MASK 0x7FFFFFFFu
+#define SIGN_BIT 0x80000000u
 #define KV_RATIO_MAX (1.0f + 0x1p-20f)   /* above any ratio kv_step gives: 1 + 3 * 2^-24 */
 #define INF_BITS 0x7F800000u
 
@@ -61,6 +89,8 @@ int32_t tph_abi(void) { return TPH_ABI; }
 
 const char *tph_source(void) { return TPH_SOURCE_SHA; }
 
+const char *tph_build(void) { return TPH_BUILD; }
+
 static inline uint32_t f2u(float f)
 {
     uint32_t u;
@@ -75,14 +105,41 @@ static inline float u2f(uint32_t u)
     return f;
 }
 
-/* clamp with NaN kept (numpy's minimum(maximum(v, lo), hi)) */
-static inline float clampf(float v, float lo, float hi)
+/* ---- NEON's flush-to-zero arithmetic in scalar C (the portable bodies, every tail) */
+
+/* a subnormal becomes the zero of its sign (NEON's operand flush) */
+static inline float fz(float v)
 {
+    uint32_t u = f2u(v);
+    return (u & INF_BITS) ? v : u2f(u & SIGN_BIT);
+}
+
+/* a * b of flushed operands with NEON's result flush: tiny before rounding -> signed zero
+ * (the product of two floats is exact in double: the one case rounding hides, an exact
+ * product just below FLT_MIN rounding up to it, is decided there) */
+static inline float mulz(float a, float b)
+{
+    float p = a * b;
+    if (fabsf(p) <= FLT_MIN &&
+        (fabsf(p) < FLT_MIN || fabs((double)a * (double)b) < (double)FLT_MIN))
+        p = u2f(f2u(p) & SIGN_BIT);
+    return p;
+}
+
+/* a + b, a - b of flushed operands: a tiny sum is exact (a subnormal), flushed */
+static inline float addz(float a, float b) { return fz(a + b); }
+static inline float subz(float a, float b) { return fz(a - b); }
+
+/* clamp with NEON's vmax / vmin (operand flushed; the vectors hold no NaN here) */
+static inline float clampz(float v, float lo, float hi)
+{
+    v = fz(v);
     v = lo > v ? lo : v;
     return hi < v ? hi : v;
 }
 
-/* rint(v) for |v| <= 2^22: round half to even (the FPU's default mode) */
+/* rint(v) for |v| <= 2^22: round half to even (the FPU's default mode; a tiny or flushed v
+ * gives 0 either way) */
 static inline int32_t rint_small(float v)
 {
     return (int32_t)(f2u(v + MAGIC) - MAGIC_BITS);
@@ -98,10 +155,43 @@ static inline int32_t rint_small(float v)
  * clamp (it may be given any step); kv_requantise refuses a ratio kv_step cannot give. */
 
 #if TPH_SSE2
-static inline __m128 clamp4(__m128 v, __m128 lo, __m128 hi)
+static inline __m128 absmask4(void) { return _mm_castsi128_ps(_mm_set1_epi32((int)ABS_MASK)); }
+
+/* fz() on 4 lanes */
+static inline __m128 fz4(__m128 v)
 {
-    /* maxps/minps return their second operand when one is NaN: v last keeps a NaN */
-    return _mm_min_ps(hi, _mm_max_ps(lo, v));
+    const __m128 abs = absmask4();
+    __m128 t = _mm_cmplt_ps(_mm_and_ps(v, abs), _mm_set1_ps(FLT_MIN));
+    return _mm_andnot_ps(_mm_and_ps(t, abs), v);
+}
+
+static __attribute__((noinline)) __m128 mulz4_slow(__m128 a, __m128 b)
+{
+    float fa[4], fb[4];
+    uint32_t k;
+    _mm_storeu_ps(fa, a);
+    _mm_storeu_ps(fb, b);
+    for (k = 0; k < 4; k++)
+        fa[k] = mulz(fa[k], fb[k]);
+    return _mm_loadu_ps(fa);
+}
+
+/* mulz() on 4 lanes: the product, and mulz's lanes when one lies in (0, FLT_MIN] */
+static inline __m128 mulz4(__m128 a, __m128 b)
+{
+    __m128 p = _mm_mul_ps(a, b), m = _mm_and_ps(p, absmask4());
+    if (_mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(m, _mm_setzero_ps()),
+                                   _mm_cmple_ps(m, _mm_set1_ps(FLT_MIN)))))
+        p = mulz4_slow(a, b);
+    return p;
+}
+
+static inline __m128 addz4(__m128 a, __m128 b) { return fz4(_mm_add_ps(a, b)); }
+static inline __m128 subz4(__m128 a, __m128 b) { return fz4(_mm_sub_ps(a, b)); }
+
+static inline __m128 clampz4(__m128 v, __m128 lo, __m128 hi)
+{
+    return _mm_min_ps(hi, _mm_max_ps(lo, fz4(v)));
 }
 
 /* 16 int8 -> four vectors of 4 floats (exact) */
@@ -135,30 +225,88 @@ static inline void quant16(const float *x, __m128 s, int8_t *q, int clamp)
 }
 #endif
 
+#if TPH_NEON
+/* the bits of 4 floats */
+static inline uint32x4_t bits4(const float *x) { return vreinterpretq_u32_f32(vld1q_f32(x)); }
+
+/* 16 int8 -> four vectors of 4 floats (exact) */
+static inline void i8x16_to_f32(const int8_t *q, float32x4_t *f)
+{
+    int8x16_t b = vld1q_s8(q);
+    int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_s8(vget_high_s8(b));
+    f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    f[1] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo)));
+    f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    f[3] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)));
+}
+
+/* rint(v) of 4 lanes by the MAGIC addition (NEON's vcvt truncates) */
+static inline int32x4_t rint4(float32x4_t v)
+{
+    return vreinterpretq_s32_u32(vsubq_u32(vreinterpretq_u32_f32(vaddq_f32(v, vdupq_n_f32(MAGIC))),
+                                           vdupq_n_u32(MAGIC_BITS)));
+}
+
+static inline int32x4_t scaled4(float32x4_t x, float32x4_t s, int clamp)
+{
+    float32x4_t v = vmulq_f32(x, s);
+    if (clamp)
+        v = vminq_f32(vmaxq_f32(v, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
+    return rint4(v);
+}
+
+/* four vectors of 4 -> 16 int8 (the values lie in [-127, 127]: the narrowing is exact) */
+static inline void store16(int8_t *q, int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d)
+{
+    int16x8_t lo = vcombine_s16(vmovn_s32(a), vmovn_s32(b));
+    int16x8_t hi = vcombine_s16(vmovn_s32(c), vmovn_s32(d));
+    vst1q_s8(q, vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));
+}
+
+static inline void quant16(const float *x, float32x4_t s, int8_t *q, int clamp)
+{
+    store16(q, scaled4(vld1q_f32(x), s, clamp), scaled4(vld1q_f32(x + 4), s, clamp),
+            scaled4(vld1q_f32(x + 8), s, clamp), scaled4(vld1q_f32(x + 12), s, clamp));
+}
+#endif
+
 /* ------------------------------------------------------------------ reductions */
 
 float tph_sumsq(const float *x, uint32_t n)
 {
     float l[LANES] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, t0, t1, t2, t3;
     uint32_t i = 0;
+    const uint32_t n8 = n & ~7u;
 #if TPH_SSE2
     __m128 a = _mm_setzero_ps(), b = _mm_setzero_ps();
-    const uint32_t n8 = n & ~7u;
     for (; i < n8; i += LANES) {
-        __m128 u = _mm_loadu_ps(x + i), v = _mm_loadu_ps(x + i + 4);
-        a = _mm_add_ps(a, _mm_mul_ps(u, u));
-        b = _mm_add_ps(b, _mm_mul_ps(v, v));
+        __m128 u = fz4(_mm_loadu_ps(x + i)), v = fz4(_mm_loadu_ps(x + i + 4));
+        a = addz4(a, mulz4(u, u));
+        b = addz4(b, mulz4(v, v));
     }
     _mm_storeu_ps(l, a);
     _mm_storeu_ps(l + 4, b);
+#elif TPH_NEON
+    float32x4_t a = vdupq_n_f32(0.0f), b = a;
+    for (; i < n8; i += LANES) {
+        float32x4_t u = vld1q_f32(x + i), v = vld1q_f32(x + i + 4);
+        a = vaddq_f32(a, vmulq_f32(u, u));
+        b = vaddq_f32(b, vmulq_f32(v, v));
+    }
+    vst1q_f32(l, a);
+    vst1q_f32(l + 4, b);
+#else
+    (void)n8;
 #endif
-    for (; i < n; i++)                 /* element i into lane i % 8, in order */
-        l[i % LANES] = l[i % LANES] + x[i] * x[i];
-    t0 = l[0] + l[4];
-    t1 = l[1] + l[5];
-    t2 = l[2] + l[6];
-    t3 = l[3] + l[7];
-    return (t0 + t2) + (t1 + t3);
+    for (; i < n; i++) {               /* element i into lane i % 8, in order */
+        const float v = fz(x[i]);
+        l[i % LANES] = addz(l[i % LANES], mulz(v, v));
+    }
+    t0 = addz(l[0], l[4]);
+    t1 = addz(l[1], l[5]);
+    t2 = addz(l[2], l[6]);
+    t3 = addz(l[3], l[7]);
+    return addz(addz(t0, t2), addz(t1, t3));
 }
 
 /* the bits of max |x| (>= INF_BITS: a NaN or an infinity; the max is exact in any order) */
@@ -169,7 +317,7 @@ static uint32_t absmax_bits(const float *x, uint32_t n)
     if (n >= 16) {
         const uint32_t n16 = n & ~15u;
         __m128 mx = _mm_setzero_ps(), my = _mm_setzero_ps();
-        const __m128 mask = _mm_castsi128_ps(_mm_set1_epi32(ABS_MASK));
+        const __m128 mask = absmask4();
         __m128i bad = _mm_setzero_si128();
         const __m128i fin = _mm_set1_epi32(INF_BITS - 1);
         uint32_t l[4];
@@ -194,6 +342,23 @@ static uint32_t absmax_bits(const float *x, uint32_t n)
         m = l[2] > m ? l[2] : m;
         m = l[3] > m ? l[3] : m;
     }
+#elif TPH_NEON
+    if (n >= 16) {                     /* unsigned max of the bits: exact, no float compare */
+        const uint32_t n16 = n & ~15u;
+        const uint32x4_t mask = vdupq_n_u32(ABS_MASK);
+        uint32x4_t mx = vdupq_n_u32(0), my = mx;
+        uint32x2_t h;
+        for (; i < n16; i += 16) {
+            mx = vmaxq_u32(mx, vmaxq_u32(vandq_u32(bits4(x + i), mask),
+                                         vandq_u32(bits4(x + i + 4), mask)));
+            my = vmaxq_u32(my, vmaxq_u32(vandq_u32(bits4(x + i + 8), mask),
+                                         vandq_u32(bits4(x + i + 12), mask)));
+        }
+        mx = vmaxq_u32(mx, my);
+        h = vpmax_u32(vget_low_u32(mx), vget_high_u32(mx));
+        h = vpmax_u32(h, h);
+        m = vget_lane_u32(h, 0);
+    }
 #endif
     for (; i < n; i++) {
         uint32_t a = f2u(x[i]) & ABS_MASK;
@@ -210,6 +375,16 @@ int32_t tph_absmax(const float *x, uint32_t n, float *amax)
     *amax = u2f(r);
     return TPH_OK;
 }
+
+#if TPH_NEON
+/* float bits -> int32 in the float order (negatives: the low 31 bits reversed); -0 < +0 */
+static inline int32x4_t order4(uint32x4_t b)
+{
+    int32x4_t s = vreinterpretq_s32_u32(b);
+    return veorq_s32(s, vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(
+        vshrq_n_s32(s, 31)), 1)));
+}
+#endif
 
 int32_t tph_argmax(const float *x, uint32_t n)
 {
@@ -235,6 +410,30 @@ int32_t tph_argmax(const float *x, uint32_t n)
         best = l[2] > best ? l[2] : best;
         best = l[3] > best ? l[3] : best;
     }
+#elif TPH_NEON
+    if (n >= 8) {                      /* integers only: NEON's float compares flush */
+        const uint32_t n8 = n & ~7u;
+        const uint32x4_t mask = vdupq_n_u32(ABS_MASK);
+        int32x4_t m = vdupq_n_s32(INT32_MIN), m2 = m;
+        uint32x4_t a = vdupq_n_u32(0);
+        int32x2_t h;
+        uint32x2_t ha;
+        int32_t k;
+        for (; i < n8; i += 8) {
+            const uint32x4_t v = bits4(x + i), w = bits4(x + i + 4);
+            m = vmaxq_s32(m, order4(v));
+            m2 = vmaxq_s32(m2, order4(w));
+            a = vmaxq_u32(a, vmaxq_u32(vandq_u32(v, mask), vandq_u32(w, mask)));
+        }
+        m = vmaxq_s32(m, m2);
+        h = vpmax_s32(vget_low_s32(m), vget_high_s32(m));
+        h = vpmax_s32(h, h);
+        ha = vpmax_u32(vget_low_u32(a), vget_high_u32(a));
+        ha = vpmax_u32(ha, ha);
+        nan = vget_lane_u32(ha, 0) > INF_BITS;
+        k = vget_lane_s32(h, 0);       /* back to the bits: the map is its own inverse */
+        best = u2f((uint32_t)(k ^ (int32_t)((uint32_t)(k >> 31) >> 1)));
+    }
 #endif
     for (; i < n; i++) {
         best = x[i] > best ? x[i] : best;
@@ -257,6 +456,22 @@ int32_t tph_argmax(const float *x, uint32_t n)
                 return (int32_t)(i + (uint32_t)__builtin_ctz((unsigned)k));
         }
     }
+#elif TPH_NEON
+    {   /* the first x equal to best: equal bits, or either zero when best is a zero */
+        const uint32_t bb = f2u(best), mk = (bb & ABS_MASK) ? 0xFFFFFFFFu : ABS_MASK;
+        const uint32x4_t want = vdupq_n_u32(bb & mk), mask = vdupq_n_u32(mk);
+        const uint32_t n16 = n & ~15u;
+        for (; i < n16; i += 16) {
+            uint32x4_t e = vorrq_u32(
+                vorrq_u32(vceqq_u32(vandq_u32(bits4(x + i), mask), want),
+                          vceqq_u32(vandq_u32(bits4(x + i + 4), mask), want)),
+                vorrq_u32(vceqq_u32(vandq_u32(bits4(x + i + 8), mask), want),
+                          vceqq_u32(vandq_u32(bits4(x + i + 12), mask), want)));
+            uint32x2_t r = vorr_u32(vget_low_u32(e), vget_high_u32(e));
+            if (vget_lane_u32(vpmax_u32(r, r), 0))
+                break;                 /* in these 16: the scalar loop finds it */
+        }
+    }
 #endif
     for (; i < n; i++)                 /* the first element equal to the maximum */
         if (x[i] == best)
@@ -269,19 +484,28 @@ int32_t tph_argmax(const float *x, uint32_t n)
 void tph_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *y)
 {
     float ms = tph_sumsq(x, n) / (float)n;
-    float inv = 1.0f / sqrtf(ms + eps);
+    float inv = fz(1.0f / sqrtf(ms + eps));    /* IEEE (VFP), flushed as NEON reads it */
     uint32_t i = 0;
+    const uint32_t n8 = n & ~7u;
 #if TPH_SSE2
     const __m128 c = _mm_set1_ps(inv);
-    const uint32_t n8 = n & ~7u;
     for (; i < n8; i += 8) {
-        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i), c), _mm_loadu_ps(w + i)));
-        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i + 4), c),
-                                            _mm_loadu_ps(w + i + 4)));
+        _mm_storeu_ps(y + i, mulz4(mulz4(fz4(_mm_loadu_ps(x + i)), c),
+                                   fz4(_mm_loadu_ps(w + i))));
+        _mm_storeu_ps(y + i + 4, mulz4(mulz4(fz4(_mm_loadu_ps(x + i + 4)), c),
+                                       fz4(_mm_loadu_ps(w + i + 4))));
     }
+#elif TPH_NEON
+    const float32x4_t c = vdupq_n_f32(inv);
+    for (; i < n8; i += 8) {
+        vst1q_f32(y + i, vmulq_f32(vmulq_f32(vld1q_f32(x + i), c), vld1q_f32(w + i)));
+        vst1q_f32(y + i + 4, vmulq_f32(vmulq_f32(vld1q_f32(x + i + 4), c), vld1q_f32(w + i + 4)));
+    }
+#else
+    (void)n8;
 #endif
     for (; i < n; i++)
-        y[i] = (x[i] * inv) * w[i];
+        y[i] = mulz(mulz(fz(x[i]), inv), fz(w[i]));
 }
 
 void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
@@ -294,100 +518,157 @@ void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
         i = 0;
 #if TPH_SSE2
         for (; i < (h & ~3u); i += 4) {
-            __m128 a = _mm_loadu_ps(xa + i), b = _mm_loadu_ps(xb + i);
-            __m128 c = _mm_loadu_ps(cos_h + i), s = _mm_loadu_ps(sin_h + i);
-            _mm_storeu_ps(ya + i, _mm_sub_ps(_mm_mul_ps(a, c), _mm_mul_ps(b, s)));
-            _mm_storeu_ps(yb + i, _mm_add_ps(_mm_mul_ps(b, c), _mm_mul_ps(a, s)));
+            __m128 a = fz4(_mm_loadu_ps(xa + i)), b = fz4(_mm_loadu_ps(xb + i));
+            __m128 c = fz4(_mm_loadu_ps(cos_h + i)), s = fz4(_mm_loadu_ps(sin_h + i));
+            _mm_storeu_ps(ya + i, subz4(mulz4(a, c), mulz4(b, s)));
+            _mm_storeu_ps(yb + i, addz4(mulz4(b, c), mulz4(a, s)));
+        }
+#elif TPH_NEON
+        for (; i < (h & ~3u); i += 4) {
+            float32x4_t a = vld1q_f32(xa + i), b = vld1q_f32(xb + i);
+            float32x4_t c = vld1q_f32(cos_h + i), s = vld1q_f32(sin_h + i);
+            vst1q_f32(ya + i, vsubq_f32(vmulq_f32(a, c), vmulq_f32(b, s)));
+            vst1q_f32(yb + i, vaddq_f32(vmulq_f32(b, c), vmulq_f32(a, s)));
         }
 #endif
         for (; i < h; i++) {
-            float a = xa[i], b = xb[i], c = cos_h[i], s = sin_h[i];
-            ya[i] = a * c - b * s;
-            yb[i] = b * c + a * s;
+            float a = fz(xa[i]), b = fz(xb[i]), c = fz(cos_h[i]), s = fz(sin_h[i]);
+            ya[i] = subz(mulz(a, c), mulz(b, s));
+            yb[i] = addz(mulz(b, c), mulz(a, s));
         }
     }
 }
 
 /* exp(x): n = rint(x / ln 2) from the MAGIC addition, r = x - n ln 2 in two parts, the
  * polynomial, times 2^n built from bits: (bits(x * log2e + MAGIC) + 127) << 23 (MAGIC_BITS
- * << 23 is 0 mod 2^32) */
+ * << 23 is 0 mod 2^32); every multiply and add NEON's */
 static inline float exp1(float x)
 {
-    float xc = clampf(x, EXP_LO, EXP_HI), mg, nf, r, p;
-    mg = xc * EXP_LOG2E + MAGIC;            /* two roundings: contraction is off */
-    nf = mg - MAGIC;
-    r = (xc - nf * EXP_C1) - nf * EXP_C2;
+    float xc = clampz(x, EXP_LO, EXP_HI), mg, nf, r, p;
+    mg = addz(mulz(xc, EXP_LOG2E), MAGIC);   /* two roundings: contraction is off */
+    nf = subz(mg, MAGIC);
+    r = subz(subz(xc, mulz(nf, EXP_C1)), mulz(nf, EXP_C2));
     p = EXP_P0;
-    p = p * r + EXP_P1;
-    p = p * r + EXP_P2;
-    p = p * r + EXP_P3;
-    p = p * r + EXP_P4;
-    p = p * r + EXP_P5;
-    p = (p * (r * r) + r) + 1.0f;
-    return p * u2f((f2u(mg) + 127u) << 23);
+    p = addz(mulz(p, r), EXP_P1);
+    p = addz(mulz(p, r), EXP_P2);
+    p = addz(mulz(p, r), EXP_P3);
+    p = addz(mulz(p, r), EXP_P4);
+    p = addz(mulz(p, r), EXP_P5);
+    p = addz(addz(mulz(p, mulz(r, r)), r), 1.0f);
+    return mulz(p, u2f((f2u(mg) + 127u) << 23));
 }
 
 #if TPH_SSE2
 static inline __m128 exp4(__m128 x)
 {
     const __m128 magic = _mm_set1_ps(MAGIC);
-    __m128 xc = clamp4(x, _mm_set1_ps(EXP_LO), _mm_set1_ps(EXP_HI));
-    __m128 mg = _mm_add_ps(_mm_mul_ps(xc, _mm_set1_ps(EXP_LOG2E)), magic);
-    __m128 nf = _mm_sub_ps(mg, magic);
-    __m128 r = _mm_sub_ps(_mm_sub_ps(xc, _mm_mul_ps(nf, _mm_set1_ps(EXP_C1))),
-                          _mm_mul_ps(nf, _mm_set1_ps(EXP_C2)));
+    __m128 xc = clampz4(x, _mm_set1_ps(EXP_LO), _mm_set1_ps(EXP_HI));
+    __m128 mg = addz4(mulz4(xc, _mm_set1_ps(EXP_LOG2E)), magic);
+    __m128 nf = subz4(mg, magic);
+    __m128 r = subz4(subz4(xc, mulz4(nf, _mm_set1_ps(EXP_C1))), mulz4(nf, _mm_set1_ps(EXP_C2)));
     __m128 p = _mm_set1_ps(EXP_P0);
     __m128i k = _mm_slli_epi32(_mm_add_epi32(_mm_castps_si128(mg), _mm_set1_epi32(127)), 23);
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P1));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P2));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P3));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P4));
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P5));
-    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
-    return _mm_mul_ps(p, _mm_castsi128_ps(k));
+    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P1));
+    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P2));
+    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P3));
+    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P4));
+    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P5));
+    p = addz4(addz4(mulz4(p, mulz4(r, r)), r), _mm_set1_ps(1.0f));
+    return mulz4(p, _mm_castsi128_ps(k));
+}
+#endif
+
+#if TPH_NEON
+static inline float32x4_t exp4(float32x4_t x)
+{
+    const float32x4_t magic = vdupq_n_f32(MAGIC);
+    float32x4_t xc = vminq_f32(vmaxq_f32(x, vdupq_n_f32(EXP_LO)), vdupq_n_f32(EXP_HI));
+    float32x4_t mg = vaddq_f32(vmulq_f32(xc, vdupq_n_f32(EXP_LOG2E)), magic);
+    float32x4_t nf = vsubq_f32(mg, magic);
+    float32x4_t r = vsubq_f32(vsubq_f32(xc, vmulq_f32(nf, vdupq_n_f32(EXP_C1))),
+                              vmulq_f32(nf, vdupq_n_f32(EXP_C2)));
+    float32x4_t p = vdupq_n_f32(EXP_P0);
+    uint32x4_t k = vshlq_n_u32(vaddq_u32(vreinterpretq_u32_f32(mg), vdupq_n_u32(127)), 23);
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P1));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P2));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P3));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P4));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P5));
+    p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), vdupq_n_f32(1.0f));
+    return vmulq_f32(p, vreinterpretq_f32_u32(k));
 }
 #endif
 
 void tph_exp(const float *x, uint32_t n, float *y)
 {
     uint32_t i = 0;
-#if TPH_SSE2
     const uint32_t n4 = n & ~3u;
+#if TPH_SSE2
     for (; i < n4; i += 4)
         _mm_storeu_ps(y + i, exp4(_mm_loadu_ps(x + i)));
+#elif TPH_NEON
+    for (; i < n4; i += 4)
+        vst1q_f32(y + i, exp4(vld1q_f32(x + i)));
+#else
+    (void)n4;
 #endif
     for (; i < n; i++)
         y[i] = exp1(x[i]);
 }
 
+/* (g / (1 + exp(-g))) * u: the division IEEE (no NEON divide: the VFP's, lane by lane, on
+ * the unflushed g), the rest NEON's */
 void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
 {
     uint32_t i = 0;
+    const uint32_t n4 = n & ~3u;
 #if TPH_SSE2
     const __m128 one = _mm_set1_ps(1.0f), sign = _mm_set1_ps(-0.0f);
-    const uint32_t n4 = n & ~3u;
     for (; i < n4; i += 4) {
         __m128 gv = _mm_loadu_ps(g + i);
         __m128 e = exp4(_mm_xor_ps(gv, sign));
-        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_div_ps(gv, _mm_add_ps(one, e)), _mm_loadu_ps(u + i)));
+        _mm_storeu_ps(y + i, mulz4(fz4(_mm_div_ps(gv, addz4(one, e))),
+                                   fz4(_mm_loadu_ps(u + i))));
     }
+#elif TPH_NEON
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    for (; i < n4; i += 4) {
+        float32x4_t gv = vld1q_f32(g + i);
+        float32x4_t den = vaddq_f32(one, exp4(vnegq_f32(gv)));
+        float q[4], dd[4];
+        vst1q_f32(dd, den);
+        q[0] = g[i] / dd[0];
+        q[1] = g[i + 1] / dd[1];
+        q[2] = g[i + 2] / dd[2];
+        q[3] = g[i + 3] / dd[3];
+        vst1q_f32(y + i, vmulq_f32(vld1q_f32(q), vld1q_f32(u + i)));
+    }
+#else
+    (void)n4;
 #endif
     for (; i < n; i++)
-        y[i] = (g[i] / (1.0f + exp1(-g[i]))) * u[i];
+        y[i] = mulz(fz(g[i] / addz(1.0f, exp1(u2f(f2u(g[i]) ^ SIGN_BIT)))), fz(u[i]));
 }
 
 void tph_add(const float *a, const float *b, uint32_t n, float *y)
 {
     uint32_t i = 0;
-#if TPH_SSE2
     const uint32_t n8 = n & ~7u;
+#if TPH_SSE2
     for (; i < n8; i += 8) {
-        _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
-        _mm_storeu_ps(y + i + 4, _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4)));
+        _mm_storeu_ps(y + i, addz4(fz4(_mm_loadu_ps(a + i)), fz4(_mm_loadu_ps(b + i))));
+        _mm_storeu_ps(y + i + 4, addz4(fz4(_mm_loadu_ps(a + i + 4)), fz4(_mm_loadu_ps(b + i + 4))));
     }
+#elif TPH_NEON
+    for (; i < n8; i += 8) {
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
+        vst1q_f32(y + i + 4, vaddq_f32(vld1q_f32(a + i + 4), vld1q_f32(b + i + 4)));
+    }
+#else
+    (void)n8;
 #endif
     for (; i < n; i++)
-        y[i] = a[i] + b[i];
+        y[i] = addz(fz(a[i]), fz(b[i]));
 }
 
 /* ------------------------------------------------------------------ quantisation */
@@ -400,9 +681,14 @@ static inline void quantise(const float *x, uint32_t n, float s, int8_t *q, int 
 #if TPH_SSE2
     for (; i < (n & ~15u); i += 16)
         quant16(x + i, _mm_set1_ps(s), q + i, clamp);
+#elif TPH_NEON
+    for (; i < (n & ~15u); i += 16)
+        quant16(x + i, vdupq_n_f32(s), q + i, clamp);
 #endif
-    for (; i < n; i++)
-        q[i] = (int8_t)rint_small(clamp ? clampf(x[i] * s, -127.0f, 127.0f) : x[i] * s);
+    for (; i < n; i++) {
+        const float v = x[i] * s;
+        q[i] = (int8_t)rint_small(clamp ? (v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v) : v);
+    }
 }
 
 int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, float *s)
@@ -426,16 +712,27 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
 static inline void dequant4(const int32_t *acc, const float *scale, __m128 c, float *y)
 {
     __m128 a = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)acc));
-    _mm_storeu_ps(y, _mm_mul_ps(_mm_mul_ps(a, _mm_loadu_ps(scale)), c));
+    _mm_storeu_ps(y, mulz4(mulz4(a, fz4(_mm_loadu_ps(scale))), c));
+}
+#endif
+
+#if TPH_NEON
+static inline void dequant4(const int32_t *acc, const float *scale, float32x4_t c, float *y)
+{
+    vst1q_f32(y, vmulq_f32(vmulq_f32(vcvtq_f32_s32(vld1q_s32(acc)), vld1q_f32(scale)), c));
 }
 #endif
 
 void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s, float *y)
 {
-    float inv = 1.0f / s;
+    float inv = fz(1.0f / s);
     uint32_t i = 0;
+#if TPH_SSE2 || TPH_NEON
 #if TPH_SSE2
     const __m128 c = _mm_set1_ps(inv);
+#else
+    const float32x4_t c = vdupq_n_f32(inv);
+#endif
     for (; i < (n & ~15u); i += 16) {  /* 16 a pass: half the loop's instructions per result */
         dequant4(acc + i, scale + i, c, y + i);
         dequant4(acc + i + 4, scale + i + 4, c, y + i + 4);
@@ -446,41 +743,65 @@ void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s
         dequant4(acc + i, scale + i, c, y + i);
 #endif
     for (; i < n; i++)
-        y[i] = ((float)acc[i] * scale[i]) * inv;
+        y[i] = mulz(mulz((float)acc[i], fz(scale[i])), inv);
 }
 
-/* y = (float)q * c (exact int8 -> float) */
+/* y = (float)q * c (exact int8 -> float), NEON's multiply */
 static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
 {
     uint32_t i = 0;
+    const uint32_t n16 = n & ~15u;
+    c = fz(c);
 #if TPH_SSE2
     const __m128 cv = _mm_set1_ps(c);
-    const uint32_t n16 = n & ~15u;
     for (; i < n16; i += 16) {
         __m128 f[4];
         i8x16_to_f32(q + i, f);
-        _mm_storeu_ps(y + i, _mm_mul_ps(f[0], cv));
-        _mm_storeu_ps(y + i + 4, _mm_mul_ps(f[1], cv));
-        _mm_storeu_ps(y + i + 8, _mm_mul_ps(f[2], cv));
-        _mm_storeu_ps(y + i + 12, _mm_mul_ps(f[3], cv));
+        _mm_storeu_ps(y + i, mulz4(f[0], cv));
+        _mm_storeu_ps(y + i + 4, mulz4(f[1], cv));
+        _mm_storeu_ps(y + i + 8, mulz4(f[2], cv));
+        _mm_storeu_ps(y + i + 12, mulz4(f[3], cv));
     }
+#elif TPH_NEON
+    const float32x4_t cv = vdupq_n_f32(c);
+    for (; i < n16; i += 16) {
+        float32x4_t f[4];
+        i8x16_to_f32(q + i, f);
+        vst1q_f32(y + i, vmulq_f32(f[0], cv));
+        vst1q_f32(y + i + 4, vmulq_f32(f[1], cv));
+        vst1q_f32(y + i + 8, vmulq_f32(f[2], cv));
+        vst1q_f32(y + i + 12, vmulq_f32(f[3], cv));
+    }
+#else
+    (void)n16;
 #endif
     for (; i < n; i++)
-        y[i] = (float)q[i] * c;
+        y[i] = mulz((float)q[i], c);
 }
 
 /* y = v * c, 8 at a time */
 static void mul_f32(const float *v, uint32_t n, float c, float *y)
 {
     uint32_t i = 0;
+    const uint32_t n8 = n & ~7u;
+    c = fz(c);
 #if TPH_SSE2
-    for (; i < (n & ~7u); i += 8) {
-        _mm_storeu_ps(y + i, _mm_mul_ps(_mm_loadu_ps(v + i), _mm_set1_ps(c)));
-        _mm_storeu_ps(y + i + 4, _mm_mul_ps(_mm_loadu_ps(v + i + 4), _mm_set1_ps(c)));
+    const __m128 cv = _mm_set1_ps(c);
+    for (; i < n8; i += 8) {
+        _mm_storeu_ps(y + i, mulz4(fz4(_mm_loadu_ps(v + i)), cv));
+        _mm_storeu_ps(y + i + 4, mulz4(fz4(_mm_loadu_ps(v + i + 4)), cv));
     }
+#elif TPH_NEON
+    const float32x4_t cv = vdupq_n_f32(c);
+    for (; i < n8; i += 8) {
+        vst1q_f32(y + i, vmulq_f32(vld1q_f32(v + i), cv));
+        vst1q_f32(y + i + 4, vmulq_f32(vld1q_f32(v + i + 4), cv));
+    }
+#else
+    (void)n8;
 #endif
     for (; i < n; i++)
-        y[i] = v[i] * c;
+        y[i] = mulz(fz(v[i]), c);
 }
 
 void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
@@ -496,19 +817,43 @@ static inline void dequant2x4_i32(const int32_t *acc, const float *scale, __m128
 {
     const __m128 a = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)acc));
     const __m128 b = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(acc + 4)));
-    const __m128 sc = _mm_loadu_ps(scale);
+    const __m128 sc = fz4(_mm_loadu_ps(scale));
     const __m128i v0 = _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
     const __m128i v1 = _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm_storeu_ps(y0, _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(v0), sc), c0));
-    _mm_storeu_ps(y1, _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(v1), sc), c1));
+    _mm_storeu_ps(y0, mulz4(mulz4(_mm_cvtepi32_ps(v0), sc), c0));
+    _mm_storeu_ps(y1, mulz4(mulz4(_mm_cvtepi32_ps(v1), sc), c1));
 }
 
 static inline void dequant2x4_f32(const float *v, __m128 c0, __m128 c1, float *y0, float *y1)
 {
-    const __m128 a = _mm_loadu_ps(v), b = _mm_loadu_ps(v + 4);
-    _mm_storeu_ps(y0, _mm_mul_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), c0));
-    _mm_storeu_ps(y1, _mm_mul_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)), c1));
+    const __m128 a = fz4(_mm_loadu_ps(v)), b = fz4(_mm_loadu_ps(v + 4));
+    _mm_storeu_ps(y0, mulz4(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), c0));
+    _mm_storeu_ps(y1, mulz4(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)), c1));
 }
+#define VEC_T __m128
+#define VEC_DUP _mm_set1_ps
+#endif
+
+#if TPH_NEON
+/* 4 rows of a 2-vector frame: vld2 splits by vector */
+static inline void dequant2x4_i32(const int32_t *acc, const float *scale, float32x4_t c0,
+                                  float32x4_t c1, float *y0, float *y1)
+{
+    const int32x4x2_t a = vld2q_s32(acc);
+    const float32x4_t sc = vld1q_f32(scale);
+    vst1q_f32(y0, vmulq_f32(vmulq_f32(vcvtq_f32_s32(a.val[0]), sc), c0));
+    vst1q_f32(y1, vmulq_f32(vmulq_f32(vcvtq_f32_s32(a.val[1]), sc), c1));
+}
+
+static inline void dequant2x4_f32(const float *v, float32x4_t c0, float32x4_t c1, float *y0,
+                                  float *y1)
+{
+    const float32x4x2_t a = vld2q_f32(v);
+    vst1q_f32(y0, vmulq_f32(a.val[0], c0));
+    vst1q_f32(y1, vmulq_f32(a.val[1], c1));
+}
+#define VEC_T float32x4_t
+#define VEC_DUP vdupq_n_f32
 #endif
 
 void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint32_t B,
@@ -517,10 +862,10 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
     float inv[256];
     uint32_t i = 0, j;
     for (j = 0; j < B && j < 256u; j++)
-        inv[j] = 1.0f / s[j];
-#if TPH_SSE2
+        inv[j] = fz(1.0f / s[j]);
+#if TPH_SSE2 || TPH_NEON
     if (B == 2u) {               /* 8 rows a pass: half the loop's instructions per result */
-        const __m128 c0 = _mm_set1_ps(inv[0]), c1 = _mm_set1_ps(inv[1]);
+        const VEC_T c0 = VEC_DUP(inv[0]), c1 = VEC_DUP(inv[1]);
         float *y0 = y[0], *y1 = y[1];
         for (; i < (n & ~7u); i += 8) {
             dequant2x4_i32(acc + 2u * i, scale + i, c0, c1, y0 + i, y1 + i);
@@ -534,14 +879,14 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
         float *y0 = y[0], *y1 = y[1];
         const float i0 = inv[0], i1 = inv[1];
         for (; i < n; i++) {
-            const float sc = scale[i];
-            y0[i] = ((float)acc[2u * i] * sc) * i0;
-            y1[i] = ((float)acc[2u * i + 1u] * sc) * i1;
+            const float sc = fz(scale[i]);
+            y0[i] = mulz(mulz((float)acc[2u * i], sc), i0);
+            y1[i] = mulz(mulz((float)acc[2u * i + 1u], sc), i1);
         }
     }
     for (; i < n; i++)
         for (j = 0; j < B; j++)
-            y[j][i] = ((float)acc[i * B + j] * scale[i]) * inv[j];
+            y[j][i] = mulz(mulz((float)acc[i * B + j], fz(scale[i])), inv[j]);
 }
 
 void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, float *const *y)
@@ -549,10 +894,10 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
     float inv[256];
     uint32_t i = 0, j;
     for (j = 0; j < B && j < 256u; j++)
-        inv[j] = 1.0f / s[j];
-#if TPH_SSE2
+        inv[j] = fz(1.0f / s[j]);
+#if TPH_SSE2 || TPH_NEON
     if (B == 2u) {
-        const __m128 c0 = _mm_set1_ps(inv[0]), c1 = _mm_set1_ps(inv[1]);
+        const VEC_T c0 = VEC_DUP(inv[0]), c1 = VEC_DUP(inv[1]);
         float *y0 = y[0], *y1 = y[1];
         for (; i < (n & ~7u); i += 8) {
             dequant2x4_f32(v + 2u * i, c0, c1, y0 + i, y1 + i);
@@ -566,25 +911,39 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
         float *y0 = y[0], *y1 = y[1];
         const float i0 = inv[0], i1 = inv[1];
         for (; i < n; i++) {
-            y0[i] = v[2u * i] * i0;
-            y1[i] = v[2u * i + 1u] * i1;
+            y0[i] = mulz(fz(v[2u * i]), i0);
+            y1[i] = mulz(fz(v[2u * i + 1u]), i1);
         }
     }
     for (; i < n; i++)
         for (j = 0; j < B; j++)
-            y[j][i] = v[i * B + j] * inv[j];
+            y[j][i] = mulz(fz(v[i * B + j]), inv[j]);
 }
 
 int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio)
 {
-    float buf[256];          /* 256 at a time through floats ((float)q * 1 is exact) */
-    uint32_t i, m;
+    uint32_t i = 0;
     if (!(ratio > 0.0f && ratio <= KV_RATIO_MAX))
         return TPH_BADARG;   /* kv_step's ratios only: then |q ratio| < 127.5 (above) */
-    for (i = 0; i < n; i += m) {
-        m = n - i < 256 ? n - i : 256;
-        i8_mul(buf, q + i, m, 1.0f);
-        quantise(buf, m, ratio, q + i, 0);
+#if TPH_NEON
+    {   /* 16 a pass, in registers */
+        const float32x4_t r = vdupq_n_f32(ratio);
+        for (; i < (n & ~15u); i += 16) {
+            float32x4_t f[4];
+            i8x16_to_f32(q + i, f);
+            store16(q + i, scaled4(f[0], r, 0), scaled4(f[1], r, 0), scaled4(f[2], r, 0),
+                    scaled4(f[3], r, 0));
+        }
+    }
+#endif
+    {
+        float buf[256];      /* 256 at a time through floats ((float)q * 1 is exact) */
+        uint32_t m;
+        for (; i < n; i += m) {
+            m = n - i < 256 ? n - i : 256;
+            i8_mul(buf, q + i, m, 1.0f);
+            quantise(buf, m, ratio, q + i, 0);
+        }
     }
     return TPH_OK;
 }

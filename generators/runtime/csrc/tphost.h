@@ -3,7 +3,8 @@
  * Each function is the twin of a numpy function in generators/runtime/hostops.py and gives
  * the same bits: IEEE-754 single precision, only correctly rounded operations (+ - * / sqrt,
  * conversions, compares) in the order written, no contraction (-ffp-contract=off), no
- * -ffast-math, FLT_EVAL_METHOD 0 (SSE2 on x86-64, VFP on ARMv7). stdint types, no globals,
+ * -ffast-math, FLT_EVAL_METHOD 0 (SSE2 on x86-64, NEON and VFP on ARMv7), with NEON's
+ * flush-to-zero on the element-wise multiplies and adds (tphost.c). stdint types, no globals,
  * no allocation; the caller owns every buffer. Counts are uint32_t (32-bit pointers on the
  * board's Cortex-A9). Functions that can fail return a TPH_* code (0 = ok).
  */
@@ -17,7 +18,7 @@ extern "C" {
 #endif
 
 /* bumped when a signature or a numeric definition changes (the loader checks it) */
-#define TPH_ABI 2
+#define TPH_ABI 3
 
 #define TPH_OK         0
 #define TPH_NONFINITE (-1)   /* an input holds NaN or infinity */
@@ -27,6 +28,9 @@ extern "C" {
 int32_t tph_abi(void);
 /* the SHA-1 of tphost.h + tphost.c the library was built from (setup.py defines it) */
 const char *tph_source(void);
+/* the bodies built: "neon" (ARMv7 -mfpu=neon), "sse2" (x86-64), "portable" (-DTPH_PORTABLE
+ * or another CPU), "portable-arm" (an ARM build without NEON: the loader says so) */
+const char *tph_build(void);
 
 /* ---- reductions */
 /* sum of x[i]^2: lane i % 8 accumulates in order, lanes combined ((0+4)+(2+6))+((1+5)+(3+7)) */
