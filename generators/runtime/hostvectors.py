@@ -220,6 +220,13 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("argmax", x=np.array([-np.inf, -np.inf], f))
     add("argmax", x=np.array([1.0, np.nan, 5.0, np.nan], f))
     add("argmax", x=np.concatenate([normal(20), [np.inf], normal(3), [np.inf]]).astype(f))
+    # the vector bodies' edges (n >= 8): zeros of both signs as the maximum, all negative,
+    # subnormal maxima, a negative NaN, -inf only
+    add("argmax", x=np.array([-1] * 7 + [-0.0] + [-2] * 4 + [0.0] + [-5] * 3, f))
+    add("argmax", x=np.array([-3, -2, -7, -1e-40, -9, -1e-45, -4, -8, -6, -2, -3, -1e-44], f))
+    add("argmax", x=np.array([-1] * 9 + [1e-45, 1e-40, -0.0, 1e-40, 0.0, -1, -1], f))
+    add("argmax", x=np.array([1, 2, 3, 4, 5, 6, 7, -np.nan, 9, 1, 2, 3], f))
+    add("argmax", x=np.full(24, -np.inf, f))
 
     # ---- element-wise
     cos, sin = hostops.rope_tables(d, 100000.0, 2048)

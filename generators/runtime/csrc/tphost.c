@@ -376,16 +376,6 @@ int32_t tph_absmax(const float *x, uint32_t n, float *amax)
     return TPH_OK;
 }
 
-#if TPH_NEON
-/* float bits -> int32 in the float order (negatives: the low 31 bits reversed); -0 < +0 */
-static inline int32x4_t order4(uint32x4_t b)
-{
-    int32x4_t s = vreinterpretq_s32_u32(b);
-    return veorq_s32(s, vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(
-        vshrq_n_s32(s, 31)), 1)));
-}
-#endif
-
 int32_t tph_argmax(const float *x, uint32_t n)
 {
     float best = -INFINITY;
@@ -412,27 +402,34 @@ int32_t tph_argmax(const float *x, uint32_t n)
     }
 #elif TPH_NEON
     if (n >= 8) {                      /* integers only: NEON's float compares flush */
+        /* on the bits: the signed max is the largest float when one is >= +0; when all are
+         * negative the largest is the unsigned min (smallest magnitude); a NaN shows as a
+         * signed max above +inf or an unsigned max above -inf */
         const uint32_t n8 = n & ~7u;
-        const uint32x4_t mask = vdupq_n_u32(ABS_MASK);
-        int32x4_t m = vdupq_n_s32(INT32_MIN), m2 = m;
-        uint32x4_t a = vdupq_n_u32(0);
-        int32x2_t h;
-        uint32x2_t ha;
-        int32_t k;
+        int32x4_t smax = vdupq_n_s32(INT32_MIN), smax2 = smax;
+        uint32x4_t umin = vdupq_n_u32(0xFFFFFFFFu), umin2 = umin, umax = vdupq_n_u32(0);
+        uint32x2_t h;
+        int32x2_t hs;
+        uint32_t lo, hi;
+        int32_t top;
         for (; i < n8; i += 8) {
             const uint32x4_t v = bits4(x + i), w = bits4(x + i + 4);
-            m = vmaxq_s32(m, order4(v));
-            m2 = vmaxq_s32(m2, order4(w));
-            a = vmaxq_u32(a, vmaxq_u32(vandq_u32(v, mask), vandq_u32(w, mask)));
+            smax = vmaxq_s32(smax, vreinterpretq_s32_u32(v));
+            smax2 = vmaxq_s32(smax2, vreinterpretq_s32_u32(w));
+            umin = vminq_u32(umin, v);
+            umin2 = vminq_u32(umin2, w);
+            umax = vmaxq_u32(umax, vmaxq_u32(v, w));
         }
-        m = vmaxq_s32(m, m2);
-        h = vpmax_s32(vget_low_s32(m), vget_high_s32(m));
-        h = vpmax_s32(h, h);
-        ha = vpmax_u32(vget_low_u32(a), vget_high_u32(a));
-        ha = vpmax_u32(ha, ha);
-        nan = vget_lane_u32(ha, 0) > INF_BITS;
-        k = vget_lane_s32(h, 0);       /* back to the bits: the map is its own inverse */
-        best = u2f((uint32_t)(k ^ (int32_t)((uint32_t)(k >> 31) >> 1)));
+        smax = vmaxq_s32(smax, smax2);
+        umin = vminq_u32(umin, umin2);
+        hs = vpmax_s32(vget_low_s32(smax), vget_high_s32(smax));
+        top = vget_lane_s32(vpmax_s32(hs, hs), 0);
+        h = vpmin_u32(vget_low_u32(umin), vget_high_u32(umin));
+        lo = vget_lane_u32(vpmin_u32(h, h), 0);
+        h = vpmax_u32(vget_low_u32(umax), vget_high_u32(umax));
+        hi = vget_lane_u32(vpmax_u32(h, h), 0);
+        nan = top > (int32_t)INF_BITS || hi > (SIGN_BIT | INF_BITS);
+        best = u2f(top >= 0 ? (uint32_t)top : lo);
     }
 #endif
     for (; i < n; i++) {
@@ -632,16 +629,24 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
     }
 #elif TPH_NEON
     const float32x4_t one = vdupq_n_f32(1.0f);
-    for (; i < n4; i += 4) {
-        float32x4_t gv = vld1q_f32(g + i);
-        float32x4_t den = vaddq_f32(one, exp4(vnegq_f32(gv)));
-        float q[4], dd[4];
-        vst1q_f32(dd, den);
-        q[0] = g[i] / dd[0];
-        q[1] = g[i + 1] / dd[1];
-        q[2] = g[i + 2] / dd[2];
-        q[3] = g[i + 3] / dd[3];
-        vst1q_f32(y + i, vmulq_f32(vld1q_f32(q), vld1q_f32(u + i)));
+    const uint32x4_t sign = vdupq_n_u32(SIGN_BIT);
+    float q[64];
+    while (i < n4) {                 /* 64 a block: NEON, the VFP's divides, NEON */
+        const uint32_t m = n4 - i < 64u ? n4 - i : 64u;
+        const float *gi = g + i;
+        uint32_t k;
+        for (k = 0; k < m; k += 4)
+            vst1q_f32(q + k, vaddq_f32(one, exp4(vreinterpretq_f32_u32(
+                veorq_u32(vreinterpretq_u32_f32(vld1q_f32(gi + k)), sign)))));
+        for (k = 0; k < m; k += 4) {
+            q[k] = gi[k] / q[k];
+            q[k + 1] = gi[k + 1] / q[k + 1];
+            q[k + 2] = gi[k + 2] / q[k + 2];
+            q[k + 3] = gi[k + 3] / q[k + 3];
+        }
+        for (k = 0; k < m; k += 4)
+            vst1q_f32(y + i + k, vmulq_f32(vld1q_f32(q + k), vld1q_f32(u + i + k)));
+        i += m;
     }
 #else
     (void)n4;
