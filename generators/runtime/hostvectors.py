@@ -237,7 +237,10 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("rope", x=normal(2 * 12), dims=np.array([2, 12], np.uint32), cos=normal(6), sin=normal(6))
     ln2 = math.log(2)
     e = np.concatenate([np.linspace(-100, 100, 4001), [(k + 0.5) * ln2 for k in range(-130, 130)],
-                        [-86, 88, -86.0001, 88.0001, 0.0, -0.0, 1e-30, -1e-30, 3e38, -3e38]])
+                        [-86, 88, -86.0001, 88.0001, 0.0, -0.0, 1e-30, -1e-30, 3e38, -3e38],
+                        # r near 0 (x nearest k ln 2), the SSE2 body's 2^-60 fast-path edge
+                        [k * ln2 for k in range(-124, 127)],
+                        [2.0 ** -60, -(2.0 ** -60), 2.0 ** -61, -(2.0 ** -61), 2.0 ** -59]])
     add("exp", x=e.astype(f))
     for n in sizes:
         g = normal(n, 10.0 ** rng.uniform(-1, 1.5))

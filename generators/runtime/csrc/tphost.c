@@ -189,11 +189,6 @@ static inline __m128 mulz4(__m128 a, __m128 b)
 static inline __m128 addz4(__m128 a, __m128 b) { return fz4(_mm_add_ps(a, b)); }
 static inline __m128 subz4(__m128 a, __m128 b) { return fz4(_mm_sub_ps(a, b)); }
 
-static inline __m128 clampz4(__m128 v, __m128 lo, __m128 hi)
-{
-    return _mm_min_ps(hi, _mm_max_ps(lo, fz4(v)));
-}
-
 /* 16 int8 -> four vectors of 4 floats (exact) */
 static inline void i8x16_to_f32(const int8_t *q, __m128 *f)
 {
@@ -556,22 +551,45 @@ static inline float exp1(float x)
 }
 
 #if TPH_SSE2
+/* exp of 4 lanes, NEON's bits. Where every lane's clamped x is 0 or |x| >= 2^-60 no operation
+ * meets a subnormal, so IEEE's bits are NEON's. n = 0: r = x, r^2 >= 2^-120 and every product
+ * >= 2^-121; the sums stay above 2^-14 (the coefficients) or near r or 1. n != 0: |x| > ln2/2,
+ * so x and n C1 (9 bits times 8) are multiples of 2^-25 and of 2^-48 with n C2 (|n C2| >=
+ * 2^-14): r = 0 or |r| >= 2^-48, r^2 >= 2^-96; p 2^n >= 0.7 * 2^-124. Else (a lane within
+ * 2^-60 of 0, not 0) exp1 per lane (the flushing scalar code). */
+static __attribute__((noinline)) __m128 exp4_slow(__m128 x)
+{
+    float f[4];
+    uint32_t k;
+    _mm_storeu_ps(f, x);
+    for (k = 0; k < 4; k++)
+        f[k] = exp1(f[k]);
+    return _mm_loadu_ps(f);
+}
+
 static inline __m128 exp4(__m128 x)
 {
     const __m128 magic = _mm_set1_ps(MAGIC);
-    __m128 xc = clampz4(x, _mm_set1_ps(EXP_LO), _mm_set1_ps(EXP_HI));
-    __m128 mg = addz4(mulz4(xc, _mm_set1_ps(EXP_LOG2E)), magic);
-    __m128 nf = subz4(mg, magic);
-    __m128 r = subz4(subz4(xc, mulz4(nf, _mm_set1_ps(EXP_C1))), mulz4(nf, _mm_set1_ps(EXP_C2)));
-    __m128 p = _mm_set1_ps(EXP_P0);
-    __m128i k = _mm_slli_epi32(_mm_add_epi32(_mm_castps_si128(mg), _mm_set1_epi32(127)), 23);
-    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P1));
-    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P2));
-    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P3));
-    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P4));
-    p = addz4(mulz4(p, r), _mm_set1_ps(EXP_P5));
-    p = addz4(addz4(mulz4(p, mulz4(r, r)), r), _mm_set1_ps(1.0f));
-    return mulz4(p, _mm_castsi128_ps(k));
+    __m128 xc = _mm_min_ps(_mm_set1_ps(EXP_HI), _mm_max_ps(_mm_set1_ps(EXP_LO), x));
+    __m128 ax = _mm_and_ps(xc, absmask4());
+    __m128 mg, nf, r, p;
+    __m128i k;
+    if (_mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(ax, _mm_setzero_ps()),
+                                   _mm_cmplt_ps(ax, _mm_set1_ps(0x1p-60f)))))
+        return exp4_slow(x);
+    mg = _mm_add_ps(_mm_mul_ps(xc, _mm_set1_ps(EXP_LOG2E)), magic);
+    nf = _mm_sub_ps(mg, magic);
+    r = _mm_sub_ps(_mm_sub_ps(xc, _mm_mul_ps(nf, _mm_set1_ps(EXP_C1))),
+                   _mm_mul_ps(nf, _mm_set1_ps(EXP_C2)));
+    p = _mm_set1_ps(EXP_P0);
+    k = _mm_slli_epi32(_mm_add_epi32(_mm_castps_si128(mg), _mm_set1_epi32(127)), 23);
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P1));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P2));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P3));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P4));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(EXP_P5));
+    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
+    return _mm_mul_ps(p, _mm_castsi128_ps(k));
 }
 #endif
 
