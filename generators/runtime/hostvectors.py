@@ -385,6 +385,17 @@ def ftz_cases() -> List[Tuple[str, Dict[str, np.ndarray]]]:
     b = [0.0, 2.0 * m, 2.0 ** -70, sub[0], 0.0]
     add("rope", x=arr(a + b), dims=arr([1, 10], np.uint32),
         cos=arr([m, 0.5, 2.0 ** -60, 1.0, m]), sin=arr([0.5, 0.25, 2.0 ** -60, sub[2], 0.5]))
+    # x86's flush decides tininess after rounding: an exact product in (FLT_MIN (1 - 2^-25),
+    # FLT_MIN) rounds to FLT_MIN there and in IEEE, NEON flushes it ((1 - 2^-23) *
+    # (1 + 2^-23) 2^-126, and V * (1 / S) below): the SSE2 bodies' slow lanes
+    A, B = float.fromhex("0x1.fffffcp-1"), float.fromhex("0x1.000002p-126")
+    add("rope", x=arr([A, A, 1.0, A, 0.0, A, 0.0, 0.0]), dims=arr([1, 8], np.uint32),
+        cos=arr([B, B, 1.0, 0.5]), sin=arr([0.5, 0.0, 0.0, B]))
+    S, V = float.fromhex("0x1.50da32p+125"), float.fromhex("0x1.50da32p-1")
+    add("dequant_f32", v=arr([V, -V, V, 1.0, V, V, 0.5, V, V]), s=arr([S]))
+    add("dequant_i32", acc=np.array([1, -1, 1, 1, 2, 1, 1, 1, 1], np.int32), scale=arr([V] * 9),
+        s=arr([S]))
+    add("dequant_b_f32", v=np.repeat(arr([V, -V, 0.5, V, V] * 2), 2), s=arr([S, S]))
     # SiLU times up: subnormal g and u, products below FLT_MIN
     g = arr([2.0, 1e-40, -3.0, 2.0, 5.0, 1.0, -1e-44, 4.0, 2.0, 2.0 ** -100, 1.0])
     u = arr([0.5 * m, 1.0, 2.0 ** -125, 2.0 ** -126, m, 1e-38, 1.0, 2.0 ** -127, 0.5 * m,

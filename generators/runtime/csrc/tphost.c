@@ -155,39 +155,63 @@ static inline int32_t rint_small(float v)
  * clamp (it may be given any step); kv_requantise refuses a ratio kv_step cannot give. */
 
 #if TPH_SSE2
+
+/* NEON's bits on SSE2: the vector loops run inside ftz_on() / ftz_off() (the MXCSR's
+ * flush-to-zero and denormals-are-zero, set around the loop, restored after): subnormal operands
+ * read as zeros of their sign and tiny results become zeros, as on NEON, except that x86 decides
+ * tininess after rounding: an exact product just below FLT_MIN that rounds to FLT_MIN stays
+ * FLT_MIN. So fz4 and the sums are the plain operations there (a tiny sum is exact), and mulz4
+ * sends a lane whose product is +-FLT_MIN to the scalar mulz; the scalar helpers give NEON's
+ * bits in either mode. IEEE set-up values are computed before the mode changes (TPH_KEEP). */
+#define MXCSR_FTZ_DAZ 0x8040u
+
 static inline __m128 absmask4(void) { return _mm_castsi128_ps(_mm_set1_epi32((int)ABS_MASK)); }
 
-/* fz() on 4 lanes */
-static inline __m128 fz4(__m128 v)
+static inline uint32_t ftz_on(void)
 {
-    const __m128 abs = absmask4();
-    __m128 t = _mm_cmplt_ps(_mm_and_ps(v, abs), _mm_set1_ps(FLT_MIN));
-    return _mm_andnot_ps(_mm_and_ps(t, abs), v);
+    const uint32_t c = _mm_getcsr();
+    _mm_setcsr(c | MXCSR_FTZ_DAZ);
+    return c;
 }
 
-static __attribute__((noinline)) __m128 mulz4_slow(__m128 a, __m128 b)
-{
-    float fa[4], fb[4];
-    uint32_t k;
-    _mm_storeu_ps(fa, a);
-    _mm_storeu_ps(fb, b);
-    for (k = 0; k < 4; k++)
-        fa[k] = mulz(fa[k], fb[k]);
-    return _mm_loadu_ps(fa);
-}
+static inline void ftz_off(uint32_t c) { _mm_setcsr(c); }
 
-/* mulz() on 4 lanes: the product, and mulz's lanes when one lies in (0, FLT_MIN] */
+/* the MXCSR's mode for a vector loop: the IEEE set-up before it (TPH_KEEP: a value computed
+ * before the mode changes; gcc does not order float operations against ldmxcsr otherwise) */
+#define FTZ_ON __asm__ volatile("" ::: "memory"); const uint32_t csr_ = ftz_on();
+#define FTZ_OFF __asm__ volatile("" ::: "memory"); ftz_off(csr_);
+#define TPH_KEEP(v) __asm__ volatile("" : "+x"(v))
+#else
+#define FTZ_ON
+#define FTZ_OFF
+#define TPH_KEEP(v) ((void)0)
+#endif
+#if TPH_SSE2
+
+/* inside ftz_on(): DAZ flushes every operand */
+static inline __m128 fz4(__m128 v) { return v; }
+
+/* a * b in the flush mode, NEON's bits: where a product is +-FLT_MIN, the exact product (in
+ * double: exact for floats) decides; tiny ones become zeros of their sign (no call: the hot
+ * loops keep their registers) */
 static inline __m128 mulz4(__m128 a, __m128 b)
 {
-    __m128 p = _mm_mul_ps(a, b), m = _mm_and_ps(p, absmask4());
-    if (_mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(m, _mm_setzero_ps()),
-                                   _mm_cmple_ps(m, _mm_set1_ps(FLT_MIN)))))
-        p = mulz4_slow(a, b);
+    const __m128 abs = absmask4();
+    __m128 p = _mm_mul_ps(a, b);
+    if (__builtin_expect(_mm_movemask_ps(_mm_cmpeq_ps(_mm_and_ps(p, abs),
+                                                      _mm_set1_ps(FLT_MIN))), 0)) {
+        const __m128d absd = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFFll));
+        const __m128d mn = _mm_set1_pd((double)FLT_MIN);
+        __m128d lo = _mm_mul_pd(_mm_cvtps_pd(a), _mm_cvtps_pd(b));
+        __m128d hi = _mm_mul_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)),
+                                _mm_cvtps_pd(_mm_movehl_ps(b, b)));
+        __m128 tiny = _mm_shuffle_ps(_mm_castpd_ps(_mm_cmplt_pd(_mm_and_pd(lo, absd), mn)),
+                                     _mm_castpd_ps(_mm_cmplt_pd(_mm_and_pd(hi, absd), mn)),
+                                     _MM_SHUFFLE(2, 0, 2, 0));
+        p = _mm_andnot_ps(_mm_and_ps(tiny, abs), p);
+    }
     return p;
 }
-
-static inline __m128 addz4(__m128 a, __m128 b) { return fz4(_mm_add_ps(a, b)); }
-static inline __m128 subz4(__m128 a, __m128 b) { return fz4(_mm_sub_ps(a, b)); }
 
 /* 16 int8 -> four vectors of 4 floats (exact) */
 static inline void i8x16_to_f32(const int8_t *q, __m128 *f)
@@ -273,14 +297,16 @@ float tph_sumsq(const float *x, uint32_t n)
     uint32_t i = 0;
     const uint32_t n8 = n & ~7u;
 #if TPH_SSE2
+    FTZ_ON
     __m128 a = _mm_setzero_ps(), b = _mm_setzero_ps();
     for (; i < n8; i += LANES) {
         __m128 u = fz4(_mm_loadu_ps(x + i)), v = fz4(_mm_loadu_ps(x + i + 4));
-        a = addz4(a, mulz4(u, u));
-        b = addz4(b, mulz4(v, v));
+        a = _mm_add_ps(a, mulz4(u, u));
+        b = _mm_add_ps(b, mulz4(v, v));
     }
     _mm_storeu_ps(l, a);
     _mm_storeu_ps(l + 4, b);
+    FTZ_OFF
 #elif TPH_NEON
     float32x4_t a = vdupq_n_f32(0.0f), b = a;
     for (; i < n8; i += LANES) {
@@ -477,9 +503,11 @@ void tph_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *y
 {
     float ms = tph_sumsq(x, n) / (float)n;
     float inv = fz(1.0f / sqrtf(ms + eps));    /* IEEE (VFP), flushed as NEON reads it */
+    TPH_KEEP(inv);
     uint32_t i = 0;
     const uint32_t n8 = n & ~7u;
 #if TPH_SSE2
+    FTZ_ON
     const __m128 c = _mm_set1_ps(inv);
     for (; i < n8; i += 8) {
         _mm_storeu_ps(y + i, mulz4(mulz4(fz4(_mm_loadu_ps(x + i)), c),
@@ -487,6 +515,7 @@ void tph_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *y
         _mm_storeu_ps(y + i + 4, mulz4(mulz4(fz4(_mm_loadu_ps(x + i + 4)), c),
                                        fz4(_mm_loadu_ps(w + i + 4))));
     }
+    FTZ_OFF
 #elif TPH_NEON
     const float32x4_t c = vdupq_n_f32(inv);
     for (; i < n8; i += 8) {
@@ -509,12 +538,14 @@ void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
         float *ya = y + (uint32_t)(g * d), *yb = ya + h;
         i = 0;
 #if TPH_SSE2
+        FTZ_ON
         for (; i < (h & ~3u); i += 4) {
             __m128 a = fz4(_mm_loadu_ps(xa + i)), b = fz4(_mm_loadu_ps(xb + i));
             __m128 c = fz4(_mm_loadu_ps(cos_h + i)), s = fz4(_mm_loadu_ps(sin_h + i));
-            _mm_storeu_ps(ya + i, subz4(mulz4(a, c), mulz4(b, s)));
-            _mm_storeu_ps(yb + i, addz4(mulz4(b, c), mulz4(a, s)));
+            _mm_storeu_ps(ya + i, _mm_sub_ps(mulz4(a, c), mulz4(b, s)));
+            _mm_storeu_ps(yb + i, _mm_add_ps(mulz4(b, c), mulz4(a, s)));
         }
+        FTZ_OFF
 #elif TPH_NEON
         for (; i < (h & ~3u); i += 4) {
             float32x4_t a = vld1q_f32(xa + i), b = vld1q_f32(xb + i);
@@ -551,32 +582,19 @@ static inline float exp1(float x)
 }
 
 #if TPH_SSE2
-/* exp of 4 lanes, NEON's bits. Where every lane's clamped x is 0 or |x| >= 2^-60 no operation
- * meets a subnormal, so IEEE's bits are NEON's. n = 0: r = x, r^2 >= 2^-120 and every product
- * >= 2^-121; the sums stay above 2^-14 (the coefficients) or near r or 1. n != 0: |x| > ln2/2,
- * so x and n C1 (9 bits times 8) are multiples of 2^-25 and of 2^-48 with n C2 (|n C2| >=
- * 2^-14): r = 0 or |r| >= 2^-48, r^2 >= 2^-96; p 2^n >= 0.7 * 2^-124. Else (a lane within
- * 2^-60 of 0, not 0) exp1 per lane (the flushing scalar code). */
-static __attribute__((noinline)) __m128 exp4_slow(__m128 x)
-{
-    float f[4];
-    uint32_t k;
-    _mm_storeu_ps(f, x);
-    for (k = 0; k < 4; k++)
-        f[k] = exp1(f[k]);
-    return _mm_loadu_ps(f);
-}
-
+/* exp of 4 lanes: IEEE's bits are NEON's here, whatever the mode. With xc the clamped x:
+ * |xc| < 2^-60 (or flushed): every path gives (q r^2 + r) + 1 = 1 exactly (|r| < 2^-60), so
+ * exp = 1 with or without a flush on the way. n = 0, |xc| >= 2^-60: r = xc, r^2 >= 2^-120 and
+ * every product >= 2^-121; the sums stay above 2^-14 (the coefficients) or near r or 1.
+ * n != 0: |xc| > ln2/2, so xc and n C1 (9 bits times 8) are multiples of 2^-25 and of 2^-48
+ * with n C2 (|n C2| >= 2^-14): r = 0 or |r| >= 2^-48, r^2 >= 2^-96; p 2^n >= 0.7 * 2^-124.
+ * No operation meets a subnormal. (The flushing scalar exp1 gives the same.) */
 static inline __m128 exp4(__m128 x)
 {
     const __m128 magic = _mm_set1_ps(MAGIC);
     __m128 xc = _mm_min_ps(_mm_set1_ps(EXP_HI), _mm_max_ps(_mm_set1_ps(EXP_LO), x));
-    __m128 ax = _mm_and_ps(xc, absmask4());
     __m128 mg, nf, r, p;
     __m128i k;
-    if (_mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(ax, _mm_setzero_ps()),
-                                   _mm_cmplt_ps(ax, _mm_set1_ps(0x1p-60f)))))
-        return exp4_slow(x);
     mg = _mm_add_ps(_mm_mul_ps(xc, _mm_set1_ps(EXP_LOG2E)), magic);
     nf = _mm_sub_ps(mg, magic);
     r = _mm_sub_ps(_mm_sub_ps(xc, _mm_mul_ps(nf, _mm_set1_ps(EXP_C1))),
@@ -633,18 +651,49 @@ void tph_exp(const float *x, uint32_t n, float *y)
 
 /* (g / (1 + exp(-g))) * u: the division IEEE (no NEON divide: the VFP's, lane by lane, on
  * the unflushed g), the rest NEON's */
+static inline float silu1(float g, float u)
+{
+    return mulz(fz(g / addz(1.0f, exp1(u2f(f2u(g) ^ SIGN_BIT)))), fz(u));
+}
+
+#if TPH_SSE2
+/* 4 lanes of silu1 in IEEE mode (the division's), back to the flush after */
+static __attribute__((noinline)) void silu4_slow(const float *g, const float *u, float *y,
+                                                 uint32_t csr)
+{
+    uint32_t k;
+    ftz_off(csr);
+    for (k = 0; k < 4; k++)
+        y[k] = silu1(g[k], u[k]);
+    ftz_on();
+}
+#endif
+
 void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
 {
     uint32_t i = 0;
     const uint32_t n4 = n & ~3u;
 #if TPH_SSE2
+    /* in the flush mode: exp4 meets no subnormal but a flushed operand (above); the division
+     * is IEEE on the board (the VFP's): where |g / den| <= 2 FLT_MIN (or 0) x86's flush may
+     * differ, so those lanes run silu1 in IEEE mode */
     const __m128 one = _mm_set1_ps(1.0f), sign = _mm_set1_ps(-0.0f);
-    for (; i < n4; i += 4) {
-        __m128 gv = _mm_loadu_ps(g + i);
-        __m128 e = exp4(_mm_xor_ps(gv, sign));
-        _mm_storeu_ps(y + i, mulz4(fz4(_mm_div_ps(gv, addz4(one, e))),
-                                   fz4(_mm_loadu_ps(u + i))));
+    FTZ_ON
+    while (i < n4) {
+        for (; i < n4; i += 4) {     /* (the rare group leaves the loop: no call inside it) */
+            __m128 gv = _mm_loadu_ps(g + i);
+            __m128 q = _mm_div_ps(gv, _mm_add_ps(one, exp4(_mm_xor_ps(gv, sign))));
+            if (_mm_movemask_ps(_mm_cmple_ps(_mm_and_ps(q, absmask4()),
+                                             _mm_set1_ps(2.0f * FLT_MIN))))
+                break;
+            _mm_storeu_ps(y + i, mulz4(q, _mm_loadu_ps(u + i)));
+        }
+        if (i < n4) {
+            silu4_slow(g + i, u + i, y + i, csr_);
+            i += 4;
+        }
     }
+    FTZ_OFF
 #elif TPH_NEON
     const float32x4_t one = vdupq_n_f32(1.0f);
     const uint32x4_t sign = vdupq_n_u32(SIGN_BIT);
@@ -670,7 +719,7 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
     (void)n4;
 #endif
     for (; i < n; i++)
-        y[i] = mulz(fz(g[i] / addz(1.0f, exp1(u2f(f2u(g[i]) ^ SIGN_BIT)))), fz(u[i]));
+        y[i] = silu1(g[i], u[i]);
 }
 
 void tph_add(const float *a, const float *b, uint32_t n, float *y)
@@ -678,10 +727,12 @@ void tph_add(const float *a, const float *b, uint32_t n, float *y)
     uint32_t i = 0;
     const uint32_t n8 = n & ~7u;
 #if TPH_SSE2
+    FTZ_ON
     for (; i < n8; i += 8) {
-        _mm_storeu_ps(y + i, addz4(fz4(_mm_loadu_ps(a + i)), fz4(_mm_loadu_ps(b + i))));
-        _mm_storeu_ps(y + i + 4, addz4(fz4(_mm_loadu_ps(a + i + 4)), fz4(_mm_loadu_ps(b + i + 4))));
+        _mm_storeu_ps(y + i, _mm_add_ps(fz4(_mm_loadu_ps(a + i)), fz4(_mm_loadu_ps(b + i))));
+        _mm_storeu_ps(y + i + 4, _mm_add_ps(fz4(_mm_loadu_ps(a + i + 4)), fz4(_mm_loadu_ps(b + i + 4))));
     }
+    FTZ_OFF
 #elif TPH_NEON
     for (; i < n8; i += 8) {
         vst1q_f32(y + i, vaddq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
@@ -750,7 +801,9 @@ void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s
 {
     float inv = fz(1.0f / s);
     uint32_t i = 0;
+    TPH_KEEP(inv);
 #if TPH_SSE2 || TPH_NEON
+    FTZ_ON
 #if TPH_SSE2
     const __m128 c = _mm_set1_ps(inv);
 #else
@@ -764,6 +817,7 @@ void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s
     }
     for (; i < (n & ~3u); i += 4)
         dequant4(acc + i, scale + i, c, y + i);
+    FTZ_OFF
 #endif
     for (; i < n; i++)
         y[i] = mulz(mulz((float)acc[i], fz(scale[i])), inv);
@@ -775,7 +829,9 @@ static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
     uint32_t i = 0;
     const uint32_t n16 = n & ~15u;
     c = fz(c);
+    TPH_KEEP(c);
 #if TPH_SSE2
+    FTZ_ON
     const __m128 cv = _mm_set1_ps(c);
     for (; i < n16; i += 16) {
         __m128 f[4];
@@ -785,6 +841,7 @@ static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
         _mm_storeu_ps(y + i + 8, mulz4(f[2], cv));
         _mm_storeu_ps(y + i + 12, mulz4(f[3], cv));
     }
+    FTZ_OFF
 #elif TPH_NEON
     const float32x4_t cv = vdupq_n_f32(c);
     for (; i < n16; i += 16) {
@@ -808,12 +865,15 @@ static void mul_f32(const float *v, uint32_t n, float c, float *y)
     uint32_t i = 0;
     const uint32_t n8 = n & ~7u;
     c = fz(c);
+    TPH_KEEP(c);
 #if TPH_SSE2
+    FTZ_ON
     const __m128 cv = _mm_set1_ps(c);
     for (; i < n8; i += 8) {
         _mm_storeu_ps(y + i, mulz4(fz4(_mm_loadu_ps(v + i)), cv));
         _mm_storeu_ps(y + i + 4, mulz4(fz4(_mm_loadu_ps(v + i + 4)), cv));
     }
+    FTZ_OFF
 #elif TPH_NEON
     const float32x4_t cv = vdupq_n_f32(c);
     for (; i < n8; i += 8) {
@@ -888,6 +948,7 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
         inv[j] = fz(1.0f / s[j]);
 #if TPH_SSE2 || TPH_NEON
     if (B == 2u) {               /* 8 rows a pass: half the loop's instructions per result */
+        FTZ_ON
         const VEC_T c0 = VEC_DUP(inv[0]), c1 = VEC_DUP(inv[1]);
         float *y0 = y[0], *y1 = y[1];
         for (; i < (n & ~7u); i += 8) {
@@ -896,6 +957,7 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
         }
         for (; i < (n & ~3u); i += 4)
             dequant2x4_i32(acc + 2u * i, scale + i, c0, c1, y0 + i, y1 + i);
+        FTZ_OFF
     }
 #endif
     if (B == 2u) {               /* the portable body (the board's VFP build): a row a pass */
@@ -920,6 +982,7 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
         inv[j] = fz(1.0f / s[j]);
 #if TPH_SSE2 || TPH_NEON
     if (B == 2u) {
+        FTZ_ON
         const VEC_T c0 = VEC_DUP(inv[0]), c1 = VEC_DUP(inv[1]);
         float *y0 = y[0], *y1 = y[1];
         for (; i < (n & ~7u); i += 8) {
@@ -928,6 +991,7 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
         }
         for (; i < (n & ~3u); i += 4)
             dequant2x4_f32(v + 2u * i, c0, c1, y0 + i, y1 + i);
+        FTZ_OFF
     }
 #endif
     if (B == 2u) {
