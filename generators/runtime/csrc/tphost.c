@@ -67,6 +67,7 @@
 #define MAGIC_BITS 0x4B400000u    /* the bits of MAGIC: bits(v + MAGIC) - MAGIC_BITS = rint(v) */
 #define ABS_MASK 0x7FFFFFFFu
 #define SIGN_BIT 0x80000000u
+#define FLT_MIN_BITS 0x00800000u
 #define KV_RATIO_MAX (1.0f + 0x1p-20f)   /* above any ratio kv_step gives: 1 + 3 * 2^-24 */
 #define INF_BITS 0x7F800000u
 
@@ -120,8 +121,9 @@ static inline float fz(float v)
 static inline float mulz(float a, float b)
 {
     float p = a * b;
-    if (fabsf(p) <= FLT_MIN &&
-        (fabsf(p) < FLT_MIN || fabs((double)a * (double)b) < (double)FLT_MIN))
+    const uint32_t m = f2u(p) & ABS_MASK;    /* integer compares: no FPSCR transfer on ARM */
+    if (m - 1u < FLT_MIN_BITS &&               /* 0 < |p| <= FLT_MIN */
+        (m < FLT_MIN_BITS || fabs((double)a * (double)b) < (double)FLT_MIN))
         p = u2f(f2u(p) & SIGN_BIT);
     return p;
 }
@@ -130,13 +132,6 @@ static inline float mulz(float a, float b)
 static inline float addz(float a, float b) { return fz(a + b); }
 static inline float subz(float a, float b) { return fz(a - b); }
 
-/* clamp with NEON's vmax / vmin (operand flushed; the vectors hold no NaN here) */
-static inline float clampz(float v, float lo, float hi)
-{
-    v = fz(v);
-    v = lo > v ? lo : v;
-    return hi < v ? hi : v;
-}
 
 /* rint(v) for |v| <= 2^22: round half to even (the FPU's default mode; a tiny or flushed v
  * gives 0 either way) */
@@ -259,27 +254,28 @@ static inline void i8x16_to_f32(const int8_t *q, float32x4_t *f)
     f[3] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)));
 }
 
-/* rint(v) of 4 lanes by the MAGIC addition (NEON's vcvt truncates) */
-static inline int32x4_t rint4(float32x4_t v)
+/* bits(v + MAGIC) for |v| <= 2^22: MAGIC_BITS + rint(v) (NEON's vcvt truncates); its low byte
+ * is rint(v) as an int8 (MAGIC_BITS' low byte is 0) */
+static inline uint32x4_t magic4(float32x4_t v)
 {
-    return vreinterpretq_s32_u32(vsubq_u32(vreinterpretq_u32_f32(vaddq_f32(v, vdupq_n_f32(MAGIC))),
-                                           vdupq_n_u32(MAGIC_BITS)));
+    return vreinterpretq_u32_f32(vaddq_f32(v, vdupq_n_f32(MAGIC)));
 }
 
-static inline int32x4_t scaled4(float32x4_t x, float32x4_t s, int clamp)
+static inline uint32x4_t scaled4(float32x4_t x, float32x4_t s, int clamp)
 {
     float32x4_t v = vmulq_f32(x, s);
     if (clamp)
         v = vminq_f32(vmaxq_f32(v, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
-    return rint4(v);
+    return magic4(v);
 }
 
-/* four vectors of 4 -> 16 int8 (the values lie in [-127, 127]: the narrowing is exact) */
-static inline void store16(int8_t *q, int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d)
+/* the low bytes of four vectors of 4 -> 16 int8 (two unzips of the low halves) */
+static inline void store16(int8_t *q, uint32x4_t a, uint32x4_t b, uint32x4_t c, uint32x4_t d)
 {
-    int16x8_t lo = vcombine_s16(vmovn_s32(a), vmovn_s32(b));
-    int16x8_t hi = vcombine_s16(vmovn_s32(c), vmovn_s32(d));
-    vst1q_s8(q, vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));
+    uint16x8_t lo = vuzpq_u16(vreinterpretq_u16_u32(a), vreinterpretq_u16_u32(b)).val[0];
+    uint16x8_t hi = vuzpq_u16(vreinterpretq_u16_u32(c), vreinterpretq_u16_u32(d)).val[0];
+    vst1q_s8(q, vreinterpretq_s8_u8(vuzpq_u8(vreinterpretq_u8_u16(lo),
+                                             vreinterpretq_u8_u16(hi)).val[0]));
 }
 
 static inline void quant16(const float *x, float32x4_t s, int8_t *q, int clamp)
@@ -564,21 +560,25 @@ void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
 
 /* exp(x): n = rint(x / ln 2) from the MAGIC addition, r = x - n ln 2 in two parts, the
  * polynomial, times 2^n built from bits: (bits(x * log2e + MAGIC) + 127) << 23 (MAGIC_BITS
- * << 23 is 0 mod 2^32); every multiply and add NEON's */
+ * << 23 is 0 mod 2^32). NEON's flush never changes these bits (exp4's proof below: no
+ * operation meets a subnormal, and a flushed or tiny x gives exactly 1 either way), so the
+ * scalar body is plain IEEE arithmetic. */
 static inline float exp1(float x)
 {
-    float xc = clampz(x, EXP_LO, EXP_HI), mg, nf, r, p;
-    mg = addz(mulz(xc, EXP_LOG2E), MAGIC);   /* two roundings: contraction is off */
-    nf = subz(mg, MAGIC);
-    r = subz(subz(xc, mulz(nf, EXP_C1)), mulz(nf, EXP_C2));
+    float xc = x, mg, nf, r, p;
+    xc = EXP_LO > xc ? EXP_LO : xc;
+    xc = EXP_HI < xc ? EXP_HI : xc;
+    mg = xc * EXP_LOG2E + MAGIC;            /* two roundings: contraction is off */
+    nf = mg - MAGIC;
+    r = (xc - nf * EXP_C1) - nf * EXP_C2;
     p = EXP_P0;
-    p = addz(mulz(p, r), EXP_P1);
-    p = addz(mulz(p, r), EXP_P2);
-    p = addz(mulz(p, r), EXP_P3);
-    p = addz(mulz(p, r), EXP_P4);
-    p = addz(mulz(p, r), EXP_P5);
-    p = addz(addz(mulz(p, mulz(r, r)), r), 1.0f);
-    return mulz(p, u2f((f2u(mg) + 127u) << 23));
+    p = p * r + EXP_P1;
+    p = p * r + EXP_P2;
+    p = p * r + EXP_P3;
+    p = p * r + EXP_P4;
+    p = p * r + EXP_P5;
+    p = (p * (r * r) + r) + 1.0f;
+    return p * u2f((f2u(mg) + 127u) << 23);
 }
 
 #if TPH_SSE2
@@ -649,6 +649,23 @@ void tph_exp(const float *x, uint32_t n, float *y)
         y[i] = exp1(x[i]);
 }
 
+#if TPH_NEON
+/* q[k] = g[k] / q[k], k < 4, on the VFP (IEEE: NEON has no divide): four loads and a store
+ * in three instructions, which gcc does not form from C (it moves lanes one at a time) */
+static inline void div4(const float *g, float *q)
+{
+    __asm__ volatile("vldmia %[g], {s0-s3}\n\t"
+                     "vldmia %[q], {s4-s7}\n\t"
+                     "vdiv.f32 s0, s0, s4\n\t"
+                     "vdiv.f32 s1, s1, s5\n\t"
+                     "vdiv.f32 s2, s2, s6\n\t"
+                     "vdiv.f32 s3, s3, s7\n\t"
+                     "vstmia %[q], {s0-s3}"
+                     : : [g] "r"(g), [q] "r"(q)
+                     : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "memory");
+}
+#endif
+
 /* (g / (1 + exp(-g))) * u: the division IEEE (no NEON divide: the VFP's, lane by lane, on
  * the unflushed g), the rest NEON's */
 static inline float silu1(float g, float u)
@@ -705,12 +722,8 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
         for (k = 0; k < m; k += 4)
             vst1q_f32(q + k, vaddq_f32(one, exp4(vreinterpretq_f32_u32(
                 veorq_u32(vreinterpretq_u32_f32(vld1q_f32(gi + k)), sign)))));
-        for (k = 0; k < m; k += 4) {
-            q[k] = gi[k] / q[k];
-            q[k + 1] = gi[k + 1] / q[k + 1];
-            q[k + 2] = gi[k + 2] / q[k + 2];
-            q[k + 3] = gi[k + 3] / q[k + 3];
-        }
+        for (k = 0; k < m; k += 4)
+            div4(gi + k, q + k);
         for (k = 0; k < m; k += 4)
             vst1q_f32(y + i + k, vmulq_f32(vld1q_f32(q + k), vld1q_f32(u + i + k)));
         i += m;
@@ -876,6 +889,12 @@ static void mul_f32(const float *v, uint32_t n, float c, float *y)
     FTZ_OFF
 #elif TPH_NEON
     const float32x4_t cv = vdupq_n_f32(c);
+    for (; i < (n & ~15u); i += 16) {
+        vst1q_f32(y + i, vmulq_f32(vld1q_f32(v + i), cv));
+        vst1q_f32(y + i + 4, vmulq_f32(vld1q_f32(v + i + 4), cv));
+        vst1q_f32(y + i + 8, vmulq_f32(vld1q_f32(v + i + 8), cv));
+        vst1q_f32(y + i + 12, vmulq_f32(vld1q_f32(v + i + 12), cv));
+    }
     for (; i < n8; i += 8) {
         vst1q_f32(y + i, vmulq_f32(vld1q_f32(v + i), cv));
         vst1q_f32(y + i + 4, vmulq_f32(vld1q_f32(v + i + 4), cv));
