@@ -1,6 +1,7 @@
 """The host kernels: the C library (generators/runtime/csrc/tphost.c) against its numpy twin
-(generators/runtime/hostops.py) bit for bit, on x86-64 in this process (ctypes) and on ARMv7
-under qemu-arm (the vectors' C program, 32-bit pointers, VFP); the numpy twin against
+(generators/runtime/hostops.py) bit for bit, on x86-64 in this process (ctypes, SSE2), the
+portable bodies natively, and on ARMv7 under qemu-arm (the vectors' C program, 32-bit pointers;
+the NEON build, the board's, and the VFP-only one), flush-to-zero cases included; the numpy twin against
 independent models where one exists (numpy's float64 arithmetic, np.rint, np.exp, the gguf
 package's Q8_0 dequantiser, golden.attention.score_multiplier); the decoder on both paths
 (every engine word and token); the fallback when the library is missing or stale.

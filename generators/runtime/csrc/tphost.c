@@ -10,8 +10,11 @@
  * The arithmetic is NEON's (ARMv7 Advanced SIMD: the standard FPSCR value): round to nearest
  * even, and flush-to-zero: a subnormal operand of a vector multiply, add, subtract, max or
  * min counts as a zero of its sign, and a result tiny before rounding (0 < |exact| < FLT_MIN,
- * even where it would round to FLT_MIN) is a zero of its sign. The SSE2 and portable bodies
- * compute the same with fz() / mulz() / addz() below (the twins' _fz, _mulz, _addz).
+ * even where it would round to FLT_MIN) is a zero of its sign (the twins' _fz, _mulz, _addz).
+ * The other bodies compute the same: the portable ones with fz() / mulz() / addz() below, the
+ * VFP-only ARM build in the VFP's own flush mode (FPSCR.FZ: ARM's definition), the SSE2 ones
+ * in the MXCSR's flush mode plus an exact decision where x86's (tininess after rounding)
+ * differs.
  * Division and sqrt have no NEON instruction: they stay IEEE (subnormals kept) on every
  * build, as do the scalar set-up values (1 / s, RMSNorm's mean). Results bound for int8
  * (quantisation, KV rows) do not depend on the flush (a tiny product rounds to 0 either way).
@@ -132,6 +135,41 @@ static inline float mulz(float a, float b)
 static inline float addz(float a, float b) { return fz(a + b); }
 static inline float subz(float a, float b) { return fz(a - b); }
 
+
+/* The VFP-only ARM build runs its scalar loops in the VFP's own flush-to-zero mode (FPSCR.FZ:
+ * ARM's definition, NEON's: tiny before rounding), set around the loop and restored after, with
+ * plain operations (MZ, AZ, SZ, FZ); elsewhere those are the C computations above. Set-up
+ * values computed before the mode changes (TPH_KEEP: gcc does not order float operations
+ * against the FPSCR write otherwise). SiLU's division stays IEEE (outside the mode). */
+#if defined(__arm__) && defined(__ARM_FP) && !TPH_NEON && !defined(TPH_PORTABLE)
+#define TPH_VFP 1
+static inline uint32_t vfp_fz_on(void)
+{
+    uint32_t c;
+    __asm__ volatile("vmrs %0, fpscr" : "=r"(c));
+    __asm__ volatile("vmsr fpscr, %0" : : "r"(c | (1u << 24)) : "memory");
+    return c;
+}
+
+static inline void vfp_fz_off(uint32_t c) { __asm__ volatile("vmsr fpscr, %0" : : "r"(c) : "memory"); }
+
+#define VFZ_ON __asm__ volatile("" ::: "memory"); const uint32_t vcsr_ = vfp_fz_on();
+#define VFZ_OFF __asm__ volatile("" ::: "memory"); vfp_fz_off(vcsr_);
+#define VFP_KEEP(v) __asm__ volatile("" : "+t"(v))
+#define MZ(a, b) ((a) * (b))
+#define AZ(a, b) ((a) + (b))
+#define SZ(a, b) ((a) - (b))
+#define FZ(v) (v)
+#else
+#define TPH_VFP 0
+#define VFZ_ON
+#define VFZ_OFF
+#define VFP_KEEP(v) ((void)0)
+#define MZ(a, b) mulz(a, b)
+#define AZ(a, b) addz(a, b)
+#define SZ(a, b) subz(a, b)
+#define FZ(v) fz(v)
+#endif
 
 /* rint(v) for |v| <= 2^22: round half to even (the FPU's default mode; a tiny or flushed v
  * gives 0 either way) */
@@ -315,15 +353,22 @@ float tph_sumsq(const float *x, uint32_t n)
 #else
     (void)n8;
 #endif
-    for (; i < n; i++) {               /* element i into lane i % 8, in order */
-        const float v = fz(x[i]);
-        l[i % LANES] = addz(l[i % LANES], mulz(v, v));
+    {
+        float r;
+        VFZ_ON
+        for (; i < n; i++) {           /* element i into lane i % 8, in order */
+            const float v = FZ(x[i]);
+            l[i % LANES] = AZ(l[i % LANES], MZ(v, v));
+        }
+        t0 = AZ(l[0], l[4]);
+        t1 = AZ(l[1], l[5]);
+        t2 = AZ(l[2], l[6]);
+        t3 = AZ(l[3], l[7]);
+        r = AZ(AZ(t0, t2), AZ(t1, t3));
+        VFP_KEEP(r);
+        VFZ_OFF
+        return r;
     }
-    t0 = addz(l[0], l[4]);
-    t1 = addz(l[1], l[5]);
-    t2 = addz(l[2], l[6]);
-    t3 = addz(l[3], l[7]);
-    return addz(addz(t0, t2), addz(t1, t3));
 }
 
 /* the bits of max |x| (>= INF_BITS: a NaN or an infinity; the max is exact in any order) */
@@ -521,8 +566,13 @@ void tph_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *y
 #else
     (void)n8;
 #endif
-    for (; i < n; i++)
-        y[i] = mulz(mulz(fz(x[i]), inv), fz(w[i]));
+    VFP_KEEP(inv);
+    {
+        VFZ_ON
+        for (; i < n; i++)
+            y[i] = MZ(MZ(FZ(x[i]), inv), FZ(w[i]));
+        VFZ_OFF
+    }
 }
 
 void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
@@ -550,10 +600,14 @@ void tph_rope(const float *x, uint32_t heads, uint32_t d, const float *cos_h,
             vst1q_f32(yb + i, vaddq_f32(vmulq_f32(b, c), vmulq_f32(a, s)));
         }
 #endif
-        for (; i < h; i++) {
-            float a = fz(xa[i]), b = fz(xb[i]), c = fz(cos_h[i]), s = fz(sin_h[i]);
-            ya[i] = subz(mulz(a, c), mulz(b, s));
-            yb[i] = addz(mulz(b, c), mulz(a, s));
+        {
+            VFZ_ON
+            for (; i < h; i++) {
+                float a = FZ(xa[i]), b = FZ(xb[i]), c = FZ(cos_h[i]), s = FZ(sin_h[i]);
+                ya[i] = SZ(MZ(a, c), MZ(b, s));
+                yb[i] = AZ(MZ(b, c), MZ(a, s));
+            }
+            VFZ_OFF
         }
     }
 }
@@ -754,8 +808,12 @@ void tph_add(const float *a, const float *b, uint32_t n, float *y)
 #else
     (void)n8;
 #endif
-    for (; i < n; i++)
-        y[i] = addz(fz(a[i]), fz(b[i]));
+    {
+        VFZ_ON
+        for (; i < n; i++)
+            y[i] = AZ(FZ(a[i]), FZ(b[i]));
+        VFZ_OFF
+    }
 }
 
 /* ------------------------------------------------------------------ quantisation */
@@ -832,8 +890,13 @@ void tph_dequant_i32(const int32_t *acc, const float *scale, uint32_t n, float s
         dequant4(acc + i, scale + i, c, y + i);
     FTZ_OFF
 #endif
-    for (; i < n; i++)
-        y[i] = mulz(mulz((float)acc[i], fz(scale[i])), inv);
+    VFP_KEEP(inv);
+    {
+        VFZ_ON
+        for (; i < n; i++)
+            y[i] = MZ(MZ((float)acc[i], FZ(scale[i])), inv);
+        VFZ_OFF
+    }
 }
 
 /* y = (float)q * c (exact int8 -> float), NEON's multiply */
@@ -868,8 +931,13 @@ static void i8_mul(float *y, const int8_t *q, uint32_t n, float c)
 #else
     (void)n16;
 #endif
-    for (; i < n; i++)
-        y[i] = mulz((float)q[i], c);
+    VFP_KEEP(c);
+    {
+        VFZ_ON
+        for (; i < n; i++)
+            y[i] = MZ((float)q[i], c);
+        VFZ_OFF
+    }
 }
 
 /* y = v * c, 8 at a time */
@@ -902,8 +970,13 @@ static void mul_f32(const float *v, uint32_t n, float c, float *y)
 #else
     (void)n8;
 #endif
-    for (; i < n; i++)
-        y[i] = mulz(fz(v[i]), c);
+    VFP_KEEP(c);
+    {
+        VFZ_ON
+        for (; i < n; i++)
+            y[i] = MZ(FZ(v[i]), c);
+        VFZ_OFF
+    }
 }
 
 void tph_dequant_f32(const float *v, uint32_t n, float s, float *y)
@@ -979,18 +1052,22 @@ void tph_dequant_b_i32(const int32_t *acc, const float *scale, uint32_t n, uint3
         FTZ_OFF
     }
 #endif
-    if (B == 2u) {               /* the portable body (the board's VFP build): a row a pass */
-        float *y0 = y[0], *y1 = y[1];
-        const float i0 = inv[0], i1 = inv[1];
-        for (; i < n; i++) {
-            const float sc = fz(scale[i]);
-            y0[i] = mulz(mulz((float)acc[2u * i], sc), i0);
-            y1[i] = mulz(mulz((float)acc[2u * i + 1u], sc), i1);
+    {
+        VFZ_ON
+        if (B == 2u) {           /* the portable body (the VFP-only build): a row a pass */
+            float *y0 = y[0], *y1 = y[1];
+            const float i0 = inv[0], i1 = inv[1];
+            for (; i < n; i++) {
+                const float sc = FZ(scale[i]);
+                y0[i] = MZ(MZ((float)acc[2u * i], sc), i0);
+                y1[i] = MZ(MZ((float)acc[2u * i + 1u], sc), i1);
+            }
         }
+        for (; i < n; i++)
+            for (j = 0; j < B; j++)
+                y[j][i] = MZ(MZ((float)acc[i * B + j], FZ(scale[i])), inv[j]);
+        VFZ_OFF
     }
-    for (; i < n; i++)
-        for (j = 0; j < B; j++)
-            y[j][i] = mulz(mulz((float)acc[i * B + j], fz(scale[i])), inv[j]);
 }
 
 void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, float *const *y)
@@ -1013,17 +1090,21 @@ void tph_dequant_b_f32(const float *v, uint32_t n, uint32_t B, const float *s, f
         FTZ_OFF
     }
 #endif
-    if (B == 2u) {
-        float *y0 = y[0], *y1 = y[1];
-        const float i0 = inv[0], i1 = inv[1];
-        for (; i < n; i++) {
-            y0[i] = mulz(fz(v[2u * i]), i0);
-            y1[i] = mulz(fz(v[2u * i + 1u]), i1);
+    {
+        VFZ_ON
+        if (B == 2u) {
+            float *y0 = y[0], *y1 = y[1];
+            const float i0 = inv[0], i1 = inv[1];
+            for (; i < n; i++) {
+                y0[i] = MZ(FZ(v[2u * i]), i0);
+                y1[i] = MZ(FZ(v[2u * i + 1u]), i1);
+            }
         }
+        for (; i < n; i++)
+            for (j = 0; j < B; j++)
+                y[j][i] = MZ(FZ(v[i * B + j]), inv[j]);
+        VFZ_OFF
     }
-    for (; i < n; i++)
-        for (j = 0; j < B; j++)
-            y[j][i] = mulz(fz(v[i * B + j]), inv[j]);
 }
 
 int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio)
