@@ -704,18 +704,21 @@ void tph_exp(const float *x, uint32_t n, float *y)
 }
 
 #if TPH_NEON
-/* q[k] = g[k] / q[k], k < 4, on the VFP (IEEE: NEON has no divide): four loads and a store
- * in three instructions, which gcc does not form from C (it moves lanes one at a time) */
-static inline void div4(const float *g, float *q)
+/* y[k] = (g[k] / den[k]) * u[k], k < 4: the divides on the VFP (IEEE: NEON has no divide),
+ * in the lanes of q0 (s0-s3), then NEON's multiply by u; the lane loads and stores gcc would
+ * make one at a time (it moves lanes through core registers) are three instructions here */
+static inline void divmul4(const float *g, const float *den, const float *u, float *y)
 {
     __asm__ volatile("vldmia %[g], {s0-s3}\n\t"
-                     "vldmia %[q], {s4-s7}\n\t"
+                     "vldmia %[d], {s4-s7}\n\t"
                      "vdiv.f32 s0, s0, s4\n\t"
                      "vdiv.f32 s1, s1, s5\n\t"
                      "vdiv.f32 s2, s2, s6\n\t"
                      "vdiv.f32 s3, s3, s7\n\t"
-                     "vstmia %[q], {s0-s3}"
-                     : : [g] "r"(g), [q] "r"(q)
+                     "vld1.32 {d2-d3}, [%[u]]\n\t"
+                     "vmul.f32 q0, q0, q1\n\t"
+                     "vst1.32 {d0-d1}, [%[y]]"
+                     : : [g] "r"(g), [d] "r"(den), [u] "r"(u), [y] "r"(y)
                      : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "memory");
 }
 #endif
@@ -768,18 +771,15 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
 #elif TPH_NEON
     const float32x4_t one = vdupq_n_f32(1.0f);
     const uint32x4_t sign = vdupq_n_u32(SIGN_BIT);
-    float q[64];
-    while (i < n4) {                 /* 64 a block: NEON, the VFP's divides, NEON */
+    float den[64];
+    while (i < n4) {                 /* 64 a block: NEON's 1 + exp(-g), then divide, multiply */
         const uint32_t m = n4 - i < 64u ? n4 - i : 64u;
-        const float *gi = g + i;
         uint32_t k;
         for (k = 0; k < m; k += 4)
-            vst1q_f32(q + k, vaddq_f32(one, exp4(vreinterpretq_f32_u32(
-                veorq_u32(vreinterpretq_u32_f32(vld1q_f32(gi + k)), sign)))));
+            vst1q_f32(den + k, vaddq_f32(one, exp4(vreinterpretq_f32_u32(
+                veorq_u32(vreinterpretq_u32_f32(vld1q_f32(g + i + k)), sign)))));
         for (k = 0; k < m; k += 4)
-            div4(gi + k, q + k);
-        for (k = 0; k < m; k += 4)
-            vst1q_f32(y + i + k, vmulq_f32(vld1q_f32(q + k), vld1q_f32(u + i + k)));
+            divmul4(g + i + k, den + k, u + i + k, y + i + k);
         i += m;
     }
 #else
