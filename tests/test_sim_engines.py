@@ -14,7 +14,8 @@ SIMS = ["verilator", "icarus"]
 MV = "sim.mv_engine.test_mv_engine"
 PROBE = "sim.probe.test_probe"
 ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
-          "test_output_stall", "test_reset_mid_frame", "test_worst_case_sums"]
+          "test_output_stall", "test_reset_mid_frame", "test_reset_mid_frame_and_stall",
+          "test_worst_case_sums"]
 QUICK_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_worst_case_sums"]
 
 
@@ -40,7 +41,7 @@ def test_mv_full_suite(design, params, sim):
                                         ("icarus", 8)])
 def test_probe(sim, bytes_):
     r = run("probe", {"bytes": bytes_}, sim, PROBE, None)
-    assert r["tests"] == 6
+    assert r["tests"] == 7
     assert r["manifest"]["latency"] == 1   # README: 1 cycle; the benches assert it to the cycle
 
 
