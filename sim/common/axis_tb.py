@@ -93,13 +93,14 @@ class StreamMonitor:
         self._m_data, self._m_last = getattr(d, f"{m}_tdata"), getattr(d, f"{m}_tlast")
         self._m_keep = getattr(d, f"{m}_tkeep")
         held = None
-        in_reset = True        # the edge that began this cycle sampled aresetn low
+        in_reset = False       # the edge that began this cycle sampled aresetn low
         while True:
             await RisingEdge(d.aclk)
             await ReadOnly()
             self.cycle += 1
-            was_reset, rst = in_reset, _bit(d.aresetn) != 1
-            in_reset = rst             # sampled by the next edge
+            a = _bit(d.aresetn)        # what the next edge samples (driven right after edges)
+            was_reset, in_reset = in_reset, a == 0
+            rst = a != 1               # no transfer at that edge (X/Z before the first drive)
             sv, sr, sl = _bit(self._s_valid), _bit(self._s_ready), _bit(self._s_last)
             mv, mr = _bit(self._m_valid), _bit(self._m_ready)
             if was_reset:
