@@ -4,16 +4,21 @@
 // Part of ternary-pynq (hand-written). Read only with `read_verilog -formal -D FORMAL`.
 // Clock `aclk`, synchronous active-low reset `aresetn` (the engines' convention).
 //
-//   formal_axis_in   ASSUMPTIONS on an input port (s_axis): the AXI-Stream rules only:
-//                    once tvalid is high and the beat not taken, tvalid, tdata, tlast and
-//                    tkeep hold until the handshake (a reset ends the obligation).
-//   formal_axis_out  ASSERTIONS on an output port (m_axis): tvalid low after two reset
-//                    cycles; while tvalid && !tready, tvalid, tdata, tlast and tkeep hold.
+// The rules are AXI4-Stream's (ARM IHI 0051A; docs/formal.md quotes them):
+//   formal_axis_in   on an input port (s_axis). ASSUMPTIONS, the master's rules: once tvalid
+//                    is high and the beat not taken, tvalid, tdata, tlast and tkeep hold until
+//                    the handshake (a reset, ARESETn low in that cycle, ends the obligation).
+//                    ASSERTION on the design (the slave): tready low in every cycle after one
+//                    in which aresetn was sampled low (nothing is accepted in reset).
+//   formal_axis_out  ASSERTIONS on an output port (m_axis): tvalid low in every cycle after
+//                    one in which aresetn was sampled low ("during reset, TVALID must be
+//                    driven LOW"; it rises at the earliest in the cycle after the first edge
+//                    with aresetn high); after a cycle with tvalid && !tready out of reset,
+//                    tvalid, tdata, tlast and tkeep hold (in that next cycle whatever aresetn
+//                    is then: a synchronous master cannot react to it before the edge).
 //                    COVERS: a stalled word accepted, a tlast word accepted.
-//   formal_reset     reset in the first two cycles, and every reset lasts two cycles or more
-//                    (the only assumptions besides the stream rules): the engines register
-//                    aresetn once (docs/timing.md), so their state is reset in the cycle after
-//                    the second reset cycle.
+//   formal_reset     reset in the first cycle (the only assumption besides the stream rules);
+//                    afterwards aresetn is free: a reset of one cycle, or none, at any time.
 
 `default_nettype none
 
@@ -21,18 +26,12 @@ module formal_reset (
     input wire aclk,
     input wire aresetn
 );
-    reg [1:0] f_start = 2'b11;       // the first two cycles
-    reg       f_rst1 = 1'b1;         // last cycle was a reset cycle
-    reg       f_rst2 = 1'b1;         // ... and the one before
+    reg f_start = 1'b1;              // the first cycle
     always @(posedge aclk) begin
-        f_start <= {f_start[0], 1'b0};
-        f_rst1  <= !aresetn;
-        f_rst2  <= f_rst1;
+        f_start <= 1'b0;
     end
     always @(*) begin
-        if (f_start != 2'b00) assume (!aresetn);
-        // a reset that began in the last cycle goes on in this one
-        if (f_rst1 && !f_rst2) assume (!aresetn);
+        if (f_start) assume (!aresetn);
     end
 endmodule
 
@@ -48,17 +47,26 @@ module formal_axis_in #(
     input wire          tready,
     input wire          tlast
 );
+    reg          f_past_valid = 1'b0;
+    reg          f_past_rst;       // aresetn was sampled low at the last edge
     reg          f_stall = 1'b0;   // last cycle: out of reset, tvalid && !tready
     reg [DW-1:0] f_data;
     reg [KW-1:0] f_keep;
     reg          f_last;
     always @(posedge aclk) begin
-        f_stall <= aresetn && tvalid && !tready;
-        f_data  <= tdata;
-        f_keep  <= tkeep;
-        f_last  <= tlast;
+        f_past_valid <= 1'b1;
+        f_past_rst   <= !aresetn;
+        f_stall      <= aresetn && tvalid && !tready;
+        f_data       <= tdata;
+        f_keep       <= tkeep;
+        f_last       <= tlast;
     end
     always @(*) begin
+        // the design's side: nothing is accepted in reset
+        if (f_past_valid && f_past_rst) begin
+            s_ready_low_in_reset: assert (!tready);
+        end
+        // the master's rules; a master may drop tvalid in a cycle where ARESETn is low
         if (f_stall && aresetn) begin
             s_hold_valid: assume (tvalid);
             s_hold_data:  assume (tdata == f_data);
@@ -84,8 +92,7 @@ module formal_axis_out #(
     input wire          s_tready
 );
     reg          f_past_valid = 1'b0;
-    reg          f_past_rst;       // last cycle was a reset cycle
-    reg          f_past_rst2;      // ... and the one before (the engines' registered reset)
+    reg          f_past_rst;       // aresetn was sampled low at the last edge
     reg          f_stall;          // last cycle: out of reset, tvalid && !tready
     reg [DW-1:0] f_data;
     reg [KW-1:0] f_keep;
@@ -93,17 +100,16 @@ module formal_axis_out #(
     always @(posedge aclk) begin
         f_past_valid <= 1'b1;
         f_past_rst   <= !aresetn;
-        f_past_rst2  <= f_past_rst;
         f_stall      <= aresetn && tvalid && !tready;
         f_data       <= tdata;
         f_keep       <= tkeep;
         f_last       <= tlast;
     end
     always @(*) begin
-        if (f_past_valid && f_past_rst && f_past_rst2) begin
+        if (f_past_valid && f_past_rst) begin
             m_valid_low_in_reset: assert (!tvalid);
         end
-        if (f_past_valid && f_stall && aresetn) begin
+        if (f_past_valid && f_stall) begin
             m_hold_valid: assert (tvalid);
             m_hold_data:  assert (tdata == f_data);
             m_hold_keep:  assert (tkeep == f_keep);

@@ -602,6 +602,13 @@ MUTANTS: Dict[str, Tuple[Mutant, str]] = {
     "fifo_margin_0": (lambda f, t: t if f == "sync_fifo.v" else
                       re.sub(r"\.MARGIN\([^()]*\)", ".MARGIN(0)", t),
                       "fifo_no_overflow|matrix_room_fit"),
+    # tvalid's reset one cycle late, as before issue 31: the FIFO's valid cleared by the
+    # registered reset only, so tvalid stays high in the cycle after aresetn is sampled low
+    "tvalid_reset_late": (_sub(r"(if \(!port_rst_n\) begin\n)        vld  <= 1'b0;\n", r"\1",
+                               "sync_fifo.v"), "m_valid_low_in_reset"),
+    # the same for tready (the FIFO's room is s_axis_tready in the probe and the matrix engines)
+    "tready_reset_late": (_sub(r"        room <= 1'b0;\n(    end\nend)", r"\1", "sync_fifo.v"),
+                          "s_ready_low_in_reset"),
     # tvalid gated by tready: a combinational path m_axis_tready -> m_axis_tvalid
     "tvalid_gated_by_tready": (_sub(r"assign m_valid = vld;",
                                     "assign m_valid = vld && m_ready;", "sync_fifo.v"),

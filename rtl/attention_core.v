@@ -77,7 +77,9 @@ module attention_core #
 )
 (
     input  wire             aclk,
-    input  wire             aresetn,
+    input  wire             aresetn,      // registered once in the engine's top (docs/timing.md)
+    input  wire             port_rst_n,   // the raw ARESETn: clears tready and tvalid a cycle
+                                          // earlier (the cycle after it is sampled low)
 
     input  wire [8*BB-1:0]  s_axis_tdata,
     input  wire             s_axis_tvalid,
@@ -390,6 +392,10 @@ always @(posedge aclk) begin
         if (ph_zout) begin
             zg <= zg + 1'b1;
         end
+    end
+    // s_axis_tready: low in the cycle after the raw reset is sampled low (AXI4-Stream reset)
+    if (!port_rst_n) begin
+        rdy <= 1'b0;
     end
 end
 
@@ -1201,7 +1207,7 @@ always @(posedge aclk) begin
 end
 
 sync_fifo #(.WIDTH(33), .ADDR_W(FIFO_ADDR_W), .MARGIN(FIFO_MARGIN)) out_fifo (
-    .clk(aclk), .rst_n(aresetn),
+    .clk(aclk), .rst_n(aresetn), .port_rst_n(port_rst_n),
     .wr_en(wr_en), .wr_data(wr_data),
     .m_data(rd_data), .m_valid(m_axis_tvalid), .m_ready(m_axis_tready),
     .room(room)

@@ -106,13 +106,13 @@ always @(posedge clk) begin
 end
 
 axis_skid #(.DATA_W(DW)) mat_slice (
-    .clk(clk), .rst_n(rst_n),
+    .clk(clk), .rst_n(rst_n), .port_rst_n(1'b1),
     .s_data(s_data), .s_last(s_last), .s_valid(to_mat), .s_ready(r_mat_ready),
     .m_data(mat_data), .m_last(mat_last), .m_valid(mat_valid), .m_ready(mat_ready)
 );
 
 axis_skid #(.DATA_W(DW)) att_slice (
-    .clk(clk), .rst_n(rst_n),
+    .clk(clk), .rst_n(rst_n), .port_rst_n(1'b1),
     .s_data(s_data), .s_last(s_last), .s_valid(to_att), .s_ready(r_att_ready),
     .m_data(att_data), .m_last(att_last), .m_valid(att_valid), .m_ready(att_ready)
 );

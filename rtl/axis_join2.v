@@ -73,7 +73,7 @@ always @(posedge clk) begin
 end
 
 axis_skid #(.DATA_W(2 * DW)) out_slice (
-    .clk(clk), .rst_n(rst_n),
+    .clk(clk), .rst_n(rst_n), .port_rst_n(1'b1),
     .s_data({b_data, a_data}), .s_last(a_last || b_last), .s_valid(pair), .s_ready(o_ready),
     .m_data(m_data), .m_last(m_last), .m_valid(m_valid), .m_ready(m_ready)
 );

@@ -23,6 +23,7 @@ module axis_order_merge #
 (
     input  wire          clk,
     input  wire          rst_n,
+    input  wire          port_rst_n,   // the raw ARESETn where m_valid is a port (else 1'b1)
 
     input  wire          tok_push,
     input  wire          tok_data,
@@ -66,6 +67,7 @@ sync_fifo #(
 ) order (
     .clk(clk),
     .rst_n(rst_n),
+    .port_rst_n(1'b1),
     .wr_en(tok_push),
     .wr_data(tok_data),
     .m_data(q_tok),
@@ -80,13 +82,13 @@ sync_fifo #(
 wire tok_last_unused;
 /* verilator lint_on UNUSEDSIGNAL */
 axis_skid #(.DATA_W(1)) tok_slice (
-    .clk(clk), .rst_n(rst_n),
+    .clk(clk), .rst_n(rst_n), .port_rst_n(1'b1),
     .s_data(q_tok), .s_last(1'b0), .s_valid(q_valid), .s_ready(q_ready),
     .m_data(tok), .m_last(tok_last_unused), .m_valid(tok_valid), .m_ready(pop)
 );
 
 axis_skid #(.DATA_W(DW)) out_slice (
-    .clk(clk), .rst_n(rst_n),
+    .clk(clk), .rst_n(rst_n), .port_rst_n(port_rst_n),
     .s_data(tok ? s1_data : s0_data), .s_last(sel_last), .s_valid(sel_valid), .s_ready(o_ready),
     .m_data(m_data), .m_last(m_last), .m_valid(m_valid), .m_ready(m_ready)
 );

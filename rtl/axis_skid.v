@@ -5,6 +5,11 @@
 // register that catches the beat accepted in the cycle the output stalls. s_ready is a
 // register, so no combinational path runs from m_ready to s_ready, nor from any input to
 // m_valid or m_data. Full throughput: one beat per clock with m_ready high.
+//
+// Two resets (docs/timing.md "Reset"): the three flags clear while either is low. `rst_n` is
+// the block's registered reset; `port_rst_n` the raw AXI-Stream ARESETn where s_ready or m_valid
+// is a port (the flags then fall in the cycle after ARESETn is sampled low, as AXI4-Stream
+// requires), 1'b1 where the slice is inside the glue.
 
 `resetall
 `timescale 1ns / 1ps
@@ -18,6 +23,7 @@ module axis_skid #
 (
     input  wire              clk,
     input  wire              rst_n,
+    input  wire              port_rst_n,
 
     input  wire [DATA_W-1:0] s_data,
     input  wire              s_last,
@@ -75,7 +81,7 @@ always @(posedge clk) begin
     if (s_ready_reg) begin
         tmp_reg <= {s_last, s_data};
     end
-    if (!rst_n) begin
+    if (!rst_n || !port_rst_n) begin
         s_ready_reg <= 1'b0;
         out_valid   <= 1'b0;
         tmp_valid   <= 1'b0;

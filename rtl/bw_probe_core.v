@@ -19,7 +19,8 @@ module bw_probe_core #
 )
 (
     input  wire          aclk,
-    input  wire          aresetn,
+    input  wire          aresetn,      // registered once in the engine's top (docs/timing.md)
+    input  wire          port_rst_n,   // the raw ARESETn: tready and tvalid low the cycle after
 
     /* verilator lint_off UNUSEDSIGNAL */
     input  wire [DW-1:0] s_axis_tdata,
@@ -85,6 +86,7 @@ sync_fifo #(
 ) frames (
     .clk(aclk),
     .rst_n(aresetn),
+    .port_rst_n(port_rst_n),       // room is s_axis_tready, vld m_axis_tvalid
     .wr_en(accept && s_axis_tlast),
     .wr_data({cycles_now, beats_now}),
     .m_data(head),

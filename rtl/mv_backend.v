@@ -39,7 +39,9 @@ module mv_backend #
 )
 (
     input  wire              aclk,
-    input  wire              aresetn,
+    input  wire              aresetn,      // registered once in the engine's top (docs/timing.md)
+    input  wire              port_rst_n,   // the raw ARESETn: room (s_axis_tready) and m_axis_tvalid
+                                           // low the cycle after it is sampled low
 
     // sideband from the stream controller (stage 1)
     input  wire              sb_valid,
@@ -184,6 +186,7 @@ sync_fifo #(
 ) results (
     .clk(aclk),
     .rst_n(aresetn),
+    .port_rst_n(port_rst_n),
     .wr_en(d_wr),
     .wr_data(wr_entry),
     .m_data(head),
@@ -234,7 +237,7 @@ if (VECTORS > 1) begin : g_words
         end
     end
     axis_skid #(.DATA_W(32)) out_slice (
-        .clk(aclk), .rst_n(aresetn),
+        .clk(aclk), .rst_n(aresetn), .port_rst_n(port_rst_n),
         .s_data(o0[32*widx_q +: 32]), .s_last(o0[EW-1]), .s_valid(o0v), .s_ready(w_ready),
         .m_data(m_axis_tdata), .m_last(m_axis_tlast), .m_valid(m_axis_tvalid),
         .m_ready(m_axis_tready)

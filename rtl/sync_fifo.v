@@ -6,6 +6,12 @@
 // more than MARGIN entries are free: an upstream that stops accepting input when `room` falls
 // can still land MARGIN words already in flight, so no word is ever lost and no ready signal
 // depends combinationally on the downstream ready.
+//
+// Two resets (docs/timing.md "Reset"): `rst_n` clears the whole FIFO; `port_rst_n`, the raw
+// AXI-Stream ARESETn where m_valid or room drives a port, clears those two flags alone, so the
+// port shows TVALID (and TREADY) low in the cycle after ARESETn is sampled low, as AXI4-Stream
+// requires, while the pointers follow the registered rst_n (rst_n <= port_rst_n, one cycle
+// later: then the whole FIFO is cleared). Tie port_rst_n to 1'b1 where neither is a port.
 
 `resetall
 `timescale 1ns / 1ps
@@ -23,6 +29,7 @@ module sync_fifo #
 (
     input  wire             clk,
     input  wire             rst_n,
+    input  wire             port_rst_n,
 
     input  wire             wr_en,
     input  wire [WIDTH-1:0] wr_data,
@@ -98,6 +105,11 @@ always @(posedge clk) begin
             one   <= (count == 2);
         end
         room <= (count < DEPTH - MARGIN);
+    end
+    // the port flags: low in the cycle after the raw reset is sampled low
+    if (!port_rst_n) begin
+        vld  <= 1'b0;
+        room <= 1'b0;
     end
 end
 

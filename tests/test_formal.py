@@ -87,6 +87,7 @@ def test_two_port_top_from_manifest_streams(tmp_path):
         body.append(
             f"wire v{p};\n"
             f"bw_probe_core #(.DW(32), .FIFO_ADDR_W(2)) c{p} (.aclk(aclk), .aresetn(aresetn),\n"
+            f"  .port_rst_n(aresetn),\n"
             f"  .s_axis_tdata(s{p}_axis_tdata), .s_axis_tvalid(s{p}_axis_tvalid),\n"
             f"  .s_axis_tready(s{p}_axis_tready), .s_axis_tlast(s{p}_axis_tlast),\n"
             f"  .m_axis_tdata(m{p}_axis_tdata), .m_axis_tkeep(m{p}_axis_tkeep),\n"

@@ -17,6 +17,7 @@ from generators.cosim import runner
 SIMS = ["verilator", "icarus"]
 MOD = "sim.attention.test_attention"
 ALL = ["test_contexts", "test_special_values", "test_bad_frames", "test_reset_mid_frame",
+       "test_reset_mid_frame_and_stall",
        "test_output_stall", "test_cycles", "test_summary"]
 SMALL = {"max_context": 128}
 G1_D8 = {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 40, "exp_depth": 512,

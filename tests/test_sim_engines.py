@@ -14,7 +14,8 @@ SIMS = ["verilator", "icarus"]
 MV = "sim.mv_engine.test_mv_engine"
 PROBE = "sim.probe.test_probe"
 ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
-          "test_output_stall", "test_reset_mid_frame", "test_worst_case_sums"]
+          "test_output_stall", "test_reset_mid_frame", "test_reset_mid_frame_and_stall",
+          "test_worst_case_sums"]
 QUICK_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_worst_case_sums"]
 
 
@@ -40,7 +41,7 @@ def test_mv_full_suite(design, params, sim):
                                         ("icarus", 8)])
 def test_probe(sim, bytes_):
     r = run("probe", {"bytes": bytes_}, sim, PROBE, None)
-    assert r["tests"] == 6
+    assert r["tests"] == 7
     assert r["manifest"]["latency"] == 1   # README: 1 cycle; the benches assert it to the cycle
 
 
@@ -127,6 +128,30 @@ def test_probe_latency_one_cycle_late_is_caught():
     r = runner.run_mutant("probe", {"bytes": 4}, "verilator", PROBE, "test_latency",
                           _probe_one_cycle_late, "latency+1",
                           match=r"^measured \[2, 2, 2, 2\], manifest latency 1")
+    assert r["mutant"]["tests"] == 1
+
+
+def _tvalid_reset_late(gen_dir):
+    """The result FIFO's valid cleared by the registered reset only (the engines before issue
+    31): tvalid stays high one cycle after aresetn is sampled low."""
+    fifo = gen_dir / "sync_fifo.v"
+    text = fifo.read_text()
+    old = "if (!port_rst_n) begin\n        vld  <= 1'b0;\n"
+    assert old in text
+    fifo.write_text(text.replace(old, "if (!port_rst_n) begin\n"))
+
+
+@pytest.mark.parametrize("design,params", [("probe", {"bytes": 4}),
+                                           ("int8-engine", {"max_k": 96, "pipeline": 5})],
+                         ids=["probe", "int8"])
+def test_reset_test_catches_tvalid_reset_late(design, params):
+    """test_reset_mid_frame_and_stall can fail: on a mutant whose tvalid falls a cycle late it
+    fails on its own check of the cycle after the reset edge (a stalled word is on m_axis)."""
+    module = PROBE if design == "probe" else MV
+    r = runner.run_mutant(design, params, "verilator", module, "test_reset_mid_frame_and_stall",
+                          _tvalid_reset_late, "tvalid-reset-late",
+                          extra_env={"TB_BEATS": "300"},
+                          match=r"^m_axis_tvalid = 1 in the cycle after aresetn was sampled low")
     assert r["mutant"]["tests"] == 1
 
 

@@ -12,8 +12,9 @@ MOD = "sim.overlay.test_overlay"
 #: the small top takes frames of two vectors (the PYNQ-Z1 default is one: docs/vectors.md), so
 #: make test sends B-vector matrix frames through the top on both simulators
 PARAMS = {"max_k": 64, "max_context": 8, "vectors": 2}
-TESTS = {"verilator": ["test_mixed_traffic", "test_bad_frames", "test_output_stall"],
-         "icarus": ["test_mixed_traffic", "test_bad_frames"]}
+TESTS = {"verilator": ["test_mixed_traffic", "test_bad_frames", "test_output_stall",
+                       "test_reset_mid_frame_and_stall"],
+         "icarus": ["test_mixed_traffic", "test_bad_frames", "test_reset_mid_frame_and_stall"]}
 
 #: the bitstream's configuration: `make bitstream` and `make sim` build the defaults
 PYNQ_Z1 = {}

@@ -8,10 +8,12 @@ from generators.cosim import runner
 
 Q4 = "sim.q4_engine.test_q4_engine"
 ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
-          "test_bad_frames", "test_output_stall", "test_reset_mid_frame", "test_mixed_formats"]
+          "test_bad_frames", "test_output_stall", "test_reset_mid_frame",
+          "test_reset_mid_frame_and_stall", "test_mixed_formats"]
 MV = "sim.mv_engine.test_mv_engine"
 ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
-          "test_output_stall", "test_reset_mid_frame", "test_worst_case_sums"]
+          "test_output_stall", "test_reset_mid_frame", "test_reset_mid_frame_and_stall",
+          "test_worst_case_sums"]
 
 
 # The lane on both simulators: the standalone q4-engine on Icarus, the three-lane mv-engine on

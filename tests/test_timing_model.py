@@ -221,6 +221,32 @@ def test_ports_count_only_in_io(n):
     assert res["io"]["worst_ns"] == pytest.approx(TCKO + route(1) + TILO, abs=1e-3)
 
 
+def test_reset_port_net_and_its_worst_path(n):
+    """`reset`: the raw aresetn's loads and the worst path from that port alone (docs/timing.md
+    "Reset"): aresetn -> the registered reset's D and a LUT2 (with the registered reset) into
+    a flag's R pin; a longer path from another input port is not the reset's."""
+    rst, rq, r, q, d, q2 = (n.bit() for _ in range(6))
+    n.port("aresetn", "input", [rst])
+    n.ff("rst_n", rst, rq, n.clk)
+    n.cell("clr", "LUT2", {"I0": rst, "I1": rq}, {"O": r})
+    n.cell("vld", "FDRE", {"C": n.clk, "CE": "1", "R": r, "D": "1"}, {"Q": q})
+    n.port("din", "input", [d])
+    prev = d
+    for i in range(5):                        # 5 LUT levels from din
+        o = n.bit()
+        n.cell(f"l{i}", "LUT1", {"I0": prev}, {"O": o})
+        prev = o
+    n.ff("rd", prev, q2, n.clk)
+    res = T.analyze(n.json(), "t")
+    rs = res["reset"]
+    assert (rs["port"], rs["fanout"], rs["endpoints"]) == ("aresetn", 2, 2)
+    assert rs["route_ns"] == pytest.approx(route(2), abs=1e-3)
+    # port (TCKO) -> net of 2 loads -> LUT2 -> its own net into R (not a D pin: routed) -> TSRCK
+    assert rs["worst_ns"] == pytest.approx(TCKO + route(2) + TILO + route(1) + TSRCK, abs=1e-3)
+    assert rs["end_label"] == "vld" and rs["luts"] == 1
+    assert res["io"]["worst_ns"] > rs["worst_ns"] + 0.1    # din's path is longer, not counted
+
+
 def test_combinational_loop_terminates(n):
     a, b, c = n.bit(), n.bit(), n.bit()
     n.ff("ra", "1", a, n.clk)

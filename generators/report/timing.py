@@ -41,6 +41,8 @@ from ..designs import PYNQ_Z1  # noqa: E402
 from .yosys import postorder, top_module  # noqa: E402
 
 CLOCK_NS = round(1e9 / _FCLK_HZ, 3)          # 7.0
+#: the reset input's name (the engines' and the top's raw AXI-Stream ARESETn)
+RESET_PORTS = ("aresetn",)
 #: what every modelled path must meet: the period less 1.0 ns for what the model cannot see
 #: (placement, clock skew and jitter, hold fixing, congestion; docs/timing.md)
 MARGIN_NS = 1.0
@@ -581,6 +583,9 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
     memo: Dict[int, Tuple] = {}
     tco_port = m.ns("TCKO")
 
+    def port_ok(bit):        # which input ports start mode-1 paths (all; one for `reset`)
+        return True
+
     def start_of(bit):
         dv = driver.get(bit)
         if dv is None:
@@ -599,7 +604,7 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
         if s[0] == "none":
             return (None, None), None
         if s[0] == "port":
-            return (None, (tco_port, None, None, "input port")), None
+            return (None, (tco_port, None, None, "input port") if port_ok(b) else None), None
         _, cell, co, arcs = s
         ins = []
         for (ip, ii, ns, what) in arcs or ():
@@ -732,6 +737,23 @@ def analyze(netlist: Mapping, top: Optional[str] = None, model: Optional[Model] 
                 cell_label(r[2]): round(r[0], 3)
                 for name, r in sorted(per_end.items(), key=lambda kv: -kv[1][0])
                 if r[0] > budget_ns}
+    # the raw reset (docs/timing.md "Reset"): the input port's own net, its loads and the
+    # worst path from it (mode 1 again, started from that port alone)
+    rport = next((pn for pn in RESET_PORTS if ports.get(pn, {}).get("direction") == "input"), None)
+    if rport is not None:
+        rbits = {b for b in ports[rport].get("bits", []) if isinstance(b, int)}
+        port_ok = rbits.__contains__     # noqa: F811 (read by expand at call time)
+        memo = {}
+        per_end = collect(1, None)
+        worst = max(per_end.values(), key=lambda r: r[0]) if per_end else None
+        loads = sum(fanout.get(b, 0) for b in rbits)
+        reset = dict(port=rport, fanout=loads, route_ns=round(route_delay(loads, False, m), 3),
+                     endpoints=len(per_end), worst_ns=round(worst[0], 3) if worst else 0.0)
+        if worst is not None:
+            on, _ = trace(worst[1], 1)
+            reset.update(end_label=cell_label(worst[2]), end=f"{worst[2].name}.{worst[3]}",
+                         luts=sum(1 for c in on[1:] if c[1] in _LUT))
+        results["reset"] = reset
     big = sorted(((f, b) for b, f in fanout.items()), reverse=True)[:10]
 
     def drv_name(b):
@@ -868,6 +890,7 @@ def timing_rows(rows: Sequence[Mapping]) -> List[dict]:
             continue
         t = r["timing"]
         w = t["reg2reg"]["paths"][0] if t["reg2reg"]["paths"] else {}
+        rst = t.get("reset", {})
         out.append(dict(
             design=r["name"], worst_ns=t["reg2reg"]["worst_ns"],
             slack_ns=round(t["clock_ns"] - t["reg2reg"]["worst_ns"], 3),
@@ -875,16 +898,17 @@ def timing_rows(rows: Sequence[Mapping]) -> List[dict]:
             luts=w.get("luts"), carry4=w.get("carry4"),
             path=f"{w.get('start_label', '?')} ({w.get('start_type', '?')}) -> "
                  f"{w.get('end_label', '?')} ({w.get('end_type', '?')})",
-            io_ns=t["io"]["worst_ns"]))
+            io_ns=t["io"]["worst_ns"], rst_loads=rst.get("fanout"), rst_ns=rst.get("worst_ns")))
     return out
 
 
 TIMING_COLUMNS = ["design", "worst_ns", "slack_ns", "over", "endpoints", "luts", "carry4",
-                  "io_ns", "path"]
+                  "io_ns", "rst_loads", "rst_ns", "path"]
 TIMING_HEADERS = {"worst_ns": "worst reg-to-reg ns", "slack_ns": "slack at 7.0 ns",
                   "over": f"end cells over {BUDGET_NS} ns", "endpoints": "end cells",
                   "luts": "LUTs on it", "carry4": "CARRY4 on it",
-                  "io_ns": "worst port path ns", "path": "worst path (start -> end)"}
+                  "io_ns": "worst port path ns", "rst_loads": "aresetn loads",
+                  "rst_ns": "worst path from aresetn ns", "path": "worst path (start -> end)"}
 
 
 def figures(rows: Sequence[Mapping]) -> List[dict]:
@@ -906,6 +930,16 @@ def figures(rows: Sequence[Mapping]) -> List[dict]:
         figs.append(figure(f"timing.{r['name']}.over_budget", len(t["reg2reg"]["over_budget"]),
                            "end cells", "modelled",
                            f"end cells of {r['name']} whose worst path exceeds {BUDGET_NS} ns"))
+        rst = t.get("reset")
+        if rst:
+            figs.append(figure(f"timing.{r['name']}.aresetn_fanout", rst["fanout"], "loads",
+                               "modelled", f"loads of {r['name']}'s raw aresetn net (the reset "
+                               f"register(s) and the port flags, docs/timing.md \"Reset\"), "
+                               f"routed at {rst['route_ns']:.2f} ns"))
+            figs.append(figure(f"timing.{r['name']}.aresetn_ns", rst["worst_ns"], "ns", "modelled",
+                               f"worst path of {r['name']} from the aresetn port (taken as a "
+                               f"register outside) to a register: to {rst.get('end_label', '?')}, "
+                               f"{rst.get('luts', 0)} LUT", end=rst.get("end_label")))
         if r["name"] == "top":
             for i, p in enumerate(t["reg2reg"]["paths"][:10], 1):
                 figs.append(figure(f"timing.top.path{i}", p["ns"], "ns", "modelled",
@@ -978,7 +1012,16 @@ def main(argv=None) -> int:
         paths = r["timing"]["reg2reg"]["paths"]
         md.append(f"## {r['name']} ({fmt(r.get('params', {}))}): {len(paths)} worst paths, one per end cell\n")
         md.append("```\n" + "\n\n".join(format_path(p) for p in paths) + "\n```\n")
+        rst = r["timing"].get("reset")
+        if rst:
+            md.append(f"Raw `{rst['port']}`: {rst['fanout']} loads (route {rst['route_ns']} ns), "
+                      f"worst path from it {rst['worst_ns']} ns to {rst.get('end_label')} "
+                      f"({rst.get('luts', 0)} LUT)\n")
         if r["name"] == "top":
+            if rst:
+                print(f"\nThe top's raw {rst['port']}: {rst['fanout']} loads, its net "
+                      f"{rst['route_ns']:.3f} ns; worst path from it {rst['worst_ns']:.3f} ns "
+                      f"(to {rst.get('end_label')}, {rst.get('luts', 0)} LUT)")
             print(f"\nThe top's {len(paths)} worst paths (one per end cell):")
             for i, p in enumerate(paths, 1):
                 print(f"  {i:2d}. {p['ns']:.3f} ns  {p['start_label']} ({p['start_type']}) -> "

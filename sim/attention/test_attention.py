@@ -207,6 +207,20 @@ async def test_reset_mid_frame(dut):
 
 
 @cocotb.test()
+async def test_reset_mid_frame_and_stall(dut):
+    """One-cycle resets (AXI4-Stream's shortest) inside a frame and under an output stall:
+    m_axis_tvalid and s_axis_tready low in the cycle after aresetn is sampled low, no word out after the
+    reset (nothing of the aborted frames, not the stalled word), the next frames answered
+    right (docs/formal.md, "Reset")."""
+    tb = AttTB(dut)
+    await tb.reset()
+    L = min(tb.max_l, 64)
+    await tb.reset_mid_frame_checked([tb.frame(L)], int(tb.frame_beats(L) * 0.6))
+    await tb.run_check([tb.frame(tb.rng.randint(1, L)), tb.frame(1)])
+    await tb.reset_mid_stall_checked([tb.frame(2), tb.frame(L)])
+    await tb.run_check([tb.frame(tb.rng.randint(1, L)), tb.frame(1)])
+
+@cocotb.test()
 async def test_output_stall(dut):
     """m_axis_tready low for long: the FIFO fills, s_axis_tready falls, nothing is lost."""
     tb = AttTB(dut)

@@ -45,8 +45,12 @@ class StreamMonitor:
     """Per-cycle sampler of both streams.
 
     Records the cycle number of every input and output handshake and the cycles on which the
-    input was offered but refused, and counts protocol faults of the output (tvalid dropped
-    before its handshake, tdata or tlast changed while stalled) and X/Z on control outputs.
+    input was offered but refused, and counts protocol faults (AXI4-Stream, docs/formal.md): on
+    the output, tvalid dropped before its handshake or tdata, tlast, tkeep changed while stalled
+    (checked in a cycle with aresetn low too: a stalled word still holds until the edge that
+    samples the reset); tvalid high, or the input's tready high, in a cycle after an edge that
+    sampled aresetn low (the reset's first cycle included); X/Z on the control outputs. A
+    handshake in a cycle whose edge samples aresetn low is not a transfer (not recorded).
     """
 
     def __init__(self, dut, s_prefix: str = "s_axis", m_prefix: str = "m_axis"):
@@ -59,6 +63,7 @@ class StreamMonitor:
         self.out_hs = []         # cycles of m_axis handshakes
         self.out_valid_first = []
         self.faults = []
+        self.reset_cycles = 0    # cycles checked after an edge that sampled aresetn low
         self.tready_low = 0
         self._task = None
 
@@ -86,19 +91,40 @@ class StreamMonitor:
         self._s_last = getattr(d, f"{s}_tlast")
         self._m_valid, self._m_ready = getattr(d, f"{m}_tvalid"), getattr(d, f"{m}_tready")
         self._m_data, self._m_last = getattr(d, f"{m}_tdata"), getattr(d, f"{m}_tlast")
+        self._m_keep = getattr(d, f"{m}_tkeep")
         held = None
+        in_reset = False       # the edge that began this cycle sampled aresetn low
         while True:
             await RisingEdge(d.aclk)
             await ReadOnly()
             self.cycle += 1
-            if _bit(d.aresetn) != 1:
-                held = None
-                continue
+            a = _bit(d.aresetn)        # what the next edge samples (driven right after edges)
+            was_reset, in_reset = in_reset, a == 0
+            rst = a != 1               # no transfer at that edge (X/Z before the first drive)
             sv, sr, sl = _bit(self._s_valid), _bit(self._s_ready), _bit(self._s_last)
             mv, mr = _bit(self._m_valid), _bit(self._m_ready)
+            if was_reset:
+                # AXI4-Stream 2.7.2: "During reset TVALID must be driven LOW"; nothing is
+                # accepted in reset either (the engines' s_axis_tready, docs/formal.md)
+                self.reset_cycles += 1
+                if mv != 0:
+                    self.faults.append((self.cycle, f"{m}_tvalid not low in reset"))
+                if sr != 0:
+                    self.faults.append((self.cycle, f"{s}_tready not low in reset"))
+                held = None
+                continue
             if sr not in (0, 1) or mv not in (0, 1):
                 self.faults.append((self.cycle, f"X/Z on {s}_tready or {m}_tvalid"))
                 continue
+            if mv == 1:
+                data = (int(self._m_data.value), _bit(self._m_last), _bit(self._m_keep))
+                if held is not None and data != held:
+                    self.faults.append((self.cycle, f"{m} data changed while stalled"))
+            elif held is not None:
+                self.faults.append((self.cycle, f"{m}_tvalid dropped before its handshake"))
+            held = None
+            if rst:
+                continue          # the reset ends every obligation at this edge
             if sr == 0:
                 self.tready_low += 1
             if sv == 1 and sr == 1:
@@ -108,17 +134,10 @@ class StreamMonitor:
             elif sv == 1:
                 self.in_refused.append(self.cycle)
             if mv == 1:
-                data = (int(self._m_data.value), _bit(self._m_last))
-                if held is not None and data != held:
-                    self.faults.append((self.cycle, f"{m} data changed while stalled"))
                 if mr == 1:
                     self.out_hs.append(self.cycle)
-                    held = None
                 else:
                     held = data
-            elif held is not None:
-                self.faults.append((self.cycle, f"{m}_tvalid dropped before its handshake"))
-                held = None
 
 
 class StreamTB:
@@ -156,6 +175,96 @@ class StreamTB:
         self.source.clear()
         await ClockCycles(self.dut.aclk, 4)
         self.sink.clear()
+
+    async def reset_pulse(self, sender=None, cycles: int = 1):
+        """aresetn low for `cycles` rising edges (1: the shortest reset AXI4-Stream allows),
+        driven right after an edge as tb.reset() does (the monitor reads it as the value the
+        next edge samples). In the cycle after the first edge that samples it low,
+        m_axis_tvalid and s_axis_tready must already be low (asserted here; the monitor checks
+        every reset cycle). `sender` (a task sending frames) is cancelled and the source
+        emptied while aresetn is low, so nothing of the aborted frames is offered after it.
+        Returns right after the edge that samples aresetn high again."""
+        d, mon = self.dut, self.mon
+        tvalid, tready = getattr(d, f"{mon.m_prefix}_tvalid"), getattr(d, f"{mon.s_prefix}_tready")
+        await RisingEdge(d.aclk)
+        d.aresetn.value = 0
+        if sender is not None:
+            sender.cancel()
+        self.source.clear()
+        for i in range(cycles):
+            await RisingEdge(d.aclk)           # an edge that samples aresetn low
+            if i == cycles - 1:
+                d.aresetn.value = 1
+            if i == 0:
+                await ReadOnly()
+                tv, tr = _bit(tvalid), _bit(tready)
+                assert tv == 0, (f"{mon.m_prefix}_tvalid = {tv} in the cycle after aresetn was "
+                                 f"sampled low")
+                assert tr == 0, (f"{mon.s_prefix}_tready = {tr} in the cycle after aresetn was "
+                                 f"sampled low")
+        await RisingEdge(d.aclk)               # the edge that samples it high
+
+    async def _quiet_after_reset(self, quiet: int):
+        """`quiet` cycles with a free output and nothing sent: no word may come out (nothing of
+        the frames the reset aborted, nor a word that was waiting under a stall)."""
+        self.set_pauses(0, 0)
+        self.mon.clear()
+        await ClockCycles(self.dut.aclk, quiet)
+        await ReadOnly()
+        assert not self.mon.out_hs, (f"{len(self.mon.out_hs)} word(s) came out after the reset "
+                                     f"(the first at monitor cycle {self.mon.out_hs[0]})")
+        self.sink.clear()
+        self.assert_no_faults()
+        await RisingEdge(self.dut.aclk)
+
+    def _quiet_cycles(self) -> int:
+        return max(300, 4 * int(self.man.get("latency", 0)))
+
+    async def reset_mid_frame_checked(self, frames, beats: int):
+        """Send `frames` with a free output; once `beats` beats are taken and the last one taken
+        is no tlast (the input is inside a frame), a one-cycle reset (reset_pulse's checks),
+        then no word out in a quiet window. The caller then checks the next frames."""
+        self.set_pauses(0, 0)
+        self.mon.clear()
+        sender = cocotb.start_soon(self.send_frames(frames))
+        for _ in range(200_000):
+            await RisingEdge(self.dut.aclk)
+            await ReadOnly()
+            hs = self.mon.in_hs
+            if len(hs) >= beats and hs[-1] not in self.mon.in_last:
+                break
+        else:
+            raise AssertionError(f"the input never stood inside a frame after {beats} beats")
+        await self.reset_pulse(sender)
+        await self._quiet_after_reset(self._quiet_cycles())
+
+    async def reset_mid_stall_checked(self, frames, stall: int = 3):
+        """Send `frames` with the output stalled (sink paused); once m_axis_tvalid has been
+        high and unanswered for `stall` cycles (preferably with the input inside a frame: up to
+        200 cycles more are waited for that), a one-cycle reset (reset_pulse's checks), then
+        no word out in a quiet window (the stalled word included). The caller then checks the
+        next frames. Returns whether the input was inside a frame at the reset."""
+        d, mon = self.dut, self.mon
+        tvalid = getattr(d, f"{mon.m_prefix}_tvalid")
+        self.set_pauses(0, 0)
+        self.sink.pause = True
+        mon.clear()
+        sender = cocotb.start_soon(self.send_frames(frames))
+        waited, inside = 0, False
+        for _ in range(200_000):
+            await RisingEdge(d.aclk)
+            await ReadOnly()
+            hs = mon.in_hs
+            inside = bool(hs) and hs[-1] not in mon.in_last
+            waited = waited + 1 if _bit(tvalid) == 1 else 0
+            if waited >= stall + (0 if inside else 200):
+                break
+        else:
+            raise AssertionError("the output never stalled")
+        assert not mon.out_hs, "the paused sink took a word"
+        await self.reset_pulse(sender)
+        await self._quiet_after_reset(self._quiet_cycles())
+        return inside
 
     def set_pauses(self, idle: float = 0.0, backpressure: float = 0.0):
         """Idle (source) and backpressure (sink) inserters; 0 turns one off for good."""

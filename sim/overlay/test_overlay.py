@@ -19,7 +19,7 @@ import random
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, with_timeout
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from generators.contract import HP_BEAT_BYTES as BEAT, RESULT_BYTES as WORD
@@ -340,6 +340,78 @@ async def test_output_stall(dut):
     assert len(tb.mon[0].in_hs) < len(tb.words_of(f0)), "port 0 took everything while stalled"
     tb.snk[0].pause = False
     await task
+
+
+async def reset_checked(tb, senders, quiet=400):
+    """A one-cycle reset driven right after an edge: in the cycle after the edge that samples
+    it low both ports show m_axis_tvalid and s_axis_tready low (asserted here; the monitors
+    check every reset cycle); the senders are cancelled and the sources emptied during it;
+    then `quiet` cycles with free sinks and nothing sent: no output word on either port."""
+    d = tb.dut
+    await RisingEdge(d.aclk)
+    d.aresetn.value = 0
+    for s in senders:
+        s.cancel()
+    for s in tb.src:
+        s.clear()
+    await RisingEdge(d.aclk)
+    d.aresetn.value = 1
+    await ReadOnly()
+    for p in (0, 1):
+        for sig in (f"m{p}_axis_tvalid", f"s{p}_axis_tready"):
+            v = getattr(d, sig).value
+            assert v.is_resolvable and int(v) == 0, \
+                f"{sig} = {v} in the cycle after aresetn was sampled low"
+    await RisingEdge(d.aclk)
+    tb.set_pauses(0, 0)
+    for m in tb.mon:
+        m.clear()
+    await ClockCycles(d.aclk, quiet)
+    for p in (0, 1):
+        assert not tb.mon[p].out_hs, f"port {p}: {len(tb.mon[p].out_hs)} word(s) after the reset"
+        assert not tb.mon[p].faults, f"port {p}: protocol faults {tb.mon[p].faults[:5]}"
+        tb.snk[p].clear()
+
+
+def _inside(mon):
+    return bool(mon.in_hs) and mon.in_hs[-1] not in mon.in_last
+
+
+@cocotb.test()
+async def test_reset_mid_frame_and_stall(dut):
+    """One-cycle resets (AXI4-Stream's shortest) with both ports inside a frame, then under an
+    output stall on both ports: tvalid and tready of both ports low in the cycle after aresetn
+    is sampled low, no word out after the reset, the next frames of both ports answered right
+    (docs/formal.md, "Reset")."""
+    tb = OverlayTB(dut)
+    await tb.reset()
+    for stalled in (False, True):
+        a0, a1 = tb.attention(min(tb.max_l, 4))
+        f0 = [tb.matrix(tb.max_k, 6, b=None), a0, tb.matrix(n=6)]
+        f1 = [tb.matrix(tb.max_k, 6, b=None), a1, tb.matrix(n=6)]
+        for m in tb.mon:
+            m.clear()
+        for k in tb.snk:
+            k.pause = stalled
+        senders = [cocotb.start_soon(tb._send(p, fr, 0)) for p, fr in ((0, f0), (1, f1))]
+        waited = 0
+        for _ in range(100_000):
+            await RisingEdge(dut.aclk)
+            await ReadOnly()
+            if stalled:
+                both = all(int(getattr(dut, f"m{p}_axis_tvalid").value) == 1 for p in (0, 1))
+                waited = waited + 1 if both else 0
+                if waited >= 3:
+                    break
+            elif all(_inside(m) and len(m.in_hs) > 8 for m in tb.mon):
+                break
+        else:
+            raise AssertionError("never reached the state to reset in")
+        if stalled:
+            assert not any(m.out_hs for m in tb.mon), "a paused sink took a word"
+        await reset_checked(tb, senders)
+        b0, b1 = tb.attention(min(tb.max_l, 2))
+        await tb.run_check([tb.matrix(), b0], [tb.matrix(), b1])
 
 
 @cocotb.test()

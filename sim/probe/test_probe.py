@@ -131,6 +131,19 @@ async def test_reset_mid_frame(dut):
 
 
 @cocotb.test()
+async def test_reset_mid_frame_and_stall(dut):
+    """One-cycle resets (AXI4-Stream's shortest) inside a frame and under an output stall:
+    m_axis_tvalid and s_axis_tready low in the cycle after aresetn is sampled low, no word out after the
+    reset (nothing of the aborted frames, not the stalled word), the next frames answered
+    right (docs/formal.md, "Reset")."""
+    tb = StreamTB(dut)
+    await tb.reset()
+    await tb.reset_mid_frame_checked(frames_of(tb, [300]), 100)
+    await send_and_check(tb, frames_of(tb, [7, 1]))
+    assert await tb.reset_mid_stall_checked(frames_of(tb, [2, 300]))
+    await send_and_check(tb, frames_of(tb, [5, 1]))
+
+@cocotb.test()
 async def test_summary(dut):
     """The `make sim` workload: frames back to back, counts checked, duty and latency."""
     import json
