@@ -1353,6 +1353,36 @@ def test_a_clock_named_before_it_exists_stops_the_build(tmp_path, overlay):
     assert launched == ["synth_1"] and "write_bitstream" not in flow.cmds()
 
 
+def test_a_port_the_design_does_not_have_stops_the_build(tmp_path, overlay):
+    """An XDC line on a port the block design lacks: [Vivado 12-584], then [Common 17-55] in
+    synth_1's log, and the build stops."""
+    bad = tmp_path / "pynq_z1.xdc"
+    text = FLOW_XDC[0].read_text()
+    assert text.count("[get_ports sysclk]") == 2
+    bad.write_text(text.replace("[get_ports sysclk]", "[get_ports sys_clk]", 1))
+    flow = run_build(tmp_path, overlay["tcl"], extra=["--xdc", f"{bad} {FLOW_XDC[1]}"])
+    assert flow.rc != 0
+    log = run_log(flow, "synth_1")
+    assert "WARNING: [Vivado 12-584] No ports matched 'sys_clk'." in log
+    assert problems(log) == ["CRITICAL WARNING: [Common 17-55] 'set_property' expects at least "
+                             "one object."]
+    assert "run synth_1 raised 1 critical warning(s) or error(s)" in flow.stdout
+
+
+def test_route_designs_timing_warning_is_left_to_the_timing_gate(tmp_path, overlay):
+    """A failing design's [Timing 38-282] in impl_1's log is matched by its message and left to
+    the timing gate, which stops the build with the worst paths."""
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_WNS": "-0.250"})
+    assert flow.rc != 0
+    assert problems(run_log(flow, "impl_1")) == [
+        "CRITICAL WARNING: [Timing 38-282] The design failed to meet the timing requirements. "
+        "Please see the timing summary report for details on the timing violations."]
+    assert "  tolerated in impl_1: CRITICAL WARNING: [Timing 38-282]" in flow.stdout
+    assert "TIMING GATE FAILED" in flow.stdout and "write_bitstream" not in flow.cmds()
+    (tmp_path / "ok").mkdir()
+    assert problems(run_log(run_build(tmp_path / "ok", overlay["tcl"]), "impl_1")) == []
+
+
 def test_a_critical_warning_in_a_run_log_stops_the_build(tmp_path, overlay):
     flow = run_build(tmp_path, overlay["tcl"], {"STUB_RUN_CRITICAL_WARNINGS": "1"})
     assert flow.rc != 0

@@ -222,11 +222,15 @@ proc bd_problem_count {} {
     return $n
 }
 
-# Critical warnings a run's log may hold without stopping the build, each a regexp on the whole
-# message (never an ID alone) with the reason it is benign. None is needed today: the
-# synthesis and implementation of this design raise none that public logs of PS7 + AXI DMA
-# designs show to be benign (docs/vivado.md, "What the flow checks").
-set tolerated_run_messages {}
+# Critical warnings a run's log may hold without stopping the build here, each a regexp on the
+# whole message (never an ID alone) with the reason. One: route_design's own "[Timing 38-282]
+# The design failed to meet the timing requirements" (public logs: ptrkrysik/uhd issue 3) is
+# not let through but left to the timing gate, which runs next on the routed design, judges
+# setup, hold and pulse width against the fabric clock's period and prints the worst paths
+# before it stops the build (docs/vivado.md, "What the flow checks").
+set tolerated_run_messages [list \
+    {^CRITICAL WARNING: \[Timing 38-282\] The design failed to meet the timing requirements\.} \
+    "judged next by the timing gate"]
 
 # The CRITICAL WARNING and ERROR lines of a run's log (runme.log in the run's DIRECTORY; a run is
 # a sub-process, so get_msg_config here does not see them), less the tolerated ones.

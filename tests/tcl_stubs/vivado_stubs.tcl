@@ -45,8 +45,11 @@
 #   - launch_runs synth_1 / impl_1 reads the constrs_1 files in the order add_files gave them
 #     (the run's synth_design / link_design) and writes what they raise to the run's runme.log
 #     under its DIRECTORY, not to this process's counts (a run is a sub-process of Vivado);
-#     open_run takes the run's clocks. STUB_RUN_CRITICAL_WARNINGS=N adds N critical warnings to
-#     each run's log.
+#     open_run takes the run's clocks. In a run, get_ports knows the block design's external
+#     ports: another name is WARNING [Vivado 12-584] and set_property on nothing is CRITICAL
+#     WARNING [Common 17-55] (public logs: mapleleavessssssss-wq/vivado-mcp issue 2); a
+#     failing STUB_WNS / STUB_WHS puts route_design's CRITICAL WARNING [Timing 38-282] in
+#     impl_1's log; STUB_RUN_CRITICAL_WARNINGS=N adds N critical warnings to each run's log.
 # Files that Vivado would write (reports with -file, the bitstream, the hwh) are created with
 # placeholder text so that the flow's copies and checks run for real.
 
@@ -76,6 +79,8 @@ namespace eval stub {
     variable constr_files {}
     # while a run is modelled: its runme.log (messages go there, not to msg_count)
     variable run_log ""
+    # the block design's external ports (the wrapper's top-level ports, for the runs' XDC)
+    variable bd_ports {}
     variable run_clocks
     array set run_clocks {}
     variable ipdef_versions {
@@ -188,6 +193,13 @@ proc set_property {args} {
         foreach x $o {
             lappend flat_objects $x
         }
+    }
+    if {[llength $flat_objects] == 0 && $stub::run_log ne ""} {
+        # an XDC line whose get_ports found nothing (public logs: [Vivado 12-584] then this)
+        stub::raise {CRITICAL WARNING} "Common 17-55" "'set_property' expects at least one\
+            object."
+        stub::record set_property $args
+        return ""
     }
     foreach {name value} $pairs {
         foreach o $flat_objects {
@@ -499,8 +511,35 @@ proc stub::netlist_get {cmd args} {
     return $out
 }
 
-foreach cmd {get_ports get_pins get_cells get_nets} {
+foreach cmd {get_pins get_cells get_nets} {
     interp alias {} $cmd {} stub::netlist_get $cmd
+}
+
+# get_ports: in a run, the top's ports are the block design's external ports (the wrapper's):
+# a name that matches none is WARNING [Vivado 12-584] No ports matched '<name>' and matches
+# nothing (then set_property on it is [Common 17-55], below). Outside a run: the names.
+proc get_ports {args} {
+    stub::record get_ports $args
+    set out {}
+    foreach pattern [stub::positional $args {-of_objects -filter}] {
+        foreach p $pattern {
+            if {$stub::run_log eq ""} {
+                lappend out $p
+                continue
+            }
+            set hits {}
+            foreach port $stub::bd_ports {
+                if {[string match $p $port]} {
+                    lappend hits $port
+                }
+            }
+            if {[llength $hits] == 0} {
+                stub::raise WARNING "Vivado 12-584" "No ports matched '$p'."
+            }
+            set out [concat $out $hits]
+        }
+    }
+    return $out
 }
 
 proc current_design {args} {
@@ -510,7 +549,9 @@ proc current_design {args} {
 
 proc create_bd_intf_port {args} {
     stub::record create_bd_intf_port $args
-    return "/[lindex [stub::positional $args {-mode -vlnv}] 0]"
+    set name [lindex [stub::positional $args {-mode -vlnv}] 0]
+    lappend stub::bd_ports $name
+    return "/$name"
 }
 
 # ------------------------------------------------------------------------------------------
@@ -627,6 +668,18 @@ proc stub::run_constraints {run} {
         set fh [open $stub::run_log a]
         puts $fh "Finished Parsing XDC File \[$xdc\]"
         close $fh
+    }
+    # route_design's own timing summary: a failing design is CRITICAL WARNING [Timing 38-282]
+    # in the implementation run's log (ptrkrysik/uhd issue 3)
+    if {$run eq "impl_1"} {
+        foreach v [list [stub::env STUB_WNS 0.062] [stub::env STUB_WHS 0.035]] {
+            if {[string is double -strict $v] && $v < 0} {
+                stub::raise {CRITICAL WARNING} "Timing 38-282" "The design failed to meet the\
+                    timing requirements. Please see the timing summary report for details on\
+                    the timing violations."
+                break
+            }
+        }
     }
     for {set i 0} {$i < [stub::env STUB_RUN_CRITICAL_WARNINGS 0]} {incr i} {
         stub::raise {CRITICAL WARNING} "Constraints 18-5210" "stub critical warning\
