@@ -78,6 +78,8 @@ LUT_CALIBRATION = [
      "2024.2", 265, 155),
     ("lc4_system", "gracebrentano/lab4-pipeline @ 347bf94 : "
      "output/post_route_utilization_report.txt", "7z020clg484-1", "2017.4", 1622, 1473),
+    ("risc_soc", "yash-bixt/RISC_SOC @ 00e4034 : Vivado-Project/RISC_SOC_v3/RISC_SOC_v3.runs/"
+     "impl_1/nexys4_top_utilization_placed.rpt", "7a100tcsg324-1", "2020.2", 4452, 3834),
 ]
 
 
