@@ -39,6 +39,15 @@ with Vivado's message IDs and texts as public Vivado logs and scripts quote them
     description["parameters"]["c_include_sg"] (Xilinx/PYNQ, pynq/lib/dma.py,
     19ed17d4fd4ea71f95a97d30f8ccd0d62b8dbaaa).
 
+Issue 30 (docs/vivado.md, "What the stubs model, and what is ruled out"): the PS7's DDR settings
+are PYNQ's base.tcl's (v2.7.0 59515a9b, v3.0.1 93ddd21a); the stubs number the PS7's negative
+DQS-delay critical warnings by occurrence and raise them after every later PS7 set_property
+(fpgasystems/spooNN issue 14, fastmachinelearning/hls4ml issue 933); the runs read the XDC in
+the fileset's order with a get_clocks that knows which clocks exist ([Vivado 12-627],
+[Vivado 12-4739], [Vivado 12-5201]: enjoy-digital/litepcie issue 113) and a get_ports that
+knows the block design's ports ([Vivado 12-584], [Common 17-55]), and route_design's
+[Timing 38-282]; the b30b579 flow (git show) is run on them and stopped.
+
 Property names. The stubs refuse a CONFIG.* property of processing_system7, axi_dma,
 axi_interconnect or proc_sys_reset that is not in tests/tcl_stubs/ip_param_names.tcl, and
 test_every_ip_property_is_a_real_parameter checks the recorded flow against the same list. The
@@ -599,9 +608,10 @@ def mutant_ps7(tmp_path: Path, delays: Dict[int, str]) -> Path:
     ps7 = mutant / "ps7_pynq_z1.tcl"
     text = ps7.read_text()
     for lane, value in delays.items():
-        old = f"CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_{lane} {{{BASE_TCL_DDR[f'DQS_TO_CLK_DELAY_{lane}']}}}"
+        name = f"CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_{lane}"
+        old = f"{name} {{{BASE_TCL_DDR[f'DQS_TO_CLK_DELAY_{lane}']}}}"
         assert text.count(old) == 1, old
-        text = text.replace(old, f"CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_{lane} {{{value}}}")
+        text = text.replace(old, f"{name} {{{value}}}")
     ps7.write_text(text)
     return mutant / "build.tcl"
 
