@@ -584,8 +584,9 @@ proc get_clocks {args} {
     return $out
 }
 
-# The clocks IP XDC files create before the user's XDC is read (UG903: IP constraints are read
-# before user constraints unless PROCESSING_ORDER says otherwise): processing_system7's
+# The clocks IP XDC files create before the user's XDC is read (Vivado's own record of a run's
+# constraints, .Xil/<top>_propImpl.xdc, lists processing_system7's XDC "order:EARLY" before the
+# user's files: Torchet/CochetLPSC, link-ngen/GameOfLife; docs/vivado.md): processing_system7's
 # create_clock of clk_fpga_<n> for each enabled FCLK_CLK<n> with its port.
 proc stub::ip_clocks {} {
     set out {}
