@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode prefill speculate formal results host-bench host-test
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -30,6 +30,8 @@ help:
 	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
 	@echo "  make report       resources (yosys estimates), simulated speed, the decoder model: build/report/"
 	@echo "                    (and the budget per vectors: the whole PL at vectors 1..4 against the 7020, docs/vectors.md)"
+	@echo "  make lut-calibrate CALIB=DIR  yosys's LUT count against Vivado's on the calibration designs cloned in"
+	@echo "                   DIR (tools/lut_calibration.py): the rows of resources.LUT_CALIBRATION"
 	@echo "  make timing       modelled worst register-to-register paths of every engine and the PL top on the yosys"
 	@echo "                    netlists (7-series -1 delays + routing by fanout, docs/timing.md), and the raw aresetn"
 	@echo "                    net's loads and worst path: docs/results/timing.json"
@@ -115,6 +117,10 @@ report: setup
 
 timing: setup
 	@$(ENV) $(PY) -m generators.report.timing $(if $(DESIGN),--design $(DESIGN))
+
+lut-calibrate: setup
+	@if [ -z "$(CALIB)" ]; then echo "make lut-calibrate: give CALIB=DIR (the calibration designs' clones)" >&2; exit 2; fi
+	@$(ENV) $(PY) tools/lut_calibration.py --calib $(CALIB)
 
 host-test: setup
 	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py

@@ -39,6 +39,15 @@ with Vivado's message IDs and texts as public Vivado logs and scripts quote them
     description["parameters"]["c_include_sg"] (Xilinx/PYNQ, pynq/lib/dma.py,
     19ed17d4fd4ea71f95a97d30f8ccd0d62b8dbaaa).
 
+Issue 30 (docs/vivado.md, "What the stubs model, and what is ruled out"): the PS7's DDR settings
+are PYNQ's base.tcl's (v2.7.0 59515a9b, v3.0.1 93ddd21a); the stubs number the PS7's negative
+DQS-delay critical warnings by occurrence and raise them after every later PS7 set_property
+(fpgasystems/spooNN issue 14, fastmachinelearning/hls4ml issue 933); the runs read the XDC in
+the fileset's order with a get_clocks that knows which clocks exist ([Vivado 12-627],
+[Vivado 12-4739], [Vivado 12-5201]: enjoy-digital/litepcie issue 113) and a get_ports that
+knows the block design's ports ([Vivado 12-584], [Common 17-55]), and route_design's
+[Timing 38-282]; the b30b579 flow (git show) is run on them and stopped.
+
 Property names. The stubs refuse a CONFIG.* property of processing_system7, axi_dma,
 axi_interconnect or proc_sys_reset that is not in tests/tcl_stubs/ip_param_names.tcl, and
 test_every_ip_property_is_a_real_parameter checks the recorded flow against the same list. The
@@ -272,7 +281,7 @@ def test_board_part_is_used_only_when_installed(tmp_path, overlay):
     assert flow.rc == 0, flow.stdout
     assert any(c["args"][:2] == ["board_part", bp] for c in flow.of("set_property"))
     # the explicit PS7 settings are applied either way
-    assert flow.props("/ps7")["CONFIG.PCW_UIPARAM_DDR_PARTNO"] == "MT41K256M16 RE-125"
+    assert flow.props("/ps7")["CONFIG.PCW_UIPARAM_DDR_PARTNO"] == "Custom"
 
 
 def test_missing_part_fails_clearly(tmp_path, overlay):
@@ -282,13 +291,51 @@ def test_missing_part_fails_clearly(tmp_path, overlay):
     assert "create_project" not in flow.cmds()
 
 
+#: Every PCW_UIPARAM_DDR_<name> of PYNQ's own PYNQ-Z1 base overlay, the same at both board images
+#: the flow is for: Xilinx/PYNQ boards/Pynq-Z1/base/base.tcl at v2.7.0
+#: (59515a9b5de6fad0ff0538bfc50010b16f53c9a8, Vivado 2020.2, lines 3456-3527) and at v3.0.1
+#: (93ddd21ab623883590a8c8b07f0b157b2855da4b, Vivado 2022.1, lines 3431-3502).
+BASE_TCL_DDR = {
+    "ADV_ENABLE": "0", "AL": "0", "BANK_ADDR_COUNT": "3", "BL": "8", "BOARD_DELAY0": "0.223",
+    "BOARD_DELAY1": "0.212", "BOARD_DELAY2": "0.085", "BOARD_DELAY3": "0.092",
+    "BUS_WIDTH": "16 Bit", "CL": "7", "CLOCK_0_LENGTH_MM": "25.8",
+    "CLOCK_0_PACKAGE_LENGTH": "80.4535", "CLOCK_0_PROPOGATION_DELAY": "160",
+    "CLOCK_1_LENGTH_MM": "25.8", "CLOCK_1_PACKAGE_LENGTH": "80.4535",
+    "CLOCK_1_PROPOGATION_DELAY": "160", "CLOCK_2_LENGTH_MM": "0",
+    "CLOCK_2_PACKAGE_LENGTH": "80.4535", "CLOCK_2_PROPOGATION_DELAY": "160",
+    "CLOCK_3_LENGTH_MM": "0", "CLOCK_3_PACKAGE_LENGTH": "80.4535",
+    "CLOCK_3_PROPOGATION_DELAY": "160", "CLOCK_STOP_EN": "0", "COL_ADDR_COUNT": "10", "CWL": "6",
+    "DEVICE_CAPACITY": "4096 MBits", "DQS_0_LENGTH_MM": "15.6", "DQS_0_PACKAGE_LENGTH": "105.056",
+    "DQS_0_PROPOGATION_DELAY": "160", "DQS_1_LENGTH_MM": "18.8", "DQS_1_PACKAGE_LENGTH": "66.904",
+    "DQS_1_PROPOGATION_DELAY": "160", "DQS_2_LENGTH_MM": "0", "DQS_2_PACKAGE_LENGTH": "89.1715",
+    "DQS_2_PROPOGATION_DELAY": "160", "DQS_3_LENGTH_MM": "0", "DQS_3_PACKAGE_LENGTH": "113.63",
+    "DQS_3_PROPOGATION_DELAY": "160", "DQS_TO_CLK_DELAY_0": "0.040",
+    "DQS_TO_CLK_DELAY_1": "0.058", "DQS_TO_CLK_DELAY_2": "0.000", "DQS_TO_CLK_DELAY_3": "0.000",
+    "DQ_0_LENGTH_MM": "16.5", "DQ_0_PACKAGE_LENGTH": "98.503", "DQ_0_PROPOGATION_DELAY": "160",
+    "DQ_1_LENGTH_MM": "18", "DQ_1_PACKAGE_LENGTH": "68.5855", "DQ_1_PROPOGATION_DELAY": "160",
+    "DQ_2_LENGTH_MM": "0", "DQ_2_PACKAGE_LENGTH": "90.295", "DQ_2_PROPOGATION_DELAY": "160",
+    "DQ_3_LENGTH_MM": "0", "DQ_3_PACKAGE_LENGTH": "103.977", "DQ_3_PROPOGATION_DELAY": "160",
+    "DRAM_WIDTH": "16 Bits", "ECC": "Disabled", "ENABLE": "1", "FREQ_MHZ": "525",
+    "HIGH_TEMP": "Normal (0-85)", "MEMORY_TYPE": "DDR 3", "PARTNO": "Custom",
+    "ROW_ADDR_COUNT": "15", "SPEED_BIN": "DDR3_1066F", "TRAIN_DATA_EYE": "1",
+    "TRAIN_READ_GATE": "1", "TRAIN_WRITE_LEVEL": "1", "T_FAW": "40.0", "T_RAS_MIN": "35.0",
+    "T_RC": "50.625", "T_RCD": "13.125", "T_RP": "13.125", "USE_INTERNAL_VREF": "0"
+}
+
+
+def test_ps7_ddr_is_pynq_base_tcl(good):
+    """The PS7's DDR settings are base.tcl's, every one of them, and no other DDR setting."""
+    p = good.props("/ps7")
+    got = {k[len("CONFIG.PCW_UIPARAM_DDR_"):]: v for k, v in p.items()
+           if k.startswith("CONFIG.PCW_UIPARAM_DDR_")}
+    assert got == BASE_TCL_DDR
+    assert BASE_TCL_DDR["DQS_TO_CLK_DELAY_2"] == BASE_TCL_DDR["DQS_TO_CLK_DELAY_3"] == "0.000"
+
+
 def test_ps7_has_pynq_z1_ddr_and_mio(good):
     p = good.props("/ps7")
-    assert p["CONFIG.PCW_UIPARAM_DDR_PARTNO"] == "MT41K256M16 RE-125"
     assert p["CONFIG.PCW_UIPARAM_DDR_BUS_WIDTH"] == "16 Bit"
     assert p["CONFIG.PCW_UIPARAM_DDR_FREQ_MHZ"] == "525"
-    assert p["CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0"] == "0.040"
-    assert p["CONFIG.PCW_UIPARAM_DDR_BOARD_DELAY1"] == "0.212"
     assert p["CONFIG.PCW_CRYSTAL_PERIPHERAL_FREQMHZ"] == "50"
     assert p["CONFIG.PCW_PRESET_BANK0_VOLTAGE"] == "LVCMOS 3.3V"
     assert p["CONFIG.PCW_PRESET_BANK1_VOLTAGE"] == "LVCMOS 1.8V"
@@ -536,27 +583,107 @@ def test_any_bd_critical_warning_stops_the_build(tmp_path, overlay):
     assert "launch_runs" not in flow.cmds()
 
 
-def test_only_the_unused_ddr_lanes_negative_skew_is_exempt(good, tmp_path, overlay):
-    """The PYNQ-Z1 values give lanes 2 and 3 (unused on the 16-bit bus) a negative DQS-to-clock
-    delay: PSU-3 and PSU-4 are raised and do not stop the build; the same on lane 0 does."""
-    assert "CRITICAL WARNING: [PSU-3] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2 has " \
-           "negative value -0.009" in good.stdout
-    assert "[PSU-4]" in good.stdout and "[PSU-1]" not in good.stdout
-    assert [c["args"] for c in good.of("get_msg_config") if "-id" in c["args"]] == [
-        ["-count", "-id", "PSU-3"], ["-count", "-id", "PSU-4"]] * 2
+def ps7_setting_calls(flow: Flow) -> List[Dict[str, Any]]:
+    return [c for c in flow.of("set_property") if "/ps7" in c["objects"]]
+
+
+def psu_lines(flow: Flow) -> List[str]:
+    return [line for line in flow.stdout.splitlines() if "[PSU-" in line]
+
+
+def test_no_ps7_ddr_warning_and_no_exemption_by_id(good):
+    """base.tcl's DDR settings raise no [PSU-n]; the flow counts every critical warning of the
+    block design and exempts none by its ID."""
+    assert psu_lines(good) == []
+    assert not [c for c in good.of("get_msg_config") if "-id" in c["args"]]
+    code = [line.split("#")[0] for line in BUILD_TCL.read_text().splitlines()]
+    assert not [line for line in code if "PSU-" in line or
+                re.search(r"get_msg_config\b.*-id\b", line)]
+
+
+def mutant_ps7(tmp_path: Path, delays: Dict[int, str]) -> Path:
+    """A copy of vivado/ with some DQS_TO_CLK_DELAY_<lane> values changed."""
     mutant = tmp_path / "vivado"
     shutil.copytree(VIVADO_DIR, mutant, ignore=shutil.ignore_patterns("__pycache__"))
     ps7 = mutant / "ps7_pynq_z1.tcl"
     text = ps7.read_text()
-    assert text.count("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}") == 1
-    ps7.write_text(text.replace("CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {0.040}",
-                                "CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_0 {-0.040}"))
-    flow = run_tcl(mutant / "build.tcl", ["--out", str(tmp_path / "out"), "--engines-tcl",
-                                          str(overlay["tcl"]), "--xdc",
-                                          str(REPO / "constraints" / "clocks.xdc")], tmp_path)
+    for lane, value in delays.items():
+        name = f"CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_{lane}"
+        old = f"{name} {{{BASE_TCL_DDR[f'DQS_TO_CLK_DELAY_{lane}']}}}"
+        assert text.count(old) == 1, old
+        text = text.replace(old, f"{name} {{{value}}}")
+    ps7.write_text(text)
+    return mutant / "build.tcl"
+
+
+@pytest.mark.parametrize("delays", [{1: "-0.020", 3: "-0.033"}, {0: "-0.040"},
+                                    {0: "-0.050", 1: "-0.044", 2: "-0.035", 3: "-0.100"}])
+def test_ps7_ddr_warnings_are_numbered_by_occurrence_and_stop_the_build(tmp_path, overlay,
+                                                                        delays):
+    """Negative lanes in lane order get PSU-1, PSU-2, ... (not PSU-<lane+1>), raised again
+    after every later set_property on the PS7; any of them stops the build."""
+    flow = run_tcl(mutant_ps7(tmp_path, delays), ["--out", str(tmp_path / "out"),
+                                                  "--engines-tcl", str(overlay["tcl"]),
+                                                  "--xdc", " ".join(map(str, FLOW_XDC))],
+                   tmp_path)
     assert flow.rc != 0
-    assert "[PSU-1]" in flow.stdout
-    assert "the block design raised 1 critical warning(s) or error(s)" in flow.stdout
+    calls = ps7_setting_calls(flow)
+    first = min(i for i, c in enumerate(calls)
+                if any(f"DQS_TO_CLK_DELAY_{lane}" in k for k in c["props"] for lane in delays))
+    one_round = [f"CRITICAL WARNING: [PSU-{n + 1}] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_"
+                 f"{lane} has negative value {delays[lane]} . PS DDR interfaces might fail when "
+                 f"entering negative DQS skew values." for n, lane in enumerate(sorted(delays))]
+    rounds = len(calls) - first
+    assert rounds >= 2, "the PS7 is set again after its DDR settings"
+    assert psu_lines(flow) == one_round * rounds
+    assert (f"the block design raised {len(delays) * rounds} critical warning(s) or error(s)"
+            in flow.stdout)
+    assert "launch_runs" not in flow.cmds()
+
+
+#: the constraint files in the order build.tcl reads them by default
+FLOW_XDC = [REPO / "constraints" / "pynq_z1.xdc", REPO / "constraints" / "clocks.xdc"]
+OLD_COMMIT = "b30b579"
+OLD_FILES = ["vivado/build.tcl", "vivado/ps7_pynq_z1.tcl", "vivado/timing_gate.tcl",
+             "constraints/clocks.xdc", "constraints/pynq_z1.xdc"]
+
+
+@pytest.fixture(scope="module")
+def old_tree(tmp_path_factory) -> Path:
+    """The flow as it stood at b30b579 (before issue 30), from git."""
+    root = tmp_path_factory.mktemp("b30b579")
+    for path in OLD_FILES:
+        proc = subprocess.run(["git", "-C", str(REPO), "show", f"{OLD_COMMIT}:{path}"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"{OLD_COMMIT} is not in this clone's history: {proc.stderr.strip()}")
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(proc.stdout)
+    return root
+
+
+def test_the_old_tcl_stops_at_the_ps7_ddr_warnings(tmp_path, old_tree, overlay):
+    """At b30b579 the PS7 had DQS_TO_CLK_DELAY_2/3 = -0.009/-0.033 and build.tcl exempted PSU-3
+    and PSU-4: Vivado numbers the two warnings PSU-1 and PSU-2, so the old flow stops at its
+    block-design gate (as the public logs say a real build would)."""
+    flow = run_tcl(old_tree / "vivado" / "build.tcl", ["--out", str(tmp_path / "out"),
+                                                       "--engines-tcl", str(overlay["tcl"])],
+                   tmp_path)
+    assert flow.rc != 0
+    calls = ps7_setting_calls(flow)
+    first = min(i for i, c in enumerate(calls)
+                if "CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2" in c["props"])
+    rounds = len(calls) - first
+    one_round = ["CRITICAL WARNING: [PSU-1] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2 has "
+                 "negative value -0.009 . PS DDR interfaces might fail when entering negative "
+                 "DQS skew values.",
+                 "CRITICAL WARNING: [PSU-2] Parameter : PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_3 has "
+                 "negative value -0.033 . PS DDR interfaces might fail when entering negative "
+                 "DQS skew values."]
+    assert rounds >= 2
+    assert psu_lines(flow) == one_round * rounds
+    assert f"the block design raised {2 * rounds} critical warning(s) or error(s)" in flow.stdout
+    assert "launch_runs" not in flow.cmds()
 
 
 def test_an_interface_the_top_does_not_have_is_an_error(tmp_path, overlay):
@@ -1110,17 +1237,44 @@ def test_engines_py_cli_with_the_real_generator(tmp_path):
 # ------------------------------------------------------------------------------------------
 # Constraints
 # ------------------------------------------------------------------------------------------
-XDC_FILES = sorted((REPO / "constraints").glob("*.xdc"))
 CLG400_PIN = re.compile(r"[A-HJ-NPR-W](1[0-9]|20|[1-9])\Z")  # rows A..W (no I, O, Q), cols 1..20
 
 
+def constraint_files(flow: Flow) -> List[str]:
+    """The files added to constrs_1, in the order the runs read them."""
+    out: List[str] = []
+    for c in flow.of("add_files"):
+        if "constrs_1" in c["args"]:
+            for word in c["args"][c["args"].index("constrs_1") + 1:]:
+                out += word.split()
+    return out
+
+
+def run_log(flow: Flow, run: str) -> str:
+    return (flow.out / "vivado" / "project" / "pynq_ternary.runs" / run / "runme.log").read_text()
+
+
+def problems(text: str) -> List[str]:
+    return [line for line in text.splitlines()
+            if line.startswith(("CRITICAL WARNING:", "ERROR:"))]
+
+
+def xdc_in_order(tmp_path: Path, files: List[str], ip_clocks: List[str]) -> Flow:
+    """The XDC files sourced one after the other in one interpreter, as a run reads them, with
+    the clocks the IP's own XDC made before them."""
+    script = tmp_path / "read_xdc.tcl"
+    script.write_text(f"set stub::clocks {{{' '.join(ip_clocks)}}}\n"
+                      + "".join(f"source {{{f}}}\n" for f in files))
+    return run_tcl(script, [], tmp_path, log_name="xdc.jsonl")
+
+
 def test_xdc_sources_under_tcl_and_declares_sysclk(tmp_path, good):
-    assert XDC_FILES, "no XDC in constraints/"
-    calls = []
-    for xdc in XDC_FILES:
-        flow = run_tcl(xdc, [], tmp_path, log_name=f"{xdc.stem}.jsonl")
-        assert flow.rc == 0, f"{xdc.name}: {flow.proc.stderr}"
-        calls.extend(flow.calls)
+    files = constraint_files(good)
+    assert sorted(files) == sorted(str(p) for p in (REPO / "constraints").glob("*.xdc"))
+    flow = xdc_in_order(tmp_path, files, ["clk_fpga_0"])
+    assert flow.rc == 0, flow.proc.stderr
+    assert problems(flow.stdout) == [] and "[Vivado 12-627]" not in flow.stdout
+    calls = flow.calls
     pins = {}
     for c in calls:
         if c["cmd"] == "set_property" and "CONFIG" not in str(c["props"]):
@@ -1146,8 +1300,109 @@ def test_xdc_sources_under_tcl_and_declares_sysclk(tmp_path, good):
             assert name.split("[")[0] in design_ports, f"get_ports {name}: no such port"
 
 
+def test_xdc_is_read_in_an_order_where_every_clock_exists(good):
+    """pynq_z1.xdc (create_clock sys_clk_pin) before clocks.xdc (set_clock_groups naming it and
+    the PS7's clk_fpga_0); both runs read them so and log no critical warning, and the clock
+    groups are set with both clocks."""
+    assert constraint_files(good) == [str(p) for p in FLOW_XDC]
+    for run in ("synth_1", "impl_1"):
+        text = run_log(good, run)
+        assert text.index("pynq_z1.xdc") < text.index("clocks.xdc")
+        assert problems(text) == []
+    groups = good.of("set_clock_groups")
+    assert groups and all(c["args"] == ["-asynchronous", "-group", "sys_clk_pin", "-group",
+                                        "clk_fpga_0"] for c in groups)
+
+
+def test_get_clocks_knows_which_clocks_exist(tmp_path):
+    script = tmp_path / "clocks.tcl"
+    script.write_text("puts \"A=[get_clocks sys_clk_pin]\"\n"
+                      "create_clock -period 8.000 -name sys_clk_pin [get_ports sysclk]\n"
+                      "puts \"B=[get_clocks -include_generated_clocks sys_clk_pin]\"\n"
+                      "puts \"C=[get_clocks sys_*]\"\n"
+                      "puts \"D=[get_clocks -quiet clk_fpga_0]\"\n")
+    flow = run_tcl(script, [], tmp_path)
+    assert flow.rc == 0, flow.proc.stderr
+    lines = flow.stdout.splitlines()
+    assert "WARNING: [Vivado 12-627] No clocks matched 'sys_clk_pin'." in lines
+    assert [x for x in lines if x[:2] in ("A=", "B=", "C=", "D=")] == [
+        "A=", "B=sys_clk_pin", "C=sys_clk_pin", "D="]
+
+
+def test_the_old_xdc_order_drops_the_clock_groups(tmp_path, old_tree, overlay):
+    """b30b579 read the XDC sorted: clocks.xdc names sys_clk_pin before pynq_z1.xdc creates it.
+    With its PS7 mended (today's ps7_pynq_z1.tcl), the old flow runs to its end, as Vivado
+    would, with [Vivado 12-4739] in both runs' logs and the clock groups dropped: the old flow
+    never read a run's log."""
+    old = tmp_path / "old"
+    shutil.copytree(old_tree, old)
+    shutil.copy(VIVADO_DIR / "ps7_pynq_z1.tcl", old / "vivado" / "ps7_pynq_z1.tcl")
+    flow = run_tcl(old / "vivado" / "build.tcl", ["--out", str(tmp_path / "out"),
+                                                  "--engines-tcl", str(overlay["tcl"])],
+                   tmp_path)
+    assert flow.rc == 0, flow.stdout
+    assert [Path(f).name for f in constraint_files(flow)] == ["clocks.xdc", "pynq_z1.xdc"]
+    for run in ("synth_1", "impl_1"):
+        assert problems(run_log(flow, run)) == [
+            "CRITICAL WARNING: [Vivado 12-4739] set_clock_groups:No valid object(s) found for "
+            "'-group '.",
+            "ERROR: [Vivado 12-5201] set_clock_groups: cannot set the clock group when only one "
+            "non-empty group remains."]
+    assert "BUILD OK" in flow.stdout
+
+
+def test_a_clock_named_before_it_exists_stops_the_build(tmp_path, overlay):
+    """Today's flow given the old order: synth_1's log has the 12-4739 and the build stops there."""
+    flow = run_build(tmp_path, overlay["tcl"], extra=[
+        "--xdc", " ".join(str(REPO / "constraints" / n) for n in ("clocks.xdc", "pynq_z1.xdc"))])
+    assert flow.rc != 0
+    assert "  synth_1: CRITICAL WARNING: [Vivado 12-4739] set_clock_groups:No valid object(s) " \
+           "found for '-group '." in flow.stdout
+    assert "run synth_1 raised 2 critical warning(s) or error(s)" in flow.stdout
+    launched = [c["args"][0] for c in flow.of("launch_runs")]
+    assert launched == ["synth_1"] and "write_bitstream" not in flow.cmds()
+
+
+def test_a_port_the_design_does_not_have_stops_the_build(tmp_path, overlay):
+    """An XDC line on a port the block design lacks: [Vivado 12-584], then [Common 17-55] in
+    synth_1's log, and the build stops."""
+    bad = tmp_path / "pynq_z1.xdc"
+    text = FLOW_XDC[0].read_text()
+    assert text.count("[get_ports sysclk]") == 2
+    bad.write_text(text.replace("[get_ports sysclk]", "[get_ports sys_clk]", 1))
+    flow = run_build(tmp_path, overlay["tcl"], extra=["--xdc", f"{bad} {FLOW_XDC[1]}"])
+    assert flow.rc != 0
+    log = run_log(flow, "synth_1")
+    assert "WARNING: [Vivado 12-584] No ports matched 'sys_clk'." in log
+    assert problems(log) == ["CRITICAL WARNING: [Common 17-55] 'set_property' expects at least "
+                             "one object."]
+    assert "run synth_1 raised 1 critical warning(s) or error(s)" in flow.stdout
+
+
+def test_route_designs_timing_warning_is_left_to_the_timing_gate(tmp_path, overlay):
+    """A failing design's [Timing 38-282] in impl_1's log is matched by its message and left to
+    the timing gate, which stops the build with the worst paths."""
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_WNS": "-0.250"})
+    assert flow.rc != 0
+    assert problems(run_log(flow, "impl_1")) == [
+        "CRITICAL WARNING: [Timing 38-282] The design failed to meet the timing requirements. "
+        "Please see the timing summary report for details on the timing violations."]
+    assert "  tolerated in impl_1: CRITICAL WARNING: [Timing 38-282]" in flow.stdout
+    assert "TIMING GATE FAILED" in flow.stdout and "write_bitstream" not in flow.cmds()
+    (tmp_path / "ok").mkdir()
+    assert problems(run_log(run_build(tmp_path / "ok", overlay["tcl"]), "impl_1")) == []
+
+
+def test_a_critical_warning_in_a_run_log_stops_the_build(tmp_path, overlay):
+    flow = run_build(tmp_path, overlay["tcl"], {"STUB_RUN_CRITICAL_WARNINGS": "1"})
+    assert flow.rc != 0
+    assert "run synth_1 raised 1 critical warning(s) or error(s)" in flow.stdout
+    assert "write_bitstream" not in flow.cmds()
+
+
 def test_timing_is_checked_at_the_fclk_period(good):
-    (clk,) = [c for c in good.of("get_clocks") if "clk_fpga_0" in c["args"]]
+    # the timing gate's look-up in the routed design (the others are the XDC's, in the runs)
+    (clk,) = [c for c in good.of("get_clocks") if c["args"] == ["-quiet", "clk_fpga_0"]]
     assert clk
     assert "(clk_fpga_0 7.000 ns)" in good.stdout
 
@@ -1179,7 +1434,7 @@ def test_no_tcl_8_6_only_commands():
     """Vivado 2020.2 runs Tcl 8.5: no lmap, try, string cat, dict map, tailcall..."""
     bad = re.compile(r"\b(lmap|try|throw|tailcall|coroutine|yield|zlib)\b|string cat|"
                      r"dict map|file tempfile|lsort -stride|\bfinally\b")
-    for path in list(VIVADO_DIR.glob("*.tcl")) + XDC_FILES:
+    for path in list(VIVADO_DIR.glob("*.tcl")) + list((REPO / "constraints").glob("*.xdc")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0] if line.lstrip().startswith("#") else line
             assert not bad.search(code), f"{path.name}:{n}: {line.strip()}"

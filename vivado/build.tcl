@@ -16,7 +16,9 @@
 #   --part PART         FPGA part (default: xc7z020clg400-1)
 #   --jobs N            parallel jobs for the runs (default: 2)
 #   --fclk-mhz MHZ      fabric clock FCLK_CLK0 (default: 142.857, i.e. 7.000 ns)
-#   --xdc "F1 F2"       constraint files (default: every constraints/*.xdc)
+#   --xdc "F1 F2"       constraint files, read in this order (default: constraints/pynq_z1.xdc,
+#                       which creates sys_clk_pin, then clocks.xdc, which names it, then any
+#                       other constraints/*.xdc)
 #
 # The block design: one module-reference cell per design in the list (the PL top `overlay`,
 # top module pynq_overlay, by default; or engine_i for single engines) and one AXI DMA in
@@ -27,9 +29,10 @@
 #   dma_i/M_AXI_SG (descriptors in DDR) -> hp<hp_sg>_ic, beside the data masters
 # For the PL top, dma_p is on HP port p. Everything runs on FCLK_CLK0; rst_fclk0
 # (proc_sys_reset) turns FCLK_RESET0_N into the synchronous resets. Any CRITICAL WARNING or
-# ERROR raised while the block design is built and validated stops the build (bd_exempt_ids
-# below lists the only exemptions, with their reasons), and so does a DMA address space that
-# does not reach DDR or a .hwh that does not say the DMAs are in scatter-gather mode.
+# ERROR raised while the block design is built and validated stops the build (no exemption),
+# and so does one in the log of the synthesis or implementation run (tolerated_run_messages
+# below: none), a DMA address space that does not reach DDR or a .hwh that does not say the
+# DMAs are in scatter-gather mode.
 
 set script_dir [file dirname [file normalize [info script]]]
 set repo_dir [file dirname $script_dir]
@@ -81,8 +84,23 @@ set part [dict get $opt --part]
 set jobs [dict get $opt --jobs]
 set fclk_mhz [dict get $opt --fclk-mhz]
 set xdc_files [dict get $opt --xdc]
+# The order matters: Vivado reads the constraint files in the order of the fileset, and a clock
+# named before create_clock made it matches nothing ([Vivado 12-4739]: the constraint is
+# dropped). pynq_z1.xdc creates sys_clk_pin; clocks.xdc names it and clk_fpga_0 (made by the
+# PS7's own XDC, which Vivado reads before the user's).
+set xdc_first {pynq_z1.xdc clocks.xdc}
 if {$xdc_files eq ""} {
-    set xdc_files [lsort [glob -nocomplain [file join $repo_dir constraints *.xdc]]]
+    foreach name $xdc_first {
+        set path [file join $repo_dir constraints $name]
+        if {[file exists $path]} {
+            lappend xdc_files $path
+        }
+    }
+    foreach path [lsort [glob -nocomplain [file join $repo_dir constraints *.xdc]]] {
+        if {[file tail $path] ni $xdc_first} {
+            lappend xdc_files $path
+        }
+    }
 }
 if {![string is integer -strict $jobs] || $jobs < 1} {
     build_fail "--jobs must be a positive integer, got '$jobs'"
@@ -189,16 +207,11 @@ proc add_ip {name cell} {
     return [create_bd_cell -type ip -vlnv [ipdef $name] $cell]
 }
 
-# Critical warnings that do not stop the build, each with its reason. Nothing else is exempt.
-#   PSU-3, PSU-4: "PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_2/_3 has negative value": byte lanes 2 and 3,
-#   which the PYNQ-Z1's 16-bit DDR bus does not use (the bus width is checked below); the
-#   values are those of the PYNQ-Z1 base overlay. PSU-1 and PSU-2 (lanes 0 and 1) do stop it.
-set bd_exempt_ids {PSU-3 PSU-4}
-
 # Critical warnings and errors raised so far in this Vivado process (the block design is built
-# here, not in a run's sub-process, so get_msg_config counts its messages), less the exempt ones.
+# here, not in a run's sub-process, so get_msg_config counts its messages). None is exempt: a
+# message ID names a family, not one warning (processing_system7 numbers its DDR warnings
+# PSU-1, PSU-2, ... by occurrence, so an ID says nothing about which lane it is).
 proc bd_problem_count {} {
-    global bd_exempt_ids
     set n 0
     foreach severity {{CRITICAL WARNING} ERROR} {
         set c [get_msg_config -count -severity $severity]
@@ -206,13 +219,48 @@ proc bd_problem_count {} {
             incr n $c
         }
     }
-    foreach id $bd_exempt_ids {
-        set c [get_msg_config -count -id $id]
-        if {[string is integer -strict $c]} {
-            incr n [expr {-$c}]
+    return $n
+}
+
+# Critical warnings a run's log may hold without stopping the build here, each a regexp on the
+# whole message (never an ID alone) with the reason. One: route_design's own "[Timing 38-282]
+# The design failed to meet the timing requirements" (public logs: ptrkrysik/uhd issue 3) is
+# not let through but left to the timing gate, which runs next on the routed design, judges
+# setup, hold and pulse width against the fabric clock's period and prints the worst paths
+# before it stops the build (docs/vivado.md, "What the flow checks").
+set tolerated_run_messages [list \
+    {^CRITICAL WARNING: \[Timing 38-282\] The design failed to meet the timing requirements\.} \
+    "judged next by the timing gate"]
+
+# The CRITICAL WARNING and ERROR lines of a run's log (runme.log in the run's DIRECTORY; a run is
+# a sub-process, so get_msg_config here does not see them), less the tolerated ones.
+proc run_problems {run} {
+    global tolerated_run_messages
+    set log [file join [get_property DIRECTORY [get_runs $run]] runme.log]
+    if {![file exists $log]} {
+        build_fail "run $run wrote no log at $log"
+    }
+    set fh [open $log]
+    set text [read $fh]
+    close $fh
+    set out {}
+    foreach line [split $text "\n"] {
+        if {![regexp {^(CRITICAL WARNING|ERROR): } $line]} {
+            continue
+        }
+        set tolerated 0
+        foreach {pattern reason} $tolerated_run_messages {
+            if {[regexp -- $pattern $line]} {
+                set tolerated 1
+                puts "  tolerated in $run: $line ($reason)"
+                break
+            }
+        }
+        if {!$tolerated} {
+            lappend out $line
         }
     }
-    return $n
+    return $out
 }
 
 # ------------------------------------------------------------------------------------------
@@ -536,7 +584,16 @@ proc run_and_check {run args} {
         build_fail "run $run did not complete: $status ($progress);\
             see its log under [get_property DIRECTORY [get_runs $run]]"
     }
-    puts "$run: $status"
+    set problems [run_problems $run]
+    if {[llength $problems] > 0} {
+        foreach line $problems {
+            puts "  $run: $line"
+        }
+        build_fail "run $run raised [llength $problems] critical warning(s) or error(s)\
+            (for example a constraint naming a clock that does not exist yet: check the\
+            order of --xdc); see [get_property DIRECTORY [get_runs $run]]/runme.log"
+    }
+    puts "$run: $status, no critical warnings in its log"
 }
 
 run_and_check synth_1 -jobs $jobs

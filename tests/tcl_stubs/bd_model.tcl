@@ -467,6 +467,7 @@ proc connect_bd_intf_net {args} {
 proc create_bd_port {args} {
     stub::record create_bd_port $args
     set name "/[lindex [stub::positional $args {-dir -type -freq_hz -from -to}] 0]"
+    lappend stub::bd_ports [string range $name 1 end]
     if {[stub::opt $args -type] eq "clk"} {
         set stub::clk_port($name) [stub::opt $args -freq_hz $stub::default_freq_hz]
     }

@@ -11,7 +11,8 @@
 #                      get_timing_paths finds no path)
 #   STUB_WPWS          worst pulse-width slack in the summary  (default 2.750)
 #   STUB_CLK_PERIOD    PERIOD of the fabric clock              (default 7.000)
-#   STUB_NO_CLOCK      when set, get_clocks finds nothing
+#   STUB_NO_CLOCK      when set, get_clocks finds nothing in the routed design (the runs'
+#                      constraints still find their clocks)
 #   STUB_NO_PART       when set, get_parts finds nothing
 #   STUB_BOARD_PART    what get_board_parts returns            (default: nothing)
 #   STUB_RUN_PROGRESS  PROGRESS of every run                   (default 100%)
@@ -30,9 +31,25 @@
 #     two ends differ in FREQ_HZ, CLK_DOMAIN or TDATA_NUM_BYTES [BD 41-237] (an ERROR after
 #     build.tcl's set_msg_config); assign_bd_address maps what each master reaches, and
 #     generate_target writes a .hwh with each cell's parameters and the register windows;
-#   - processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative
-#     PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_<n>, as Vivado does;
-#   - get_msg_config -count -severity S (or -id ID) counts the messages raised.
+#   - processing_system7, after every set_property on the cell, raises one CRITICAL WARNING for
+#     each negative PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_<lane>, lanes in order, numbered by
+#     occurrence: [PSU-1] for the first negative lane, [PSU-2] for the second (lanes 2 and 3
+#     negative: [PSU-1] names DELAY_2, [PSU-2] DELAY_3), as public Vivado logs show it
+#     (docs/vivado.md, "What the stubs model");
+#   - get_msg_config -count -severity S (or -id ID) counts the messages raised in this process;
+#   - the constraints: get_clocks knows which clocks exist (the PS7's clk_fpga_<n> of each
+#     enabled FCLK, created by the IP's own XDC, which Vivado reads before the user's, then each
+#     create_clock as it is read); a name that matches no clock is WARNING [Vivado 12-627] and
+#     matches nothing; set_clock_groups with an empty -group is CRITICAL WARNING [Vivado 12-4739]
+#     (and with fewer than two groups left, ERROR [Vivado 12-5201]), the constraint dropped;
+#   - launch_runs synth_1 / impl_1 reads the constrs_1 files in the order add_files gave them
+#     (the run's synth_design / link_design) and writes what they raise to the run's runme.log
+#     under its DIRECTORY, not to this process's counts (a run is a sub-process of Vivado);
+#     open_run takes the run's clocks. In a run, get_ports knows the block design's external
+#     ports: another name is WARNING [Vivado 12-584] and set_property on nothing is CRITICAL
+#     WARNING [Common 17-55] (public logs: mapleleavessssssss-wq/vivado-mcp issue 2); a
+#     failing STUB_WNS / STUB_WHS puts route_design's CRITICAL WARNING [Timing 38-282] in
+#     impl_1's log; STUB_RUN_CRITICAL_WARNINGS=N adds N critical warnings to each run's log.
 # Files that Vivado would write (reports with -file, the bitstream, the hwh) are created with
 # placeholder text so that the flow's copies and checks run for real.
 
@@ -57,6 +74,15 @@ namespace eval stub {
     variable proj_dir ""
     variable proj_name ""
     variable bd_name ""
+    # the clocks that exist (constraints); the constraint files of constrs_1, in read order
+    variable clocks {}
+    variable constr_files {}
+    # while a run is modelled: its runme.log (messages go there, not to msg_count)
+    variable run_log ""
+    # the block design's external ports (the wrapper's top-level ports, for the runs' XDC)
+    variable bd_ports {}
+    variable run_clocks
+    array set run_clocks {}
     variable ipdef_versions {
         processing_system7 5.5 axi_dma 7.1 axi_interconnect 2.1 proc_sys_reset 5.0
         smartconnect 1.0
@@ -168,6 +194,13 @@ proc set_property {args} {
             lappend flat_objects $x
         }
     }
+    if {[llength $flat_objects] == 0 && $stub::run_log ne ""} {
+        # an XDC line whose get_ports found nothing (public logs: [Vivado 12-584] then this)
+        stub::raise {CRITICAL WARNING} "Common 17-55" "'set_property' expects at least one\
+            object."
+        stub::record set_property $args
+        return ""
+    }
     foreach {name value} $pairs {
         foreach o $flat_objects {
             stub::check_param $o $name set_property
@@ -180,10 +213,8 @@ proc set_property {args} {
             set stub::props([string toupper $name],$o) $value
         }
     }
-    foreach {name value} $pairs {
-        foreach o $flat_objects {
-            stub::ps7_checks $o [string toupper $name] $value
-        }
+    foreach o $flat_objects {
+        stub::ps7_checks $o
     }
     set extra ", \"props\": \{[join $props_json {, }]\},"
     append extra " \"objects\": [stub::json_list $flat_objects]"
@@ -211,19 +242,30 @@ proc stub::check_param {obj name cmd} {
     error "$cmd: CONFIG.$param is not a parameter of $ip"
 }
 
-# processing_system7 raises CRITICAL WARNING [PSU-<n+1>] for a negative DQS-to-clock delay of
-# byte lane n.
-proc stub::ps7_checks {obj name value} {
+# processing_system7 checks its DQS-to-clock delays after every set_property on the cell: one
+# CRITICAL WARNING per negative lane, lanes in order, numbered by occurrence (PSU-1, PSU-2, ...),
+# not by lane. Public logs: lanes 2, 3 negative give "[PSU-1] ... DELAY_2 ... -0.009" and
+# "[PSU-2] ... DELAY_3 ... -0.033", twice for two set_property calls (fpgasystems/spooNN issue
+# 14; open-sdr/openwifi-hw issue 102: DELAY_2 -0.009 as PSU-1); all four negative give PSU-1..4
+# again after a later `set_property CONFIG.PCW_USE_S_AXI_HP0` (fastmachinelearning/hls4ml
+# issue 933; Digilent/vivado-boards issue 20).
+proc stub::ps7_checks {obj} {
     if {![info exists stub::cell_ip($obj)] || $stub::cell_ip($obj) ne "processing_system7"} {
         return
     }
-    if {
-        [regexp {^CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_([0-3])$} $name -> lane]
-        && [string is double -strict $value] && $value < 0
-    } {
-        stub::raise {CRITICAL WARNING} "PSU-[expr {$lane + 1}]" "Parameter :\
-            PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_$lane has negative value $value . PS DDR\
-            interfaces might fail when entering negative DQS skew values."
+    set n 0
+    foreach lane {0 1 2 3} {
+        set key CONFIG.PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_$lane,$obj
+        if {![info exists stub::props($key)]} {
+            continue
+        }
+        set value $stub::props($key)
+        if {[string is double -strict $value] && $value < 0} {
+            incr n
+            stub::raise {CRITICAL WARNING} "PSU-$n" "Parameter :\
+                PCW_UIPARAM_DDR_DQS_TO_CLK_DELAY_$lane has negative value $value . PS DDR\
+                interfaces might fail when entering negative DQS skew values."
+        }
     }
 }
 
@@ -231,6 +273,12 @@ proc stub::ps7_checks {obj name value} {
 proc stub::raise {severity id text} {
     if {[info exists stub::msg_severity($id)]} {
         set severity $stub::msg_severity($id)
+    }
+    if {$stub::run_log ne ""} {
+        set fh [open $stub::run_log a]
+        puts $fh "$severity: \[$id\] $text"
+        close $fh
+        return
     }
     if {[info exists stub::msg_count($severity)]} {
         incr stub::msg_count($severity)
@@ -263,6 +311,9 @@ proc get_property {args} {
         }
         PROGRESS {
             return [stub::env STUB_RUN_PROGRESS 100%]
+        }
+        DIRECTORY {
+            return [file join $stub::proj_dir $stub::proj_name.runs $obj]
         }
         STATUS {
             if {$obj eq "synth_1"} {
@@ -404,9 +455,13 @@ proc create_bd_cell {args} {
 
 proc add_files {args} {
     stub::record add_files $args
+    set constrs [expr {[stub::opt $args -fileset] eq "constrs_1"}]
     foreach word [stub::positional $args {-fileset -of_objects}] {
         foreach path $word {
             stub::read_module_ports $path
+            if {$constrs || [string match *.xdc $path]} {
+                lappend stub::constr_files $path
+            }
         }
     }
     return ""
@@ -456,8 +511,35 @@ proc stub::netlist_get {cmd args} {
     return $out
 }
 
-foreach cmd {get_ports get_pins get_cells get_nets} {
+foreach cmd {get_pins get_cells get_nets} {
     interp alias {} $cmd {} stub::netlist_get $cmd
+}
+
+# get_ports: in a run, the top's ports are the block design's external ports (the wrapper's):
+# a name that matches none is WARNING [Vivado 12-584] No ports matched '<name>' and matches
+# nothing (then set_property on it is [Common 17-55], below). Outside a run: the names.
+proc get_ports {args} {
+    stub::record get_ports $args
+    set out {}
+    foreach pattern [stub::positional $args {-of_objects -filter}] {
+        foreach p $pattern {
+            if {$stub::run_log eq ""} {
+                lappend out $p
+                continue
+            }
+            set hits {}
+            foreach port $stub::bd_ports {
+                if {[string match $p $port]} {
+                    lappend hits $port
+                }
+            }
+            if {[llength $hits] == 0} {
+                stub::raise WARNING "Vivado 12-584" "No ports matched '$p'."
+            }
+            set out [concat $out $hits]
+        }
+    }
+    return $out
 }
 
 proc current_design {args} {
@@ -467,18 +549,170 @@ proc current_design {args} {
 
 proc create_bd_intf_port {args} {
     stub::record create_bd_intf_port $args
-    return "/[lindex [stub::positional $args {-mode -vlnv}] 0]"
+    set name [lindex [stub::positional $args {-mode -vlnv}] 0]
+    lappend stub::bd_ports $name
+    return "/$name"
 }
 
 # ------------------------------------------------------------------------------------------
 # Timing
 # ------------------------------------------------------------------------------------------
+# The clocks that exist: only those (glob patterns match them, as in Vivado). A pattern that
+# matches none: WARNING [Vivado 12-627] No clocks matched '<pattern>' (litex issue 2227,
+# litepcie issue 113 logs), and nothing. -include_generated_clocks adds nothing here: the
+# flow makes no generated clocks.
 proc get_clocks {args} {
     stub::record get_clocks $args
-    if {[stub::env STUB_NO_CLOCK ""] ne ""} {
+    if {[stub::env STUB_NO_CLOCK ""] ne "" && $stub::run_log eq ""} {
         return ""
     }
-    return [lindex [stub::positional $args {-of_objects -filter}] 0]
+    set out {}
+    foreach pattern [stub::positional $args {-of_objects -filter}] {
+        foreach p $pattern {
+            set hits {}
+            foreach c $stub::clocks {
+                if {[string match $p $c]} {
+                    lappend hits $c
+                }
+            }
+            if {[llength $hits] == 0 && "-quiet" ni $args} {
+                stub::raise WARNING "Vivado 12-627" "No clocks matched '$p'."
+            }
+            set out [concat $out $hits]
+        }
+    }
+    return $out
+}
+
+# The clocks IP XDC files create before the user's XDC is read (Vivado's own record of a run's
+# constraints, .Xil/<top>_propImpl.xdc, lists processing_system7's XDC "order:EARLY" before the
+# user's files: Torchet/CochetLPSC, link-ngen/GameOfLife; docs/vivado.md): processing_system7's
+# create_clock of clk_fpga_<n> for each enabled FCLK_CLK<n> with its port.
+proc stub::ip_clocks {} {
+    set out {}
+    foreach cell [lsort [array names stub::cell_ip]] {
+        if {$stub::cell_ip($cell) ne "processing_system7"} {
+            continue
+        }
+        foreach n {0 1 2 3} {
+            set en [stub::param $cell PCW_FPGA_FCLK${n}_ENABLE]
+            set port [stub::param $cell PCW_EN_CLK${n}_PORT]
+            if {[stub::is_on $en] && [stub::is_on $port]} {
+                lappend out clk_fpga_$n
+            }
+        }
+    }
+    return $out
+}
+
+proc create_clock {args} {
+    stub::record create_clock $args
+    set name [stub::opt $args -name]
+    if {$name eq ""} {
+        set name [lindex [stub::positional $args {-name -period -waveform}] 0]
+    }
+    if {$name ni $stub::clocks} {
+        lappend stub::clocks $name
+    }
+    return $name
+}
+
+# set_clock_groups: each -group must name clocks that exist. An empty group: CRITICAL WARNING
+# [Vivado 12-4739] "set_clock_groups:No valid object(s) found for '-group ...'", then, fewer
+# than two non-empty groups left, [Vivado 12-5201] "cannot set the clock group when only one
+# non-empty group remains" (enjoy-digital/litepcie issue 113, an ERROR in 2018.x and 2023.2;
+# enjoy-digital/litex issue 2227): the constraint is dropped.
+proc set_clock_groups {args} {
+    stub::record set_clock_groups $args
+    set groups {}
+    for {set i 0} {$i < [llength $args]} {incr i} {
+        if {[lindex $args $i] eq "-group"} {
+            incr i
+            lappend groups [lindex $args $i]
+        }
+    }
+    set full 0
+    foreach g $groups {
+        if {[llength $g] == 0} {
+            stub::raise {CRITICAL WARNING} "Vivado 12-4739" "set_clock_groups:No valid\
+                object(s) found for '-group $g'."
+        } else {
+            incr full
+        }
+    }
+    if {$full < 2} {
+        stub::raise ERROR "Vivado 12-5201" "set_clock_groups: cannot set the clock group when\
+            only one non-empty group remains."
+        return ""
+    }
+    return ""
+}
+
+# A run (synth_1, impl_1): its synth_design / link_design reads the IP's clocks, then the
+# constrs_1 files in the order they were added; what they raise goes to DIRECTORY/runme.log.
+proc stub::run_constraints {run} {
+    set dir [file join $stub::proj_dir $stub::proj_name.runs $run]
+    file mkdir $dir
+    set stub::run_log [file join $dir runme.log]
+    set fh [open $stub::run_log w]
+    puts $fh "*** Running vivado (stub)\n    with args -log $run.log -mode batch"
+    close $fh
+    set saved $stub::clocks
+    set stub::clocks [stub::ip_clocks]
+    foreach xdc $stub::constr_files {
+        set fh [open $stub::run_log a]
+        puts $fh "Parsing XDC File \[$xdc\]"
+        close $fh
+        if {[catch {uplevel #0 [list source $xdc]} msg]} {
+            stub::raise ERROR "Common 17-69" "Command failed: $msg \[$xdc\]"
+        }
+        set fh [open $stub::run_log a]
+        puts $fh "Finished Parsing XDC File \[$xdc\]"
+        close $fh
+    }
+    # route_design's own timing summary: a failing design is CRITICAL WARNING [Timing 38-282]
+    # in the implementation run's log (ptrkrysik/uhd issue 3)
+    if {$run eq "impl_1"} {
+        foreach v [list [stub::env STUB_WNS 0.062] [stub::env STUB_WHS 0.035]] {
+            if {[string is double -strict $v] && $v < 0} {
+                stub::raise {CRITICAL WARNING} "Timing 38-282" "The design failed to meet the\
+                    timing requirements. Please see the timing summary report for details on\
+                    the timing violations."
+                break
+            }
+        }
+    }
+    for {set i 0} {$i < [stub::env STUB_RUN_CRITICAL_WARNINGS 0]} {incr i} {
+        stub::raise {CRITICAL WARNING} "Constraints 18-5210" "stub critical warning\
+            [expr {$i + 1}] of $run"
+    }
+    set fh [open $stub::run_log a]
+    puts $fh [expr {
+        $run eq "synth_1" ? "synth_design completed successfully"
+        : "route_design completed successfully"
+    }]
+    close $fh
+    set stub::run_clocks($run) $stub::clocks
+    set stub::clocks $saved
+    set stub::run_log ""
+}
+
+proc launch_runs {args} {
+    stub::record launch_runs $args
+    foreach run [stub::positional $args {-jobs -to_step -next_step}] {
+        stub::run_constraints $run
+    }
+    return ""
+}
+
+# open_run loads the run's checkpoint, with the clocks its constraints made.
+proc open_run {args} {
+    stub::record open_run $args
+    set run [lindex [stub::positional $args {-name}] 0]
+    if {[info exists stub::run_clocks($run)]} {
+        set stub::clocks $stub::run_clocks($run)
+    }
+    return ""
 }
 
 proc get_timing_paths {args} {
@@ -582,8 +816,7 @@ proc stub::record_only {cmd args} {
 
 foreach cmd {import_files update_compile_order update_ip_catalog
     disconnect_bd_net apply_bd_automation save_bd_design close_bd_design open_bd_design
-    regenerate_bd_layout launch_runs wait_on_run reset_run open_run close_project
-    create_clock set_clock_groups} {
+    regenerate_bd_layout wait_on_run reset_run close_project} {
     interp alias {} $cmd {} stub::record_only $cmd
 }
 
