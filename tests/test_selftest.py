@@ -102,7 +102,10 @@ def test_selftest_board_path_on_a_stand_in_pynq(tmp_path, monkeypatch):
     assert checks["dma_0 parameters"] and checks["dma_1 parameters"] and checks["FCLK0"]
     assert checks["root"] and checks["write barrier"]
     assert sum(s["mismatches"] for s in res["engines"].values()) == 0
-    assert all(res["speed"][n]["label"] == "measured" for n in ("port 0", "port 1", "both"))
+    # off the board's CPU even the board path's figures are not board figures
+    assert all(res["speed"][n]["label"].startswith("measured off a board")
+               for n in ("port 0", "port 1", "both"))
+    assert "not a board figure" in res["verdict"]
     # numpy 2 in this environment is not the image's: the board verdict says so (exit 1)
     assert rc == (1 if np.__version__.startswith("2") else 0), res["verdict"]
     for bad in (dict(mhz=100.0), dict(sg=0)):
