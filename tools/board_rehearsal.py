@@ -12,6 +12,8 @@
    chat and decode on the board backend through the real pynq package (Overlay and .hwh
    parsing, Clocks, allocate, MMIO) over the register model: a tiny checkpoint in three
    formats and one SmolLM2-135M Q4_1 token, both loops, equal to golden; then selftest.
+4. The overlay top rendered by the installed package on the image's Jinja2 3.0.3 is the
+   checkout's (requirements.txt's Jinja2), file for file.
 
 The .hwh is `make bitstream-dryrun`'s (vivado/build.tcl on the IP integrator stubs) completed
 with the sections Vivado writes in every handoff and pynqmetadata reads but the stubs leave
@@ -177,6 +179,23 @@ def tiny_images() -> Path:
     return d
 
 
+def same_render(vpy: Path) -> str:
+    """The overlay top rendered by the installed package on the image's Jinja2 (3.0.3) is the
+    checkout's on requirements.txt's, file for file (the jinja2 floor)."""
+    outs = []
+    for name, py in (("image", vpy), ("dev", Path(sys.executable))):
+        d = OUT / "render" / name
+        shutil.rmtree(d, ignore_errors=True)
+        run([py, "-m", "generators", "render", "overlay", "--out", d], f"render ({name})",
+            cwd=str(OUT if name == "image" else REPO))
+        outs.append({str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*"))
+                     if f.is_file()})
+    if outs[0] != outs[1]:
+        diff = sorted(k for k in set(outs[0]) | set(outs[1]) if outs[0].get(k) != outs[1].get(k))
+        raise StepError(f"the overlay rendered on the image's Jinja2 differs: {diff[:5]}")
+    return f"{len(outs[0])} files identical"
+
+
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     t = {}
@@ -206,6 +225,7 @@ def main() -> int:
                                      "HOME": str(Path.home())})
         t["check_s"] = time.monotonic() - t0
         res["check"] = json.loads(out.strip().splitlines()[-1])
+        res["render"] = same_render(vpy)
     except StepError as exc:
         res["error"] = str(exc)
     res["seconds"] = {k: round(v, 1) for k, v in t.items()}
@@ -218,7 +238,8 @@ def main() -> int:
           f"(the PYNQ {BOARD_IMAGE.pynq} image's): the wheel installed with [board] without "
           f"a numpy download; the tiny checkpoint (INT8, ternary, Q4_1) and one SmolLM2 Q4_1 "
           f"token {c['smollm2']['c']['board']} on the board backend through pynq's Overlay, "
-          f"Clocks, MMIO and allocate equal golden on both loops; chat and selftest pass "
+          f"Clocks, MMIO and allocate equal golden on both loops; chat and selftest pass; "
+          f"the overlay rendered on Jinja2 {BOARD_IMAGE.jinja2}: {res['render']} "
           f"({', '.join(f'{k} {v} s' for k, v in res['seconds'].items())}; "
           f"build/board-image/result.json)")
     return 0
