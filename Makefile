@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -28,6 +28,8 @@ help:
 	@echo "  make board-rehearsal  the PYNQ 3.0.1 image's software (Python 3.10, numpy 1.21.5, pynq 3.0.1) in"
 	@echo "                   build/board-image/venv (made once): the wheel installed with [board] (no numpy"
 	@echo "                   download), chat/decode/selftest on the board backend through pynq over the register model"
+	@echo "  make armhf-rehearsal  a Debian armhf root (build/armhf, made once) under qemu-arm: pip installs the"
+	@echo "                   project (distribution and board flags), the host kernels' tests, one decode token"
 	@echo "Simulations and figures (each writes docs/results/<target>.json; make results renders docs/results.md):"
 	@echo "  make sim-icarus   make sim on Icarus (= make sim SIM=icarus)"
 	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
@@ -120,6 +122,9 @@ timing: setup
 
 board-rehearsal: setup bitstream-dryrun
 	@$(ENV) $(PY) tools/board_rehearsal.py
+
+armhf-rehearsal: setup
+	@$(ENV) $(PY) tools/armhf_rehearsal.py
 
 host-test: setup
 	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
