@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -25,6 +25,11 @@ help:
 	@echo "  make formal       k-induction proofs of the handshake and no lost word (SymbiYosys): DESIGN=... PARAMS=\"k=v ...\""
 	@echo "  make fusesoc-lint Verilator lint of the PYNQ-Z1 ternary engine through its FuseSoC core"
 	@echo "  make host-test    the host kernels: C = numpy bit for bit (x86-64, ARMv7 under qemu-arm), decoder on both paths"
+	@echo "  make board-rehearsal  the PYNQ 3.0.1 image's software (Python 3.10, numpy 1.21.5, pynq 3.0.1) in"
+	@echo "                   build/board-image/venv (made once): the wheel installed with [board] (no numpy"
+	@echo "                   download), chat/decode/selftest on the board backend through pynq over the register model"
+	@echo "  make armhf-rehearsal  a Debian armhf root (build/armhf, made once) under qemu-arm: pip installs the"
+	@echo "                   project (distribution and board flags), the host kernels' tests, one decode token"
 	@echo "Simulations and figures (each writes docs/results/<target>.json; make results renders docs/results.md):"
 	@echo "  make sim-icarus   make sim on Icarus (= make sim SIM=icarus)"
 	@echo "  make sim-full     the write-up's scale: 131,070 INT8 rows (K=512) + 524,278 ternary rows (K=640)"
@@ -121,6 +126,12 @@ timing: setup
 lut-calibrate: setup
 	@if [ -z "$(CALIB)" ]; then echo "make lut-calibrate: give CALIB=DIR (the calibration designs' clones)" >&2; exit 2; fi
 	@$(ENV) $(PY) tools/lut_calibration.py --calib $(CALIB)
+
+board-rehearsal: setup bitstream-dryrun
+	@$(ENV) $(PY) tools/board_rehearsal.py
+
+armhf-rehearsal: setup
+	@$(ENV) $(PY) tools/armhf_rehearsal.py
 
 host-test: setup
 	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py

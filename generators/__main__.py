@@ -62,16 +62,19 @@ def main(argv=None) -> int:
     r.add_argument("--json", action="store_true", help="print the manifest")
     from .runtime import chat
     from .runtime import cli as runtime_cli
+    from .runtime import selftest
     runtime_cli.add_convert_parser(sub)
     runtime_cli.add_info_parser(sub)
     runtime_cli.add_parser(sub)
     chat.add_parser(sub)
+    selftest.add_parser(sub)
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:            # --help, --version, or a mistake (already answered)
         return exc.code
     commands = {"list": cmd_list, "render": cmd_render, "convert": runtime_cli.run_convert,
-                "info": runtime_cli.run_info, "decode": runtime_cli.run, "chat": chat.run}
+                "info": runtime_cli.run_info, "decode": runtime_cli.run, "chat": chat.run,
+                "selftest": selftest.run}
     try:
         return commands[args.cmd](args)
     except (ParameterError, *runtime_cli.USER_ERRORS) as exc:

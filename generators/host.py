@@ -1,4 +1,5 @@
-"""The PYNQ-Z1 side of the board backend: importing PYNQ (``pynq<4``; PYNQ 4.0 dropped the board)
+"""The PYNQ-Z1 side of the board backend: importing PYNQ (the PYNQ 3.0.1 or 3.1 image's, ``pynq<4``;
+PYNQ 4.0 dropped the board; PYNQ 2.7, Python 3.8, is not supported: generators/board_image.py)
 and refusing a fabric clock other than the one the overlay was built and timed for.
 
 The engines are driven on the board by the runtime's board backend
@@ -14,6 +15,11 @@ right answers, slower, with no error (DESIGN.md section 7).
 """
 from __future__ import annotations
 
+import sys
+
+import numpy
+
+from .board_image import ImageError, check_image
 from .contract import FCLK_MHZ, FCLK_TOLERANCE_MHZ
 
 __all__ = ["BoardError", "check_clock", "FCLK_MHZ"]
@@ -24,11 +30,19 @@ class BoardError(RuntimeError):
 
 
 def _import_pynq():
+    """pynq, after checking Python, numpy and pynq against the supported images (one line)."""
     try:
         import pynq  # noqa: F401
     except ImportError as exc:
-        raise BoardError("the host side needs PYNQ 2.x or 3.0 on the board (pip install "
-                         "'pynq<4'; PYNQ 4.0 dropped the PYNQ-Z1)") from exc
+        raise BoardError("the host side needs pynq, the PYNQ 3.0.1 or 3.1 image's own: run in "
+                         "the image's venv as root (sudo /usr/local/share/pynq-venv/bin/"
+                         "ternary-pynq ...); elsewhere pip install 'pynq<4' (PYNQ 4.0 dropped "
+                         "the PYNQ-Z1)") from exc
+    try:
+        check_image(tuple(sys.version_info[:2]), numpy.__version__,
+                    getattr(pynq, "__version__", None))
+    except ImageError as exc:
+        raise BoardError(str(exc)) from None
     return pynq
 
 

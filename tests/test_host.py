@@ -2,6 +2,7 @@
 clock check (the board backend itself: tests/test_runtime_dma.py, on a stand-in pynq over the
 register model, and tests/test_runtime_board.py, on PYNQ 3.1.2's own MMIO and buffers)."""
 import sys
+import types
 
 import pytest
 
@@ -18,3 +19,17 @@ def test_no_pynq_clear_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynq", None)
     with pytest.raises(host.BoardError, match="pynq<4"):
         host._import_pynq()
+
+
+def test_pynq_of_an_unsupported_image_refused_in_one_line(monkeypatch):
+    """A PYNQ 2.7 image's pynq (Python 3.8 there; here its version alone) and a PYNQ 4 pynq."""
+    for version, match in (("2.7.0", "PYNQ 2.7.0 image is not supported"),
+                           ("4.0.0", "PYNQ 4 has no PYNQ-Z1")):
+        fake = types.ModuleType("pynq")
+        fake.__version__ = version
+        monkeypatch.setitem(sys.modules, "pynq", fake)
+        with pytest.raises(host.BoardError, match=match) as e:
+            host._import_pynq()
+        assert "\n" not in str(e.value)
+    fake.__version__ = "3.0.1"
+    assert host._import_pynq() is fake

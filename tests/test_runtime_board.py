@@ -4,10 +4,12 @@ against PYNQ's own scatter-gather driver (pynq 3.1.2, x86, a venv of its own).
 pynq<4 pins numpy 1.26, so it never goes into the project's .venv: this test creates
 build/pynq-venv once (pip from PyPI: pynq==3.1.2, pycparser<2.22, jinja2, safetensors; about
 a minute the first time, then reused) and runs tests/runtime_board_check.py there, with Python
-3.10 when this machine has it (`python3.10`: the PYNQ 3.0 image for the PYNQ-Z1 is Ubuntu 22.04
-with Python 3.10 and numpy 1.26, so the host code is checked on the board's own versions), else
-with this Python, saying so. Without PyPI access the venv cannot be made and the test fails,
-saying so.
+3.10 when this machine has it (`python3.10`: the PYNQ 3.0.1 / 3.1 images for the PYNQ-Z1 are
+Ubuntu 22.04 with Python 3.10), else with this Python, saying so. PyPI's pynq 3.1.2 brings numpy
+1.26 here; the images' own numpy is Ubuntu's 1.21.5, and `make board-rehearsal`
+(tools/board_rehearsal.py) runs the board backend on exactly the image's versions (pynq 3.0.1,
+numpy 1.21.5, the wheel installed with [board]). Without PyPI access the venv cannot be made
+and the test fails, saying so.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _board_python():
     return None
 
 
-#: the board image's Python (PYNQ 3.0 for the PYNQ-Z1: Ubuntu 22.04), when this machine has it
+#: the board image's Python (PYNQ 3.0.1 / 3.1 for the PYNQ-Z1: Ubuntu 22.04), when this machine has it
 BOARD_PYTHON = _board_python()
 BASE = BOARD_PYTHON or sys.executable
 PACKAGES = ["pynq==3.1.2", "pycparser<2.22", "jinja2==3.1.6", "safetensors==0.7.0"]

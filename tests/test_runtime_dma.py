@@ -12,18 +12,21 @@ from __future__ import annotations
 import sys
 import tracemalloc
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
 from generators.runtime import pg021 as R
-from generators.runtime.backends import (BackendError, DmaError, DmaHangError, DmaShortError,
-                                         check_overlay)
+from generators.runtime.backends import (DMA_PARAMETERS, FPGA_RST_CTRL, SLCR_BASE, SLCR_LOCK,
+                                         SLCR_LOCKSTA, SLCR_UNLOCK, BackendError, DmaError,
+                                         DmaHangError, DmaShortError, check_overlay)
 from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from generators.runtime.plan import MIB, info, memory_plan, model_shape, smollm2_lines
+from generators.runtime.plan import MIB, cma_mib, info, memory_plan, model_shape, smollm2_lines
 from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
 
+REPO = Path(__file__).resolve().parents[1]
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [1, 2, 3]
 
@@ -243,13 +246,14 @@ def test_register_model_refuses_stale_and_bad_descriptors(models):
 
 # ------------------------------------------------------------------ board backend
 
-def fake_pynq(model, mhz=142.857132, sg=1, allocations=None):
+def fake_pynq(model, mhz=142.857132, sg=1, allocations=None, slcr_locked=False):
     """A stand-in for pynq: Overlay with dma_0/dma_1 in its ip_dict, MMIO onto the register
     model (the golden PL top behind it), allocate from its DDR model, Clocks.fclk0_mhz."""
     from generators.runtime.dma import GoldenFabric, Memory, SgDmaRegs
     mem = Memory(None, 64 << 20)
     fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config())
     regs = {0x4040_0000: SgDmaRegs(0, fab, mem), 0x4041_0000: SgDmaRegs(1, fab, mem)}
+    dma_bases = list(regs)
     pynq = types.ModuleType("pynq")
     pynq.Clocks = types.SimpleNamespace(fclk0_mhz=mhz)
 
@@ -259,6 +263,9 @@ def fake_pynq(model, mhz=142.857132, sg=1, allocations=None):
         return mem.allocate(shape, dtype)
 
     pynq.allocate = allocate
+
+    slcr = Slcr(slcr_locked, fab.reset)
+    regs[SLCR_BASE] = slcr
 
     class MMIO:
         def __init__(self, base, length=4):
@@ -271,18 +278,53 @@ def fake_pynq(model, mhz=142.857132, sg=1, allocations=None):
             if self.regs is not None:
                 self.regs.write(offset, value)
 
-    par = {"C_INCLUDE_SG": str(sg), "C_SG_LENGTH_WIDTH": "26", "C_M_AXIS_MM2S_TDATA_WIDTH": "64",
-           "C_ADDR_WIDTH": "32"}
+    par = {k.upper(): str(v) for k, (v, _) in DMA_PARAMETERS.items()}
+    par["C_INCLUDE_SG"] = str(sg)
 
     class Overlay:
         def __init__(self, bitfile, download=True):
             self.ip_dict = {f"dma_{p}": {"phys_addr": a, "addr_range": 0x10000,
                                          "parameters": par}
-                            for p, a in enumerate(regs)}
+                            for p, a in enumerate(dma_bases)}
 
     pynq.MMIO, pynq.Overlay = MMIO, Overlay
-    pynq.regs = list(regs.values())
+    pynq.regs = [regs[a] for a in dma_bases]
+    pynq.slcr = slcr
     return pynq
+
+
+class Slcr:
+    """The SLCR's lock and FPGA_RST_CTRL (UG585 4.3, B.28): SLCR_UNLOCK with 0xDF0D unlocks,
+    SLCR_LOCK with 0x767B locks, SLCR_LOCKSTA bit 0 reads it; a write to FPGA_RST_CTRL while
+    locked is ignored (as the real register's); a pulse of FPGA0_OUT_RST resets the PL
+    (``pl_reset``: the fabric's)."""
+
+    def __init__(self, locked, pl_reset):
+        self.locked, self.rst, self.pulses, self.ignored = locked, 0, 0, 0
+        self.pl_reset = pl_reset
+
+    def read(self, offset):
+        if offset == SLCR_LOCKSTA:
+            return int(self.locked)
+        if offset == FPGA_RST_CTRL:
+            return self.rst
+        raise AssertionError(f"SLCR read 0x{offset:03X}")
+
+    def write(self, offset, value):
+        if offset == SLCR_UNLOCK and value == 0xDF0D:
+            self.locked = False
+        elif offset == SLCR_LOCK and value == 0x767B:
+            self.locked = True
+        elif offset == FPGA_RST_CTRL:
+            if self.locked:
+                self.ignored += 1
+                return
+            if self.rst & 1 and not value & 1:
+                self.pulses += 1
+                self.pl_reset()
+            self.rst = value
+        else:
+            raise AssertionError(f"SLCR write 0x{offset:03X} = 0x{value:X}")
 
 
 def test_board_backend_on_a_stand_in_pynq(models, golden_run, monkeypatch):
@@ -314,18 +356,104 @@ def test_board_backend_refusals(models, monkeypatch):
     assert allocs == []                                  # refused before any allocation
 
 
-def test_check_overlay_names_what_is_missing(models):
+#: docs/vivado.md's table of what the board backend must check in the .hwh (parameter: value),
+#: written out here from the doc, not from DMA_PARAMETERS
+DOC_PARAMETERS = {"c_include_sg": "1", "c_sg_length_width": "26",
+                  "c_sg_include_stscntrl_strm": "0", "c_micro_dma": "0",
+                  "c_m_axi_mm2s_data_width": "64", "c_m_axi_s2mm_data_width": "32",
+                  "c_m_axis_mm2s_tdata_width": "64", "c_s_axis_s2mm_tdata_width": "32"}
+
+
+def test_check_overlay_checks_every_parameter_docs_vivado_names(models):
+    doc = (REPO / "docs" / "vivado.md").read_text()
+    table = doc[doc.index("### What the board backend needs to know"):]
+    for k, v in DOC_PARAMETERS.items():
+        assert f"`{k}`" in table, k
     plan = make_backend("golden", models["int8"]).plan
-    good = {"c_include_sg": "1", "c_sg_length_width": "26", "c_m_axis_mm2s_tdata_width": "64"}
+    good = dict(DOC_PARAMETERS, c_addr_width="32")
     check_overlay({"dma_0": {"parameters": good}, "dma_1": {"parameters": good}}, plan)
+    upper = {k.upper(): v for k, v in good.items()}           # the HDL generics' spelling
+    check_overlay({"dma_0": {"parameters": upper}, "dma_1": {"parameters": upper}}, plan)
+    for k, v in good.items():
+        wrong = str(1 - int(v)) if v in "01" else str(2 * int(v))
+        for p in (0, 1):
+            ipd = {"dma_0": {"parameters": good}, "dma_1": {"parameters": good}}
+            ipd[f"dma_{p}"] = {"parameters": dict(good, **{k: wrong})}
+            with pytest.raises(BackendError, match=f"dma_{p}") as e:
+                check_overlay(ipd, plan)
+            assert "\n" not in str(e.value)
+            ipd[f"dma_{p}"] = {"parameters": {q: w for q, w in good.items() if q != k}}
+            with pytest.raises(BackendError, match=f"dma_{p}'s .hwh does not give {k}"):
+                check_overlay(ipd, plan)
     for bad, words in [({"c_sg_length_width": "14"}, "c_sg_length_width 14"),
                        ({"c_m_axis_mm2s_tdata_width": "128"}, "128 bits"),
+                       ({"c_sg_include_stscntrl_strm": "1"}, "c_sg_include_stscntrl_strm 1"),
+                       ({"c_micro_dma": "1"}, "c_micro_dma 1"),
+                       ({"c_s_axis_s2mm_tdata_width": "64"}, "c_s_axis_s2mm_tdata_width 64"),
                        ({"c_addr_width": "64"}, "c_addr_width 64")]:
         with pytest.raises(BackendError, match=words):
             check_overlay({"dma_0": {"parameters": dict(good, **bad)},
                            "dma_1": {"parameters": good}}, plan)
     with pytest.raises(BackendError, match="no dma_1"):
         check_overlay({"dma_0": {"parameters": good}}, plan)
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_pl_reset_leaves_the_slcr_lock_as_found(models, monkeypatch, locked):
+    """A DMA fault on the board resets the PL through FPGA_RST_CTRL. Linux leaves the SLCR
+    unlocked and PYNQ's Clocks writes the FCLK dividers without unlocking it: the reset must
+    leave the lock as it found it (locked stays locked, unlocked stays unlocked)."""
+    m = models["int8"]
+    pynq = fake_pynq(m, slcr_locked=locked)
+    monkeypatch.setitem(sys.modules, "pynq", pynq)
+    be = make_backend("board", m, bitfile="x.bit")
+    pynq.regs[0].inject("error", "mm2s", after=1)
+    list(Decoder(m, be, loop="python").generate(PROMPT, 1))
+    assert len(be.faults) == 1, "no fault: the reset path did not run"
+    assert pynq.slcr.pulses >= 1 and pynq.slcr.ignored == 0
+    assert pynq.slcr.locked == locked
+
+
+def test_free_cma_refused_in_one_line_before_allocating(models, monkeypatch, tmp_path):
+    m = models["int8"]
+    allocs = []
+    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    plan = memory_plan(m)
+    need_kb = -(-plan.dma_bytes // 1024)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(f"MemTotal:         510000 kB\nCmaTotal:         131072 kB\n"
+                       f"CmaFree:          {need_kb - 4} kB\n")
+    with pytest.raises(BackendError, match=r"exceeds the board's free CMA .* CmaTotal 128.0 "
+                                           r"MiB") as e:
+        make_backend("board", m, bitfile="x.bit", meminfo=str(meminfo))
+    assert "\n" not in str(e.value) and allocs == []
+    meminfo.write_text(f"CmaTotal:         131072 kB\nCmaFree:          {need_kb + 4} kB\n")
+    make_backend("board", m, bitfile="x.bit", meminfo=str(meminfo))
+    assert len(allocs) == 3
+    assert cma_mib(str(tmp_path / "absent")) is None
+
+
+def test_python_loop_fences_its_stores_before_taildesc(models, monkeypatch):
+    """The register model records the CPU's stores into DMA memory and the TAILDESC writes in
+    order (Memory.track_order): every TAILDESC of the Python loop comes after a barrier with
+    no store since; without DmaRuntime.barrier the same run has TAILDESC writes with stores
+    not yet fenced (the check can fail)."""
+    m = models["int8"]
+    for fence in (True, False):
+        be = make_backend("golden", m)
+        if not fence:
+            be.barrier = lambda: None
+        be.memory.track_order()
+        toks = list(Decoder(m, be, loop="python").generate(PROMPT, 2))
+        assert len(toks) == 2
+        tails = [e for e in be.memory.order if e[0] == "TAILDESC"]
+        assert len(tails) >= be.transfers_run
+        unfenced = [e for e in tails if e[3]]
+        if fence:
+            assert tails and not unfenced, unfenced[:3]
+            assert be.memory.order.count(("barrier",)) == be.transfers_run
+        else:
+            assert len(unfenced) >= be.transfers_run // 2, len(unfenced)
 
 
 # ------------------------------------------------------------------ links and host memory

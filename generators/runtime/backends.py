@@ -29,6 +29,8 @@ transfer by both (the rtl backend's cycle counts, chat's progress bar).
 """
 from __future__ import annotations
 
+import platform
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -37,19 +39,37 @@ import numpy as np
 from generators.golden import attention as gatt
 from generators.packing import split_attention_frame
 
+from . import hostlib
 from . import pg021 as R
 from .model import Model
-from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan, memory_plan
+from .plan import ATT, CHANNEL_NAMES, LM, MEMINFO, MemoryPlan, memory_plan
 from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
 
 __all__ = ["make_backend", "DmaRuntime", "BoardBackend", "BackendError", "DmaError",
            "DmaHangError", "DmaShortError", "DmaTimeout", "golden_backend", "check_overlay",
-           "mapped_registers", "CPU_BYTES"]
+           "mapped_registers", "CPU_BYTES", "DMA_PARAMETERS", "overlay_parameters",
+           "write_barrier"]
 
 #: what the CPU writes into DMA memory per token, by kind (DmaRuntime.cpu_bytes), and "read":
 #: what it reads back from it (the words each result slot received; every STATUS word and
 #: every MM2S length checked after a transfer), memory the CPU maps uncached on the board
 CPU_BYTES = ("kv", "parts", "x", "desc", "requant", "read")
+
+
+def _no_barrier() -> None:
+    """No write barrier: a backend whose DMA memory the CPU does not reach through a write
+    buffer (the rtl backend's socket, the replay device)."""
+
+
+def write_barrier() -> Tuple[Optional[Callable[[], None]], str]:
+    """(the C library's tpl_wmb, "") or (None, why not): the CPU's write barrier of the C loop
+    (ARMv7: DSB ST, as Linux's wmb(); elsewhere a compiler barrier) for the Python loop."""
+    ops, why = hostlib.load()
+    if ops is None:
+        return None, why
+    f = ops.lib.tpl_wmb
+    f.restype, f.argtypes = None, []
+    return f, ""
 
 
 class BackendError(RuntimeError):
@@ -109,15 +129,21 @@ class DmaRuntime:
     joiner, FIFOs), called after a DMA reset on a fault; ``engine_time``: seconds the DMAs and
     the PL took so far where the backend can tell (the register model's own time), else None.
     ``load_weights=False`` (the replay backend) leaves the weights region as allocated: its
-    frames are addressed by the descriptors but never read.
+    frames are addressed by the descriptors but never read. ``barrier``: the CPU's write
+    barrier, issued by the Python loop after its last store into DMA memory and before the
+    TAILDESC writes of every transfer (the C loop's TPL_WMB): on the board the C library's
+    ``tpl_wmb`` (ARMv7 DSB ST, :func:`write_barrier`), on the register model its
+    ``Memory.barrier`` (which records the order), else nothing.
     """
 
     name = "dma"
 
     def __init__(self, model: Model, dmas: Sequence[SgDma], allocate, plan: MemoryPlan,
                  timeout_s: float = 5.0, pl_reset: Optional[Callable[[], None]] = None,
-                 engine_time: Optional[Callable[[], float]] = None, load_weights: bool = True):
+                 engine_time: Optional[Callable[[], float]] = None, load_weights: bool = True,
+                 barrier: Optional[Callable[[], None]] = None):
         self.model, self.plan, self.dmas = model, plan, list(dmas)
+        self.barrier = barrier if barrier is not None else _no_barrier
         self.timeout_s = timeout_s
         self.reset_timeout_s = RESET_TIMEOUT_S
         #: state shared with the C loop (hostloop.TPL: S_NEXT 4 words, S_LINK, S_L, timeouts)
@@ -601,6 +627,7 @@ class DmaRuntime:
         w = self.words
         w[x.status] = 0
         self._count("desc", 4 * len(x.status))
+        self.barrier()        # every store into DMA memory visible before the DMAs fetch
         for p, base, last, _ in x.tails:
             self.dmas[p].tail(base, last)
         self.tail_writes += len(x.tails)
@@ -710,7 +737,7 @@ def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
     rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,
                     timeout_s, pl_reset=fab.reset,
-                    engine_time=lambda: regs[0].busy_s + regs[1].busy_s)
+                    engine_time=lambda: regs[0].busy_s + regs[1].busy_s, barrier=mem.barrier)
     rt.name = "golden"
     rt.memory, rt.fabric, rt.regs = mem, fab, regs
     return rt
@@ -718,56 +745,94 @@ def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4
 
 # --------------------------------------------------------------------------- board
 
-def check_overlay(ip_dict: dict, plan: MemoryPlan, where: str = "the overlay") -> None:
-    """BackendError unless the overlay's .hwh has dma_0 and dma_1 as scatter-gather AXI DMAs
-    with 64-bit MM2S streams, 32-bit addresses and buffer lengths wide enough for the plan's
-    largest descriptor."""
+#: every AXI DMA parameter of the .hwh the runtime depends on (docs/vivado.md, "What the board
+#: backend needs to know"): the value it must have and why
+DMA_PARAMETERS = {
+    "c_include_sg": (1, "the runtime's descriptor chains need scatter-gather (a simple-mode "
+                        "bitstream has no CURDESC/TAILDESC)"),
+    "c_sg_length_width": (R.LEN_BITS, "the runtime's descriptors (a whole matrix half's rows "
+                                      "each) carry 26-bit lengths"),
+    "c_sg_include_stscntrl_strm": (0, "a status stream the PL top never drives stalls S2MM"),
+    "c_micro_dma": (0, "micro DMA has no scatter-gather and short bursts"),
+    "c_m_axi_mm2s_data_width": (64, "MM2S buffers are 8-byte aligned (no realignment engine)"),
+    "c_m_axi_s2mm_data_width": (32, "S2MM buffers are 4-byte aligned (no realignment engine)"),
+    "c_m_axis_mm2s_tdata_width": (64, "the engines' frames are 64-bit beats"),
+    "c_s_axis_s2mm_tdata_width": (32, "the engines' results are 32-bit words"),
+    "c_addr_width": (32, "the runtime writes 32-bit descriptors"),
+}
+
+
+def overlay_parameters(ip_dict: dict) -> Dict[str, Dict[str, Optional[int]]]:
+    """{dma_p: {parameter: value or None (absent)}} of DMA_PARAMETERS as the .hwh gives them."""
+    out = {}
     for p in (0, 1):
         name = f"dma_{p}"
         if name not in ip_dict:
-            raise BackendError(f"{where}: no {name} in its .hwh")
+            continue
         par = {k.lower(): v for k, v in ip_dict[name].get("parameters", {}).items()}
-        if int(par.get("c_include_sg", 0)) != 1:
-            raise BackendError(f"{where}: {name} is built without scatter-gather "
-                               f"(c_include_sg 0); the runtime's descriptor chains need it")
-        width = int(par.get("c_m_axis_mm2s_tdata_width", 64))
-        if width != 64:
-            raise BackendError(f"{where}: {name}'s MM2S stream is {width} bits; the engines' "
-                               f"frames need 64")
-        lw = int(par.get("c_sg_length_width", 14))
-        if lw < R.LEN_BITS:
-            raise BackendError(f"{where}: {name} has c_sg_length_width {lw}; the runtime's "
-                               f"descriptors (a whole matrix half's rows each) need "
-                               f"{R.LEN_BITS}")
-        aw = int(par.get("c_addr_width", 32))
-        if aw != 32:
-            raise BackendError(f"{where}: {name} has c_addr_width {aw}; the runtime writes "
-                               f"32-bit descriptors")
+        out[name] = {k: (int(par[k]) if k in par else None) for k in DMA_PARAMETERS}
+    return out
+
+
+def check_overlay(ip_dict: dict, plan: MemoryPlan, where: str = "the overlay") -> None:
+    """BackendError (one line) unless the overlay's .hwh has dma_0 and dma_1 with every
+    parameter of DMA_PARAMETERS (docs/vivado.md's table) at its value; an absent one is refused
+    too (an old or hand-made .hwh)."""
+    got = overlay_parameters(ip_dict)
+    for p in (0, 1):
+        name = f"dma_{p}"
+        if name not in got:
+            raise BackendError(f"{where}: no {name} in its .hwh")
+        for k, (want, why) in DMA_PARAMETERS.items():
+            v = got[name][k]
+            if v is None:
+                raise BackendError(f"{where}: {name}'s .hwh does not give {k} (must be {want}: "
+                                   f"{why})")
+            if v != want:
+                what = {"c_include_sg": "is built without scatter-gather (c_include_sg 0)",
+                        "c_m_axis_mm2s_tdata_width": f"'s MM2S stream is {v} bits"}.get(
+                            k, f"has {k} {v}")
+                sep = "" if what.startswith("'") else " "
+                raise BackendError(f"{where}: {name}{sep}{what}; must be {want}: {why}")
+
+
+#: the SLCR (UG585 ch. 4.3): SLCR_LOCK, SLCR_UNLOCK, SLCR_LOCKSTA, FPGA_RST_CTRL
+SLCR_BASE, SLCR_LOCK, SLCR_UNLOCK, SLCR_LOCKSTA, FPGA_RST_CTRL = (0xF8000000, 0x004, 0x008,
+                                                                  0x00C, 0x240)
+SLCR_LOCK_KEY, SLCR_UNLOCK_KEY = 0x767B, 0xDF0D
 
 
 def _slcr_pl_reset(pynq) -> Callable[[], None]:
     """FCLK_RESET0_N pulsed through the SLCR (FPGA_RST_CTRL, 0xF8000240): resets the PL
-    logic on that reset (the engines, the joiner, the DMAs behind proc_sys_reset)."""
-    slcr = pynq.MMIO(0xF8000000, 0x1000)
+    logic on that reset (the engines, the joiner, the DMAs behind proc_sys_reset). The SLCR is
+    left as it was found (SLCR_LOCKSTA): Linux leaves it unlocked and PYNQ's Clocks writes the
+    FCLK dividers without unlocking it, so locking it here would make every later clock setting
+    of that boot a silent no-op."""
+    slcr = pynq.MMIO(SLCR_BASE, 0x1000)
 
     def reset():
-        slcr.write(0x008, 0xDF0D)          # SLCR unlock
-        slcr.write(0x240, 0x1)             # FPGA0_OUT_RST
+        locked = slcr.read(SLCR_LOCKSTA) & 1
+        if locked:
+            slcr.write(SLCR_UNLOCK, SLCR_UNLOCK_KEY)
+        slcr.write(FPGA_RST_CTRL, 0x1)         # FPGA0_OUT_RST
         time.sleep(0.001)
-        slcr.write(0x240, 0x0)
-        slcr.write(0x004, 0x767B)          # SLCR lock
+        slcr.write(FPGA_RST_CTRL, 0x0)
+        if locked:
+            slcr.write(SLCR_LOCK, SLCR_LOCK_KEY)
     return reset
 
 
 class BoardBackend(DmaRuntime):
     """The PYNQ-Z1 overlay: dma_0 and dma_1 in scatter-gather mode; ``pynq<4`` imported here
-    only. The memory plan is checked against the budgets before anything is allocated."""
+    only. The memory plan is checked against the budgets, and after the overlay is loaded
+    against the board's free CMA (``meminfo``'s CmaFree), before anything is allocated."""
 
     name = "board"
 
     def __init__(self, model: Model, bitfile: str, context: Optional[int] = None,
                  timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,
-                 host_mb: float = 64, vectors: Optional[int] = None, streams: int = 1):
+                 host_mb: float = 64, vectors: Optional[int] = None, streams: int = 1,
+                 meminfo: str = MEMINFO):
         from generators.host import FCLK_MHZ, _import_pynq, check_clock
         plan = memory_plan(model, context, vectors, streams)
         msg = plan.check(cma_mb, host_mb)
@@ -777,13 +842,21 @@ class BoardBackend(DmaRuntime):
         ov = pynq.Overlay(bitfile, download=download)
         check_clock(float(pynq.Clocks.fclk0_mhz), FCLK_MHZ)
         check_overlay(ov.ip_dict, plan, bitfile)
+        msg = plan.check_free_cma(meminfo)
+        if msg is not None:
+            raise BackendError(msg)
         mmios = [pynq.MMIO(int(ov.ip_dict[f"dma_{p}"]["phys_addr"]),
                            int(ov.ip_dict[f"dma_{p}"]["addr_range"])) for p in (0, 1)]
         self.overlay = ov
+        barrier, why = write_barrier()
+        if barrier is None and platform.machine().startswith("arm"):
+            print(f"WARNING: no write barrier for the Python loop ({why}): its stores into "
+                  f"DMA memory are not ordered before TAILDESC; build the C library (a C "
+                  f"compiler when pip installs the package)", file=sys.stderr)
         super().__init__(model, [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
                          lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
                                                                        cacheable=cacheable),
-                         plan, timeout_s, pl_reset=_slcr_pl_reset(pynq))
+                         plan, timeout_s, pl_reset=_slcr_pl_reset(pynq), barrier=barrier)
         self.direct_regs = mapped_registers(mmios)
 
 

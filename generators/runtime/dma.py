@@ -87,6 +87,33 @@ class Memory:
             self.map = mmap.mmap(self._f.fileno(), self.size)
         self.bytes = np.frombuffer(self.map, np.uint8)
         self.top = 0
+        #: the order of the CPU's stores and the DMAs' TAILDESC writes, when tracked
+        #: (track_order): None, or a list of ("barrier",) and ("TAILDESC", port, channel,
+        #: bytes the CPU stored since the last barrier)
+        self.order: Optional[List[tuple]] = None
+        self._fenced: Optional[np.ndarray] = None
+
+    # ------------------------------------------------------------------ store ordering
+    def track_order(self) -> None:
+        """Record the order of CPU stores and TAILDESC writes: the model of a CPU whose stores
+        to uncached DMA memory sit in its write buffer until a barrier (ARMv7: DSB ST; what the
+        C loop's TPL_WMB and DmaRuntime.barrier issue). A store is any byte that differs from
+        the copy taken at the last barrier and was not written by a DMA (the DMAs' own writes,
+        write and set_word, go to both)."""
+        self.order = []
+        self._fenced = self.bytes.copy()
+
+    def barrier(self) -> None:
+        """The CPU's write barrier: every store so far is visible to the DMAs."""
+        if self._fenced is not None:
+            self._fenced[:] = self.bytes
+            self.order.append(("barrier",))
+
+    def unfenced(self) -> int:
+        """Bytes the CPU stored since the last barrier (0 when not tracked)."""
+        if self._fenced is None:
+            return 0
+        return int(np.count_nonzero(self._fenced != self.bytes))
 
     def allocate(self, shape, dtype=np.uint8, cacheable: bool = True) -> DmaBuffer:
         dt = np.dtype(dtype)
@@ -97,6 +124,8 @@ class Memory:
                               f"more at {off:,})")
         self.top = off + n
         self.bytes[off:off + n] = GARBAGE
+        if self._fenced is not None:
+            self._fenced[off:off + n] = GARBAGE
         a = self.bytes[off:off + n].view(dt).reshape(shape).view(DmaBuffer)
         a.physical_address = BASE_ADDRESS + off
         return a
@@ -118,6 +147,8 @@ class Memory:
     def write(self, address: int, data: np.ndarray) -> None:
         off = self.offset(address, len(data))
         self.bytes[off:off + len(data)] = data
+        if self._fenced is not None:
+            self._fenced[off:off + len(data)] = data
 
     def word(self, address: int) -> int:
         off = self.offset(address, 4)
@@ -126,6 +157,8 @@ class Memory:
     def set_word(self, address: int, value: int) -> None:
         off = self.offset(address, 4)
         self.bytes[off:off + 4].view("<u4")[0] = value & 0xFFFFFFFF
+        if self._fenced is not None:
+            self._fenced[off:off + 4].view("<u4")[0] = value & 0xFFFFFFFF
 
     def gather(self, segments: Sequence[Tuple[int, int]]) -> np.ndarray:
         """The bytes of several (address, length) segments, one after the other."""
@@ -248,6 +281,9 @@ class SgDmaRegs:
                 ch.curdesc = value & ~0x3F
         elif r == R.TAILDESC:
             ch.taildesc = value & ~0x3F
+            if self.mem.order is not None:
+                self.mem.order.append(("TAILDESC", self.port, "S2MM" if base else "MM2S",
+                                       self.mem.unfenced()))
             if not ch.halted:
                 t0, c0 = time.perf_counter(), time.thread_time()
                 try:

@@ -62,6 +62,8 @@ ALIGN = 64
 #: the CMA budget of PYNQ's Pynq-Z1 image, and the host's beyond the interpreter (MiB)
 CMA_MB = 128
 HOST_MB = 64
+#: where the board's kernel says how much CMA is free (CmaFree) and in all (CmaTotal)
+MEMINFO = "/proc/meminfo"
 #: per transfer: the plan's records of it and the runtime's descriptor tables (Python objects and
 #: small arrays); SmolLM2 measured 11.2 KB per transfer with tracemalloc (the whole runtime
 #: object at creation, make host-bench), rounded up
@@ -280,20 +282,39 @@ class MemoryPlan:
             out.append(f"    {_mib(n):>9s} MiB  {name}: {what}")
         return out
 
+    def _fit_hint(self, cma_mb: float) -> str:
+        fixed = self.dma_bytes - self.regions["kv"].nbytes
+        per = self.regions["kv"].nbytes / max(self.context, 1)
+        fits = int((cma_mb * MIB - fixed) // per) if per else 0
+        fits = min(fits, self.acfg.max_context)
+        hint = (f"context {fits} fits" if fits >= 1 else
+                f"no context fits: the weights and frames alone are {_mib(fixed)} MiB")
+        if self.streams > 1:
+            s_fit = int((cma_mb * MIB - fixed) // self.kv_stream_bytes)
+            hint += (f" with {self.streams} streams; {s_fit} stream"
+                     f"{'s fit' if s_fit != 1 else ' fits'} at context {self.context}")
+        return hint
+
+    def check_free_cma(self, meminfo: str = MEMINFO) -> Optional[str]:
+        """None when the board's free CMA (CmaFree of ``meminfo``, read now) holds the plan's
+        DMA memory or cannot be read (off a board), else the one-line refusal: before anything
+        is allocated, instead of PYNQ's "Allocate failed" part way through."""
+        cma = cma_mib(meminfo)
+        if cma is None:
+            return None
+        free, total = cma
+        if self.dma_bytes <= free * MIB:
+            return None
+        return (f"DMA memory {_mib(self.dma_bytes)} MiB exceeds the board's free CMA "
+                f"{free:.1f} MiB (CmaFree in {meminfo}, of CmaTotal {total:.1f} MiB: another "
+                f"program or overlay holds the rest); {self._fit_hint(free)} (--context, or free "
+                f"the CMA: close other pynq programs, reboot)")
+
     def check(self, cma_mb: float = CMA_MB, host_mb: float = HOST_MB) -> Optional[str]:
         """None when the plan fits both budgets, else the one-line refusal."""
         if self.dma_bytes > cma_mb * MIB:
-            fixed = self.dma_bytes - self.regions["kv"].nbytes
-            per = self.regions["kv"].nbytes / max(self.context, 1)
-            fits = int((cma_mb * MIB - fixed) // per) if per else 0
-            fits = min(fits, self.acfg.max_context)
-            hint = (f"context {fits} fits" if fits >= 1 else
-                    f"no context fits: the weights and frames alone are {_mib(fixed)} MiB")
+            hint = self._fit_hint(cma_mb)
             caches = "KV cache" if self.streams == 1 else f"{self.streams} streams' KV caches"
-            if self.streams > 1:
-                s_fit = int((cma_mb * MIB - fixed) // self.kv_stream_bytes)
-                hint += (f" with {self.streams} streams; {s_fit} stream"
-                         f"{'s fit' if s_fit != 1 else ' fits'} at context {self.context}")
             return (f"DMA memory {_mib(self.dma_bytes)} MiB (weights "
                     f"{_mib(self.regions['weights'].nbytes)}, {caches} at context "
                     f"{self.context} {_mib(self.regions['kv'].nbytes)}, frames "
@@ -310,6 +331,24 @@ class MemoryPlan:
         msg = self.check(cma_mb, host_mb)
         if msg is not None:
             raise ContextFitError(msg)
+
+
+def cma_mib(meminfo: str = MEMINFO) -> Optional[Tuple[float, float]]:
+    """(free, total) CMA in MiB from /proc/meminfo's CmaFree and CmaTotal, or None where the
+    file or the lines are missing (not Linux, a kernel without CMA: off a board)."""
+    try:
+        with open(meminfo) as f:
+            text = f.read()
+    except OSError:
+        return None
+    kb = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("CmaFree", "CmaTotal") and rest.split():
+            kb[name] = int(rest.split()[0])
+    if len(kb) != 2 or kb["CmaTotal"] == 0:
+        return None
+    return kb["CmaFree"] / 1024, kb["CmaTotal"] / 1024
 
 
 def _mib(n: float) -> str:

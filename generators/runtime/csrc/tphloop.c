@@ -51,6 +51,8 @@ typedef struct ctx {
 
 int32_t tpl_abi(void) { return TPL_ABI; }
 
+void tpl_wmb(void) { TPL_WMB(); }
+
 /* ------------------------------------------------------------------ table access */
 
 static inline const uint32_t *xfer(const ctx_t *c, uint32_t ti)

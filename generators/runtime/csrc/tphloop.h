@@ -204,6 +204,8 @@ enum { TPL_V_QUANTISE = 1, TPL_V_KV_STEP, TPL_V_KV_REQUANT, TPL_V_SCORE };
 #define TPL_ERR_WORDS (TPL_ERR_NRETRIED + 1)
 
 int32_t tpl_abi(void);
+/* the write barrier of the loop before its TAILDESC writes (ARMv7: DSB ST), for the Python loop */
+void tpl_wmb(void);
 /* bytes of the context (the struct and the step's vectors) for this table; 0 if it is bad */
 uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words);
 /* check the table and lay out the context in mem (16-byte aligned, tpl_ctx_bytes long); the
