@@ -196,6 +196,66 @@ def test_rounding_is_half_to_even_at_every_tie():
         assert s == 1.0 and np.array_equal(q, want), path
 
 
+def _correctly_rounded(exact, r) -> bool:
+    """r (a float32) is the float32 nearest ``exact`` (a Fraction), ties to an even mantissa:
+    judged with exact rationals against r's two float32 neighbours, no float arithmetic."""
+    from fractions import Fraction
+    r = F32(r)
+    if not np.isfinite(r):
+        return False
+    lo, hi = np.nextafter(r, F32(-np.inf)), np.nextafter(r, F32(np.inf))
+    d = abs(exact - Fraction(float(r)))
+    for n in (lo, hi):
+        if not np.isfinite(n):
+            continue
+        dn = abs(exact - Fraction(float(n)))
+        if dn < d or (dn == d and int(r.view(np.uint32)) & 1):
+            return False
+    return True
+
+
+def test_division_and_sqrt_are_ieee_on_any_numpy():
+    """The twins' float32 / and sqrt (hostops._div32, _sqrt32) are the correctly rounded ones,
+    checked with exact rationals: numpy's own float32 divide and sqrt are not on ARMv7 (NEON
+    estimate + Newton-Raphson), so the twins must not use them. Random operands over the whole
+    exponent range, subnormal quotients and the RMSNorm / quantisation shapes among them."""
+    from fractions import Fraction
+    rng = np.random.default_rng(20261204)
+    bits = rng.integers(0x00000001, 0x7F7FFFFF, size=(3000, 2), dtype=np.uint32)
+    a, b = bits[:, 0].view(F32), bits[:, 1].view(F32)
+    a = np.concatenate([a, rng.standard_normal(2000).astype(F32), F32([127.0, 1.0, 1e-38, 3.0])])
+    b = np.concatenate([b, rng.uniform(0.5, 200, 2000).astype(F32), F32([0.7, 3.0, 7.0, 1e30])])
+    q = hostops._div32(a, b)
+    assert q.dtype == F32 and q.shape == a.shape
+    checked = 0
+    for x, y, r in zip(a, b, q):
+        exact = Fraction(float(x)) / Fraction(float(y))
+        if abs(exact) > Fraction(float(np.finfo(F32).max)):
+            assert np.isinf(r)
+            continue
+        assert _correctly_rounded(exact, r), (x, y, r)
+        checked += 1
+    assert checked > 4000
+    assert any(0 < abs(v) < hostops.FLT_MIN for v in q)          # subnormal quotients met
+    s = hostops._sqrt32(np.abs(a))
+    for x, r in zip(np.abs(a[:1500]), s[:1500]):
+        # r is sqrt(x) correctly rounded iff x lies between the squares of r's half-ulp points
+        assert _correctly_rounded_sqrt(Fraction(float(x)), r), (x, r)
+    assert isinstance(hostops._div32(F32(1.0), F32(3.0)), np.float32)    # scalars stay scalars
+
+
+def _correctly_rounded_sqrt(x, r) -> bool:
+    from fractions import Fraction
+    r = F32(r)
+    lo, hi = np.nextafter(r, F32(-np.inf)), np.nextafter(r, F32(np.inf))
+    mid_lo = (Fraction(float(lo)) + Fraction(float(r))) / 2
+    mid_hi = (Fraction(float(r)) + Fraction(float(hi))) / 2
+    even = not int(r.view(np.uint32)) & 1
+    above = mid_lo ** 2 < x or (even and mid_lo ** 2 == x)
+    below = x < mid_hi ** 2 or (even and x == mid_hi ** 2)
+    return above and below
+
+
 def test_exp_is_within_a_few_ulp():
     x = np.concatenate([np.linspace(-86, 88, 100001), [0.0, -0.0, 1e-30]]).astype(F32)
     with hostops.using("c"):

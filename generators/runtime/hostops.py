@@ -110,6 +110,31 @@ def _subz(a, b):
         return _fz(np.asarray(a, F32) - np.asarray(b, F32))
 
 
+# Division and sqrt, float32, IEEE (correctly rounded) on every CPU numpy runs on. numpy's own
+# float32 ``divide`` and ``sqrt`` are not on ARMv7: its NEON universal intrinsics have no divide
+# or sqrt instruction there and compute them from the reciprocal (square root) estimate and
+# Newton-Raphson steps (numpy/numpy#16247, ``npyv_sqrt_f32`` / ``npyv_div_f32`` when not
+# NPY_SIMD_F64), 1 ulp off now and then: seen in an armhf Debian root (numpy 1.24.2) as
+# RMSNorm's 1 / sqrt 0x3f84618d against the C kernel's IEEE 0x3f84618c. So the twins divide and
+# take roots in float64 (numpy's float64 loops are scalar VFP code on ARMv7) and round once to
+# float32: that is the correctly rounded float32 result, since 53 >= 2 * 24 + 2 bits make the
+# double rounding innocuous for / and sqrt (Figueroa, "When is double rounding innocuous?",
+# 1995), subnormal results included.
+
+def _div32(a, b):
+    """a / b of float32 values, correctly rounded (IEEE), as 0-d results for scalars."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        r = (np.asarray(a, np.float64) / np.asarray(b, np.float64)).astype(F32)
+    return r[()]
+
+
+def _sqrt32(a):
+    """sqrt(a) of float32 values, correctly rounded (IEEE)."""
+    with np.errstate(invalid="ignore"):
+        r = np.sqrt(np.asarray(a, np.float64)).astype(F32)
+    return r[()]
+
+
 class HostOpsWarning(RuntimeWarning):
     """The C host kernels are not available: the numpy path runs."""
 
@@ -177,6 +202,13 @@ def _arith(dt):
     return (lambda v: v), np.multiply, np.add, np.subtract
 
 
+def _divsqrt(dt):
+    """(div, sqrt): IEEE float32 on every CPU (:func:`_div32`), or float64's own."""
+    if dt == np.float32:
+        return _div32, _sqrt32
+    return np.divide, np.sqrt
+
+
 def _exp(x: np.ndarray, c: "_ExpConsts" = None) -> np.ndarray:
     c = c or _EXP32
     fz, mul, add, sub = c.fz, c.mul, c.add, c.sub
@@ -210,6 +242,7 @@ class _NumpyOps:
         self.F, self.name = dt, name
         self._e = _ExpConsts(dt)
         self._fz, self._mul, self._add, self._sub = _arith(dt)
+        self._div, self._sqrt = _divsqrt(dt)
 
     def sumsq(self, x):
         n = x.shape[-1]
@@ -245,8 +278,8 @@ class _NumpyOps:
 
     def rmsnorm(self, x, w, eps):
         fz, mul = self._fz, self._mul
-        ms = self.sumsq(x) / self.F(x.shape[-1])
-        inv = fz(self.F(1.0) / np.sqrt(ms + self.F(eps)))      # IEEE, flushed as NEON reads it
+        ms = self._div(self.sumsq(x), self.F(x.shape[-1]))
+        inv = fz(self._div(self.F(1.0), self._sqrt(ms + self.F(eps))))   # IEEE, flushed as NEON reads it
         if np.ndim(inv):
             inv = inv[..., None]
         return mul(mul(fz(x), inv), fz(w))
@@ -266,7 +299,7 @@ class _NumpyOps:
     def silu_mul(self, g, u):
         # the division IEEE on the unflushed g (no NEON divide), the rest NEON's
         den = self._add(self.F(1.0), _exp(-g, self._e))
-        return self._mul(self._fz(g / den), self._fz(u))
+        return self._mul(self._fz(self._div(g, den)), self._fz(u))
 
     def add(self, a, b):
         return self._add(self._fz(a), self._fz(b))
@@ -277,17 +310,17 @@ class _NumpyOps:
             raise ValueError(f"quantise: x {ERR_NONFINITE}")
         F = self.F
         with np.errstate(over="ignore", divide="ignore"):
-            s = np.where(amax > 0, F(127.0) / np.where(amax > 0, amax, F(1.0)), F(1.0))
+            s = np.where(amax > 0, self._div(F(127.0), np.where(amax > 0, amax, F(1.0))), F(1.0))
         if not np.all(np.isfinite(s)):
             raise ValueError(f"quantise: {ERR_TINY}")
         return _rint_clamp(x * s[:, None], -128, 127, F), s.astype(F)
 
     def dequant_i32(self, acc, scale, s):
-        inv = self._fz(self.F(1.0) / s)
+        inv = self._fz(self._div(self.F(1.0), s))
         return self._mul(self._mul(acc.astype(self.F), self._fz(scale)), inv)
 
     def dequant_f32(self, v, s):
-        return self._mul(self._fz(v), self._fz(self.F(1.0) / s))
+        return self._mul(self._fz(v), self._fz(self._div(self.F(1.0), s)))
 
     def dequant_b_i32(self, acc, scale, s):
         """(B, n): vector j of row-major B-vector results ``acc`` (n B,), dequant_i32's bits."""
@@ -307,18 +340,18 @@ class _NumpyOps:
             raise ValueError(f"kv_step: the row {ERR_NONFINITE}")
         if not m > F(127.0) * step:
             return F(step), F(0.0), False
-        new = m / F(127.0)
+        new = self._div(m, F(127.0))
         with np.errstate(over="ignore", divide="ignore"):
-            if not np.isfinite(F(1.0) / new):
+            if not np.isfinite(self._div(F(1.0), new)):
                 raise ValueError(f"kv_step: {ERR_TINY}")
-        return F(new), (step / new if step > 0 else F(0.0)), True
+        return F(new), (F(self._div(step, new)) if step > 0 else F(0.0)), True
 
     def kv_requantise(self, q, ratio):
         q[...] = _rint_clamp(q.astype(self.F) * ratio, -127, 127, self.F)
 
     def kv_row(self, x, step):
         if step > 0:
-            return _rint_clamp(x * (self.F(1.0) / step), -127, 127, self.F)
+            return _rint_clamp(x * self._div(self.F(1.0), step), -127, 127, self.F)
         return np.zeros(x.shape, np.int8)
 
     def kv_append(self, rows, t, step, x):
@@ -343,7 +376,7 @@ class _NumpyOps:
     def attention_out(self, y, z, v_step, frac_bits):
         F = self.F
         with np.errstate(over="ignore", under="ignore"):
-            c = (z.astype(F) / F(127 * 2 ** frac_bits)) * v_step        # IEEE: per head
+            c = self._div(z.astype(F), F(127 * 2 ** frac_bits)) * v_step        # IEEE: per head
             return self._mul(y.astype(F), self._fz(c)[:, None])
 
     def f16_to_f32(self, h):
