@@ -15,8 +15,8 @@ A MODEL: there is no A9 here. Its parts, each with its source beside its number:
   load or store per register (the A9 moves one register per cycle through them: Cortex-A9 TRM
   r4p1, DDI0388I, "Cycle timings": load/store multiple);
 * **the memory system**: L1 misses (32 KiB 4-way data cache, 32-byte lines: Cortex-A9 TRM;
-  UG585 v1.12.2 section 3.1) that hit or miss the PL310 L2 (512 KiB, 8-way, 32-byte lines:
-  UG585 section 3.4), counted by valgrind's cache simulation of the same C code (the x86-64
+  UG585 v1.11 section 3.1.1) that hit or miss the PL310 L2 (512 KiB, 8-way: UG585 v1.11
+  section 3.1.1; 32-byte lines: PL310 TRM), counted by valgrind's cache simulation of the same C code (the x86-64
   build's data accesses on the A9's cache geometry); the CPU's loads from and stores into the
   DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the DMA
   registers' reads and writes (AXI GP port); cache maintenance by range (for the alternative of
@@ -36,8 +36,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
-#: the PYNQ-Z1's CPU clock: 650 MHz (PYNQ-Z1 reference manual: "650MHz dual-core Cortex-A9";
-#: the PYNQ image's PS7 configuration, CPU_6x4x = 650 MHz)
+#: the PYNQ-Z1's CPU clock: 650 MHz (Digilent's PYNQ-Z1 reference manual: "650MHz dual-core
+#: Cortex-A9 processor")
 A9_HZ = 650e6
 
 #: the board build's compiler flags, in one place: what a board build of the C library runs
@@ -77,14 +77,16 @@ WRITEUP_FLAGS = ("-march=armv7-a", "-mfpu=vfpv3-d16", "-mfloat-abi=hard")
 
 # ------------------------------------------------------------------ memory-system constants
 
-#: L1 data cache: 32 KiB, 4-way, 32-byte lines (Cortex-A9 TRM r4p1 DDI0388I section 7.1; UG585
-#: v1.12.2 section 3.2.3 "Level 1 caches")
+#: L1 data cache: 32 KiB (UG585 v1.11 section 3.1.1: "two separate 32 KB L1 caches for
+#: instruction and data"), 4-way, 32-byte lines (Cortex-A9 TRM r4p1, DDI0388I, Level 1 memory
+#: system)
 L1D = (32768, 4, 32)
-#: L2 (PL310 / L2C-310): 512 KiB, 8-way, 32-byte lines (UG585 v1.12.2 section 3.4 "L2 cache")
+#: L2 (PL310 / L2C-310): 512 KiB, 8-way (UG585 v1.11 section 3.1.1: "The unified 512 KB L2
+#: cache is 8-way set-associative"), 32-byte lines (PL310 TRM r3p3, DDI0246)
 L2 = (524288, 8, 32)
 #: cycles of a load that misses L1 and hits L2: ASSUMPTION 25 CPU cycles (no public figure for
-#: the Zynq-7000 was retrieved; the PL310's programmed tag/data RAM latencies of UG585 table 3-?
-#: plus the SCU and the A9's L1 refill make a few tens of cycles)
+#: the Zynq-7000 was retrieved; the PL310's programmed tag and data RAM latencies plus the SCU
+#: and the A9's L1 refill make a few tens of cycles)
 L2_HIT_CYCLES = 25
 #: cycles of a load that misses L2 (a DDR3 line fill through the PL310): ASSUMPTION 100 CPU
 #: cycles (~150 ns at 650 MHz; no public Zynq-7000 latency figure was retrieved)
@@ -122,7 +124,7 @@ ASSUMPTIONS = {
 SOURCES = [
     "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
     "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
-    "Xilinx UG585 Zynq-7000 TRM v1.12.2: 3.2.3 L1, 3.4 L2 (PL310) 512 KiB 8-way",
+    "Xilinx UG585 Zynq-7000 TRM v1.11, section 3.1.1: L1 32 KB + 32 KB, L2 512 KB 8-way",
     "ARM PL310 (L2C-310) TRM r3p3 (DDI0246): maintenance by PA is atomic",
     "bmartini/zynq-xdma issue #10 (Zedboard, Zynq-7020): memcpy out of non-cacheable CMA "
     "~64 MB/s, between cached buffers 256 MB/s",
