@@ -16,9 +16,10 @@ A MODEL: there is no A9 here. Its parts, each with its source beside its number:
   r4p1, DDI0388I, "Cycle timings": load/store multiple);
 * **the memory system**: L1 misses (32 KiB 4-way data cache, 32-byte lines: Cortex-A9 TRM;
   UG585 v1.11 section 3.1.1) that hit or miss the PL310 L2 (512 KiB, 8-way: UG585 v1.11
-  section 3.1.1; 32-byte lines: PL310 TRM), counted by valgrind's cache simulation of the same C code (the x86-64
-  build's data accesses on the A9's cache geometry); the CPU's loads from and stores into the
-  DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the DMA
+  section 3.1.1; 32-byte lines: PL310 TRM), counted by valgrind's cache simulation of the
+  same C code (the x86-64 build's data accesses on the A9's cache geometry, the replay
+  device's own accesses taken out: they stand for the PL's); the CPU's loads from and stores
+  into the DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the DMA
   registers' reads and writes (AXI GP port); cache maintenance by range (for the alternative of
   issue 28 item 4).
 

@@ -17,7 +17,8 @@
  *
  * The write-up names no compiler or flags: built as its own board build most likely was
  * (assumed: the board's own gcc at -O2 with its defaults, a9model.WRITEUP_FLAGS: ARMv7-A,
- * VFPv3-D16, no NEON). usage: writeup small|attention|dot REPS
+ * VFPv3-D16, no NEON). usage: writeup small|attention|dot REPS [LAYERS] (attention: LAYERS of
+ * the 30, all by default)
  */
 #include <math.h>
 #include <stdint.h>
@@ -131,10 +132,10 @@ __attribute__((noinline, noclone)) void wu_small_ops(wu_state *s, uint32_t token
     rmsnorm(s->h, s->x, s->norm_w[2 * LAYERS], HID);
 }
 
-__attribute__((noinline, noclone)) void wu_attention(wu_state *s)
+__attribute__((noinline, noclone)) void wu_attention(wu_state *s, uint32_t layers)
 {
     uint32_t l, h, t, d;
-    for (l = 0; l < LAYERS; l++) {
+    for (l = 0; l < layers; l++) {
         for (h = 0; h < HEADS; h++) {
             const size_t base = ((size_t)l * KVH + h / (HEADS / KVH)) * CTX * HD;
             const int8_t *K = s->kc + base, *V = s->vc + base, *q = s->q8 + h * HD;
@@ -182,16 +183,21 @@ __attribute__((noinline, noclone)) void wu_dot(wu_state *s)
 int main(int argc, char **argv)
 {
     wu_state *s;
-    uint32_t reps, i, r;
+    uint32_t reps, layers, i, r;
     uint64_t macs = 0;
     int32_t sink = 0;
     size_t kv = (size_t)LAYERS * KVH * CTX * HD;
-    if (argc != 3 || (strcmp(argv[1], "small") && strcmp(argv[1], "attention")
-                      && strcmp(argv[1], "dot"))) {
-        fprintf(stderr, "usage: writeup small|attention|dot REPS\n");
+    if (argc < 3 || argc > 4 || (strcmp(argv[1], "small") && strcmp(argv[1], "attention")
+                                 && strcmp(argv[1], "dot"))) {
+        fprintf(stderr, "usage: writeup small|attention|dot REPS [LAYERS]\n");
         return 2;
     }
     reps = (uint32_t)strtoul(argv[2], NULL, 10);
+    layers = argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : LAYERS;
+    if (layers < 1 || layers > LAYERS) {
+        fprintf(stderr, "writeup: LAYERS is 1..%d\n", LAYERS);
+        return 2;
+    }
     s = calloc(1, sizeof(*s));
     if (!s)
         return 1;
@@ -230,9 +236,9 @@ int main(int argc, char **argv)
             wu_small_ops(s, 1 + r);
             sink += (int32_t)s->h[r % HID];
         } else if (!strcmp(argv[1], "attention")) {
-            wu_attention(s);
+            wu_attention(s, layers);
             sink += (int32_t)s->att[r % HID];
-            macs = (uint64_t)LAYERS * HEADS * CTX * HD * 2;
+            macs = (uint64_t)layers * HEADS * CTX * HD * 2;
         } else {
             wu_dot(s);
             sink += s->dot;
