@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal a9-model
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -42,6 +42,7 @@ help:
 	@echo "                    net's loads and worst path: docs/results/timing.json"
 	@echo "                    (the top at its default vectors 2 and at 1, the matrix engine at vectors 1..4: the budget per vectors)"
 	@echo "  make decode       SmolLM2-135M shapes (random weights), TOKENS (2) per format on the simulated PL top: tok/s"
+	@echo "                    (REUSE=1: no simulation, the recorded engine cycles with today's host model, make a9-model)"
 	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
 	@echo "  make quality-sweep  the same with dithered norms and the KV step policies (longer: ~1.5 h; DITHER=0: the KV policies alone)"
 	@echo "  make quality-dither  float32 - float64 host ops averaged over DITHER (4) runs with the RMSNorm weights"
@@ -53,10 +54,13 @@ help:
 	@echo "  make speculate    SmolLM2-135M Q4 greedy --speculate on golden (vectors 2 and 4): drafted/accepted tokens,"
 	@echo "                   tok/s of the passes run against one token per pass (minutes)"
 	@echo "  make host-bench   the host's whole work per SmolLM2 token on the replay backend (recorded engine words, no"
-	@echo "                    compute): instructions (callgrind: C x86-64 SSE2, numpy; qemu-arm: C ARMv7) split into"
-	@echo "                    small ops / frames and DMA / sampling, time, the Cortex-A9 model (CPI 1.3, 650 MHz), at"
+	@echo "                    compute): instructions (callgrind: C x86-64 SSE2 (a development yardstick), numpy; qemu-arm:"
+	@echo "                    C ARMv7, the board build) split into small ops / frames and DMA / sampling, time here, at"
 	@echo "                    contexts 1/512/2048; the batched step (tpl_step_rows) and prompt rows per row; memory plans,"
 	@echo "                    CPU bytes, transfers, KV requantisation on real text"
+	@echo "  make a9-model     the board's host term: a Cortex-A9 cycle model (llvm-mca per qemu-arm block + caches +"
+	@echo "                    uncached DMA memory + DMA registers) of the ARMv7 build's step, batched and prompt rows;"
+	@echo "                    its error on the write-up's own kernels (4.2 ms, 83 ms, 0.28 G MAC/s); item 4's read costs"
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
@@ -103,7 +107,7 @@ sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
-	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))
+	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))$(if $(REUSE), --reuse-engine)
 
 prefill: setup
 	@$(ENV) $(PY) -m generators.runtime.schedule
@@ -113,6 +117,9 @@ speculate: setup
 
 host-bench: setup
 	@$(ENV) $(PY) tools/host_bench.py
+
+a9-model: setup
+	@$(ENV) $(PY) tools/a9_model.py $(ARGS)
 
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")

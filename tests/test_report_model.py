@@ -283,16 +283,16 @@ def test_host_term_and_token_time_by_hand():
         host_ms("fp8", 1)
 
 
-def test_host_term_is_host_benchs_figure():
-    """The default host term is make host-bench's recorded A9 model (docs/results), read and
-    interpolated between its contexts, not a copy of a number; figure6 keeps the write-up's
-    own 4.2 ms."""
+def test_host_term_is_a9_models_figure():
+    """The default host term is make a9-model's recorded Cortex-A9 model of the ARMv7 build
+    (docs/results), read and interpolated between its contexts, not a copy of a number;
+    figure6 keeps the write-up's own 4.2 ms."""
     from generators.report.decoder_model import HOST_FIGURES, WRITEUP_SMALL_OPS_S, host_ms
     from generators.results import load
-    figs = {f["key"]: f["value"] for f in load()["host-bench"]["figures"]}
+    figs = {f["key"]: f["value"] for f in load()["a9-model"]["figures"]}
     for build, key in HOST_FIGURES.items():
         for fmt, measured in (("q4", "q4"), ("int8", "int8"), ("ternary", "int8")):
-            # the contexts host-bench records for this build (the numpy path's INT8: 512 only)
+            # the contexts a9-model records for this build
             ctxs = [c for c in (1, 512, 2048) if key.format(fmt=measured, context=c) in figs]
             assert ctxs, (build, fmt)
             for ctx in ctxs:

@@ -20,8 +20,8 @@ and in float64, run by ``generators.runtime.forced`` (Decoder.step's bits for a 
 once). The weight-only rows (INT8 and ternary weights with float activations; ternary on the
 engines) run over the Gettysburg Address alone. The tok/s columns are make report's DDR-wall
 model (generators.report.decoder_model, context 512: every weight byte and the INT8 KV cache
-read once at 1.97 GB/s), and in brackets with the host: make host-bench's Cortex-A9 model of
-that format's host work (decoder_model.host_ms).
+read once at 1.97 GB/s), and in brackets with the host: make a9-model's Cortex-A9 model of
+that format's host work on the ARMv7 build (decoder_model.host_ms).
 
 ``--sweep --policies ''`` (make quality-dither) runs the dither part alone, recorded apart
 (docs/results/quality-dither.json). ``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
@@ -97,7 +97,7 @@ def mean_se(values, blk) -> tuple:
 # --------------------------------------------------------------------------- the rows
 
 def wall_rows():
-    """bytes per weight -> tok/s at the DDR wall, and with the host (make host-bench's
+    """bytes per weight -> tok/s at the DDR wall, and with the host (make a9-model's
     Cortex-A9 model of that format's host work: decoder_model.host_ms), from the report's
     decoder model."""
     from generators.report.decoder_model import ModelShape, Platform, attention_costs, \

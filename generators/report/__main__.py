@@ -488,9 +488,9 @@ def main(argv=None) -> int:
             + format_table(pl_rows, PL_ATT_COLUMNS, PL_ATT_HEADERS, PL_ATT_FORMATS)
             + "\nAttention on the CPU vs on the PL (as above) and the wall bound (every weight "
               "and KV byte once at 1.97 GB/s + the host). The host (host_ms) here and below is "
-              "make host-bench's Cortex-A9 model of the C step (a MODEL: its x86-64 SSE2 "
-              "instructions x CPI 1.3 / 650 MHz, docs/results/host-bench.json), INT8's for "
-              "ternary rows:\n\n"
+              "make a9-model's Cortex-A9 cycle model of the ARMv7 build of the C step (a "
+              "MODEL: llvm-mca per block + caches + uncached DMA memory + DMA registers, its "
+              "error beside it in docs/results/a9-model.json), INT8's for ternary rows:\n\n"
             + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS)
             + "\nWeight formats side by side (SmolLM2-135M, context 512, attention on the PL as "
               "above, two matrix engines at 8 B/clock capped by the wall; bits/weight = streamed "

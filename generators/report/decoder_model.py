@@ -17,14 +17,15 @@ What is counted (see docs/report.md for the derivation):
   query head, so ``2 * c * q_heads * head_dim * layers`` MACs (17.7 M at c = 512);
   the KV cache read is ``c * kv_heads * head_dim * 2 * layers`` INT8 bytes.
 * The host: everything the Cortex-A9 does per token but the matrices and attention (small
-  ops, the frames and DMA, sampling) is :func:`host_ms`: ``make host-bench``'s Cortex-A9
-  model of the C step for the weight format (issue 18's model: the step's instructions on
-  the x86-64 baseline, SSE2, NEON's vector width, x CPI 1.3 / 650 MHz), read from
-  docs/results/host-bench.json and interpolated between the contexts measured (1, 512,
-  2048); ``host_ms(..., build="armv7")`` gives the same model of the ARMv7 build the board
-  runs today (VFP, no NEON bodies: about 4 times the instructions). The write-up measured
-  4.2 ms for its own host code; that figure reproduces its Figure 6 only (:func:`figure6`,
-  ``WRITEUP_SMALL_OPS_S``).
+  ops, the frames and DMA, sampling) is :func:`host_ms`: ``make a9-model``'s Cortex-A9 cycle
+  model of the board's ARMv7 build of the C step for the weight format (llvm-mca's Cortex-A9
+  cycles per block times its executions under qemu-arm, plus cache misses, the CPU's reads
+  and writes of uncached DMA memory and the DMA registers; generators/runtime/a9model.py,
+  every constant with its source; its error against the write-up's board measurements
+  beside every figure), read from docs/results/a9-model.json and interpolated between the
+  contexts modelled (1, 512, 2048). The x86-64 count of make host-bench is a development
+  yardstick, not a time. The write-up measured 4.2 ms for its own host code; that figure
+  reproduces its Figure 6 only (:func:`figure6`, ``WRITEUP_SMALL_OPS_S``).
 
 Simulated runs (``make decode``, chat's rtl tok/s) use the same formula through
 :func:`token_time`: matrices max(cycles / fclk, bytes / wall) + attention the same + host.
@@ -142,7 +143,7 @@ class Platform:
     #: effective INT8 rate is used)
     cpu_matmul_macs_per_s: float = 0.21e9
     #: the host's time per token (small ops, frames and DMA, sampling): None = make
-    #: host-bench's Cortex-A9 model for the weight format and context (:func:`host_ms`); a
+    #: a9-model's Cortex-A9 model for the weight format and context (:func:`host_ms`); a
     #: number replaces it (figure6: the write-up's own 4.2 ms)
     host_s: Optional[float] = None
     #: attention engines working in parallel (two HP ports are needed to reach the wall)
@@ -157,54 +158,55 @@ class Platform:
 
 
 class HostFigureError(RuntimeError):
-    """docs/results/host-bench.json has no A9 figure for the host term (make host-bench)."""
+    """docs/results/a9-model.json has no figure for the host term (make a9-model)."""
 
 
 #: the measured host path per weight format: ternary's matrices answer int32 sums with a row
 #: scale as INT8's do, so its host work is INT8's; "q4 + int8 head" is what host-bench runs as q4
 HOST_FORMAT = {"int8": "int8", "ternary": "int8", "q4": "q4", "q4 + int8 head": "q4"}
-#: which host-bench figure is the host term: the Cortex-A9 model of the C step's instructions
-#: counted on the x86-64 baseline (SSE2: the issue's yardstick, NEON's width), or of its ARMv7
-#: build (VFP: what a board build runs today)
-HOST_FIGURES = {"c": "host-bench.c.{fmt}.ctx{context}.a9_ms",
-                "c2": "host-bench.c2.{fmt}.ctx{context}.a9_ms",
-                "cp": "host-bench.cp.{fmt}.ctx{context}.a9_ms",
-                "c2p": "host-bench.c2p.{fmt}.ctx{context}.a9_ms",
-                "armv7": "host-bench.armv7.{fmt}.ctx{context}.a9_ms",
-                "numpy": "host-bench.numpy.{fmt}.ctx{context}.a9_ms"}
-HOST_FIGURE = HOST_FIGURES["c"]
+#: which figure is the host term, by build: make a9-model's Cortex-A9 model of the board's
+#: ARMv7 build of the C step ("armv7": the one-token step; "armv7c2": a row of the batched
+#: 2-row pass; "armv7p" / "armv7c2p": the same for prompt rows, no LM head and no sampling)
+HOST_FIGURES = {"armv7": "a9-model.armv7.{fmt}.ctx{context}.ms",
+                "armv7c2": "a9-model.armv7c2.{fmt}.ctx{context}.ms",
+                "armv7p": "a9-model.armv7p.{fmt}.ctx{context}.ms",
+                "armv7c2p": "a9-model.armv7c2p.{fmt}.ctx{context}.ms"}
+HOST_FIGURE = HOST_FIGURES["armv7"]
 
 
-def _host_points(fmt: str, build: str = "c") -> list:
+def _host_points(fmt: str, build: str = "armv7") -> list:
     from generators.results import load
-    data = load().get("host-bench", {})
+    key = HOST_FIGURES[build]
+    data = load().get(key.split(".", 1)[0], {})
     pts = []
+    pre, post = key.split("{context}")
+    pre = pre.format(fmt=fmt)
     for f in data.get("figures", []):
         k = f["key"]
-        pre, post = HOST_FIGURES[build].split("{context}")
-        pre = pre.format(fmt=fmt)
-        if k.startswith(pre) and k.endswith(post):
+        if k.startswith(pre) and k.endswith(post) and k[len(pre):-len(post)].isdigit():
             pts.append((int(k[len(pre):-len(post)]), float(f["value"])))
     return sorted(pts)
 
 
 def host_ms(fmt: str = "ternary", context: int = 512, platform: Platform | None = None,
-            build: str = "c") -> float:
+            build: str = "armv7") -> float:
     """The host's milliseconds per token for weight format ``fmt`` at ``context``: the
-    platform's ``host_s`` when set, else make host-bench's Cortex-A9 model (HOST_FIGURES in
-    docs/results/host-bench.json; ``build`` "c": the x86-64 SSE2 count, "c2": the same per
-    row of the batched C step's 2-row pass, "cp" / "c2p": the same for prompt rows (no LM
-    head, no sampling), "armv7": the VFP build's, "numpy": the Python loop's), linear between
-    the contexts measured, the nearest one outside them. A MODEL (no A9 here)."""
+    platform's ``host_s`` when set, else make a9-model's Cortex-A9 model of the board's ARMv7
+    build (HOST_FIGURES in docs/results/a9-model.json; ``build`` "armv7": the one-token step,
+    "armv7c2": per row of the batched C step's 2-row pass, "armv7p" / "armv7c2p": the same for
+    prompt rows (no LM head, no sampling)), linear between the contexts modelled, the nearest
+    one outside them. A MODEL (no A9 here)."""
     if platform is not None and platform.host_s is not None:
         return platform.host_s * 1e3
     if fmt not in HOST_FORMAT:
         raise ValueError(f"weight format {fmt!r}: one of {', '.join(HOST_FORMAT)}")
+    if build not in HOST_FIGURES:
+        raise ValueError(f"host build {build!r}: one of {', '.join(HOST_FIGURES)}")
     pts = _host_points(HOST_FORMAT[fmt], build)
     if not pts:
-        raise HostFigureError(f"docs/results/host-bench.json has no "
+        raise HostFigureError(f"docs/results/a9-model.json has no "
                               f"{HOST_FIGURES[build].format(fmt=HOST_FORMAT[fmt], context='N')} "
-                              f"figures: run make host-bench")
+                              f"figures: run make a9-model")
     if context <= pts[0][0]:
         return pts[0][1]
     for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
@@ -219,7 +221,7 @@ def _shape_fmt(s: "ModelShape") -> str:
 
 def token_time(fmt: str, context: int, matrix_cycles: float, matrix_beats: float,
                attention_cycles: float, attention_beats: float,
-               platform: Platform | None = None, build: str = "c") -> dict:
+               platform: Platform | None = None, build: str = "armv7") -> dict:
     """One token's time from simulated engine cycles and the beats the DMAs moved (both
     ports, ``beat_bytes`` each): matrices ``max(cycles / fclk, bytes / wall)``, attention
     the same, plus the host (:func:`host_ms`, ``build``): the formula of make decode, chat's

@@ -9,10 +9,12 @@ configuration: max_k 2048, max_context 2048, Q4_1 lanes included), and gives per
 simulated engine cycles and the time of a whole token by the decoder model's one formula
 (``generators.report.decoder_model.token_time``): the matrices' and attention's simulated
 cycles at 142.857 MHz, each at least its beats' bytes at the 1.97 GB/s DDR wall (a model),
-plus the host: make host-bench's Cortex-A9 model of the C step for that format and context
-(read from docs/results/host-bench.json; the x86-64 SSE2 count, and beside it the ARMv7 VFP
-build's), beside `make report`'s decoder model. Figures in
-docs/results/decode.json (``record("decode", ...)``); a benchmark, not a test.
+plus the host: make a9-model's Cortex-A9 model of the board's ARMv7 build of the C step for
+that format and context (read from docs/results/a9-model.json), beside `make report`'s decoder
+model. Figures in docs/results/decode.json (``record("decode", ...)``); a benchmark, not a
+test. ``--reuse-engine``: no simulation; the engine cycles and beats recorded in
+docs/results/decode.json by the last full run, with today's host model (the host term is a
+separate addend of the one formula).
 
 Formats: ``ternary``, ``q4`` (the random float weights quantised to Q4_1 with the runtime's
 requantiser, and the LM head as INT8 rows as SmolLM2's GGUF has it: its Q8_0 tied embedding;
@@ -21,6 +23,7 @@ beside the decoder model's "q4 + int8 head" row) and ``int8``.
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -111,15 +114,13 @@ def run_format(fmt, folder, args, prompt):
 
 def add_token_time(rows):
     """Each row's time by the decoder model's one formula and the report model's tok/s, after
-    every simulation: the host term read from docs/results/host-bench.json for all rows at
-    once (a make host-bench that ends during the run leaves no row on the old figures)."""
+    every simulation: the host term read from docs/results/a9-model.json for all rows at
+    once (a make a9-model that ends during the run leaves no row on the old figures)."""
     from generators.report.decoder_model import token_time
     for r in rows:
         args = (r["fmt"], r["context"], r["matrix_cycles"], r["matrix_beats"],
                 r["attention_cycles"], r["attention_beats"])
-        arm = token_time(*args, build="armv7")
-        r.update(token_time(*args), host_ms_armv7=arm["host_ms"], tok_s_armv7=arm["tok_s"],
-                 model_tok_s=model_tok_s(r["fmt"], r["context"]))
+        r.update(token_time(*args), model_tok_s=model_tok_s(r["fmt"], r["context"]))
 
 
 #: the figures of one format and context, decode.<fmt>.ctx<context>.<name>, from its row:
@@ -131,8 +132,9 @@ DECODE_FIGURES = (
     ("attention_cycles", "attention_cycles", None, "cycles", "simulated",
      "attention engine cycles of one token", {}),
     ("host_ms", "host_ms", 2, "ms", "modelled",
-     "the host per token, make host-bench's Cortex-A9 model (the C step's instructions on "
-     "x86-64 SSE2 x CPI 1.3 / 650 MHz)", {}),
+     "the host per token, make a9-model's Cortex-A9 model of the board's ARMv7 build of the C "
+     "step (llvm-mca cycles per block + cache misses + uncached DMA memory + DMA registers; "
+     "its error against the write-up's board figures in docs/results/a9-model.json)", {}),
     ("ms", "total_ms", 2, "ms", "modelled",
      "one token: simulated engine cycles at 142.857 MHz (each part at least its bytes at the "
      "1.97 GB/s DDR wall, a model) + the host model",
@@ -141,9 +143,6 @@ DECODE_FIGURES = (
      "tokens per second of that time (engines simulated, DDR wall and host modelled)", {}),
     ("model_tok_s", "model_tok_s", 1, "tok/s", "modelled",
      "make report's decoder model at the same context", {}),
-    ("tok_s_armv7", "tok_s_armv7", 1, "tok/s", "modelled",
-     "the same with the host of today's ARMv7 build (VFP, no NEON bodies: "
-     "{host_ms_armv7:.2f} ms by the same A9 model)", {}),
 )
 
 
@@ -152,7 +151,43 @@ def _rounded(row, field: str, digits):
     return row[field] if digits is None else round(row[field], digits)
 
 
-def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
+def recorded_rows():
+    """The rows of the last full make decode from docs/results/decode.json (engine cycles
+    and beats as simulated; the beats of each part back from its recorded wall-bound time),
+    the golden tok/s and whether rtl equalled golden: what ``--reuse-engine`` recomputes."""
+    from generators.report.decoder_model import Platform
+    from generators.results import load
+    data = load().get("decode", {})
+    figs = {f["key"]: f for f in data.get("figures", [])}
+    p = Platform()
+    rows, golds, oks = [], {}, {}
+    for key, f in figs.items():
+        m = re.match(r"^decode\.(\w+)\.ctx(\d+)\.ms$", key)
+        if not m:
+            continue
+        fmt, ctx = m.group(1), int(m.group(2))
+        c = f["context"]
+        mc = figs[f"decode.{fmt}.ctx{ctx}.matrix_cycles"]["value"]
+        ac = figs[f"decode.{fmt}.ctx{ctx}.attention_cycles"]["value"]
+        mb = round(c["matrix_ms"] / 1e3 * p.wall_bytes_per_s / p.beat_bytes) \
+            if c["matrix_bound"] == "wall" else 0
+        rows.append(dict(fmt=fmt, token=len([r for r in rows if r["fmt"] == fmt]) + 1,
+                         context=ctx, id="-", matrix_cycles=mc, attention_cycles=ac,
+                         matrix_beats=mb, attention_beats=c["beats"] - mb, beats=c["beats"],
+                         sim_s=0.0))
+        g = figs[f"decode.{fmt}.golden_tok_s"]
+        golds[fmt], oks[fmt] = g["value"], "DIFFER" not in g["what"]
+    if not rows:
+        raise SystemExit("[decode] --reuse-engine: docs/results/decode.json has no recorded "
+                         "rows: run make decode")
+    origin = data["command"]
+    if "--reuse-engine" in origin:          # a recomputation of before: its origin
+        origin = data["note"].split("as recorded by ", 1)[1].split("; the host", 1)[0]
+    return rows, golds, oks, origin
+
+
+def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2,
+                   reused: str = ""):
     """docs/results/decode.json: per format and token the simulated cycles and the modelled
     time per token (one formula), the report model's tok/s, golden's tok/s here."""
     from generators.results import figure, record
@@ -172,9 +207,36 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2):
                            f"the C host loop), {fmt}; rtl tokens "
                            f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
     opt = "" if tokens == 2 else f" --tokens {tokens}"
+    if reused:
+        return record("decode", figs, command="make decode REUSE=1 (python -m "
+                                              "generators.runtime.bench --reuse-engine)",
+                      note=f"engine cycles and beats as recorded by {reused}; the host term "
+                           f"of today's docs/results/a9-model.json")
     return record("decode", figs, command=f"make decode (python -m generators.runtime.bench "
                                           f"--sim {sim}{opt})",
                   note=f"{seconds:.0f} s in all on this machine")
+
+
+def _print(rows, golds, oks, sim: str) -> None:
+    print()
+    print(f"SmolLM2-135M shapes (random weights), rtl backend on {sim}: engine cycles "
+          f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
+          f"host (make a9-model's Cortex-A9 model of the ARMv7 build) MODELLED, one formula for "
+          f"every format; q4 = Q4_1 layer matrices + INT8 LM head (report model row 'q4 + int8 "
+          f"head')")
+    hdr = ("format", "token", "context", "id", "matrix cycles", "attention cycles", "beats in",
+           "matrix ms", "attention ms", "host ms (ARMv7 model)", "tok/s",
+           "tok/s (report model)", "sim wall s")
+    print(" | ".join(hdr))
+    for r in rows:
+        print(" | ".join([r["fmt"], f"{r['token']}", f"{r['context']}", f"{r['id']}",
+                          f"{r['matrix_cycles']:,}", f"{r['attention_cycles']:,}",
+                          f"{r['beats']:,}", f"{r['matrix_ms']:.2f}", f"{r['attention_ms']:.3f}",
+                          f"{r['host_ms']:.2f}", f"{r['tok_s']:.1f}", f"{r['model_tok_s']:.1f}",
+                          f"{r['sim_s']:.0f}"]))
+    for fmt in golds:
+        print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
+              f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
 
 
 def main(argv=None) -> int:
@@ -188,12 +250,23 @@ def main(argv=None) -> int:
                     help="print; do not write docs/results/decode.json")
     ap.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     ap.add_argument("--out", default=str(REPO / "build" / "decode"))
+    ap.add_argument("--reuse-engine", action="store_true",
+                    help="no simulation: the engine cycles and beats recorded in "
+                         "docs/results/decode.json, today's host model")
     args = ap.parse_args(argv)
     fmts = [f for f in args.fmt.split(",") if f]
     bad = [f for f in fmts if f not in FORMATS]
     if bad or not fmts:
         ap.error(f"--fmt: unknown format(s) {bad}; choose from ternary, q4, int8")
     t_all = time.perf_counter()
+    if args.reuse_engine:
+        rows, golds, oks, reused = recorded_rows()
+        add_token_time(rows)
+        _print(rows, golds, oks, "recorded (" + reused + ")")
+        if not args.no_record:
+            path = record_figures(rows, golds, oks, args.sim, 0.0, reused=reused)
+            print(f"[decode] wrote {path.relative_to(REPO)}")
+        return 0 if all(oks.values()) else 1
     folder = Path(args.out) / "smollm2-135m-random"
     if not (folder / "model.safetensors").exists():
         t0 = time.perf_counter()
@@ -205,25 +278,7 @@ def main(argv=None) -> int:
         r, oks[fmt], golds[fmt] = run_format(fmt, folder, args, prompt)
         rows += r
     add_token_time(rows)
-    print()
-    print(f"SmolLM2-135M shapes (random weights), rtl backend on {args.sim}: engine cycles "
-          f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
-          f"host (make host-bench's Cortex-A9 model) MODELLED, one formula for every format; "
-          f"q4 = Q4_1 layer matrices + INT8 LM head (report model row 'q4 + int8 head')")
-    hdr = ("format", "token", "context", "id", "matrix cycles", "attention cycles", "beats in",
-           "matrix ms", "attention ms", "host ms", "tok/s", "tok/s (report model)",
-           "host ms (ARMv7 VFP build)", "tok/s (ARMv7 VFP build)", "sim wall s")
-    print(" | ".join(hdr))
-    for r in rows:
-        print(" | ".join([r["fmt"], f"{r['token']}", f"{r['context']}", f"{r['id']}",
-                          f"{r['matrix_cycles']:,}", f"{r['attention_cycles']:,}",
-                          f"{r['beats']:,}", f"{r['matrix_ms']:.2f}", f"{r['attention_ms']:.3f}",
-                          f"{r['host_ms']:.2f}", f"{r['tok_s']:.1f}", f"{r['model_tok_s']:.1f}",
-                          f"{r['host_ms_armv7']:.2f}", f"{r['tok_s_armv7']:.1f}",
-                          f"{r['sim_s']:.0f}"]))
-    for fmt in fmts:
-        print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
-              f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
+    _print(rows, golds, oks, args.sim)
     if not args.no_record:
         path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all,
                               args.tokens)

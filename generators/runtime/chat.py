@@ -23,8 +23,8 @@ measures speed).
 tok/s, by backend: ``golden`` the host time of the generated tokens on this machine;
 ``rtl`` one generated token's time by the decoder model's formula
 (``generators.report.decoder_model.token_time``): the simulated engine cycles at 142.857 MHz,
-at least the beats' bytes at the 1.97 GB/s DDR wall, plus the host (make host-bench's
-Cortex-A9 model); ``board`` the measured time per generated token.
+at least the beats' bytes at the 1.97 GB/s DDR wall, plus the host (make a9-model's
+Cortex-A9 model of the ARMv7 build); ``board`` the measured time per generated token.
 On ``rtl`` the prompt runs on ``golden`` by default (``--prefill same`` runs it on the RTL as
 well) and the simulation continues from that state: one token of SmolLM2 is about 17 M beats.
 """
@@ -255,13 +255,11 @@ def tok_s_line(backend: str, r: dict) -> str:
         k = {name: v / n for name, v in r["counts"].items()}
         args = (r["fmt"], r["context"], k["matrix_cycles"], k["matrix_beats"],
                 k["attention_cycles"], k["attention_beats"])
-        tt, arm = token_time(*args), token_time(*args, build="armv7")
+        tt = token_time(*args)
         return (f"tok/s: {tt['tok_s']:.2f} (modelled: {r['cycles'] / n:,.0f} simulated engine "
                 f"cycles per token at 142.857 MHz, the 1.97 GB/s DDR wall and the Cortex-A9 "
-                f"host model {tt['host_ms']:.1f} ms: {tt['total_ms']:.1f} ms per token; "
-                f"{arm['tok_s']:.2f} with today's ARMv7 VFP build's host, "
-                f"{arm['host_ms']:.1f} ms; {n} token(s)), {r['gen_s'] / n:.1f} s of simulation "
-                f"per token")
+                f"host model {tt['host_ms']:.1f} ms (the ARMv7 build): {tt['total_ms']:.1f} ms "
+                f"per token; {n} token(s)), {r['gen_s'] / n:.1f} s of simulation per token")
     what = "host time on this machine (numpy golden models)" if backend == "golden" \
         else "measured on the board"
     return f"tok/s: {n / r['gen_s']:.2f} ({what}; {n} tokens after the prompt), prompt " \

@@ -13,12 +13,11 @@ A MODEL built from exact parts, nothing wall-clock:
 * each attention frame (one per KV head, per layer, per token: per-token attention) the
   attention engine's own period for its beats (``decoder_model.pl_attention``);
 * the matrices and attention each at least their bytes at the DDR wall (``contract``), plus
-  the host's work per row (``decoder_model.host_ms``: make host-bench's Cortex-A9 model at
-  the row's context: a one-row pass the C step's (``tpl_step``), a row of a B > 1 pass the
-  batched C step's per row (``tpl_step_rows``, measured on 2-row passes); a row with its LM
-  head and sampling (the host-bench "c" and "c2" figures), a prompt row without ("cp",
-  "c2p")), one formula: ``decoder_model.token_time``.
-
+  the host's work per row (``decoder_model.host_ms``: make a9-model's Cortex-A9 model of the
+  board's ARMv7 build at the row's context: a one-row pass the C step's (``tpl_step``), a row
+  of a B > 1 pass the batched C step's per row (``tpl_step_rows``, modelled on 2-row passes);
+  a row with its LM head and sampling (the a9-model "armv7" and "armv7c2" figures), a prompt
+  row without ("armv7p", "armv7c2p")), one formula: ``decoder_model.token_time``.
 The runtime as built runs these passes: its C loop's ``tpl_step_rows`` takes a chunk of V
 prompt tokens, or one row per stream, in one weight pass (``Decoder.default_chunk`` = V).
 Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
@@ -45,7 +44,7 @@ class Schedule:
     top of ``vectors`` (the runtime's memory plan of that model)."""
 
     def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None,
-                 host: str = "c"):
+                 host: str = "armv7"):
         from generators.core import build
         from generators.report.decoder_model import pl_attention
 
@@ -53,9 +52,9 @@ class Schedule:
         from .plan import ATT, _shape_of, memory_plan, model_shape
         from .synthetic import SMOLLM2_135M
         self.fmt, self.vectors = fmt, vectors
-        #: the host model per row: "c" (the C loop: tpl_step for a one-row pass, its batched
-        #: step's per-row figure for more rows), "numpy" (the Python loop), as
-        #: decoder_model.host_ms's ``build``
+        #: the host model per row: "armv7" (the C loop's ARMv7 build: tpl_step for a one-row
+        #: pass, its batched step's per-row figure for more rows), as decoder_model.host_ms's
+        #: ``build`` (one of its HOST_FIGURES without the row suffixes)
         self.host = host
         if model is None:            # SmolLM2-135M's shapes
             self.cfg = ModelConfig(**SMOLLM2_135M)
@@ -108,9 +107,7 @@ class Schedule:
     def host_build(self, rows: int, logits: bool = True) -> str:
         """decoder_model.host_ms's ``build`` for a row of a pass of ``rows`` rows, with its
         LM head and sampling or without (a prompt row)."""
-        if self.host != "c":
-            return self.host
-        return ("c2" if rows > 1 else "c") + ("" if logits else "p")
+        return self.host + ("c2" if rows > 1 else "") + ("" if logits else "p")
 
     def step_time(self, contexts: Sequence[int], lm_rows: int) -> Dict:
         """One weight pass for len(contexts) rows, the last ``lm_rows`` of them with the LM
@@ -173,7 +170,7 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
         figs.append(figure(f"prefill.{fmt}.host_128_s", round(h, 3), "s", "modelled",
                            f"SmolLM2-135M {fmt}: the host's share of a 128-token prompt on the "
                            f"PYNQ-Z1 top ({PYNQ_Z1_VECTORS}-row passes of the batched C step: "
-                           f"its Cortex-A9 model per row, make host-bench)"))
+                           f"its Cortex-A9 model per row, make a9-model)"))
         lines.append(f"[prefill] {fmt}: host model for 128 prompt rows {h:.3f} s "
                      f"({PYNQ_Z1_VECTORS}-row passes)")
         for V in vectors:
@@ -304,8 +301,9 @@ def main(argv=None) -> int:
         for line in lines + verdict(figs):
             print(line, flush=True)
         what, note = "prefill", ("a model: engine clocks of every frame (beats + latency) + DDR "
-                                 "wall + the host's C-step model per row (the batched step's "
-                                 "in passes of more rows) (generators/runtime/schedule.py)")
+                                 "wall + the host's ARMv7 C-step model per row (make "
+                                 "a9-model; the batched step's in passes of more rows) "
+                                 "(generators/runtime/schedule.py)")
     if not a.no_record:
         from generators.results import record
         p = record("decode", figs, command=f"make {what}", variant=what, note=note)
