@@ -120,7 +120,7 @@ def test_acc_width():
 def test_decoder_model_weight_formats():
     """SmolLM2-135M per token: Q4_1 streams 5 bits per weight (every K is a multiple of 64),
     INT8 8, ternary 8/5 padded to beats; the wall decides the order of the tok/s."""
-    from generators.report.decoder_model import matrices, weight_format_rows
+    from generators.report.decoder_model import host_ms, matrices, weight_format_rows
     rows = {r["format"]: r for r in weight_format_rows()}
     weights = sum(m["weights"] for m in matrices())
     assert rows["q4"]["bits_per_weight"] == 5.0 and rows["int8"]["bits_per_weight"] == 8.0
@@ -128,7 +128,14 @@ def test_decoder_model_weight_formats():
     assert all(r["bound"] == "wall" for r in rows.values())
     assert (rows["ternary"]["tok_s"] > rows["q4"]["tok_s"] > rows["q4 + int8 head"]["tok_s"]
             > rows["int8"]["tok_s"])
-    assert 19 < rows["q4"]["tok_s"] < 21 and 23 < rows["q4"]["matmul_tok_s"] < 24
+    assert 23 < rows["q4"]["matmul_tok_s"] < 24
+    # the token's time is the three terms' sum, the host's being make a9-model's recorded model
+    # of the board's ARMv7 build (tests/test_report_model.py checks that reading); the old
+    # 19..21 tok/s bound was the CPI-1.3 model of the x86 count, which issue 28 retired
+    for fmt, row in rows.items():
+        assert row["host_ms"] == host_ms(fmt, 512)
+        assert row["tok_s"] == pytest.approx(
+            1e3 / (row["matmul_ms"] + row["attention_ms"] + row["host_ms"]), rel=1e-12)
 
 
 def test_q4_images_from_raw_tensors():

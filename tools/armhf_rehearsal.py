@@ -13,7 +13,7 @@
    cross gcc 12.2, the root's gcc version).
 3. ``pip install --no-deps --target`` of the project, as on the board (an isolated build:
    pip fetches setuptools), twice: with the distribution's default flags (sysconfig's CFLAGS)
-   and with the board's (``CFLAGS=-mcpu=cortex-a9 -mfpu=vfpv3-d16``). --no-deps: with
+   and with the board's (``CFLAGS=-mcpu=cortex-a9 -mfpu=neon -mfloat-abi=hard``; setup.py adds its ARM_CFLAGS, NEON, on any 32-bit ARM build). --no-deps: with
    --target pip would install a numpy of its own (a source build: PyPI has no armv7l wheel);
    the root's numpy and Jinja2 are Debian's.
 4. For each: the host kernels' tests (tests/test_hostops.py: C = numpy bit for bit, errors,
@@ -46,8 +46,30 @@ ROOT = OUT / "root"
 PY3 = OUT / "py3"
 PACKAGES = ["python3", "python3-numpy", "python3-jinja2", "python3-setuptools", "python3-pip",
             "python3-venv", "python3-dev", "libc6-dev"]
-MIRROR = "http://deb.debian.org/debian"
-FLAGS = {"distribution": "", "board": "-mcpu=cortex-a9 -mfpu=vfpv3-d16"}
+APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
+
+
+def mirror() -> str:
+    """The Debian archive this machine's apt already uses (its sources' first 'deb' URI that
+    serves the main archive, not -security): debootstrap fetches from the same place."""
+    files = sorted(APT_SOURCES[0].glob("*.sources")) + sorted(APT_SOURCES[0].glob("*.list"))
+    files.append(APT_SOURCES[1])
+    for f in files:
+        if not f.is_file():
+            continue
+        for line in f.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] == "URIs:":
+                uri = words[1]
+            elif len(words) >= 3 and words[0] == "deb" and not words[1].startswith("["):
+                uri = words[1]
+            else:
+                continue
+            if uri.rstrip("/").endswith("/debian"):
+                return uri
+    raise StepError("no Debian archive in this machine's apt sources (/etc/apt): debootstrap "
+                    "needs one")
+FLAGS = {"distribution": "", "board": "-mcpu=cortex-a9 -mfpu=neon -mfloat-abi=hard"}
 HOSTOPS_TESTS = ("c_equals_numpy or errors_are_named or lanes_add or rounding_is or exp_is or "
                  "float32_numerics or score_multiplier")
 PACKAGING = ("generators", "rtl", "pyproject.toml", "setup.py", "README.md")
@@ -71,7 +93,7 @@ def make_root() -> None:
         return
     shutil.rmtree(ROOT, ignore_errors=True)
     run(["debootstrap", "--foreign", "--arch=armhf", "--variant=minbase",
-         f"--include={','.join(PACKAGES)}", "bookworm", ROOT, MIRROR], "debootstrap")
+         f"--include={','.join(PACKAGES)}", "bookworm", ROOT, mirror()], "debootstrap")
     for deb in sorted((ROOT / "var" / "cache" / "apt" / "archives").glob("*.deb")):
         run(["dpkg-deb", "-x", deb, ROOT], f"dpkg-deb -x {deb.name}")
     lib = ROOT / "usr" / "lib" / "arm-linux-gnueabihf"

@@ -53,6 +53,7 @@ optional_apt arm-linux-gnueabihf-gcc gcc-arm-linux-gnueabihf \
 optional_apt qemu-arm qemu-user \
   "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
 optional_apt valgrind valgrind "make host-bench needs it (callgrind)"
+optional_apt debootstrap debootstrap "make armhf-rehearsal (run by .ci/run) needs it for its Debian armhf root"
 optional_apt llvm-mca llvm "make a9-model (the Cortex-A9 cycle model) and tests/test_a9model.py need it"
 for tool in g++ make perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
