@@ -4,6 +4,7 @@ blocks counted against a loop whose trip count is known, llvm-mca's cycles order
 pipeline orders them, and the host term of the figures read from a9-model's figures."""
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -23,11 +24,28 @@ def need_mca():
                     "installs it when it can)")
 
 
+def setup_arm_cflags() -> tuple:
+    """setup.py's ARM_CFLAGS (what pip builds on the board), read from its text."""
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "setup.py").read_text())
+    found = [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "ARM_CFLAGS" for t in node.targets)]
+    assert len(found) == 1, "setup.py assigns ARM_CFLAGS once"
+    return tuple(ast.literal_eval(found[0]))
+
+
+def test_board_flags_are_setup_pys():
+    """The modelled and counted board build is the one pip builds on the board."""
+    assert am.ARMV7_FLAGS_DEFAULT == setup_arm_cflags()
+    assert "-mfpu=neon" in am.ARMV7_FLAGS_DEFAULT and "-marm" not in am.ARMV7_FLAGS_DEFAULT
+
+
 def test_board_flags_in_one_place(monkeypatch):
     monkeypatch.delenv("TPH_ARMV7_FLAGS", raising=False)
     assert am.board_flags() == am.ARMV7_FLAGS_DEFAULT
-    assert am.model_flags()[-1] == "-marm" and "-mthumb" not in am.model_flags()
-    assert am.mca_attrs(am.board_flags()) == "+vfp3,+neon"         # -mfpu=auto: the A9's
+    assert am.board_flags() == ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard")
+    assert am.model_flags() == ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard", "-marm")
+    assert am.mca_attrs(am.board_flags()) == "+vfp3,+neon"         # -mfpu=neon
+    assert am.mca_attrs(("-mcpu=cortex-a9", "-mfloat-abi=hard")) == "+vfp3,+neon"  # auto: A9's
     assert am.mca_attrs(am.WRITEUP_FLAGS) == "+vfp3"                  # vfpv3-d16
     monkeypatch.setenv("TPH_ARMV7_FLAGS", "-mcpu=cortex-a9 -mfpu=neon -mthumb")
     assert am.board_flags() == ("-mcpu=cortex-a9", "-mfpu=neon", "-mthumb")

@@ -41,11 +41,12 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 #: Cortex-A9 processor")
 A9_HZ = 650e6
 
-#: the board build's compiler flags, in one place: what a board build of the C library runs
-#: (Debian/Ubuntu armhf gcc defaults: Thumb-2, VFPv3-D16, hard float, plus the A9's tuning).
-#: A NEON build changes this one tuple (or TPH_ARMV7_FLAGS in the environment, words split
-#: as a shell does), and make a9-model and make host-bench count that build.
-ARMV7_FLAGS_DEFAULT = ("-mcpu=cortex-a9", "-mfloat-abi=hard")
+#: the board build's compiler flags: setup.py's ARM_CFLAGS, what pip builds on the board (the
+#: kernels' NEON bodies, hard float; Thumb-2, the Debian/Ubuntu armhf gcc's default mode);
+#: tests/test_a9model.py reads setup.py and checks the two stay equal. TPH_ARMV7_FLAGS in the
+#: environment (words split as a shell does) overrides it; make a9-model and make host-bench
+#: count that build.
+ARMV7_FLAGS_DEFAULT = ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard")
 ARM_CC = "arm-linux-gnueabihf-gcc"
 ARM_OBJDUMP = "arm-linux-gnueabihf-objdump"
 ARM_NM = "arm-linux-gnueabihf-nm"
