@@ -27,6 +27,7 @@ Writes build/board-image/result.json; exit 1 when a step fails (its last lines p
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -58,7 +59,17 @@ class StepError(RuntimeError):
 
 
 def run(cmd, what, **kw):
-    """The command's stdout; StepError with the end of both streams when it fails."""
+    """The command's stdout; StepError with the end of both streams when it fails. It runs in
+    OUT unless told otherwise: ``python -m pip`` and ``python -c`` put the working folder on
+    sys.path, and the checkout's own ``ternary_pynq.egg-info`` (make setup's editable install)
+    would pass for an installed ternary-pynq there ("already installed", nothing installed).
+    For the same reason the image venv's commands run without PYTHONPATH (make's ENV sets it
+    to the checkout), as a board owner's shell has none."""
+    if "cwd" not in kw:
+        OUT.mkdir(parents=True, exist_ok=True)
+        kw["cwd"] = OUT
+    if "env" not in kw and str(cmd[0]).startswith(str(VENV)):
+        kw["env"] = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
     if r.returncode:
         raise StepError(f"{what} failed (exit {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
