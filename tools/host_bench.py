@@ -55,6 +55,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Dict
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -186,41 +187,15 @@ def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
     instructions (-d in_asm) times its executions (-d exec,nochain), logged only inside the
     library's functions and bench_token (-dfilter); run with 1 and 2 steps after the warm-up,
     the difference is one step."""
-    nm = sh(["arm-linux-gnueabihf-nm", "-S", "--defined-only", b["exe"]]).stdout
     lib = b["syms"]["tphost"] | b["syms"]["tphloop"] | {"bench_token"}
-    ranges, names = [], []
-    for ln in nm.splitlines():
-        f = ln.split()
-        if len(f) == 4 and f[2] in "tT" and f[3] in lib:
-            a, n = int(f[0], 16), int(f[1], 16)
-            ranges.append((a & ~1, n))
-            names.append((a & ~1, (a & ~1) + n, f[3]))
-    names.sort()
-    dfilter = ",".join(f"0x{a:x}+0x{n:x}" for a, n in ranges)
+    funcs = a9model.symbols(b["exe"], lib)
 
     def count(steps: int) -> dict:
-        log_file = OUT / f"qemu.{dump.stem}.{steps}.log"
-        sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
-            "-D", log_file, b["exe"], dump, steps])
-        import bisect
-        starts = [a for a, _, _ in names]
-        size, per_fn, cur = {}, {}, None
-        with open(log_file) as fh:
-            for line in fh:
-                if line.startswith("IN:"):
-                    cur = None
-                elif line.startswith("0x") and ":  " in line:
-                    pc = int(line.split(":", 1)[0], 16)
-                    if cur is None:
-                        cur = pc
-                        size[cur] = 0
-                    size[cur] += 1
-                elif line.startswith("Trace"):
-                    pc = int(line.split("[", 1)[1].split("/")[1], 16)
-                    i = bisect.bisect_right(starts, pc) - 1
-                    fn = names[i][2] if i >= 0 and pc < names[i][1] else "?"
-                    per_fn[fn] = per_fn.get(fn, 0) + size.get(pc, 0)
-        log_file.unlink()
+        blocks = a9model.profile(b["exe"], [dump, steps], funcs,
+                                 OUT / f"qemu.{dump.stem}.{steps}.log")
+        per_fn: Dict[str, float] = {}
+        for blk in blocks.values():
+            per_fn[blk["fn"]] = per_fn.get(blk["fn"], 0) + len(blk["pcs"]) * blk["execs"]
         return per_fn
 
     one, two = count(1), count(2)

@@ -28,6 +28,7 @@ found are marked ASSUMPTION and listed in every result (``assumptions``).
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -160,8 +161,8 @@ def symbols(exe: Path, names: Iterable[str]) -> List[Tuple[int, int, str]]:
 def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
             log_file: Path) -> Dict[int, dict]:
     """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
-    "execs": n, "fn": name}."""
-    import bisect
+    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
+    executions counted so far."""
     dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
     _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
          "-D", log_file, exe, *args])
@@ -176,7 +177,7 @@ def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
                 pc = int(line.split(":", 1)[0], 16)
                 if cur is None:
                     cur = pc
-                    blocks[cur] = {"pcs": [], "execs": 0}
+                    blocks[cur] = {"pcs": [], "execs": blocks.get(cur, {"execs": 0})["execs"]}
                 blocks[cur]["pcs"].append(pc)
             elif line.startswith("Trace"):
                 pc = int(line.split("[", 1)[1].split("/")[1], 16)
