@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal a9-model
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing timing-calibrate lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal a9-model
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -40,7 +40,11 @@ help:
 	@echo "  make timing       modelled worst register-to-register paths of every engine and the PL top on the yosys"
 	@echo "                    netlists (7-series -1 delays + routing by fanout, docs/timing.md), and the raw aresetn"
 	@echo "                    net's loads and worst path: docs/results/timing.json"
-	@echo "                    (the top at its default vectors 2 and at 1, the matrix engine at vectors 1..4: the budget per vectors)"
+	@echo "                    (the top at its default vectors 2 and at 1, the matrix engine at vectors 1..4: the budget per vectors);"
+	@echo "                    beside it the calibrated model's worst path + its error bound (docs/timing.md section 4)"
+	@echo "  make timing-calibrate [CALIB=DIR]  the timing model against Vivado's post-route reports of public designs"
+	@echo "                    cloned in DIR (without CALIB: the committed facts re-fitted): fitted numbers, held-out"
+	@echo "                    error bound, per design Vivado against the model: docs/results/timing-calibration.json"
 	@echo "  make decode       SmolLM2-135M shapes (random weights), TOKENS (2) per format on the simulated PL top: tok/s"
 	@echo "                    (REUSE=1: no simulation, the recorded engine cycles with today's host model, make a9-model)"
 	@echo "  make quality      SmolLM2-135M quality per weight format and host precision (log-likelihood +- SE over docs/data/, ~20 min)"
@@ -129,6 +133,9 @@ report: setup
 
 timing: setup
 	@$(ENV) $(PY) -m generators.report.timing $(if $(DESIGN),--design $(DESIGN))
+
+timing-calibrate: setup
+	@$(ENV) $(PY) tools/timing_calibration.py $(if $(CALIB),--calib $(CALIB)) $(if $(WHOLE),--whole)
 
 lut-calibrate: setup
 	@if [ -z "$(CALIB)" ]; then echo "make lut-calibrate: give CALIB=DIR (the calibration designs' clones)" >&2; exit 2; fi

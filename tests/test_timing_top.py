@@ -34,3 +34,20 @@ def test_every_path_within_the_budget(design, params, name):
         + timing.format_path(worst))
     assert t["reg2reg"]["worst_ns"] <= 6.0
     assert t["reg2reg"]["endpoints"] > 0
+
+
+@pytest.mark.long
+def test_the_top_has_synchronous_resets_only():
+    """The calibration's bound is taken over Vivado's setup checks (timing_fit.BOUND_KINDS):
+    right only while the top has no asynchronous clear or preset (FDCE/FDPE: recovery checks)."""
+    import json
+    design, params, _ = next(c for c in CONFIGS if c[2] == "top")
+    row = timing.timing_config(design, params, REPO_OUT)
+    netlist = json.loads(Path(row["netlist"]).read_text())
+    kinds = {}
+    for mod in netlist["modules"].values():
+        for c in mod.get("cells", {}).values():
+            if c["type"].startswith("FD"):
+                kinds[c["type"]] = kinds.get(c["type"], 0) + 1
+    assert set(kinds) <= {"FDRE", "FDSE"}, kinds
+    assert kinds.get("FDRE", 0) > 10000
