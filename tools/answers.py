@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""make answers: what a user reads. Free-running greedy answers of SmolLM2-135M-Instruct to the
+prompts shipped in docs/data/answers-prompts.txt, per weight format on the engines (golden
+backend = the RTL's bits), against a float64 pass and against llama.cpp on the same GGUF.
+
+Each prompt is asked with the model's chat template and default system message, greedy, up to
+``--tokens`` (32) new tokens or the end-of-turn token (which counts as a token of the answer).
+For every numerics, over all prompts:
+
+* **tokens before divergence**: per prompt, how many leading tokens of its answer equal the
+  float64 pass's answer (at most that answer's length), summed, against the float64 answers'
+  total length;
+* **answers equal in full**: the answer's ids are the float64 pass's.
+
+Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend:
+INT8 activations per vector, INT8 KV cache, fixed-point attention), llama.cpp
+(llama-cpp-python in build/llamacpp-venv: Q4_1 rows x Q8_1 activation blocks, F16 KV;
+tools/answers_llamacpp.py writes its answers) and the float64 pass itself
+(tests/llama_reference.py: its own GGUF reader and forward pass, the file's Q4_1 weights
+dequantised, float64 activations and KV). Issue 32's goal: the engines follow the float64 pass
+at least as far as llama.cpp does, in both formats.
+
+Every answer is cached in build/answers/ by its prompt ids, the token limit and the sources it
+depends on, so a rerun after a change re-asks only what changed. Writes build/answers/answers.md
+(every prompt with each row's answer) and records docs/results/answers.json.
+
+    python tools/answers.py --dump-ids build/answers/prompts.json   # for the llama.cpp column
+    build/llamacpp-venv/bin/python tools/answers_llamacpp.py build/answers/prompts.json
+    python tools/answers.py [--formats int8,q4] [--tokens 32] [--limit N] [--no-record]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # one thread: faster on 2 shared cores
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+PROMPTS = REPO / "docs" / "data" / "answers-prompts.txt"
+OUT = REPO / "build" / "answers"
+FORMATS = ("int8", "q4")
+NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1 weights "
+                       "dequantised, float64 activations and KV",
+            "llamacpp": "llama.cpp (llama-cpp-python): Q4_1 rows x Q8_1 activation blocks, "
+                        "F16 KV",
+            "int8": "engines, INT8 rows (absmax per row of the dequantised file): one INT8 step "
+                    "per activation vector, INT8 KV, fixed-point softmax",
+            "q4": "engines, Q4_1 rows as stored: one INT8 step per activation vector, INT8 KV, "
+                  "fixed-point softmax"}
+
+
+def log(msg: str) -> None:
+    print(f"[answers] {msg}", file=sys.stderr, flush=True)
+
+
+def read_prompts(path: Path = PROMPTS) -> List[str]:
+    """The user messages of ``path``: one per line, blank lines and # comments skipped."""
+    out = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    return [p for p in out if p and not p.startswith("#")]
+
+
+def leading_equal(answer: Sequence[int], ref: Sequence[int]) -> int:
+    """How many leading tokens of ``answer`` equal ``ref``'s (at most ``len(ref)``)."""
+    n = 0
+    for a, b in zip(answer, ref):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def agreement(answers: Sequence[Sequence[int]], refs: Sequence[Sequence[int]]) -> Dict:
+    """Tokens before divergence (summed) and answers equal in full, against ``refs``."""
+    if len(answers) != len(refs):
+        raise ValueError(f"{len(answers)} answers against {len(refs)} references")
+    lead = sum(leading_equal(a, r) for a, r in zip(answers, refs))
+    total = sum(len(r) for r in refs)
+    full = sum(1 for a, r in zip(answers, refs) if list(a) == list(r))
+    return dict(tokens=lead, of=total, fraction=round(lead / total, 4) if total else 0.0,
+                equal=full, prompts=len(refs))
+
+
+def _hash_files(paths) -> bytes:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p.relative_to(REPO)).encode())
+        h.update(p.read_bytes())
+    return h.digest()
+
+
+def _sources(numerics: str) -> bytes:
+    """What a numerics' answers depend on (besides the prompt, the limit and the file)."""
+    if numerics == "float64":
+        return _hash_files([REPO / "tests" / "llama_reference.py"])
+    g = REPO / "generators"
+    return _hash_files([p for p in (g / "runtime").rglob("*")
+                        if p.suffix in (".py", ".c", ".h", ".txt")]
+                       + list((g / "golden").rglob("*.py"))
+                       + [g / f for f in ("contract.py", "packing.py", "q4.py")])
+
+
+def _key(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else json.dumps(p).encode())
+    return h.hexdigest()[:16]
+
+
+class Asker:
+    """One numerics' greedy answers, cached per prompt in build/answers/<numerics>/."""
+
+    def __init__(self, numerics: str, path: Path, eos: Sequence[int], tokens: int):
+        self.numerics, self.path, self.eos, self.tokens = numerics, path, list(eos), tokens
+        self.salt = _sources(numerics) + str(path.stat().st_size).encode()
+        self._run = None
+
+    def _runner(self):
+        if self._run is None:
+            if self.numerics == "float64":
+                from llama_reference import Reference
+                ref = Reference.from_gguf(self.path, "float")
+                self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
+            else:
+                from generators.runtime.backends import make_backend
+                from generators.runtime.chat import load_model
+                from generators.runtime.decoder import Decoder
+                model, _, _ = load_model(str(self.path), self.numerics, say=None)
+                dec = Decoder(model, make_backend("golden", model, context=512))
+                self._run = lambda ids: [int(t) for t in dec.generate(
+                    ids, self.tokens, stop_ids=self.eos)]
+        return self._run
+
+    def __call__(self, ids: Sequence[int]) -> List[int]:
+        cf = OUT / self.numerics / f"{_key(list(ids), self.tokens, self.salt)}.json"
+        if cf.is_file():
+            return json.loads(cf.read_text())["answer"]
+        out = self._runner()(list(ids))
+        cf.parent.mkdir(parents=True, exist_ok=True)
+        cf.write_text(json.dumps({"ids": list(ids), "answer": out}))
+        return out
+
+
+def llamacpp_answers(prompt_ids: Sequence[Sequence[int]], tokens: int):
+    """llama.cpp's answers from build/answers/llamacpp.json when it holds these prompts at
+    this limit (tools/answers_llamacpp.py writes it), else None."""
+    f = OUT / "llamacpp.json"
+    if not f.is_file():
+        return None, None
+    d = json.loads(f.read_text())
+    if d.get("tokens") != tokens or [list(p) for p in d["prompts"]] != \
+            [list(p) for p in prompt_ids]:
+        log(f"{f.relative_to(REPO)} is for other prompts or another limit: run "
+            "tools/answers_llamacpp.py again (make answers does)")
+        return None, None
+    return d["answers"], d.get("version")
+
+
+def record_figures(rows: Dict, path: Path, n_prompts: int, tokens: int, lc_version,
+                   secs: float) -> Path:
+    """docs/results/answers.json: per row its agreement with the float64 pass (and with
+    llama.cpp's answers)."""
+    from generators.results import figure, record
+    figs = []
+    for n, r in rows.items():
+        figs.append(figure(f"answers.{n}.follow_pct", round(100 * r["fraction"], 1), "%",
+                           "measured", f"{NUMERICS[n]}: tokens of its greedy answers before "
+                           f"they leave the float64 pass's ({r['tokens']} of {r['of']})",
+                           tokens=r["tokens"], of=r["of"]))
+        figs.append(figure(f"answers.{n}.equal", r["equal"], "answers", "measured",
+                           f"{NUMERICS[n]}: answers equal to the float64 pass's in full, of "
+                           f"{r['prompts']}"))
+        if "vs_llamacpp" in r:
+            v = r["vs_llamacpp"]
+            figs.append(figure(f"answers.{n}.vs_llamacpp_pct", round(100 * v["fraction"], 1),
+                               "%", "measured", f"{NUMERICS[n]}: tokens before its answers "
+                               f"leave llama.cpp's ({v['tokens']} of {v['of']})"))
+    return record("answers", figs, command="make answers (tools/answers.py)",
+                  note=f"SmolLM2-135M-Instruct ({path.name}), {n_prompts} prompts of "
+                       f"docs/data/answers-prompts.txt, chat template, greedy, up to {tokens} "
+                       f"tokens; llama-cpp-python {lc_version}; {secs:.0f} s")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="make answers: free-running greedy answers "
+                                 "against a float64 pass and llama.cpp")
+    ap.add_argument("--formats", default=",".join(FORMATS),
+                    help="engine weight formats (default int8,q4)")
+    ap.add_argument("--tokens", type=int, default=32, help="new tokens at most (default 32)")
+    ap.add_argument("--prompts", default=str(PROMPTS), help="one user message per line")
+    ap.add_argument("--limit", type=int, default=0, help="the first N prompts only (not "
+                    "recorded)")
+    ap.add_argument("--dump-ids", default="", help="write the prompts' ids (for "
+                    "tools/answers_llamacpp.py) and stop")
+    ap.add_argument("--no-record", action="store_true",
+                    help="do not write docs/results/answers.json")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
+    args = ap.parse_args(argv)
+    fmts = [f for f in args.formats.split(",") if f]
+    bad = [f for f in fmts if f not in FORMATS]
+    if bad or not fmts:
+        ap.error(f"--formats {args.formats!r}: a comma list of {', '.join(FORMATS)}")
+    if not 1 <= args.tokens <= 256:
+        ap.error(f"--tokens {args.tokens}: 1 to 256")
+    if args.limit < 0:
+        ap.error(f"--limit {args.limit}: 0 (all) or more")
+    pfile = Path(args.prompts)
+    if not pfile.is_file():
+        ap.error(f"--prompts {pfile}: no such file")
+    prompts = read_prompts(pfile)
+    if args.limit:
+        prompts = prompts[:args.limit]
+    if not prompts:
+        ap.error(f"--prompts {pfile}: no prompt in it")
+
+    from generators.runtime.gguf import smollm2_path
+    from generators.runtime.tokenizer import Tokenizer
+    path = Path(smollm2_path())
+    tok = Tokenizer.from_gguf(path)
+    eos = list(tok.eos_ids)
+    ids = [tok.chat_ids(p) for p in prompts]
+    if args.dump_ids:
+        Path(args.dump_ids).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.dump_ids).write_text(json.dumps(dict(model=str(path), prompts=ids, eos=eos,
+                                                       tokens=args.tokens)))
+        log(f"wrote {args.dump_ids}: {len(ids)} prompts")
+        return 0
+
+    t0 = time.perf_counter()
+    answers: Dict[str, List[List[int]]] = {}
+    for numerics in ["float64"] + fmts:
+        ask = Asker(numerics, path, eos, args.tokens)
+        got = []
+        for i, q in enumerate(ids):
+            got.append(ask(q))
+            log(f"{numerics}: prompt {i + 1}/{len(ids)}, {len(got[-1])} tokens "
+                f"({time.perf_counter() - t0:.0f} s)")
+        answers[numerics] = got
+    lc, lc_version = llamacpp_answers(ids, args.tokens)
+    if lc is not None:
+        answers["llamacpp"] = lc
+    else:
+        log("no llama.cpp answers (make answers runs tools/answers_llamacpp.py): that row is "
+            "left out")
+    ref = answers["float64"]
+    rows = {n: agreement(a, ref) for n, a in answers.items() if n != "float64"}
+    if "llamacpp" in answers:
+        for f in fmts:
+            rows[f]["vs_llamacpp"] = agreement(answers[f], answers["llamacpp"])
+    text = {n: [tok.decode(a, skip_special_tokens=True) for a in got]
+            for n, got in answers.items()}
+
+    lines = ["| numerics | tokens before divergence from float64 | answers equal in full |",
+             "|---|---|---|"]
+    for n, r in rows.items():
+        lines.append(f"| {NUMERICS[n]} | {r['tokens']} / {r['of']} ({100 * r['fraction']:.0f} %) "
+                     f"| {r['equal']} / {r['prompts']} |")
+    table = "\n".join(lines)
+    md = [f"# make answers: {len(prompts)} prompts, greedy, up to {args.tokens} tokens", "",
+          table, ""]
+    for i, p in enumerate(prompts):
+        md.append(f"## {i + 1}. {p}\n")
+        for n in answers:
+            same = "" if n == "float64" else \
+                f" ({leading_equal(answers[n][i], ref[i])}/{len(ref[i])} as float64)"
+            md.append(f"- **{n}**{same}: {text[n][i]!r}")
+        md.append("")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "answers.md").write_text("\n".join(md) + "\n")
+    (OUT / "answers.json").write_text(json.dumps(dict(prompts=prompts, ids=ids, answers=answers,
+                                                      text=text, rows=rows), indent=1) + "\n")
+    print(table)
+    secs = time.perf_counter() - t0
+    log(f"wrote {OUT / 'answers.md'} and answers.json in {secs:.0f} s")
+    if "llamacpp" in rows:
+        for f in fmts:
+            verdict = "meets" if rows[f]["fraction"] >= rows["llamacpp"]["fraction"] else "misses"
+            log(f"goal (issue 32): engines {f} follow float64 {100 * rows[f]['fraction']:.0f} % "
+                f"against llama.cpp's {100 * rows['llamacpp']['fraction']:.0f} %: {verdict}")
+    if args.no_record or args.limit or args.prompts != str(PROMPTS) or "llamacpp" not in rows:
+        if not args.no_record:
+            log("not recorded: every shipped prompt and the llama.cpp row are needed")
+        return 0
+    p = record_figures(rows, path, len(prompts), args.tokens, lc_version, secs)
+    log(f"wrote {p.relative_to(REPO)}")
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
