@@ -274,9 +274,12 @@ reg  [4:0]     fflags;
 reg            fres;      // fflags[3:0] == 0: good or long frame, results are sent
 reg  [GW-1:0]  fg;
 (* max_fanout = 24 *) reg [RBW-1:0] fb;
-reg  [FHW-1:0] fh;        // result word within the beat
+// fh selects the word of every head's Y1 read (yrd_h: 500 LUTs) and zstart starts every
+// head's divider (300 loads): MAX_FANOUT has Vivado replicate them (UG901), as the calibrated
+// timing model's data covers nets up to 258 loads (issue 30 item 3, docs/timing.md)
+(* max_fanout = 64 *) reg [FHW-1:0] fh;   // result word within the beat
 reg  [GW-1:0]  zg;
-reg            zstart;
+(* max_fanout = 64 *) reg zstart;
 reg  [NYW-1:0] ycnt;
 reg            ydone;
 
@@ -791,7 +794,11 @@ always @(posedge aclk) begin
     m3bank    <= m2bank;
 end
 // the finisher reads the other bank
-wire [RBA-1:0] fa  = {fbank, fb};
+// MAX_FANOUT here as on fbank and fb: yosys keeps only the name fa for fb's flip-flops (1,150
+// loads each), so the attribute must be on this name too for the timing model to see the
+// replication (issue 30 item 3: its data covers nets up to 258 loads; Vivado: UG901)
+(* max_fanout = 24 *) wire [RBA-1:0] fa;
+assign fa = {fbank, fb};
 // M4: the order keys of the last row's sums registered (akr)
 reg            m4v;
 reg            m4first;
