@@ -17,11 +17,16 @@ the model's error against the board beside it).
   write-up says it ran them (C on the board's CPU; no compiler or flags are named, so: the
   board's own gcc at -O2 with its defaults, a9model.WRITEUP_FLAGS: an assumption), modelled
   the same way, against the board's 4.2 ms, 83 ms and 0.28 G MAC/s: the model's error;
+* **the write-up's build** (``ARGS=--build-grid``): the write-up names no compiler or flags,
+  so its three kernels are modelled again for each build it may have had (CAL_BUILDS: -O2 /
+  -O3, -ffast-math, -funroll-loops, VFPv3-D16 or NEON), recorded as
+  docs/results/a9-model-grid.json: how far the model's error rests on that unknown;
 * **item 4 of issue 28**: the cost of the CPU's reads of DMA memory as today (uncached) against
   cacheable buffers invalidated by range, and against fewer crossings (the LM head's argmax
   where the logits stream: the 49,152 logits not read back).
 
     python tools/a9_model.py [--formats q4,int8] [--no-record] [--reuse-steps]
+    python tools/a9_model.py --build-grid [--refigure]
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -159,18 +165,21 @@ def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
 
 # ------------------------------------------------------------------ calibration
 
-def calibration(B: Builds) -> dict:
-    """The write-up's kernels, modelled as the C loop is: model against board."""
+def calibration(B: Builds, cflags: Sequence[str] = (), arch: Sequence[str] = ()) -> dict:
+    """The write-up's kernels, modelled as the C loop is: model against board. ``cflags``
+    (default the project's own, hb.CFLAGS) and ``arch`` (default a9model.WRITEUP_FLAGS): the
+    build of the write-up's kernels (``--build-grid`` tries several)."""
     out = {}
     exes = {}
-    for tag, flags, cc in (("board", [*am.WRITEUP_FLAGS, "-mthumb", "-static"], am.ARM_CC),
-                           ("model", [*am.WRITEUP_FLAGS, "-marm", "-static"], am.ARM_CC),
+    cflags, arch = list(cflags or hb.CFLAGS), list(arch or am.WRITEUP_FLAGS)
+    for tag, flags, cc in (("board", [*arch, "-mthumb", "-static"], am.ARM_CC),
+                           ("model", [*arch, "-marm", "-static"], am.ARM_CC),
                            ("x86", ["-march=x86-64"], "gcc")):
         exe = OUT / f"writeup.{tag}"
-        hb.sh([cc, *hb.CFLAGS, *flags, CAL, "-lm", "-o", exe])
+        hb.sh([cc, *cflags, *flags, CAL, "-lm", "-o", exe])
         exes[tag] = exe
     dis = am.disassembly(exes["model"])
-    mca = am.Mca(OUT / "mca-cache.json", am.mca_attrs(am.WRITEUP_FLAGS))
+    mca = am.Mca(OUT / "mca-cache.json", am.mca_attrs(arch))
     names = ("wu_small_ops", "wu_attention", "wu_dot")
     for kern in ("small", "attention", "dot"):
         f_model = am.symbols(exes["model"], names)
@@ -209,6 +218,78 @@ def calibration(B: Builds) -> dict:
     a["error"] = a["ms"] / a["board"] - 1
     d["error"] = d["gmacs"] / d["board"] - 1
     return out
+
+
+# ------------------------------------------------------------------ the write-up's build
+
+#: builds the write-up's kernels may have had (it names no compiler or flags): gcc's own
+#: defaults (GNU C, contraction on, no -ffp-contract=off) at -O2 and -O3, with and without
+#: -ffast-math and loop unrolling, for the image gcc's default FPU (ARMv7-A, VFPv3-D16: the
+#: assumed build, a9model.WRITEUP_FLAGS) and for the Cortex-A9 with NEON. ``--build-grid``
+#: models the three kernels for each and records model against board per build
+#: (docs/results/a9-model-grid.json): how far the model's error depends on that unknown.
+VFP, NEON = am.WRITEUP_FLAGS, ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard")
+CAL_BUILDS = (("o2-vfp", "-O2, VFPv3-D16 (the assumed build)", ("-O2",), VFP),
+              ("o3-vfp", "-O3, VFPv3-D16", ("-O3",), VFP),
+              ("o2-vfp-fast", "-O2 -ffast-math, VFPv3-D16", ("-O2", "-ffast-math"), VFP),
+              ("o3-vfp-unroll", "-O3 -funroll-loops, VFPv3-D16", ("-O3", "-funroll-loops"), VFP),
+              ("o2-a9-vfp", "-O2 -mcpu=cortex-a9, VFPv3-D16", ("-O2",),
+               ("-mcpu=cortex-a9", "-mfpu=vfpv3-d16", "-mfloat-abi=hard")),
+              ("o2-neon", "-O2, Cortex-A9 NEON (gcc 12 vectorises integer loops)", ("-O2",),
+               NEON),
+              ("o3-neon", "-O3, Cortex-A9 NEON", ("-O3",), NEON),
+              ("o3-neon-fast", "-O3 -ffast-math, Cortex-A9 NEON (float loops vectorised too)",
+               ("-O3", "-ffast-math"), NEON))
+CAL_KERNELS = (("small", "small ops", "ms"), ("attention", "attention at context 512", "ms"),
+               ("dot", "INT8 dot product", "gmacs"))
+
+
+def build_grid(B) -> dict:
+    """The calibration for each of CAL_BUILDS: {build: calibration()}."""
+    out = {}
+    for slug, what, opt, arch in CAL_BUILDS:
+        log(f"the write-up's kernels built {what} ...")
+        out[slug] = calibration(B, ["-std=gnu99", *opt], arch)
+        log("  " + ", ".join(f"{k} {v['error']:+.0%}" for k, v in out[slug].items()))
+    return out
+
+
+def grid_figures(grid: dict) -> list:
+    from generators.results import figure
+    out = []
+    for slug, what, opt, arch in CAL_BUILDS:
+        for kern, kname, key in CAL_KERNELS:
+            c = grid[slug][kern]
+            unit = "G MAC/s" if key == "gmacs" else "ms"
+            out.append(figure(
+                f"a9-model.grid.{slug}.{kern}", round(c[key], 3), unit, "modelled",
+                f"the write-up's {kname} (tools/a9cal/writeup.c) built {what}, "
+                f"{' '.join(arch)}: MODEL (llvm-mca per block + cache misses); the board "
+                f"measured {c['board']} {unit}: error {c['error']:+.0%}",
+                error=round(c["error"], 3), core_ms=round(c["core_ms"], 3),
+                cache_ms=round(c["cache_ms"], 3), board_minstr=round(c["board_minstr"], 3),
+                flags=" ".join(["-std=gnu99", *opt, *arch]), sources=am.SOURCES,
+                assumptions=am.ASSUMPTIONS))
+    worst = {slug: max(abs(grid[slug][k]["error"]) for k, _, _ in CAL_KERNELS)
+             for slug, *_ in CAL_BUILDS}
+    best = min(worst, key=worst.get)
+    out.append(figure("a9-model.grid.best_worst_error", round(100 * worst[best]), "%",
+                      "modelled", f"the smallest largest error over the three kernels of any "
+                      f"build of CAL_BUILDS ({best}): no build the write-up may have used "
+                      f"brings the model within it on all three", build=best,
+                      worst={k: round(v, 3) for k, v in worst.items()}))
+    return out
+
+
+def grid_table(grid: dict) -> str:
+    lines = ["| build of the write-up's kernels | small ops (4.2 ms) | attention (83 ms) | "
+             "dot (0.28 G MAC/s) |", "|---|---:|---:|---:|"]
+    for slug, what, opt, arch in CAL_BUILDS:
+        g = grid[slug]
+        lines.append(f"| {what} | {g['small']['ms']:.1f} ms ({g['small']['error']:+.0%}) | "
+                     f"{g['attention']['ms']:.1f} ms ({g['attention']['error']:+.0%}) | "
+                     f"{g['dot']['gmacs']:.3f} ({g['dot']['error']:+.0%}) |")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ figures
@@ -317,6 +398,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse-steps", action="store_true",
                     help="the C loop's steps modelled by earlier runs (build/a9/steps.json) "
                          "kept, the others modelled; the calibration run again")
+    ap.add_argument("--build-grid", action="store_true",
+                    help="only the calibration, for each build the write-up may have used "
+                         "(CAL_BUILDS): docs/results/a9-model-grid.json")
     args = ap.parse_args(argv)
     for tool, pkg in (("llvm-mca", "llvm"), ("qemu-arm", "qemu-user"),
                       (am.ARM_CC, "gcc-arm-linux-gnueabihf"), ("valgrind", "valgrind")):
@@ -328,14 +412,32 @@ def main(argv=None) -> int:
         return 2
     from generators.results import record
     from generators.runtime import hostbench, hostloop, hostops
-    if not hostloop.available():
-        raise SystemExit("[a9-model] the C library is not built (make setup)")
     t0 = time.perf_counter()
     OUT.mkdir(parents=True, exist_ok=True)
+    cal_file, steps_file = OUT / "calibration.json", OUT / "steps.json"
+    if args.build_grid:             # the write-up's kernels only: no C loop built
+        grid_file = OUT / "grid.json"
+        if args.refigure and grid_file.exists():
+            log(f"the grid as {grid_file.relative_to(REPO)} holds it (--refigure)")
+            grid = json.loads(grid_file.read_text())
+        else:
+            grid = build_grid(None)
+        print(grid_table(grid))
+        grid_file.write_text(json.dumps(grid, indent=1, default=float) + "\n")
+        log(f"{time.perf_counter() - t0:.0f} s")
+        if not args.no_record:
+            path = record("a9-model", grid_figures(grid), variant="grid",
+                          command="make a9-model ARGS=--build-grid (tools/a9_model.py)",
+                          note="the write-up's three kernels modelled for each build it may "
+                               "have had (it names none): the model's error against the board "
+                               "per build")
+            log(f"wrote {path.relative_to(REPO)}")
+        return 0
+    if not hostloop.available():
+        raise SystemExit("[a9-model] the C library is not built (make setup)")
     B = Builds()
     log(f"board build flags: {' '.join(am.board_flags())}; model build: "
         f"{' '.join(am.model_flags())}")
-    cal_file, steps_file = OUT / "calibration.json", OUT / "steps.json"
     if args.steps_only:
         cal = None
     elif args.refigure and cal_file.exists():
