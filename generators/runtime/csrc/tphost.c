@@ -780,10 +780,11 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
         p = vaddq_f32(vmulq_f32(p, r), p4);
         p = vaddq_f32(vmulq_f32(p, r), p5);
         p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), one);
-        {
+        p = vaddq_f32(one, vmulq_f32(p, vreinterpretq_f32_u32(k)));     /* 1 + exp(-g) */
+        {   /* the two register variables set right before the asm, nothing between (gcc's
+             * rule for local register variables as asm operands) */
             register float32x4_t q0 __asm__("q0") = gv;
-            register float32x4_t q1 __asm__("q1") =
-                vaddq_f32(one, vmulq_f32(p, vreinterpretq_f32_u32(k)));
+            register float32x4_t q1 __asm__("q1") = p;
             __asm__("vdiv.f32 s0, s0, s4\n\t"
                     "vdiv.f32 s1, s1, s5\n\t"
                     "vdiv.f32 s2, s2, s6\n\t"
