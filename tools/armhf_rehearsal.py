@@ -124,7 +124,7 @@ def install(name: str, cflags: str) -> Path:
     env.pop("PYTHONPATH", None)
     run([PY3, "-m", "pip", "install", "-q", "--no-deps", "--target", site, src],
         f"pip install ({name} flags)", env=env, cwd=str(OUT))
-    so = list((site / "generators" / "runtime").glob("_tphost*.so"))
+    so = list((site / "generators" / "runtime" / "host").glob("_tphost*.so"))
     if len(so) != 1:
         raise StepError(f"pip install ({name} flags) built no C library: {so}")
     elf = so[0].read_bytes()[:20]

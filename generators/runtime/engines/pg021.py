@@ -1,6 +1,6 @@
 """The AXI DMA's scatter-gather registers and descriptors (Xilinx PG021, AXI DMA v7.1), defined
-once for the runtime's driver (:mod:`generators.runtime.sgdma`) and its register model
-(:mod:`generators.runtime.dma`).
+once for the runtime's driver (:mod:`generators.runtime.engines.sgdma`) and its register model
+(:mod:`generators.runtime.engines.regmodel`).
 
 The register model is checked against an implementation that shares nothing with this file:
 PYNQ 3.1.2's own ``_SGDMAChannel`` (its descriptors and register sequence) drives it in

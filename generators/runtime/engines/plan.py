@@ -47,6 +47,11 @@ import numpy as np
 from generators.q4 import q4_row_bytes
 
 from . import pg021 as R
+from ..errors import ContextFitError
+import mmap
+from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
+from ..model.model import LAYER_MATRICES, split_rows
+from ..model.synthetic import SMOLLM2_135M
 
 __all__ = ["MemoryPlan", "memory_plan", "model_shape", "Region", "TransferPlan", "FramePlan",
            "KINDS", "MIB", "info", "ContextFitError", "cloop_bytes"]
@@ -68,10 +73,6 @@ MEMINFO = "/proc/meminfo"
 #: small arrays); SmolLM2 measured 11.2 KB per transfer with tracemalloc (the whole runtime
 #: object at creation, make host-bench), rounded up
 TRANSFER_TABLE_BYTES = 12288
-
-
-class ContextFitError(ValueError):
-    """The plan does not fit the budgets (the message is the one-line refusal)."""
 
 
 def _align(n: int, a: int = ALIGN) -> int:
@@ -104,7 +105,7 @@ def row_stride(fmt: str, k: int) -> int:
     return -(-payload // 8) * 8
 
 
-def _shape_of(m) -> MatrixShape:
+def shape_of(m) -> MatrixShape:
     if isinstance(m, MatrixShape):
         return m
     return MatrixShape(m.name, m.fmt, m.k, m.n, list(m.rows), [len(i) for i in m.images])
@@ -123,7 +124,6 @@ class ModelShape:
 def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> ModelShape:
     """The shapes of ``convert(ckpt, fmt)``'s matrices without converting (``head_fmt``: the LM
     head's format; SmolLM2's GGUF has a Q8_0 head, which runs as INT8 rows with ``q4``)."""
-    from .model import LAYER_MATRICES, split_rows
     c = config
     H, I, V, kv = c.hidden_size, c.intermediate_size, c.vocab_size, c.kv_dim
     dims = {"q": (H, H), "k": (kv, H), "v": (kv, H), "o": (H, H), "gate": (I, H),
@@ -381,7 +381,7 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
         raise ValueError("the overlay's attention engine reads 16-byte beats split over two "
                          "8-byte ports: head_dim must be a multiple of 16")
     Lyr, H, G, d = c.num_hidden_layers, c.num_key_value_heads, c.group, c.head_dim
-    shapes = {n: _shape_of(m) for n, m in model.matrices.items()}
+    shapes = {n: shape_of(m) for n, m in model.matrices.items()}
 
     # ---- weights
     provided = all(hasattr(i, "physical_address") for m in model.matrices.values()
@@ -509,7 +509,7 @@ def _host_items(model, c, context, transfers, shapes, vectors: int = 1,
          f"{len(transfers)} transfers: their frames, descriptor blocks, result slots"),
         ("C loop", cloop_bytes(c, transfers, shapes, vectors),
          "the C step's table, float32 norms and row scales, its vectors "
-         "(generators.runtime.hostloop)"),
+         "(generators.runtime.engines.cloop)"),
     ]
     if isinstance(model, ModelShape):
         return items
@@ -571,7 +571,6 @@ def cloop_bytes(c, transfers, shapes, vectors: int = 1) -> int:
 def _file_mapped(a) -> bool:
     """True when ``a`` is a view of a file mapping (numpy.memmap, mmap): its pages come from
     the file (clean, reclaimable), not from the process's own memory."""
-    import mmap
     while a is not None:
         if isinstance(a, (np.memmap, mmap.mmap)):
             return True
@@ -603,8 +602,6 @@ def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
 def smollm2_lines(context: int = 2048, formats: Sequence[str] = ("q4", "ternary", "int8"),
                   cma_mb: float = CMA_MB) -> List[str]:
     """The DMA plan of SmolLM2-135M's shapes in each format (no weights loaded)."""
-    from .checkpoint import PYNQ_Z1_ENGINES, ModelConfig
-    from .synthetic import SMOLLM2_135M
     cfg = ModelConfig(**SMOLLM2_135M)
     out = []
     for f in formats:

@@ -1,6 +1,6 @@
 """DDR, the AXI DMA in scatter-gather mode at register level, and the golden PL top behind it.
 
-The runtime's host code (generators.runtime.sgdma, generators.runtime.backends) drives the DMA
+The runtime's host code (generators.runtime.engines.sgdma, generators.runtime.engines.runtime) drives the DMA
 registers and descriptors exactly as on the board; what answers it here is:
 
 * :class:`Memory`: "DDR", one file mapped by the host and by the simulator process (or an
@@ -8,7 +8,7 @@ registers and descriptors exactly as on the board; what answers it here is:
   flush, invalidate, like ``pynq.allocate``) whose bytes are NOT zeroed (0xA5 garbage, so
   leftovers are never mistaken for results).
 * :class:`SgDmaRegs`: one AXI DMA's register file in scatter-gather mode (PG021; the bits in
-  :mod:`generators.runtime.pg021`): DMACR (RS, Reset), DMASR (Halted, Idle, SGIncld, the six
+  :mod:`generators.runtime.engines.pg021`): DMACR (RS, Reset), DMASR (Halted, Idle, SGIncld, the six
   error bits, IOC_Irq, Err_Irq), CURDESC (written while halted), TAILDESC (a write starts the
   fetch; an engine paused at the old tail resumes at its NXTDESC). It walks the descriptors in
   DDR: MM2S descriptors SOF..EOF form one packet (tlast at EOF) handed to the fabric; each
@@ -30,9 +30,11 @@ registers and descriptors exactly as on the board; what answers it here is:
 """
 from __future__ import annotations
 
+import json
 import mmap
 import time
 from collections import deque
+from multiprocessing.connection import Client
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -664,7 +666,6 @@ def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
     """The register model and the golden PL top in a process of their own, at ``address``
     (a Unix socket the host listens on): the board's host code with nothing of the PL in the
     host's process (tests/test_runtime.py measures the host's memory this way)."""
-    from multiprocessing.connection import Client
     mem = Memory(ddr, size, create=False)
     fab = GoldenFabric(mem, max_k, gatt.AttentionConfig(**acfg), formats, vectors=vectors)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
@@ -685,13 +686,13 @@ def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
     mem.close()
 
 
-if __name__ == "__main__":                      # pragma: no cover (run by serve_golden's host)
-    import json
-    import sys
-    a = json.loads(sys.argv[1])
+def serve_golden_json(arg: str) -> None:
+    """serve_golden with its arguments as one JSON object (GoldenServerBackend's server
+    process: ``python -c`` with golden_server.SERVER)."""
+    a = json.loads(arg)
     serve_golden(a["address"], a["ddr"], a["size"], a["max_k"], a["acfg"], a["formats"],
                  a.get("vectors", 1))
 
 
 __all__ = ["BASE_ADDRESS", "GARBAGE", "DmaBuffer", "Memory", "SgDmaRegs", "GoldenFabric",
-           "serve", "serve_golden"]
+           "serve", "serve_golden", "serve_golden_json"]

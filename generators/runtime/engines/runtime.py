@@ -2,16 +2,16 @@
 
     be = make_backend("golden", model)      # "golden" | "rtl" | "board" (bitfile=...)
 
-Every backend is the same host code (this module and generators.runtime.sgdma): DMA memory laid
-out by the memory plan (generators.runtime.plan), descriptor chains built once at load, per
+Every backend is the same host code (this module and generators.runtime.engines.sgdma): DMA memory laid
+out by the memory plan (generators.runtime.engines.plan), descriptor chains built once at load, per
 token only what changes written by the CPU, transfers started with TAILDESC writes and proven
 complete by each descriptor's Cmplt bit and byte count. What differs is what answers the
 registers:
 
-* ``golden``: the AXI DMA register model (generators.runtime.dma.SgDmaRegs) with the golden PL
+* ``golden``: the AXI DMA register model (generators.runtime.engines.regmodel.SgDmaRegs) with the golden PL
   top behind it (GoldenFabric over generators.golden.overlay), in this process;
 * ``rtl``: the same register model in the simulator process with the generated overlay top in
-  Verilator or Icarus behind it (generators.runtime.rtl, generators/cosim/runtime_top.py);
+  Verilator or Icarus behind it (generators.runtime.engines.rtl, generators/cosim/runtime_top.py);
 * ``board``: the PYNQ-Z1's two AXI DMAs in scatter-gather mode through ``pynq.MMIO``
   (``pynq<4``), buffers from ``pynq.allocate``.
 
@@ -23,14 +23,12 @@ transfer once more; a second failure raises :class:`DmaHangError`, :class:`DmaEr
 
 Two loops drive a runtime and share its state (``state``: each channel's next transfer, the LM
 head link, L): the Python one (``begin_token``, ``write_x``, ``write_attention_part``,
-``run``: the reference) and the C one (generators.runtime.hostloop: one call per token, the
+``run``: the reference) and the C one (generators.runtime.engines.cloop: one call per token, the
 same chains, the same faults handling). ``transfer_hooks`` are called before and after every
 transfer by both (the rtl backend's cycle counts, chat's progress bar).
 """
 from __future__ import annotations
 
-import platform
-import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -39,16 +37,16 @@ import numpy as np
 from generators.golden import attention as gatt
 from generators.packing import split_attention_frame
 
-from . import hostlib
+from ..errors import BackendError, DmaError, DmaHangError, DmaShortError
+from ..host import clib as hostlib
+from ..model.model import Model
 from . import pg021 as R
-from .model import Model
-from .plan import ATT, CHANNEL_NAMES, LM, MEMINFO, MemoryPlan, memory_plan
+from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan
 from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
+from generators.contract import VECTORS_FLAG
 
-__all__ = ["make_backend", "DmaRuntime", "BoardBackend", "BackendError", "DmaError",
-           "DmaHangError", "DmaShortError", "DmaTimeout", "golden_backend", "check_overlay",
-           "mapped_registers", "CPU_BYTES", "DMA_PARAMETERS", "overlay_parameters",
-           "write_barrier"]
+__all__ = ["DmaRuntime", "BackendError", "DmaError", "DmaHangError", "DmaShortError",
+           "CPU_BYTES", "write_barrier"]
 
 #: what the CPU writes into DMA memory per token, by kind (DmaRuntime.cpu_bytes), and "read":
 #: what it reads back from it (the words each result slot received; every STATUS word and
@@ -70,27 +68,6 @@ def write_barrier() -> Tuple[Optional[Callable[[], None]], str]:
     f = ops.lib.tpl_wmb
     f.restype, f.argtypes = None, []
     return f, ""
-
-
-class BackendError(RuntimeError):
-    pass
-
-
-class DmaError(BackendError):
-    """A DMA transfer failed twice (an error bit); ``info`` holds what was seen."""
-
-    def __init__(self, message: str, info: Optional[dict] = None):
-        super().__init__(message)
-        self.info = info or {}
-
-
-class DmaHangError(DmaError):
-    """A DMA transfer did not complete within the timeout, twice."""
-
-
-class DmaShortError(DmaError):
-    """A DMA transfer moved fewer bytes than its descriptors (or an output frame overran its
-    slot), twice."""
 
 
 #: the name the earlier simple-mode host code used for a transfer that never finished
@@ -253,7 +230,6 @@ class DmaRuntime:
         byte, the same static tag) into its slot in the frames region, once (V > 1)."""
         if self.vectors == 1:
             return
-        from generators.contract import VECTORS_FLAG
         tags = {f.name: f.tag for t in self.plan.transfers for f in t.frames}
         for m in self.model.matrices.values():
             for p in (0, 1):
@@ -720,170 +696,3 @@ class DmaRuntime:
 
 
 # --------------------------------------------------------------------------- golden
-
-def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4),
-                   timeout_s: float = 5.0, zero_matrices: bool = False,
-                   vectors: Optional[int] = None, streams: int = 1) -> DmaRuntime:
-    """The runtime on the AXI DMA register model with the golden PL top behind it, in this
-    process (``formats``: the matrix engines' formats; (8, 3) is an overlay rendered with
-    q4=false; ``zero_matrices``: matrix frames answered with zeros, their rows never read: the
-    host's own cost without the engines' models; ``vectors``: the matrix engines' (default the
-    model's ``engines.vectors``); ``streams``: KV caches (memory_plan))."""
-    from .dma import GoldenFabric, Memory, SgDmaRegs
-    plan = memory_plan(model, context, vectors, streams)
-    mem = Memory(None, plan.ddr_bytes)
-    fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config(), formats,
-                       zero_matrices, plan.vectors)
-    regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]
-    rt = DmaRuntime(model, [SgDma(regs[p], f"dma_{p}") for p in (0, 1)], mem.allocate, plan,
-                    timeout_s, pl_reset=fab.reset,
-                    engine_time=lambda: regs[0].busy_s + regs[1].busy_s, barrier=mem.barrier)
-    rt.name = "golden"
-    rt.memory, rt.fabric, rt.regs = mem, fab, regs
-    return rt
-
-
-# --------------------------------------------------------------------------- board
-
-#: every AXI DMA parameter of the .hwh the runtime depends on (docs/vivado.md, "What the board
-#: backend needs to know"): the value it must have and why
-DMA_PARAMETERS = {
-    "c_include_sg": (1, "the runtime's descriptor chains need scatter-gather (a simple-mode "
-                        "bitstream has no CURDESC/TAILDESC)"),
-    "c_sg_length_width": (R.LEN_BITS, "the runtime's descriptors (a whole matrix half's rows "
-                                      "each) carry 26-bit lengths"),
-    "c_sg_include_stscntrl_strm": (0, "a status stream the PL top never drives stalls S2MM"),
-    "c_micro_dma": (0, "micro DMA has no scatter-gather and short bursts"),
-    "c_m_axi_mm2s_data_width": (64, "MM2S buffers are 8-byte aligned (no realignment engine)"),
-    "c_m_axi_s2mm_data_width": (32, "S2MM buffers are 4-byte aligned (no realignment engine)"),
-    "c_m_axis_mm2s_tdata_width": (64, "the engines' frames are 64-bit beats"),
-    "c_s_axis_s2mm_tdata_width": (32, "the engines' results are 32-bit words"),
-    "c_addr_width": (32, "the runtime writes 32-bit descriptors"),
-}
-
-
-def overlay_parameters(ip_dict: dict) -> Dict[str, Dict[str, Optional[int]]]:
-    """{dma_p: {parameter: value or None (absent)}} of DMA_PARAMETERS as the .hwh gives them."""
-    out = {}
-    for p in (0, 1):
-        name = f"dma_{p}"
-        if name not in ip_dict:
-            continue
-        par = {k.lower(): v for k, v in ip_dict[name].get("parameters", {}).items()}
-        out[name] = {k: (int(par[k]) if k in par else None) for k in DMA_PARAMETERS}
-    return out
-
-
-def check_overlay(ip_dict: dict, plan: MemoryPlan, where: str = "the overlay") -> None:
-    """BackendError (one line) unless the overlay's .hwh has dma_0 and dma_1 with every
-    parameter of DMA_PARAMETERS (docs/vivado.md's table) at its value; an absent one is refused
-    too (an old or hand-made .hwh)."""
-    got = overlay_parameters(ip_dict)
-    for p in (0, 1):
-        name = f"dma_{p}"
-        if name not in got:
-            raise BackendError(f"{where}: no {name} in its .hwh")
-        for k, (want, why) in DMA_PARAMETERS.items():
-            v = got[name][k]
-            if v is None:
-                raise BackendError(f"{where}: {name}'s .hwh does not give {k} (must be {want}: "
-                                   f"{why})")
-            if v != want:
-                what = {"c_include_sg": "is built without scatter-gather (c_include_sg 0)",
-                        "c_m_axis_mm2s_tdata_width": f"'s MM2S stream is {v} bits"}.get(
-                            k, f"has {k} {v}")
-                sep = "" if what.startswith("'") else " "
-                raise BackendError(f"{where}: {name}{sep}{what}; must be {want}: {why}")
-
-
-#: the SLCR (UG585 ch. 4.3): SLCR_LOCK, SLCR_UNLOCK, SLCR_LOCKSTA, FPGA_RST_CTRL
-SLCR_BASE, SLCR_LOCK, SLCR_UNLOCK, SLCR_LOCKSTA, FPGA_RST_CTRL = (0xF8000000, 0x004, 0x008,
-                                                                  0x00C, 0x240)
-SLCR_LOCK_KEY, SLCR_UNLOCK_KEY = 0x767B, 0xDF0D
-
-
-def _slcr_pl_reset(pynq) -> Callable[[], None]:
-    """FCLK_RESET0_N pulsed through the SLCR (FPGA_RST_CTRL, 0xF8000240): resets the PL
-    logic on that reset (the engines, the joiner, the DMAs behind proc_sys_reset). The SLCR is
-    left as it was found (SLCR_LOCKSTA): Linux leaves it unlocked and PYNQ's Clocks writes the
-    FCLK dividers without unlocking it, so locking it here would make every later clock setting
-    of that boot a silent no-op."""
-    slcr = pynq.MMIO(SLCR_BASE, 0x1000)
-
-    def reset():
-        locked = slcr.read(SLCR_LOCKSTA) & 1
-        if locked:
-            slcr.write(SLCR_UNLOCK, SLCR_UNLOCK_KEY)
-        slcr.write(FPGA_RST_CTRL, 0x1)         # FPGA0_OUT_RST
-        time.sleep(0.001)
-        slcr.write(FPGA_RST_CTRL, 0x0)
-        if locked:
-            slcr.write(SLCR_LOCK, SLCR_LOCK_KEY)
-    return reset
-
-
-class BoardBackend(DmaRuntime):
-    """The PYNQ-Z1 overlay: dma_0 and dma_1 in scatter-gather mode; ``pynq<4`` imported here
-    only. The memory plan is checked against the budgets, and after the overlay is loaded
-    against the board's free CMA (``meminfo``'s CmaFree), before anything is allocated."""
-
-    name = "board"
-
-    def __init__(self, model: Model, bitfile: str, context: Optional[int] = None,
-                 timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,
-                 host_mb: float = 64, vectors: Optional[int] = None, streams: int = 1,
-                 meminfo: str = MEMINFO):
-        from generators.host import FCLK_MHZ, _import_pynq, check_clock
-        plan = memory_plan(model, context, vectors, streams)
-        msg = plan.check(cma_mb, host_mb)
-        if msg is not None:
-            raise BackendError(msg)
-        pynq = _import_pynq()
-        ov = pynq.Overlay(bitfile, download=download)
-        check_clock(float(pynq.Clocks.fclk0_mhz), FCLK_MHZ)
-        check_overlay(ov.ip_dict, plan, bitfile)
-        msg = plan.check_free_cma(meminfo)
-        if msg is not None:
-            raise BackendError(msg)
-        mmios = [pynq.MMIO(int(ov.ip_dict[f"dma_{p}"]["phys_addr"]),
-                           int(ov.ip_dict[f"dma_{p}"]["addr_range"])) for p in (0, 1)]
-        self.overlay = ov
-        barrier, why = write_barrier()
-        if barrier is None and platform.machine().startswith("arm"):
-            print(f"WARNING: no write barrier for the Python loop ({why}): its stores into "
-                  f"DMA memory are not ordered before TAILDESC; build the C library (a C "
-                  f"compiler when pip installs the package)", file=sys.stderr)
-        super().__init__(model, [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
-                         lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
-                                                                       cacheable=cacheable),
-                         plan, timeout_s, pl_reset=_slcr_pl_reset(pynq), barrier=barrier)
-        self.direct_regs = mapped_registers(mmios)
-
-
-def mapped_registers(mmios) -> Optional[Tuple[int, int]]:
-    """The virtual addresses of both DMAs' register pages where pynq.MMIO maps them
-    (``mmio.array``, a device with MEMORY_MAPPED: the board), for the C loop's direct
-    volatile access; None where its accesses go through Python (a device with REGISTER_RW,
-    a stand-in)."""
-    out = []
-    for m in mmios:
-        a = getattr(m, "array", None)
-        if not (isinstance(a, np.ndarray) and a.dtype == np.uint32 and a.size * 4 >= 0x40):
-            return None
-        out.append(int(a.ctypes.data))
-    return tuple(out)
-
-
-def make_backend(name: str, model: Model, **kw):
-    """"golden" | "rtl" | "board" (keyword arguments go to the backend)."""
-    if name in ("golden", "dma-model"):
-        return golden_backend(model, **kw)
-    if name == "rtl":
-        from .rtl import RtlBackend
-        return RtlBackend(model, **kw)
-    if name == "board":
-        if "bitfile" not in kw:
-            raise BackendError("the board backend needs bitfile=PATH (the overlay's .bit)")
-        return BoardBackend(model, **kw)
-    raise ValueError(f"backend must be golden, rtl or board, got {name!r}")
-

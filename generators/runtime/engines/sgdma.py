@@ -1,9 +1,9 @@
 """The runtime's driver of one AXI DMA in scatter-gather mode (PG021), over MMIO.
 
 ``mmio`` is pynq.MMIO of the DMA's register space on the board (``overlay.dma_0.mmio``), the
-register model (generators.runtime.dma.SgDmaRegs) in this process, or its stand-in across the
+register model (generators.runtime.engines.regmodel.SgDmaRegs) in this process, or its stand-in across the
 socket of the rtl backend. Every method is a few register accesses; the descriptor chains are
-in DMA memory and belong to the caller (generators.runtime.backends.DmaRuntime).
+in DMA memory and belong to the caller (generators.runtime.engines.runtime.DmaRuntime).
 
 Register sequence (PG021, "Scatter Gather Mode"):
 
@@ -20,16 +20,13 @@ from __future__ import annotations
 import time
 
 from . import pg021 as R
+from ..errors import DmaResetError
 
 __all__ = ["SgDma", "MM2S", "S2MM", "DmaResetError", "RESET_TIMEOUT_S"]
 
 MM2S, S2MM = 0, R.S2MM
 #: how long a soft reset and a channel start may take (both loops: this driver and tphloop.c)
 RESET_TIMEOUT_S = 1.0
-
-
-class DmaResetError(RuntimeError):
-    """A DMA did not come out of reset, or a channel would not start."""
 
 
 class SgDma:

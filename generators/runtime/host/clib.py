@@ -1,11 +1,11 @@
 """Loader of the C host kernels (``csrc/tphost.c``) with ctypes, and their Python face.
 
 The library is built by pip with the package: setup.py declares the optional setuptools
-extension ``generators.runtime._tphost`` (a plain C shared library: no Python API inside, so
+extension ``generators.runtime.host._tphost`` (a plain C shared library: no Python API inside, so
 it is loaded with ctypes, not imported). Without a C compiler the build step fails quietly,
 the package installs anyway, and :func:`load` answers ``(None, reason)``; ``hostops`` then
 warns once and runs numpy. ctypes rather than cffi: it is in the standard library (no build
-or run dependency); the C per-token loop (``tphloop.c``, generators.runtime.hostloop) and the
+or run dependency); the C per-token loop (``tphloop.c``, generators.runtime.engines.cloop) and the
 replay device (``tphreplay.c``) are in the same library.
 
 The library carries the SHA-1 of the sources it was built from (``tph_source()``); when the
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
+from generators.golden import attention as gatt
 
 __all__ = ["load", "library_path", "source_sha", "expected_build", "CSRC", "LIB_ENV", "COps",
            "HostBuildWarning"]
@@ -47,6 +48,11 @@ ABI = 3                          # tphost.h TPH_ABI
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
 _cache: dict = {}
+
+
+#: the kernels' refusals, worded the same by the C library (its codes) and the numpy twins
+ERR_NONFINITE = "holds NaN or infinity"
+ERR_TINY = "max|x| is so small that the scale overflows float32"
 
 
 class HostBuildWarning(RuntimeWarning):
@@ -93,7 +99,7 @@ def load(path: Optional[str] = None) -> Tuple[Optional["COps"], str]:
             return None, f"{LIB_ENV}=none"
         path = env or library_path()
     if path is None:
-        return None, ("the extension generators/runtime/_tphost was not built: no C compiler "
+        return None, ("the extension generators/runtime/host/_tphost was not built: no C compiler "
                       "when the package was installed? (pip install . or make setup with gcc)")
     key = str(path)
     if key not in _cache:
@@ -175,8 +181,7 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
-def _err(rc: int, what: str) -> None:
-    from .hostops import ERR_NONFINITE, ERR_TINY
+def check_code(rc: int, what: str) -> None:
     if rc == TPH_NONFINITE:
         raise ValueError(f"{what}: the row {ERR_NONFINITE}" if what.startswith("kv_")
                          else f"{what}: x {ERR_NONFINITE}")
@@ -204,7 +209,7 @@ class COps:
 
     def absmax(self, x):
         out = np.zeros(1, np.float32)
-        _err(self.lib.tph_absmax(_ptr(x), x.size, _ptr(out)), "absmax")
+        check_code(self.lib.tph_absmax(_ptr(x), x.size, _ptr(out)), "absmax")
         return out[0]
 
     def argmax(self, x):
@@ -238,7 +243,7 @@ class COps:
     def quantise_rows(self, x):
         q = np.empty(x.shape, np.int8)
         s = np.empty(x.shape[0], np.float32)
-        _err(self.lib.tph_quantise_rows(_ptr(x), x.shape[0], x.shape[1], _ptr(q), _ptr(s)),
+        check_code(self.lib.tph_quantise_rows(_ptr(x), x.shape[0], x.shape[1], _ptr(q), _ptr(s)),
              "quantise")
         return q, s
 
@@ -272,15 +277,15 @@ class COps:
     def kv_step(self, x, step):
         st = np.array([step, 0.0], np.float32)        # step, ratio
         rc = self.lib.tph_kv_step(_ptr(x), x.size, _ptr(st), _ptr(st[1:]))
-        _err(rc, "kv_step")
+        check_code(rc, "kv_step")
         return st[0], st[1], rc == 1
 
     def kv_requantise(self, q, ratio):
         if q.flags.c_contiguous:
-            _err(self.lib.tph_kv_requantise(_ptr(q), q.size, ratio), "kv_requantise")
+            check_code(self.lib.tph_kv_requantise(_ptr(q), q.size, ratio), "kv_requantise")
         else:                        # a strided view of the cache: through a contiguous copy
             tmp = np.ascontiguousarray(q)
-            _err(self.lib.tph_kv_requantise(_ptr(tmp), tmp.size, ratio), "kv_requantise")
+            check_code(self.lib.tph_kv_requantise(_ptr(tmp), tmp.size, ratio), "kv_requantise")
             q[...] = tmp
 
     def kv_row(self, x, step):
@@ -291,14 +296,13 @@ class COps:
     def kv_append(self, rows, t, step, x):
         st = np.array([step], np.float32)
         rc = self.lib.tph_kv_append(_ptr(rows), t, x.size, _ptr(st), _ptr(x))
-        _err(rc, "kv_append")
+        check_code(rc, "kv_append")
         return st[0], rc == 1
 
     def score_scale(self, k_step, s_q, d):
         return float(self.lib.tph_score_scale(k_step, s_q, d))
 
     def score_multiplier(self, c, cfg):
-        from generators.golden import attention as gatt
         m, s = ctypes.c_uint32(), ctypes.c_uint32()
         rc = self.lib.tph_score_multiplier(c, cfg.exp_steps_per_octave, gatt.MAX_SHIFT,
                                            gatt.MULT_BITS, ctypes.byref(m), ctypes.byref(s))

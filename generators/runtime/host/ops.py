@@ -1,7 +1,7 @@
 """The decoder's per-token small ops: a numpy reference and its C twin (docs/runtime.md,
 "Host numerics").
 
-    from generators.runtime import hostops
+    from generators.runtime.host import ops as hostops
     y = hostops.rmsnorm(x, w, eps)          # the C library when it is built, else numpy
     with hostops.using("numpy"): ...        # "numpy" | "c" | "auto" (default)
 
@@ -26,7 +26,7 @@ these twins define. What the fixed order rules out, and what replaces it:
   (nine per layer, the same double arithmetic as ``generators.golden.attention``).
 
 ``TERNARY_PYNQ_HOSTOPS=numpy|c|auto|float64`` picks the path for a process; ``auto`` uses C
-when the library is built (``generators.runtime.hostlib``) and warns once, then runs numpy,
+when the library is built (``generators.runtime.host.clib``) and warns once, then runs numpy,
 when not. ``float64`` runs the numpy reference with every array and scalar in float64 (the
 same operations in the same order; exp to float64 accuracy): the reference precision that
 ``make quality`` compares the float32 path against (docs/quality.md).
@@ -40,6 +40,10 @@ import warnings
 from typing import Iterator, Optional, Sequence, Tuple
 
 import numpy as np
+
+from . import clib as hostlib
+from .clib import ERR_NONFINITE, ERR_TINY
+from generators.golden import attention as gatt
 
 __all__ = ["rmsnorm", "rope", "rope_tables", "silu_mul", "exp", "add", "sumsq", "absmax",
            "quantise", "dequant_i32", "dequant_f32", "kv_step", "kv_requantise", "kv_row",
@@ -74,8 +78,6 @@ EXP_C2 = _h("-0x1.bd0106p-13")           # ln 2 - C1
 EXP_P = (_h("0x1.a0d2cep-13"), _h("0x1.6e879cp-10"), _h("0x1.111210p-7"),
          _h("0x1.555382p-5"), _h("0x1.555554p-3"), F32(0.5))
 
-ERR_NONFINITE = "holds NaN or infinity"
-ERR_TINY = "max|x| is so small that the scale overflows float32"
 
 
 _EXP_BITS, _SIGN_BIT = np.uint32(0x7F800000), np.uint32(0x80000000)
@@ -236,7 +238,7 @@ class _NumpyOps:
     the reference precision of ``use("float64")``). The element-wise ops, ``sumsq`` and
     ``rmsnorm`` (over the last axis), ``quantise_rows`` and the dequantisations (``s`` of shape
     (rows, 1)) also take a leading batch axis, one token per row, with the same bits per row
-    (generators/runtime/forced.py runs a whole text so)."""
+    (generators/runtime/model/forced.py runs a whole text so)."""
 
     def __init__(self, dt, name: str):
         self.F, self.name = dt, name
@@ -367,7 +369,6 @@ class _NumpyOps:
 
     @staticmethod
     def score_multiplier(c, cfg):
-        from generators.golden import attention as gatt
         try:
             return gatt.score_multiplier(c, cfg)
         except OverflowError as e:          # r * 2**SHIFT is infinite: no MULT either
@@ -402,7 +403,6 @@ _state = {"name": None, "ops": None, "warned": False}
 
 
 def _c_ops():
-    from . import hostlib
     return hostlib.load()
 
 
@@ -422,7 +422,7 @@ def _resolve(name: str):
         if ops is None:
             if not _state["warned"]:
                 _state["warned"] = True
-                warnings.warn(f"generators.runtime.hostops: the C host kernels are not available "
+                warnings.warn(f"generators.runtime.host.ops: the C host kernels are not available "
                               f"({why}); the numpy path runs (the same bits, slower)",
                               HostOpsWarning, stacklevel=3)
             return NUMPY
@@ -655,7 +655,6 @@ def score_scale(k_step, s_q, d: int) -> float:
 def score_multiplier(c: float, cfg=None) -> Tuple[int, int]:
     """(MULT, SHIFT) of a score scale: ``generators.golden.attention.score_multiplier`` (the
     numpy path calls it; C computes the same in double)."""
-    from generators.golden import attention as gatt
     return _ops().score_multiplier(float(c), cfg or gatt.DEFAULT_CONFIG)
 
 

@@ -1,6 +1,6 @@
 """Test vectors of the host kernels: inputs with edge cases, the numpy reference's outputs.
 
-    python -m generators.runtime.hostvectors build/host/vectors.tpv     # then, on any machine:
+    python tools/host_vectors.py build/host/vectors.tpv                # then, on any machine:
     cc -O2 -ffp-contract=off csrc/tph_vectors.c csrc/tphost.c -lm -o tph_vectors
     ./tph_vectors build/host/vectors.tpv                               # every output bit
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 import struct
-import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
 
-from . import hostops
-from .hostops import F32
+from . import ops as hostops
+from .ops import F32
+from generators.golden import attention as gatt
 
 __all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "reference", "write", "SMOLLM2"]
 
@@ -138,7 +138,6 @@ def reference(kernel: str, inp: Dict[str, np.ndarray], ops=None) -> Dict[str, np
             rc = RC_TINY if hostops.ERR_TINY in str(e) else RC_NONFINITE
         return {"rc": _a(rc, np.int32), "rows": _a(rows, np.int8), "step": _a(step, f)}
     if kernel == "score_mult":
-        from generators.golden import attention as gatt
         spo, max_shift, mult_bits = (int(v) for v in inp["params"])
         assert (max_shift, mult_bits) == (gatt.MAX_SHIFT, gatt.MULT_BITS)
         cfg = gatt.AttentionConfig(exp_steps_per_octave=spo)
@@ -315,7 +314,6 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("kv_requantise", q=q, ratio=np.array([0.73], f))
 
     # ---- attention
-    from generators.golden import attention as gatt
     params = np.array([gatt.DEFAULT_CONFIG.exp_steps_per_octave, gatt.MAX_SHIFT, gatt.MULT_BITS],
                       np.uint32)
     cs = [0.0, 5e-324, 1e-300, 1e-20, 1e-6, 1.0, 3.5, 123.0, 1e300, float("inf")]
@@ -448,19 +446,3 @@ def write(path, seed: int = 0, quick: bool = False) -> Tuple[Path, int]:
     path.write_bytes(bytes(buf))
     return path, len(cs)
 
-
-def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m generators.runtime.hostvectors",
-                                 description="write the host kernels' test vectors "
-                                             "(numpy reference)")
-    ap.add_argument("out", help="the .tpv file to write")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    path, n = write(args.out, args.seed)
-    print(f"[hostvectors] {path}: {n} cases, {path.stat().st_size:,} bytes")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Hugging Face LLaMA-family checkpoints (config.json + model.safetensors), read without torch.
 
-    ckpt = load_checkpoint("path/to/SmolLM2-135M")          # or a .gguf file (generators.runtime.gguf)
+    ckpt = load_checkpoint("path/to/SmolLM2-135M")          # or a .gguf file (generators.runtime.model.gguf)
     ckpt.config.hidden_size, ckpt.tensors["model.norm.weight"], ckpt.bitnet
 
 Every problem is found before any conversion work starts and raised as a CheckpointError that
@@ -19,12 +19,15 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.golden.attention import AttentionConfig
+
+from .. import optional
+from ..errors import CheckpointError
+from . import gguf
+
 __all__ = ["CheckpointError", "ModelConfig", "Checkpoint", "EngineConfig", "PYNQ_Z1_ENGINES",
            "load_checkpoint", "expected_shapes", "check_engines", "matrix_names"]
-
-
-class CheckpointError(ValueError):
-    """The checkpoint is not one the runtime can run (names the field or tensor)."""
 
 
 CONFIG_INT_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers",
@@ -99,7 +102,6 @@ class ModelConfig:
 
 
 def _pynq_z1_vectors() -> int:
-    from generators.designs.overlay import PYNQ_Z1_VECTORS
     return PYNQ_Z1_VECTORS
 
 
@@ -136,7 +138,6 @@ class EngineConfig:
                    vectors=int(m.get("vectors", 1)))
 
     def attention_config(self):
-        from generators.golden.attention import AttentionConfig
         return AttentionConfig(heads_per_group=self.heads_per_group, head_dim=self.head_dim,
                                max_context=self.max_context, beat_bytes=self.attention_beat_bytes,
                                exp_depth=self.exp_depth, exp_width=self.exp_width,
@@ -218,7 +219,7 @@ def check_engines(cfg: ModelConfig, eng: EngineConfig, source: str = "config.jso
 
 def _read_safetensors(files: List[Path]) -> Dict[str, np.ndarray]:
     try:
-        from safetensors.numpy import load_file
+        load_file = optional.module("safetensors.numpy").load_file
     except ImportError:
         raise CheckpointError("reading model.safetensors needs the 'safetensors' package: "
                               "pip install 'ternary-pynq[runtime]'") from None
@@ -266,6 +267,30 @@ def _is_bitnet(d: dict) -> bool:
         or "bitnet" in str(d.get("model_type", "")).lower() or "BitNet" in arch
 
 
+def load_gguf(path):
+    """The runtime's Checkpoint for a GGUF file (what ``load_checkpoint(path)`` returns).
+
+    The raw quantised blocks ride along as ``ckpt.raw`` ({HF name: RawTensor}), the file's
+    metadata as ``ckpt.metadata`` (``Tokenizer.from_metadata(ckpt.metadata)`` reads it again
+    without parsing the file twice).
+    """
+    g = gguf.read_gguf(path)
+    cfg = ModelConfig(**g.config)
+    for name, shape in expected_shapes(cfg).items():
+        if name not in g.tensors:
+            raise CheckpointError(f"{path}: tensor {name!r} missing")
+        if tuple(g.tensors.shapes[name]) != shape:
+            raise CheckpointError(f"{path}: tensor {name!r} has shape "
+                                  f"{tuple(g.tensors.shapes[name])}, expected {shape} from the "
+                                  f"metadata")
+    ckpt = Checkpoint(config=cfg, tensors=g.tensors,
+                      source=f"{path} (GGUF)", bitnet=False)
+    ckpt.raw = g.raw
+    ckpt.gguf_types = g.types
+    ckpt.metadata = g.metadata
+    return ckpt
+
+
 def load_checkpoint(path, engines: Optional[EngineConfig] = PYNQ_Z1_ENGINES) -> Checkpoint:
     """Read a HF folder (config.json + model.safetensors or model-*.safetensors) or a .gguf.
 
@@ -273,8 +298,7 @@ def load_checkpoint(path, engines: Optional[EngineConfig] = PYNQ_Z1_ENGINES) -> 
     """
     p = Path(path)
     if p.suffix == ".gguf":
-        from . import gguf  # branch realmodel
-        ck = gguf.load_gguf(p)
+        ck = load_gguf(p)
         if engines is not None:
             check_engines(ck.config, engines, str(p))
         return ck

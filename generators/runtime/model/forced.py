@@ -2,7 +2,7 @@
 token sequence, bit for bit what :class:`generators.runtime.Decoder` on ``golden`` returns
 when it steps through the same tokens, computed a layer at a time for all positions.
 
-    from generators.runtime.forced import Forced, forced
+    from generators.runtime.model.forced import Forced, forced
     r = forced(model, ids)                # r["ll"][t]: log p(ids[t + 1] | ids[:t + 1])
     run = Forced(model); r = run(ids)     # the matrices read back once for many texts
 
@@ -24,7 +24,7 @@ float32 and float64). ``make quality`` (tools/quality.py) runs it over docs/data
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -32,9 +32,11 @@ from generators.golden import attention as gatt
 from generators.golden import q4 as gq4
 from generators.packing import unpack_trits
 
-from . import hostops
-from .model import Model, QMatrix
+from ..host import ops as hostops
 from .quantise import KVCache
+
+if TYPE_CHECKING:                       # annotations only: model.py calibrates with forced()
+    from .model import Model, QMatrix
 
 __all__ = ["forced", "Forced", "MatrixOp", "log_softmax_at", "F64_GROUPS"]
 

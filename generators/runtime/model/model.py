@@ -21,7 +21,7 @@ whole beat. The host keeps one DMA buffer per frame and writes only the header a
 The embedding is kept as quantised rows (:class:`EmbeddingRows`, Q8_0 blocks) and one row is
 dequantised per token (``model.embed_row(token)``); the LM head, tied or not, runs on the
 engines as rows of the model's format. ``Model.save`` writes the model image and
-``Model.load`` maps one (generators/runtime/image.py).
+``Model.load`` maps one (generators/runtime/model/image.py).
 """
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ from generators.q4 import (FORMAT_Q4, build_q4_frame, pack_q4_rows, pack_q4_rows
 from .checkpoint import (Checkpoint, CheckpointError, EngineConfig, ModelConfig, PYNQ_Z1_ENGINES,
                          check_engines, matrix_names)
 from .quantise import quantise_int8_rows, quantise_ternary
+import sys
+from . import kvcal as Q
+from .image import ImageWriter, checkpoint_tokenizer, model_name, open_image
+from ..errors import ImageError, TokenizerError
+from .tokenizer import Tokenizer
+from ..host import ops as hostops
 
 __all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "FORMAT_CODES",
            "EmbeddingRows", "quantise_q8_0"]
@@ -228,7 +234,6 @@ class EmbeddingRows:
         t = int(token)
         if not 0 <= t < self.blocks.shape[0]:
             raise IndexError(f"token id {t} outside the embedding (0..{self.blocks.shape[0] - 1})")
-        from . import hostops          # hostops.embed_q8_0: the host kernel (C or numpy)
         return hostops.embed_q8_0(self.blocks[t], self.cols)
 
     @classmethod
@@ -249,7 +254,7 @@ def write_matrix(w, m: QMatrix) -> None:
 class Model:
     """A converted model: every matrix as its two port frames, the small tensors, the
     embedding as quantised rows. Made by :func:`convert` (in memory) or :meth:`load` (an
-    image file, mapped: nothing of matrix size is copied; see generators/runtime/image.py)."""
+    image file, mapped: nothing of matrix size is copied; see generators/runtime/model/image.py)."""
 
     config: ModelConfig
     engines: EngineConfig
@@ -285,13 +290,11 @@ class Model:
         tables (``decoder.rope_tables`` at conversion), computed when the model has none."""
         if self.rope is not None:
             return self.rope
-        from .decoder import rope_tables
         c = self.config
-        return rope_tables(c.head_dim, c.rope_theta, self.engines.max_context)
+        return hostops.rope_tables(c.head_dim, c.rope_theta, self.engines.max_context)
 
     def tokenizer(self):
         """The model's Tokenizer (vocabulary and chat template travel in the image)."""
-        from .tokenizer import Tokenizer, TokenizerError
         if not self.tokenizer_data:
             raise TokenizerError(f"{self.path or self.source or 'the model'} has no tokenizer "
                                  f"(converted from a folder without tokenizer.json): give "
@@ -322,9 +325,8 @@ class Model:
                 {k: v for k, v in self.tokenizer_data.items() if k != "tokenizer_json"}}
 
     def save(self, path) -> Path:
-        """Write the model image (generators/runtime/image.py): one file, each section on a
+        """Write the model image (generators/runtime/model/image.py): one file, each section on a
         page of its own."""
-        from .image import ImageWriter
         w = ImageWriter(path)
         try:
             for m in self.matrices.values():
@@ -356,7 +358,6 @@ class Model:
     def load(cls, path) -> "Model":
         """Map an image file (copy-on-write: nothing is read before it is used; a write to a
         frame changes this process's copy only). ImageError names what is wrong with it."""
-        from .image import ImageError, open_image
         im = open_image(path)
         h = im.header
         try:
@@ -392,7 +393,6 @@ class Model:
                      tokens: Optional[int] = None) -> "Model":
         """Set :attr:`kv_steps` from the calibration text (``tokenizer``: the model's; without
         one, ids drawn with a fixed seed): ``quantise.calibrate_kv_steps``. Returns self."""
-        from . import quantise as Q
         margin = Q.KV_MARGIN if margin is None else margin
         tokens = Q.KV_CAL_TOKENS if tokens is None else tokens
         ids = Q.calibration_ids(tokenizer, self.config.vocab_size,
@@ -403,13 +403,12 @@ class Model:
         return self
 
 
-def _notice(text: str) -> None:
-    import sys
+def stderr_notice(text: str) -> None:
     print(text, file=sys.stderr)
 
 
 def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
-            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=_notice, sink=None,
+            engines: EngineConfig = PYNQ_Z1_ENGINES, notice=stderr_notice, sink=None,
             progress=None, kv: bool = True) -> Model:
     """Quantise and pack every matrix once. ``fmt``: "int8", "ternary", "q4", or None (ternary
     for a BitNet-trained checkpoint, INT8 for any other).
@@ -422,7 +421,7 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
 
     ``sink``: a callable given each QMatrix as soon as it is made, whose frames are then
     dropped (the returned Model's matrices have ``images = [None, None]``): how
-    :func:`generators.runtime.image.convert_file` writes an image holding one matrix at a
+    :func:`generators.runtime.model.image.convert_file` writes an image holding one matrix at a
     time. ``progress(layer, layers)``: called after each layer.
 
     ``kv``: calibrate the fixed KV steps (:meth:`Model.calibrate_kv` with the checkpoint's
@@ -479,13 +478,10 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
             progress(i + 1, cfg.num_hidden_layers)
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
     add(matrix("lm_head", head_name))
-    from .decoder import rope_tables
-    from .image import checkpoint_tokenizer, model_name
     model = Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
                   model_name(ckpt), bool(ckpt.bitnet),
-                  rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))
+                  hostops.rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))
     if kv and sink is None:
-        from .tokenizer import TokenizerError
         try:
             tok = checkpoint_tokenizer(str(ckpt.source or ""), ckpt)
         except (TokenizerError, OSError, KeyError, ValueError):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import optional
+
 TINY = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=2, num_attention_heads=3,
             num_key_value_heads=1, rms_norm_eps=1e-5, rope_theta=10000.0, vocab_size=512,
             tie_word_embeddings=True)
@@ -22,7 +24,7 @@ SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=3
 
 def write_checkpoint(path, cfg: dict = TINY, seed: int = 0, std: float = 0.02,
                      embed_std: float = 1.0) -> Path:
-    from safetensors.numpy import save_file
+    save_file = optional.module("safetensors.numpy").save_file
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

@@ -1,6 +1,6 @@
 """Text in, token ids out (and back), with the model's own chat template.
 
-    from generators.runtime.tokenizer import Tokenizer
+    from generators.runtime.model.tokenizer import Tokenizer
     tok = Tokenizer.from_gguf(path)        # vocabulary, merges, specials, template from GGUF metadata
     tok = Tokenizer.from_folder(dir)       # tokenizer.json (+ tokenizer_config.json) of a HF folder
     ids = tok.encode(tok.apply_chat_template([{"role": "user", "content": "Hi"}]))
@@ -33,6 +33,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jinja2.exceptions import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .. import optional
+from ..errors import TokenizerError
+from .gguf import open_reader, read_metadata
+
 __all__ = ["Tokenizer", "TokenizerError"]
 
 _EOT_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>")
@@ -40,18 +47,14 @@ _PRE_DIGITS = {"smollm": True, "gpt2": False, "default": False}
 CONTROL, USER_DEFINED = 3, 4
 
 
-class TokenizerError(ValueError):
-    """A vocabulary or template the runtime cannot use: the message names the field."""
-
-
-def _tokenizers():
+def tokenizers():
+    """The tokenizers package, or a TokenizerError naming the command that installs it."""
     try:
-        import tokenizers
+        return optional.module("tokenizers")
     except ImportError:
         raise TokenizerError("text needs the 'tokenizers' package: pip install "
                              "'ternary-pynq[runtime]' (on the board: pip install "
                              "'ternary-pynq[board]')") from None
-    return tokenizers
 
 
 class Tokenizer:
@@ -75,14 +78,14 @@ class Tokenizer:
         if isinstance(path_or_metadata, dict):
             md, where = path_or_metadata, "GGUF metadata"
         else:
-            from .gguf import _open, read_metadata
-            md, where = read_metadata(_open(path_or_metadata)), str(path_or_metadata)
+            md, where = read_metadata(open_reader(path_or_metadata)), str(path_or_metadata)
         return cls.from_metadata(md, where)
 
     @classmethod
     def from_metadata(cls, md: dict, where: str = "GGUF metadata") -> "Tokenizer":
-        tk_mod = _tokenizers()
-        from tokenizers import AddedToken, decoders, models, pre_tokenizers
+        tk_mod = tokenizers()
+        AddedToken, decoders, models, pre_tokenizers = (
+            tk_mod.AddedToken, tk_mod.decoders, tk_mod.models, tk_mod.pre_tokenizers)
 
         kind = md.get("tokenizer.ggml.model")
         if kind != "gpt2":
@@ -132,7 +135,7 @@ class Tokenizer:
     @classmethod
     def from_folder(cls, folder) -> "Tokenizer":
         """From a Hugging Face folder: tokenizer.json, and tokenizer_config.json if present."""
-        tk_mod = _tokenizers()
+        tk_mod = tokenizers()
         d = Path(folder)
         f = d / "tokenizer.json"
         if not f.is_file():
@@ -166,7 +169,7 @@ class Tokenizer:
     @classmethod
     def from_data(cls, d: dict, where: str = "model image") -> "Tokenizer":
         """The tokenizer :meth:`to_data` described (encodes and decodes as the original)."""
-        tk_mod = _tokenizers()
+        tk_mod = tokenizers()
         try:
             tk = tk_mod.Tokenizer.from_str(d["tokenizer_json"])
         except Exception as exc:
@@ -199,8 +202,6 @@ class Tokenizer:
         if not self.chat_template:
             raise TokenizerError(f"{self.source}: the model has no chat template "
                                  f"(tokenizer.chat_template)")
-        from jinja2.exceptions import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(msg):
             raise TemplateError(msg)

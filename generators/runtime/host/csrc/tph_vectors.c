@@ -1,4 +1,4 @@
-/* tph_vectors: run every case of a vector file (generators/runtime/hostvectors.py: inputs and
+/* tph_vectors: run every case of a vector file (generators/runtime/host/vectors.py: inputs and
  * the numpy reference's outputs) through tphost and compare every output bit.
  *
  *     tph_vectors FILE.tpv        -> one line per kernel, exit 1 on any mismatch

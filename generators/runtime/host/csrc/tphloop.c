@@ -1,5 +1,5 @@
 /* tphloop: the decoder's per-token step (tphloop.h; the Python twin is Decoder.step on
- * DmaRuntime in generators/runtime/decoder.py and backends.py).
+ * DmaRuntime in generators/runtime/decode/decoder.py and backends.py).
  *
  * Register and DMA memory ordering. The descriptors, x slots and part slots live in DMA memory
  * the CPU maps uncached (the plan's frames and kv regions); the DMA reads them after a

@@ -1,7 +1,7 @@
 /* tphloop: the decoder's per-token step in C (docs/runtime.md section 4.3, "The host loop").
  *
- * One call, tpl_step, runs one position of the decoder exactly as generators/runtime/decoder.py
- * does on the runtime of generators/runtime/backends.py (the reference, which stays); one call
+ * One call, tpl_step, runs one position of the decoder exactly as generators/runtime/decode/decoder.py
+ * does on the runtime of generators/runtime/engines/runtime.py (the reference, which stays); one call
  * of tpl_step_rows runs B positions in one weight pass, as Decoder.step_rows does (B-vector
  * matrix frames, an attention transfer per row over its own stream's cache; docs/runtime.md
  * 4.7). A step is: the
@@ -20,7 +20,7 @@
  *
  * What the loop needs is handed in, never computed here: a table of uint32 words (the
  * dimensions, the memory plan's offsets, every transfer's descriptors, tails, result slots
- * and chain links: generators/runtime/hostloop.py builds it from the runtime's own chains),
+ * and chain links: generators/runtime/engines/cloop.py builds it from the runtime's own chains),
  * an array of pointers (DMA memory, the model's arrays, the decoder's KV steps, the shared
  * state, counters and error words), and a register interface (tpl_io): the DMAs' mapped
  * register pages for direct volatile access (the board: PYNQ's MMIO array), or callbacks

@@ -1,6 +1,6 @@
 /* tphost: the decoder's per-token small ops in C (docs/runtime.md, "Host numerics").
  *
- * Each function is the twin of a numpy function in generators/runtime/hostops.py and gives
+ * Each function is the twin of a numpy function in generators/runtime/host/ops.py and gives
  * the same bits: IEEE-754 single precision, only correctly rounded operations (+ - * / sqrt,
  * conversions, compares) in the order written, no contraction (-ffp-contract=off), no
  * -ffast-math, FLT_EVAL_METHOD 0 (SSE2 on x86-64, NEON and VFP on ARMv7), with NEON's

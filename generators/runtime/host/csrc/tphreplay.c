@@ -1,7 +1,7 @@
 /* tphreplay: two AXI DMAs in scatter-gather mode answering with recorded engine words, no
- * compute (tphloop.h; make host-bench's backend, generators/runtime/hostloop.py's
+ * compute (tphloop.h; make host-bench's backend, generators/runtime/engines/replay.py's
  * replay_backend). The registers and descriptors behave as PG021 says for what the runtime
- * uses (generators/runtime/dma.py models the rest: faults, SG errors, the PL behind it): a
+ * uses (generators/runtime/engines/regmodel.py models the rest: faults, SG errors, the PL behind it): a
  * transfer completes within the TAILDESC write, so DMASR reads Idle whenever the channel runs.
  */
 #include "tphloop.h"

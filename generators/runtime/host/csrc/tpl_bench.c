@@ -3,7 +3,7 @@
  *
  *     tpl_bench DUMP TOKENS [growth] [out=FILE]
  *
- * DUMP is written by generators.runtime.hostloop.write_dump: the loop's table, the frames and
+ * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames and
  * kv regions (placed in a DDR span at their physical offsets), the embedding row of the
  * token, norms, row scales, RoPE tables, KV steps and lengths, the recorded engine words of
  * one sampled token per port, and the position. The program runs one warm-up step (which
