@@ -84,7 +84,7 @@ help:
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
-                         $(wildcard generators/runtime/csrc/tph*.[ch]) generators/runtime/csrc/tpl_facts.h
+                         $(wildcard generators/runtime/host/csrc/tph*.[ch]) generators/runtime/host/csrc/tpl_facts.h
 	@tools/setup.sh
 
 sim: setup
@@ -114,13 +114,13 @@ sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
-	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))$(if $(REUSE), --reuse-engine)
+	@$(ENV) $(PY) tools/decode_bench.py --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))$(if $(REUSE), --reuse-engine)
 
 prefill: setup
-	@$(ENV) $(PY) -m generators.runtime.schedule
+	@$(ENV) $(PY) tools/prefill.py
 
 speculate: setup
-	@$(ENV) $(PY) -m generators.runtime.schedule --speculate --vectors 2,4
+	@$(ENV) $(PY) tools/prefill.py --speculate --vectors 2,4
 
 host-bench: setup
 	@$(ENV) $(PY) tools/host_bench.py
