@@ -7,7 +7,7 @@ tests/test_cli.py).
 """
 from __future__ import annotations
 
-from generators.runtime import pg021 as R
+from generators.runtime.engines import pg021 as R
 
 
 def flag_answers(be, select, flags: int):

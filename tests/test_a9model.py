@@ -1,4 +1,4 @@
-"""The Cortex-A9 cycle model (generators/runtime/a9model.py, make a9-model): the board build's
+"""The Cortex-A9 cycle model (generators/runtime/bench/a9model.py, make a9-model): the board build's
 flags in one place, register lists handed to llvm-mca one register at a time, qemu-arm's
 blocks counted against a loop whose trip count is known, llvm-mca's cycles ordered as the A9's
 pipeline orders them, and the host term of the figures read from a9-model's figures."""
@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import armv7  # noqa: E402
 
-from generators.runtime import a9model as am  # noqa: E402
+from generators.runtime.bench import a9model as am  # noqa: E402
 
 
 def need_mca():
@@ -133,7 +133,7 @@ def test_the_host_term_is_a9_models_figure():
 
 def test_tool_refuses_a_bad_format():
     r = subprocess.run([sys.executable, str(am.__file__).replace(
-        "generators/runtime/a9model.py", "tools/a9_model.py"), "--formats", "fp8",
+        "generators/runtime/bench/a9model.py", "tools/a9_model.py"), "--formats", "fp8",
         "--no-record"], capture_output=True, text=True)
     assert r.returncode == 2 and "fp8" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -144,7 +144,7 @@ def test_decode_reuse_keeps_the_recorded_engine_terms():
     tokens per second follow from the total."""
     from generators.report.decoder_model import token_time
     from generators.results import load
-    from generators.runtime import bench
+    from generators.runtime.bench import decode as bench
     rows, golds, oks, origin = bench.recorded_rows()
     figs = {f["key"]: f for f in load()["decode"]["figures"]}
     assert rows and set(golds) == {r["fmt"] for r in rows} and "make decode" in origin

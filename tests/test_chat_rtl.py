@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from generators.runtime import Decoder, convert, load_checkpoint, make_backend
-from generators.runtime.chat import ProgressBackend, token_beats
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.cli.chat import ProgressBackend, token_beats
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [5, 1, 2, 3, 4]
@@ -104,7 +104,7 @@ def test_split_refuses_a_backend_of_fewer_vectors(models):
 def test_progress_total_of_a_b_vector_pass_is_its_beats(models, fmt):
     """The bar's total (token_beats) is what the pass's transfers send (transfer_beats, from
     the descriptors), and its matrix part is make prefill's schedule model's beats."""
-    from generators.runtime.schedule import Schedule
+    from generators.runtime.bench.prefill import Schedule
     m, B = models[fmt], 2
     out = io.StringIO()
     pb = ProgressBackend(make_backend("golden", m, vectors=B), m, out=out)
@@ -135,7 +135,7 @@ def test_the_tool_end_to_end_with_golden_in_place_of_the_rtl(models, monkeypatch
     lines are printed, the figures go to generators.results.record (caught here)."""
     import generators.results
     import generators.runtime
-    import generators.runtime.chat as chat
+    import generators.runtime.cli.chat as chat
     m = models["q4"]
 
     class Tok:

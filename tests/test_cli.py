@@ -16,7 +16,7 @@ import pytest
 import gguf_files  # noqa: E402  (tests/ is on sys.path)
 from generators.__main__ import main
 from generators.runtime import EngineConfig
-from generators.runtime.image import convert_file
+from generators.runtime.model.conversion import convert_file
 
 ENG = EngineConfig(max_k=512, max_context=32)
 
@@ -39,7 +39,9 @@ def files(tmp_path_factory):
 @pytest.fixture
 def starts(monkeypatch):
     """Records every model read and backend start (none may happen before the answer)."""
-    from generators.runtime import backends, image, model
+    from generators.runtime.engines import registry as backends
+    from generators.runtime.model import conversion as image
+    from generators.runtime.model import model
     seen = []
     real_load, real_convert, real_backend = model.Model.load, image.convert_file, \
         backends.make_backend
@@ -163,7 +165,7 @@ def test_engine_error_during_chat_is_one_line(files, capsys, monkeypatch):
     """An engine's error flags during a chat: the answer so far, then one line, exit 2."""
     from engine_flags import flag_answers
     from generators.golden import mv as gmv
-    from generators.runtime import backends
+    from generators.runtime.engines import registry as backends
     real = backends.make_backend
 
     def flagging(be):

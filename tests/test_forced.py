@@ -1,4 +1,4 @@
-"""generators.runtime.forced (make quality's teacher forcing, a layer at a time) against the
+"""generators.runtime.model.forced (make quality's teacher forcing, a layer at a time) against the
 Decoder on the golden backend, position by position, bit for bit; the float64 host path; the
 KV steps calibrated at conversion (fixed steps, clipping, no requantisation, in the image)."""
 from __future__ import annotations
@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, Model, convert, hostops, load_checkpoint, make_backend
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.forced import forced
-from generators.runtime.quantise import KVCache, calibrate_kv_steps
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime import Decoder, Model, convert, load_checkpoint, make_backend
+from generators.runtime.host import ops as hostops
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.forced import forced
+from generators.runtime.model.kvcal import calibrate_kv_steps
+from generators.runtime.model.quantise import KVCache
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
 IDS = [1, 5, 9, 2, 7, 7, 3, 11, 4, 6, 8, 10, 12, 0, 2, 13]
@@ -140,7 +142,7 @@ def test_the_image_keeps_the_steps(models, tmp_path):
 def test_op_groups_in_float64(models):
     """make quality --ablate's instrument: no group is the float32 path itself; a group runs in
     float64 and moves the logits; an unknown group is refused by name."""
-    from generators.runtime.forced import F64_GROUPS
+    from generators.runtime.model.forced import F64_GROUPS
     m = models["int8"]
     a = forced(m, IDS, logits=True)["logits"]
     for g in F64_GROUPS:

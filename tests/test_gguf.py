@@ -7,8 +7,8 @@ import tokenizers  # noqa: F401
 
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
-from generators.runtime.gguf import GGUFError, read_gguf  # noqa: E402
-from generators.runtime.tokenizer import Tokenizer, TokenizerError  # noqa: E402
+from generators.runtime.model.gguf import GGUFError, read_gguf  # noqa: E402
+from generators.runtime.model.tokenizer import Tokenizer, TokenizerError  # noqa: E402
 import gguf_files  # noqa: E402  (tests/ is on sys.path)
 
 
@@ -40,7 +40,7 @@ def test_config_names_and_float_tensors(f32_file):
 
 
 def test_permutation_is_llama_cpp_row_2b_plus_a():
-    from generators.runtime.gguf import unpermute_rows
+    from generators.runtime.model.gguf import unpermute_rows
     d, heads = 8, 2
     hf = np.arange(heads * d)[:, None] * np.ones((1, 3))
     stored = gguf_files.llama_permute(hf, heads)

@@ -18,7 +18,7 @@ def test_wrong_clock_refused():
 def test_no_pynq_clear_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynq", None)
     with pytest.raises(host.BoardError, match="pynq<4"):
-        host._import_pynq()
+        host.import_pynq()
 
 
 def test_pynq_of_an_unsupported_image_refused_in_one_line(monkeypatch):
@@ -29,7 +29,7 @@ def test_pynq_of_an_unsupported_image_refused_in_one_line(monkeypatch):
         fake.__version__ = version
         monkeypatch.setitem(sys.modules, "pynq", fake)
         with pytest.raises(host.BoardError, match=match) as e:
-            host._import_pynq()
+            host.import_pynq()
         assert "\n" not in str(e.value)
     fake.__version__ = "3.0.1"
-    assert host._import_pynq() is fake
+    assert host.import_pynq() is fake

@@ -1,4 +1,4 @@
-"""The decoder's per-token step in C (generators/runtime/csrc/tphloop.c, hostloop.py) against
+"""The decoder's per-token step in C (generators/runtime/host/csrc/tphloop.c, hostloop.py) against
 the Python loop on numpy (the reference, decoder.py / backends.py), on the tiny checkpoint:
 
 * golden (the register model and the golden PL top in this process), INT8, ternary and Q4_1,
@@ -31,13 +31,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, hostloop, hostops, load_checkpoint
+from generators.runtime import Decoder, convert, load_checkpoint
+from generators.runtime.engines import cloop as hostloop
+from generators.runtime.engines import replay as rp
+from generators.runtime.host import ops as hostops
 from generators.runtime import make_backend
-from generators.runtime import pg021 as R
-from generators.runtime.backends import DmaError, DmaHangError, DmaShortError
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.sgdma import DmaResetError
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.engines import pg021 as R
+from generators.runtime.engines.runtime import DmaError, DmaHangError, DmaShortError
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.engines.sgdma import DmaResetError
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 import armv7  # noqa: E402
@@ -98,7 +101,7 @@ def _same_run(a, b):
 
 def test_facts_header_is_current():
     assert hostloop.FACTS.read_text() == hostloop.c_facts(), \
-        "csrc/tpl_facts.h is stale: python -m generators.runtime.hostloop"
+        "csrc/tpl_facts.h is stale: python tools/tpl_facts.py"
 
 
 @pytest.mark.parametrize("fmt, sampling", [("int8", {}), ("ternary", {}), ("q4", {}),
@@ -141,7 +144,7 @@ def test_c_loop_equals_the_python_loop_for_each_kv_policy(models, policy):
 
 def test_c_loop_on_the_register_model_in_another_process(models):
     """Every register access a callback across a socket (the rtl backend's path)."""
-    from generators.runtime.rtl import GoldenServerBackend
+    from generators.runtime.engines.golden_server import GoldenServerBackend
     m = models["q4"]
     ref = _run(m, make_backend("golden", m), "python", tokens=3)
     be = GoldenServerBackend(m)
@@ -360,15 +363,15 @@ def _record(models, tmp_path_factory, tokens):
     state = (kv.K.copy(), kv.V.copy(), kv.k_step.copy(), kv.v_step.copy(), kv.length.copy())
     dec.trace = []
     want = dec.step(tokens[0]) if V == 1 else dec.step_rows([(0, t, True) for t in tokens])
-    packets = hostloop.packets_from_trace(dec.trace)
+    packets = rp.packets_from_trace(dec.trace)
 
     def replay(loop):
-        d = Decoder(m, hostloop.replay_backend(m, packets, vectors=V), loop=loop)
+        d = Decoder(m, rp.replay_backend(m, packets, vectors=V), loop=loop)
         d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
         d.pos = len(PROMPT)
         return d
 
-    dump = hostloop.write_dump(tmp_path_factory.mktemp("dump") / "step.tpl", replay("c"),
+    dump = rp.write_dump(tmp_path_factory.mktemp("dump") / "step.tpl", replay("c"),
                                tokens[0] if V == 1 else tokens)
     return dict(want=want, replay=replay, dump=dump, packets=packets)
 
@@ -505,7 +508,7 @@ def test_the_c_loop_refuses_more_vectors_than_the_engines_take(models):
     more is refused in one line before any step, and the matrix engines' limit is the
     loop's."""
     from generators.designs.mv_common import MAX_VECTORS
-    from generators.runtime.hostloop import TPL
+    from generators.runtime.engines.cloop import TPL
     assert TPL.MAX_VECTORS == MAX_VECTORS
     m = models["int8"]
     with pytest.raises(ValueError, match="C loop takes matrix engines of 1..16 vectors"):
@@ -513,10 +516,10 @@ def test_the_c_loop_refuses_more_vectors_than_the_engines_take(models):
 
 
 def test_the_table_is_checked(models):
-    from generators.runtime.hostloop import TPL, CLoop, _lib
+    from generators.runtime.engines.cloop import TPL, CLoop, load_library
     m = models["int8"]
     be = make_backend("golden", m)
-    lib = _lib()[0]
+    lib = load_library()[0]
     cl = CLoop(be, lib)
     t = cl.table
     assert lib.tpl_ctx_bytes(t.ctypes.data, len(t)) > 0
@@ -561,7 +564,7 @@ def test_the_table_is_checked(models):
 
 @pytest.mark.parametrize("fmt", ["int8", "q4"])
 def test_the_c_loops_memory_is_in_the_plan(models, fmt):
-    from generators.runtime.hostloop import for_runtime
+    from generators.runtime.engines.cloop import for_runtime
     m = models[fmt]
     be = make_backend("golden", m)
     cl = for_runtime(be)

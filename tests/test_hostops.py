@@ -1,5 +1,5 @@
-"""The host kernels: the C library (generators/runtime/csrc/tphost.c) against its numpy twin
-(generators/runtime/hostops.py) bit for bit, on x86-64 in this process (ctypes, SSE2), the
+"""The host kernels: the C library (generators/runtime/host/csrc/tphost.c) against its numpy twin
+(generators/runtime/host/ops.py) bit for bit, on x86-64 in this process (ctypes, SSE2), the
 portable bodies natively, and on ARMv7 under qemu-arm (the vectors' C program, 32-bit pointers;
 the NEON build, the board's, and the VFP-only one), flush-to-zero cases included; the numpy twin against
 independent models where one exists (numpy's float64 arithmetic, np.rint, np.exp, the gguf
@@ -18,11 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, hostlib, hostops, hostvectors, load_checkpoint
+from generators.runtime import Decoder, convert, load_checkpoint
+from generators.runtime.host import clib as hostlib
+from generators.runtime.host import ops as hostops
+from generators.runtime.host import vectors as hostvectors
 from generators.runtime import make_backend
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.hostops import F32, NUMPY
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.host.ops import F32, NUMPY
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 import armv7  # noqa: E402
@@ -305,7 +308,7 @@ def test_q8_0_rows_equal_the_gguf_package():
     """SmolLM2's token embedding (Q8_0 blocks as stored in the GGUF) through embed_q8_0 equals
     the gguf package's dequantiser (its own numpy code) on sampled rows."""
     import gguf
-    from generators.runtime.gguf import smollm2_path
+    from generators.runtime.model.gguf import smollm2_path
     r = gguf.GGUFReader(str(smollm2_path()))
     t = next(t for t in r.tensors if t.name == "token_embd.weight")
     assert t.tensor_type == gguf.GGMLQuantizationType.Q8_0
@@ -468,7 +471,7 @@ def test_without_the_library_numpy_runs_with_one_warning(tiny):
     code = (
         "import warnings, numpy as np\n"
         "warnings.simplefilter('always')\n"
-        "from generators.runtime import hostops\n"
+        "from generators.runtime.host import ops as hostops\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
         "    a = hostops.rmsnorm(np.ones(8), np.ones(8), 1e-5)\n"
@@ -493,8 +496,9 @@ def test_without_the_library_the_decoder_runs_numpy(tiny, tmp_path):
     folder = write_checkpoint(tmp_path / "tiny", TINY, seed=1)
     code = (
         "import warnings\n"
-        "from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend\n"
-        "from generators.runtime.checkpoint import EngineConfig\n"
+        "from generators.runtime import Decoder, convert, load_checkpoint, make_backend\n"
+        "from generators.runtime.host import ops as hostops\n"
+        "from generators.runtime.model.checkpoint import EngineConfig\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
         f"    m = convert(load_checkpoint({str(folder)!r}, EngineConfig(max_k=512, "
@@ -568,4 +572,4 @@ def test_package_installs_without_a_compiler(tmp_path):
     import zipfile
     names = zipfile.ZipFile(whl[0]).namelist()
     assert not any("_tphost" in n for n in names)
-    assert "generators/runtime/csrc/tphost.c" in names and "generators/runtime/hostops.py" in names
+    assert "generators/runtime/host/csrc/tphost.c" in names and "generators/runtime/host/ops.py" in names

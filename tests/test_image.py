@@ -1,4 +1,4 @@
-"""The model image (generators/runtime/image.py): what convert writes is what the model was,
+"""The model image (generators/runtime/model/image.py): what convert writes is what the model was,
 the embedding rows are the GGUF's values bit for bit, the file is mapped (nothing of matrix
 size copied), every damaged or foreign file is a named error, and `convert` / `info` as a
 user runs them.
@@ -18,10 +18,11 @@ import pytest
 import gguf_files  # noqa: E402  (tests/ is on sys.path)
 from generators.__main__ import main
 from generators.runtime import Decoder, EngineConfig, Model, convert, load_checkpoint, make_backend
-from generators.runtime.image import (ALIGN, IMAGE_MAGIC, ImageError, convert_file, is_image,
-                                      open_image, read_header)
-from generators.runtime.model import EmbeddingRows, quantise_q8_0
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.model.conversion import convert_file
+from generators.runtime.model.image import (ALIGN, IMAGE_MAGIC, ImageError, is_image, open_image,
+                                            read_header)
+from generators.runtime.model.model import EmbeddingRows, quantise_q8_0
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [1, 2, 3]
@@ -73,7 +74,7 @@ def test_q8_0_rows_of_any_width_and_their_values():
 def test_gguf_q8_0_embedding_kept_as_stored(q8_gguf):
     """A GGUF's Q8_0 rows are not requantised: each row dequantised from the image is the
     gguf package's float32 of that row, bit for bit."""
-    from generators.runtime.gguf import read_gguf
+    from generators.runtime.model.gguf import read_gguf
     m = convert(load_checkpoint(q8_gguf, ENG), "int8", ENG)
     table = read_gguf(q8_gguf).tensors["model.embed_tokens.weight"]
     for t in range(table.shape[0]):
@@ -100,7 +101,7 @@ def test_image_round_trip_is_the_model(float_dir, tmp_path, fmt):
     for k, v in m.norms.items():
         assert np.array_equal(m2.norms[k], v)
     assert np.array_equal(m2.embedding.blocks, m.embedding.blocks)
-    from generators.runtime.decoder import rope_tables
+    from generators.runtime.decode.decoder import rope_tables
     cos, sin = rope_tables(64, TINY["rope_theta"], ENG.max_context)
     assert np.array_equal(m2.rope_tables()[0], cos) and np.array_equal(m2.rope_tables()[1], sin)
     a = list(Decoder(m, make_backend("golden", m)).generate(PROMPT, 4))
@@ -148,7 +149,7 @@ def test_loaded_frames_are_copy_on_write(float_dir, tmp_path):
 
 
 def test_tokenizer_travels_in_the_image(q8_gguf, tmp_path):
-    from generators.runtime.tokenizer import Tokenizer
+    from generators.runtime.model.tokenizer import Tokenizer
     ref = Tokenizer.from_gguf(q8_gguf)
     m = convert_file(q8_gguf, "int8", ENG, out=tmp_path / "m.tpimg")
     tok = Model.load(m.path).tokenizer()
@@ -161,7 +162,7 @@ def test_tokenizer_travels_in_the_image(q8_gguf, tmp_path):
 
 
 def test_folder_without_tokenizer_runs_from_ids_only(float_dir, tmp_path):
-    from generators.runtime.tokenizer import TokenizerError
+    from generators.runtime.model.tokenizer import TokenizerError
     m = Model.load(convert(load_checkpoint(float_dir, ENG), "int8", ENG)
                    .save(tmp_path / "m.tpimg"))
     assert m.tokenizer_data is None
@@ -254,8 +255,8 @@ def test_decode_save_writes_an_image(float_dir, tmp_path, capsys):
 
 def test_default_model_is_converted_once_into_the_cache(monkeypatch, tmp_path, q8_gguf, capsys):
     """chat without --model: the default GGUF converted into the cache once, then mapped."""
-    from generators.runtime import gguf as G
-    from generators.runtime.image import default_image
+    from generators.runtime.model import gguf as G
+    from generators.runtime.model.conversion import default_image
     monkeypatch.setattr(G, "smollm2_path", lambda: q8_gguf)
     monkeypatch.setenv("TERNARY_PYNQ_CACHE", str(tmp_path / "cache"))
     lines = []

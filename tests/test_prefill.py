@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
-from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from generators.runtime.plan import ContextFitError, memory_plan, model_shape
-from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
+from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime.host import ops as hostops
+from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from generators.runtime.engines.plan import ContextFitError, memory_plan, model_shape
+from generators.runtime.model.synthetic import SMOLLM2_135M, TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [1, 2, 3, 4, 5]
@@ -93,7 +94,7 @@ def test_generate_with_prefill_equals_token_by_token(models, fmt):
 def test_prefill_on_the_register_model_in_another_process(models, fmt):
     """Every register access across a socket, the golden top in its own process: the chunked
     prompt's logits equal the token-by-token path's."""
-    from generators.runtime.rtl import GoldenServerBackend
+    from generators.runtime.engines.golden_server import GoldenServerBackend
     m = models[fmt]
     ref, _ = _token_by_token(m, PROMPT[:3])
     be = GoldenServerBackend(m, vectors=2)
@@ -184,11 +185,11 @@ def test_decode_takes_several_prompts(models, tmp_path, capsys):
 
 
 def test_schedule_counts_the_frames_the_runtime_sends():
-    """make prefill's model (generators/runtime/schedule.py) counts exactly the bytes of the
+    """make prefill's model (generators/runtime/bench/prefill.py) counts exactly the bytes of the
     runtime's frames: one-vector passes are the images' bytes (header, x slot, rows), a
     B-vector pass adds per frame the vectors word and B - 1 more x; clocks add each frame's
     port latency; four streams at V = 2 are two passes of two."""
-    from generators.runtime.schedule import Schedule
+    from generators.runtime.bench.prefill import Schedule
     one, two = Schedule("ternary", 1), Schedule("ternary", 2)
     images = sum(sum(m.image_bytes) for m in one.shape.matrices.values())
     assert one.matrix_pass(1, 1)[1] * 8 == images
@@ -211,7 +212,7 @@ def test_schedule_host_per_row_follows_the_pass():
     "armv7p", "armv7c2p"), each at its row's context; chunk 1 on a V = 2 top is one pass per
     prompt row, each at its L, the LM head for the last only; streams' rows all sample."""
     from generators.report.decoder_model import host_ms
-    from generators.runtime.schedule import Schedule
+    from generators.runtime.bench.prefill import Schedule
     two = Schedule("q4", 2)
     n = 5                                        # passes (1, 2), (3, 4), (5: the LM head)
     want = sum(host_ms("q4", L, build="armv7c2p") for L in range(1, n)) + host_ms("q4", n)
@@ -243,7 +244,7 @@ def test_default_chunk_is_the_vectors_on_both_loops(models):
 def test_kv_undo_restores_a_requantised_cache_exactly():
     """A pass appends three rows whose K step grows at each (every cached row requantised);
     taking back the last two leaves exactly the cache that appending the first alone makes."""
-    from generators.runtime.quantise import KVCache
+    from generators.runtime.model.quantise import KVCache
     rng = np.random.default_rng(5)
     base = [rng.standard_normal((1, 64)) for _ in range(3)]
     rows = [base[0] * 0.5, base[1] * 2.0, base[2] * 8.0]       # steps grow at rows 1 and 2
@@ -268,7 +269,7 @@ def test_kv_undo_restores_a_requantised_cache_exactly():
 
 
 def test_lookup_draft():
-    from generators.runtime.decoder import lookup_draft
+    from generators.runtime.decode.decoder import lookup_draft
     assert lookup_draft([1, 2, 3, 9, 1, 2], 3) == [3, 9, 1]       # the 2-gram 1 2
     assert lookup_draft([5, 6, 7, 5], 2) == [6, 7]
     assert lookup_draft([4, 4, 4], 3) == [4]                      # the most that followed
@@ -318,8 +319,8 @@ def test_smollm2_speculate_keeps_the_greedy_answer():
     greedy tokens: --speculate 1 on vectors 2 and --speculate 3 on vectors 4 give the plain
     run's tokens and last logits; drafts are accepted. The plain run prefills token by token
     (vectors 1), so this is also SmolLM2's prefill against the token-by-token path."""
-    from generators.runtime.chat import load_model
-    from generators.runtime.schedule import REPEAT
+    from generators.runtime.cli.chat import load_model
+    from generators.runtime.bench.prefill import REPEAT
     model, tok, _ = load_model(None, "q4")
     para = "Four score and seven years ago our fathers brought forth on this continent, " \
            "a new nation, conceived in Liberty."
@@ -360,7 +361,7 @@ def test_chat_batch_answers_each_line_as_alone(tmp_path, monkeypatch, capsys):
     sys.path.insert(0, str(Path(__file__).parent))
     import gguf_files
     from generators.__main__ import main
-    from generators.runtime.chat import load_model
+    from generators.runtime.cli.chat import load_model
     p = tmp_path / "tiny.gguf"
     gguf_files.write_llama(p)
     qs = ["hello there", "what is this"]

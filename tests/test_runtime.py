@@ -16,9 +16,9 @@ import pytest
 from generators.golden import mv as gmv
 from generators.runtime import (CheckpointError, ContextError, Decoder, EngineError, Model,
                                 convert, load_checkpoint, make_backend)
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.quantise import KVCache, quantise_activations, quantise_int8_rows
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.quantise import KVCache, quantise_activations, quantise_int8_rows
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from engine_flags import flag_answers  # noqa: E402
@@ -77,7 +77,7 @@ def test_checkpoint_errors_name_the_field_or_tensor(ckdir, tmp_path, edit, words
 
 def test_checkpoint_reads_config_and_bf16(ckdir, tmp_path):
     from safetensors.numpy import load_file
-    from generators.runtime.checkpoint import _read_bf16
+    from generators.runtime.model.checkpoint import _read_bf16
     ck = load_checkpoint(ckdir, ENG)
     assert ck.config.head_dim == 64 and ck.config.group == 3 and not ck.bitnet
     # a BF16 file (as SmolLM2 ships) read through the fallback equals its float32 widening

@@ -5,7 +5,7 @@ transfer: survived with every engine word equal to golden's, or reported by name
 left behind), the board backend on a stand-in ``pynq`` whose registers are the register model,
 the overlay checks, the simulator link's timeout, and the host's memory (tracemalloc) with the
 register model in a process of its own. The per-token tests and the faults run on both host
-loops (``loop``: the Python reference and the C step of generators.runtime.hostloop).
+loops (``loop``: the Python reference and the C step of generators.runtime.engines.cloop).
 """
 from __future__ import annotations
 
@@ -17,14 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
-from generators.runtime import pg021 as R
-from generators.runtime.backends import (DMA_PARAMETERS, FPGA_RST_CTRL, SLCR_BASE, SLCR_LOCK,
-                                         SLCR_LOCKSTA, SLCR_UNLOCK, BackendError, DmaError,
-                                         DmaHangError, DmaShortError, check_overlay)
-from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from generators.runtime.plan import MIB, cma_mib, info, memory_plan, model_shape, smollm2_lines
-from generators.runtime.synthetic import SMOLLM2_135M, TINY, write_checkpoint
+from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime.host import ops as hostops
+from generators.runtime.engines import pg021 as R
+from generators.runtime.engines.board import (DMA_PARAMETERS, FPGA_RST_CTRL, SLCR_BASE, SLCR_LOCK,
+                                              SLCR_LOCKSTA, SLCR_UNLOCK, check_overlay)
+from generators.runtime.errors import BackendError, DmaError, DmaHangError, DmaShortError
+from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from generators.runtime.engines.plan import MIB, cma_mib, info, memory_plan, model_shape, smollm2_lines
+from generators.runtime.model.synthetic import SMOLLM2_135M, TINY, write_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 ENG = EngineConfig(max_k=512, max_context=32)
@@ -249,7 +250,7 @@ def test_register_model_refuses_stale_and_bad_descriptors(models):
 def fake_pynq(model, mhz=142.857132, sg=1, allocations=None, slcr_locked=False):
     """A stand-in for pynq: Overlay with dma_0/dma_1 in its ip_dict, MMIO onto the register
     model (the golden PL top behind it), allocate from its DDR model, Clocks.fclk0_mhz."""
-    from generators.runtime.dma import GoldenFabric, Memory, SgDmaRegs
+    from generators.runtime.engines.regmodel import GoldenFabric, Memory, SgDmaRegs
     mem = Memory(None, 64 << 20)
     fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config())
     regs = {0x4040_0000: SgDmaRegs(0, fab, mem), 0x4041_0000: SgDmaRegs(1, fab, mem)}
@@ -460,7 +461,8 @@ def test_python_loop_fences_its_stores_before_taildesc(models, monkeypatch):
 
 def test_simulator_link_times_out():
     from multiprocessing import Pipe
-    from generators.runtime.rtl import RemoteMmio, SimLink, SimLinkError
+    from generators.runtime.engines.link import RemoteMmio, SimLink
+    from generators.runtime.errors import SimLinkError
     a, b = Pipe()
     mmio = RemoteMmio(SimLink(a, 0.2, "the silent simulator"), 0)
     with pytest.raises(SimLinkError, match="the silent simulator did not answer 'r' within "
@@ -475,7 +477,7 @@ def test_host_memory_within_the_plan(models, golden_run):
     """The board's host code with the register model and the PL in another process: what the
     host allocates (tracemalloc, peak over setup and 7 tokens) stays within the plan's
     runtime items."""
-    from generators.runtime.rtl import GoldenServerBackend
+    from generators.runtime.engines.golden_server import GoldenServerBackend
     m = models["int8"]
     tracemalloc.start()
     try:
@@ -496,7 +498,7 @@ def test_chat_progress_bar_wraps_the_runtime(models, golden_run):
     """chat's ProgressBackend (a wrapper of run()) counts each transfer's beats; the tokens
     are golden's."""
     import io
-    from generators.runtime.chat import ProgressBackend
+    from generators.runtime.cli.chat import ProgressBackend
     m = models["int8"]
     out = io.StringIO()
     pb = ProgressBackend(make_backend("golden", m), m, out=out)

@@ -16,11 +16,11 @@ from generators.golden import q4 as gq4
 from generators.q4 import build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_dequantize
 from generators.runtime import (CheckpointError, Decoder, EngineError, Model, convert,
                                 load_checkpoint, make_backend)
-from generators.runtime.backends import BackendError
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.model import q4_matrix_float
-from generators.runtime.rtl import check_formats
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.engines.runtime import BackendError
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.model import q4_matrix_float
+from generators.runtime.engines.rtl import check_formats
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gguf_files  # noqa: E402
@@ -253,7 +253,7 @@ def test_inf_scale_in_an_image_is_reported(q4_model):
 def test_q4_1_tensor_rows_must_be_whole_blocks():
     """GGUF requires whole 32-weight blocks per row; a raw tensor that is not is refused
     with its name (float weights of any K are requantised instead, above)."""
-    from generators.runtime.model import q4_matrix_raw
+    from generators.runtime.model.model import q4_matrix_raw
     with pytest.raises(CheckpointError, match=r"layers.0.q: a Q4_1 tensor's rows must be whole "
                                               r"32-weight blocks, K = 40"):
         q4_matrix_raw("layers.0.q", np.zeros((4, 40), np.uint8), 40, 4)

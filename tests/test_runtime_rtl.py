@@ -24,11 +24,12 @@ import json
 import numpy as np
 import pytest
 
-from generators.runtime import Decoder, convert, hostops, load_checkpoint, make_backend
+from generators.runtime import Decoder, convert, load_checkpoint, make_backend
+from generators.runtime.host import ops as hostops
 from generators.designs.overlay import PYNQ_Z1_VECTORS
-from generators.runtime import selftest as st
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.cli import selftest as st
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=16)
 #: the rendered top's vectors, the bitstream's: B-vector frames on the RTL (prefill, streams,
@@ -39,7 +40,7 @@ assert RTL_VECTORS >= 2, "the prefill assertions below take chunks of RTL_VECTOR
 
 def _rtl(m, **kw):
     """The rtl backend on the overlay at ENG's sizes and RTL_VECTORS (one Verilator build)."""
-    from generators.runtime.rtl import overlay_params
+    from generators.runtime.engines.rtl import overlay_params
     return make_backend("rtl", m, params=dict(overlay_params(ENG), vectors=RTL_VECTORS), **kw)
 
 
@@ -98,7 +99,7 @@ def test_rtl_on_the_one_vector_top(ck):
     """The runtime on a top built at vectors 1 (the top before B-vector frames, `vectors=1`):
     every frame one-vector, the prompt token by token; the golden backend's tokens and
     words."""
-    from generators.runtime.rtl import overlay_params
+    from generators.runtime.engines.rtl import overlay_params
     m = convert(ck, "int8", ENG, notice=None)
     t_gold, t_rtl = [], []
     with hostops.using("numpy"):
@@ -132,11 +133,11 @@ def test_rtl_status_flags_raise_with_layer_and_matrix(ck, tmp_path):
 
 @pytest.mark.long       # the Verilator overlay build is shared with the tests above; ~1 minute
 def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
-    """make prefill's model (generators/runtime/schedule.py: each frame beats + the top's port
+    """make prefill's model (generators/runtime/bench/prefill.py: each frame beats + the top's port
     latency) against the simulated clocks of the same passes on the RTL: a 2-vector pass
     (a 2-token prefill with the LM head for its last row) and a one-vector pass (a decode step)
     take at least the busier port's beats and at most the model's clocks, within 1 %."""
-    from generators.runtime.schedule import Schedule
+    from generators.runtime.bench.prefill import Schedule
     m = convert(ck, "int8", ENG, notice=None)
     be = _rtl(m)
     try:
@@ -182,7 +183,7 @@ def test_rtl_streams_and_speculation_equal_their_plain_runs(ck):
 def test_selftest_on_the_rtl_backend(tmp_path):
     """``ternary-pynq selftest`` on the rendered top (max_k 512, max_context 16, the PYNQ-Z1
     vectors: this file's build) in Verilator: every output word of every frame kind equals the
-    golden models'; speeds labelled simulated (generators/runtime/selftest.py)."""
+    golden models'; speeds labelled simulated (generators/runtime/cli/selftest.py)."""
     t = st.rtl_target({"max_k": ENG.max_k, "max_context": ENG.max_context,
                        "vectors": RTL_VECTORS})
     out, path = io.StringIO(), tmp_path / "selftest.json"

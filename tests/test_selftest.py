@@ -1,4 +1,4 @@
-"""``ternary-pynq selftest`` (generators/runtime/selftest.py) on the AXI DMA register model
+"""``ternary-pynq selftest`` (generators/runtime/cli/selftest.py) on the AXI DMA register model
 (golden PL top), on a register model whose PL top is broken by one bit (it must fail, exit 1),
 and on the board backend's path over a stand-in pynq; on the rtl backend (the rendered top in
 Verilator) in tests/test_runtime_rtl.py, beside the other simulations (make test-quick skips
@@ -14,8 +14,8 @@ import numpy as np
 
 from generators.__main__ import main
 from generators.designs.overlay import PYNQ_Z1_VECTORS
-from generators.runtime import selftest as st
-from generators.runtime.checkpoint import EngineConfig
+from generators.runtime.cli import selftest as st
+from generators.runtime.model.checkpoint import EngineConfig
 
 #: a small top for the register model (tests/test_runtime_rtl.py runs selftest on the rtl
 #: backend's build of it)
