@@ -108,7 +108,7 @@ test-timed: setup
 	@$(ENV) $(PY) tools/test_time.py $(if $(LONG),--long)
 
 test-quick: setup
-	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/sim/test_sim_engines.py --ignore=tests/sim/test_sim_attention.py --ignore=tests/sim/test_sim_ternary_tree.py --ignore=tests/sim/test_sim_full.py --ignore=tests/sim/test_sim_overlay.py --ignore=tests/sim/test_sim_q4.py --ignore=tests/runtime/engines/test_runtime_rtl.py --ignore=tests/generators/test_formal.py
 
 sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
@@ -151,7 +151,7 @@ armhf-rehearsal: setup
 	@$(ENV) $(PY) tools/armhf_rehearsal.py
 
 host-test: setup
-	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/runtime/host/test_hostops.py
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py

@@ -1,4 +1,4 @@
-"""Run by tests/test_runtime_board.py in the PYNQ venv (build/pynq-venv, pynq 3.1.2, numpy 1.26).
+"""Run by tests/runtime/engines/test_runtime_board.py in the PYNQ venv (build/pynq-venv, pynq 3.1.2, numpy 1.26).
 
 1. The board backend's host code (generators.runtime.engines.runtime.DmaRuntime with the driver
    generators.runtime.engines.sgdma) on PYNQ's OWN ``pynq.MMIO`` (its register-access path) and

@@ -5,7 +5,7 @@
 #   - the project itself, installed editable (pip install -e . --no-deps: pyproject.toml)
 #   - Icarus Verilog and tclsh from apt-get when missing and we are root
 #   - the ARMv7 cross compiler and qemu-arm (make test runs the host kernels' test vectors on
-#     ARMv7: tests/test_hostops.py), valgrind (make host-bench) and llvm (llvm-mca: make
+#     ARMv7: tests/runtime/host/test_hostops.py), valgrind (make host-bench) and llvm (llvm-mca: make
 #     a9-model), from apt-get when we can;
 #     a warning, not an error, when not (those tests then fail naming the package)
 # Re-running is cheap: the venv is only rebuilt when requirements.txt changes, the editable
@@ -49,12 +49,12 @@ optional_apt() {
     echo "[setup] WARNING: $1 is missing and could not be installed (Debian package '$2'): $3" >&2
 }
 optional_apt arm-linux-gnueabihf-gcc gcc-arm-linux-gnueabihf \
-  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+  "make test's ARMv7 check of the host kernels (tests/runtime/host/test_hostops.py) will fail until it is installed"
 optional_apt qemu-arm qemu-user \
-  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+  "make test's ARMv7 check of the host kernels (tests/runtime/host/test_hostops.py) will fail until it is installed"
 optional_apt valgrind valgrind "make host-bench needs it (callgrind)"
 optional_apt debootstrap debootstrap "make armhf-rehearsal (run by .ci/run) needs it for its Debian armhf root"
-optional_apt llvm-mca llvm "make a9-model (the Cortex-A9 cycle model) and tests/test_a9model.py need it"
+optional_apt llvm-mca llvm "make a9-model (the Cortex-A9 cycle model) and tests/runtime/bench/test_a9model.py need it"
 for tool in g++ make perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
 done

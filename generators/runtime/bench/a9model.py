@@ -44,7 +44,7 @@ A9_HZ = 650e6
 
 #: the board build's compiler flags: setup.py's ARM_CFLAGS, what pip builds on the board (the
 #: kernels' NEON bodies, hard float; Thumb-2, the Debian/Ubuntu armhf gcc's default mode);
-#: tests/test_a9model.py reads setup.py and checks the two stay equal. TPH_ARMV7_FLAGS in the
+#: tests/runtime/bench/test_a9model.py reads setup.py and checks the two stay equal. TPH_ARMV7_FLAGS in the
 #: environment (words split as a shell does) overrides it; make a9-model and make host-bench
 #: count that build.
 ARMV7_FLAGS_DEFAULT = ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard")

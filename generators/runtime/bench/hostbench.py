@@ -10,7 +10,7 @@ docs/results/host-bench.json through generators.results):
 * per token at contexts 1, 512 and 2048 on the replay backend: the bytes the CPU writes into
   DMA memory (KV append + attention header/q parts, x slots, descriptor fields), DMA transfers
   and register accesses (**measured**: the runtime's own counters, C loop; the Python loop's
-  are equal, tests/test_hostloop.py);
+  are equal, tests/runtime/engines/test_hostloop.py);
 * the KV cache on real text: the Gettysburg Address (docs/data/gettysburg.txt) through the
   real SmolLM2, teacher-forced: with its calibrated steps, the most bytes written in a token
   and the values clipped; with the running absmax (the rule before), how many step growths,

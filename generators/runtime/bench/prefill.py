@@ -228,7 +228,7 @@ def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: 
     """SmolLM2-135M (the default image) greedy on golden with ``generate(speculate=V - 1)``
     on overlays of each V: the drafted and accepted tokens counted, and the tok/s of the
     passes it ran (each pass: its rows at their positions, :meth:`Schedule.step_time`)
-    against the plain run's one-row passes (the same tokens: tests/test_prefill.py)."""
+    against the plain run's one-row passes (the same tokens: tests/runtime/decode/test_prefill.py)."""
 
 
     model, tok, _ = load_model(None, fmt)

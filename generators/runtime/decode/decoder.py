@@ -10,7 +10,7 @@ Two loops run a step: this module's Python loop over ``hostops`` and the runtime
 step in one call: kernels, slots, descriptors, registers). ``loop=None`` runs C when the host
 ops run in C (``hostops.active() == "c"``: the library is built and not switched off), else
 Python with numpy: ``with hostops.using("numpy")`` is the reference path. Both give the same
-engine words, logits and tokens (tests/test_hostloop.py).
+engine words, logits and tokens (tests/runtime/engines/test_hostloop.py).
 
 Every engine output is checked: a status word with flags raises EngineError naming the flags,
 the layer and the matrix; a count or tag that is not the frame's raises too.

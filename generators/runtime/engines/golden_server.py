@@ -24,7 +24,7 @@ SERVER = "import sys; from generators.runtime.engines.regmodel import serve_gold
 class GoldenServerBackend(DmaRuntime):
     """The runtime with the register model and the golden PL top in a process of their own
     (generators.runtime.engines.regmodel.serve_golden), over the rtl backend's socket protocol: the host's
-    process holds only the host code and DDR's map, as on the board (tests/test_runtime.py
+    process holds only the host code and DDR's map, as on the board (tests/runtime/decode/test_runtime.py
     measures its memory with tracemalloc this way)."""
 
     name = "golden-server"

@@ -665,7 +665,7 @@ def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
                  formats=(8, 3, 4), vectors: int = 1) -> None:
     """The register model and the golden PL top in a process of their own, at ``address``
     (a Unix socket the host listens on): the board's host code with nothing of the PL in the
-    host's process (tests/test_runtime.py measures the host's memory this way)."""
+    host's process (tests/runtime/decode/test_runtime.py measures the host's memory this way)."""
     mem = Memory(ddr, size, create=False)
     fab = GoldenFabric(mem, max_k, gatt.AttentionConfig(**acfg), formats, vectors=vectors)
     regs = [SgDmaRegs(p, fab, mem) for p in (0, 1)]

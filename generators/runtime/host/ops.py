@@ -19,7 +19,7 @@ these twins define. What the fixed order rules out, and what replaces it:
 * numpy's pairwise ``sum``/``mean``: the sum of squares of RMSNorm runs over 8 lanes (element
   i into lane i % 8, in order) combined as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
   numpy forms the lanes with ``np.add.reduce(a.reshape(-1, 8), axis=0)``, which adds row after
-  row (tests/test_hostops.py checks it against a Python loop);
+  row (tests/runtime/host/test_hostops.py checks it against a Python loop);
 * libm / numpy ``exp``: :func:`exp` is Cephes expf's polynomial after a reduction by rint and
   a power of two built from bits (a few ulp; both paths run the same operations);
 * float64 anywhere in the per-token path, except the score multiplier of the attention frame

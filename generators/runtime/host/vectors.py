@@ -6,7 +6,7 @@
 
 ``cases(seed)`` is the list the tests run through both paths in one process (ctypes); the
 file carries the same cases with the numpy outputs to a C program built elsewhere: under
-``qemu-arm`` for ARMv7 in ``make test`` (tests/test_hostops.py), or natively on the board.
+``qemu-arm`` for ARMv7 in ``make test`` (tests/runtime/host/test_hostops.py), or natively on the board.
 
 File format (little-endian): ``b"TPV1"``, u32 case count; per case a 16-byte kernel name
 (NUL-padded), u32 array count, then the arrays, each u32 dtype code (``DTYPES``), u32 element
@@ -355,7 +355,7 @@ def ftz_cases() -> List[Tuple[str, Dict[str, np.ndarray]]]:
     subnormal operand, a subnormal result, and an exact product just below FLT_MIN that IEEE
     rounds up to FLT_MIN (a tie to even: (1 - 2^-24) * 2^-126) and NEON flushes, in both the
     four-lane bodies and the scalar tails. Each case's outputs differ from IEEE float32
-    arithmetic (tests/test_hostops.py checks that)."""
+    arithmetic (tests/runtime/host/test_hostops.py checks that)."""
     f = F32
     m = float(np.finfo(f).tiny)                       # FLT_MIN = 2^-126
     below1 = float(np.nextafter(f(1.0), f(0.0)))      # 1 - 2^-24

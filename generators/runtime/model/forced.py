@@ -13,13 +13,13 @@ What makes it fast, and why the bits stay the Decoder's:
   rows as the golden model's exact block sums (``generators.golden.q4.matrix_words``: S_b by a
   float32 product of integers, then sum_b D_b S_b + M_b X_b in int64, rounded once), batched;
 * the host ops are ``hostops``' numpy reference with a leading token axis (the same operations
-  per row; the C library gives the same bits, tests/test_hostops.py) in the active precision
+  per row; the C library gives the same bits, tests/runtime/host/test_hostops.py) in the active precision
   (float32; float64 under ``hostops.use("float64")``);
 * what depends on the positions before (the KV cache's steps and requantisation, attention)
   runs position after position through the same code as the Decoder: ``quantise.KVCache``
   and ``generators.golden.attention.attention_core`` (the attention engine's integer model).
 
-tests/test_forced.py checks the logits against ``Decoder.step`` bit for bit (INT8 and Q4_1,
+tests/runtime/model/test_forced.py checks the logits against ``Decoder.step`` bit for bit (INT8 and Q4_1,
 float32 and float64). ``make quality`` (tools/quality.py) runs it over docs/data/.
 """
 from __future__ import annotations

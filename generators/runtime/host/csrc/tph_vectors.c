@@ -4,7 +4,7 @@
  *     tph_vectors FILE.tpv        -> one line per kernel, exit 1 on any mismatch
  *
  * Built natively and for ARMv7 (arm-linux-gnueabihf-gcc, run under qemu-arm) by
- * tests/test_hostops.py; on the board with its own gcc.
+ * tests/runtime/host/test_hostops.py; on the board with its own gcc.
  */
 #include <stdint.h>
 #include <stdio.h>

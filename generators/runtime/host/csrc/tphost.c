@@ -3,7 +3,7 @@
  * Every kernel has one portable body (plain C99: the board's VFP-only build) and, for the
  * hot ones, an SSE2 body (x86-64's baseline) and a NEON body (the board's build: -mfpu=neon)
  * that perform the same operations in the same order, four lanes at a time; all three give
- * the numpy path's bits (tests/test_hostops.py runs the vectors through SSE2 and portable on
+ * the numpy path's bits (tests/runtime/host/test_hostops.py runs the vectors through SSE2 and portable on
  * x86, and through NEON and VFP under qemu-arm). -DTPH_PORTABLE builds the portable bodies
  * anywhere.
  *
