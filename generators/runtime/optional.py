@@ -2,8 +2,8 @@
 so the library imports without any of them (``module(name)`` raises ImportError; the caller
 says which extra installs it).
 
-* ``pynq`` (the board's image, ``[board]``): the board backend and ``selftest`` (its version
-  checks: generators.host.import_pynq);
+* ``pynq`` (the board's image, ``[board]``): ``selftest`` here; the board backend through
+  generators.host.import_pynq (outside the runtime: pynq with the image's version checks);
 * ``gguf`` (``[runtime]``): GGUF files (model/gguf.py);
 * ``tokenizers`` (``[runtime]``, ``[board]``): text (model/tokenizer.py);
 * ``safetensors`` (``[runtime]``): Hugging Face folders (model/checkpoint.py, model/synthetic.py).

@@ -163,3 +163,26 @@ def test_the_checker_sees_an_up_edge_and_a_cycle(tmp_path):
 def test_optional_names_only_optional_packages():
     with pytest.raises(ValueError):
         optional.module("numpy")
+
+
+def test_no_private_name_is_imported_across_modules():
+    """Neither ``from .x import _name`` nor ``x._name`` on a module of the package imported as
+    ``x``: what another module needs is public."""
+    mods = modules()
+    wrong = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        local = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith(PKG)):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        wrong.append(f"{path.name}:{node.lineno} imports {a.name}")
+                    local.add(a.asname or a.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    node.value.id in local and node.attr.startswith("_") and \
+                    not node.attr.startswith("__"):
+                wrong.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert wrong == []

@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from generators.report.decoder_model import (ModelShape, Platform, decoder_row, token_time, weight_format_rows)
 from generators.results import figure, load, record
+
 from ..decode.decoder import Decoder
 from ..engines import make_backend
 from ..model.checkpoint import PYNQ_Z1_ENGINES, load_checkpoint
 from ..model.model import convert, quantise_matrix
-from ..model.synthetic import SMOLLM2_135M, write_checkpoint
 
 REPO = Path(__file__).resolve().parents[3]
 FORMATS = ("ternary", "q4", "int8")

@@ -20,19 +20,21 @@ docs/results/host-bench.json through generators.results):
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
-import dataclasses
+
 from generators.contract import FORMAT_CODES, MATRIX_MAGIC
+
 from ..decode.decoder import Decoder
 from ..engines import make_backend
 from ..engines.golden_server import GoldenServerBackend
-from ..engines.replay import packets_from_trace, replay_backend
 from ..engines.plan import MIB, memory_plan, model_shape
+from ..engines.replay import packets_from_trace, replay_backend
 from ..host import ops as hostops
 from ..host.ops import rope_tables
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES

@@ -24,17 +24,19 @@ Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
 from generators.core import build
 from generators.designs.overlay import PYNQ_Z1_VECTORS
 from generators.report.decoder_model import Platform, host_ms, pl_attention, token_time
-from generators.results import figure, record
-from pathlib import Path
+from generators.results import figure
+
 from ..decode.decoder import Decoder
 from ..engines import make_backend
 from ..engines.plan import ATT, memory_plan, model_shape, row_stride, shape_of
-from ..model.conversion import load_model
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
+from ..model.conversion import load_model
 from ..model.synthetic import SMOLLM2_135M
 
 #: prompt lengths of the figures: the Paris question in SmolLM2's chat template with its

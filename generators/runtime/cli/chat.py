@@ -33,18 +33,17 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats",
-           "FCLK_HZ", "TERNARY_WARNING", "USER_ERRORS"]
-
-from generators.contract import FCLK_HZ  # noqa: E402  (re-exported: tools/chat_rtl.py)
-
-from . import commands as _cli  # noqa: E402
-from .commands import speculation_line  # noqa: E402  (chat's report too)
-from ..model.conversion import load_model  # noqa: E402  (re-exported: tools/answers.py)
+from generators.contract import FCLK_HZ  # re-exported: tools/chat_rtl.py
 from generators.report.decoder_model import token_time
-from .commands import add_plan_arguments, check_plan  # noqa: E402
+
 from ..decode.decoder import Decoder, check_prompt
 from ..engines import registry
+from ..model.conversion import load_model  # re-exported: tools/answers.py
+from . import commands as _cli
+from .commands import add_plan_arguments, check_plan, speculation_line
+
+__all__ = ["add_parser", "run", "load_model", "ProgressBackend", "Streamer", "token_beats",
+           "FCLK_HZ", "TERNARY_WARNING", "USER_ERRORS"]
 
 #: errors of the user's input (file, prompt, board): printed as "error: ..." by the CLI, exit
 #: code 2 (defined once, in generators/runtime/cli/commands.py)

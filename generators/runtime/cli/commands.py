@@ -20,15 +20,15 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from ..model.checkpoint import EngineConfig, PYNQ_Z1_ENGINES
-from ..errors import USER_ERRORS, BackendError, ImageError, UsageError
-from ..model.conversion import SMOLLM2, open_model
 from ..decode.decoder import Decoder
-from ..engines import registry
 from ..decode.decoder import check_prompt
+from ..engines import registry
 from ..engines.plan import CMA_MB, HOST_MB, info, memory_plan
+from ..errors import USER_ERRORS, BackendError, ImageError, UsageError
 from ..model import gguf
 from ..model import conversion
+from ..model.checkpoint import EngineConfig, PYNQ_Z1_ENGINES
+from ..model.conversion import SMOLLM2, open_model
 from ..model.image import IMAGE_VERSION, is_image, open_image
 from ..model.model import Model
 

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -40,6 +41,7 @@ import numpy as np
 from generators import __version__
 from generators.board_image import BOARD_IMAGE, ImageError, check_image
 from generators.contract import FCLK_MHZ, FCLK_TOLERANCE_MHZ
+from generators.cosim import runner
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
 from generators.golden.overlay import overlay_outputs
@@ -48,17 +50,15 @@ from generators.q4 import build_q4_frame, pack_q4_rows
 
 from ..engines import pg021 as R
 from ..engines.board import DMA_PARAMETERS, overlay_parameters
-from ..engines.runtime import write_barrier
-from ..errors import BackendError, UsageError
-from .. import optional
-from ..model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from ..engines.plan import MIB, cma_mib, memory_plan, model_shape
-from ..engines.sgdma import MM2S, S2MM, SgDma
-from ..model.synthetic import SMOLLM2_135M
-from generators.cosim import runner
-from multiprocessing.connection import Listener
-from ..engines.regmodel import GoldenFabric, Memory, SgDmaRegs
 from ..engines.link import RemoteMmio, SimLink, accept
+from ..engines.plan import MIB, cma_mib, memory_plan, model_shape
+from ..engines.regmodel import GoldenFabric, Memory, SgDmaRegs
+from ..engines.runtime import write_barrier
+from ..engines.sgdma import MM2S, S2MM, SgDma
+from ..errors import BackendError, UsageError
+from ..model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
+from ..model.synthetic import SMOLLM2_135M
+from .. import optional
 
 __all__ = ["run_selftest", "Target", "model_target", "rtl_target", "board_target",
            "SelftestError"]

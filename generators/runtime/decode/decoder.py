@@ -24,13 +24,13 @@ import numpy as np
 
 from generators.golden import attention as gatt
 
+from ..engines import cloop as hostloop
+from ..engines.faults import attention_error, matrix_error, matrix_site
+from ..engines.plan import ATT, DOWN, GU, LM, O, QKV
+from ..errors import ContextError, EngineError, PromptError
 from ..host import ops as hostops
 from ..model.model import Model, QMatrix
-from ..engines.plan import ATT, DOWN, GU, LM, O, QKV
 from ..model.quantise import KVCache, quantise_activations
-from ..errors import ContextError, EngineError, PromptError
-from ..engines.faults import attention_error, matrix_error, matrix_site
-from ..engines import cloop as hostloop
 
 __all__ = ["Decoder", "EngineError", "ContextError", "PromptError", "check_prompt",
            "rope_tables", "sample"]

@@ -55,8 +55,8 @@ from generators.golden import attention as gatt
 from ..errors import (BackendError, DmaError, DmaHangError, DmaResetError, DmaShortError,
                       EngineError)
 from ..host import clib as hostlib
-from . import pg021 as R
 from .faults import attention_error, matrix_error
+from . import pg021 as R
 from .plan import ATT, CHANNEL_NAMES, DOWN, GU, KINDS, LM, O, QKV
 
 __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library", "c_facts",

@@ -6,8 +6,8 @@ from typing import Optional
 
 from ..model.model import Model
 from .plan import memory_plan
-from .regmodel import GoldenFabric, Memory, SgDmaRegs
 from .registry import register_backend
+from .regmodel import GoldenFabric, Memory, SgDmaRegs
 from .runtime import DmaRuntime
 from .sgdma import SgDma
 

@@ -39,6 +39,7 @@ held on the host, scales, norms), each item named.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -46,12 +47,11 @@ import numpy as np
 
 from generators.q4 import q4_row_bytes
 
-from . import pg021 as R
 from ..errors import ContextFitError
-import mmap
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
 from ..model.model import LAYER_MATRICES, split_rows
 from ..model.synthetic import SMOLLM2_135M
+from . import pg021 as R
 
 __all__ = ["MemoryPlan", "memory_plan", "model_shape", "Region", "TransferPlan", "FramePlan",
            "KINDS", "MIB", "info", "ContextFitError", "cloop_bytes"]

@@ -12,8 +12,8 @@ import numpy as np
 
 from .cloop import TPL, for_runtime, load_library
 from .plan import memory_plan
-from .regmodel import BASE_ADDRESS, Memory
 from .registry import register_backend
+from .regmodel import BASE_ADDRESS, Memory
 from .runtime import DmaRuntime
 from .sgdma import SgDma
 

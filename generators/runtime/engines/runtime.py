@@ -34,6 +34,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from generators.contract import VECTORS_FLAG
 from generators.golden import attention as gatt
 from generators.packing import split_attention_frame
 
@@ -43,7 +44,6 @@ from ..model.model import Model
 from . import pg021 as R
 from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan
 from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
-from generators.contract import VECTORS_FLAG
 
 __all__ = ["DmaRuntime", "BackendError", "DmaError", "DmaHangError", "DmaShortError",
            "CPU_BYTES", "write_barrier"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import time
 
-from . import pg021 as R
 from ..errors import DmaResetError
+from . import pg021 as R
 
 __all__ = ["SgDma", "MM2S", "S2MM", "DmaResetError", "RESET_TIMEOUT_S"]
 

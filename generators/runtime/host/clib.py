@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
+
 from generators.golden import attention as gatt
 
 __all__ = ["load", "library_path", "source_sha", "expected_build", "CSRC", "LIB_ENV", "COps",

@@ -41,9 +41,10 @@ from typing import Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
+from generators.golden import attention as gatt
+
 from . import clib as hostlib
 from .clib import ERR_NONFINITE, ERR_TINY
-from generators.golden import attention as gatt
 
 __all__ = ["rmsnorm", "rope", "rope_tables", "silu_mul", "exp", "add", "sumsq", "absmax",
            "quantise", "dequant_i32", "dequant_f32", "kv_step", "kv_requantise", "kv_row",

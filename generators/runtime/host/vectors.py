@@ -22,9 +22,10 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from generators.golden import attention as gatt
+
 from . import ops as hostops
 from .ops import F32
-from generators.golden import attention as gatt
 
 __all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "reference", "write", "SMOLLM2"]
 

@@ -22,8 +22,8 @@ import numpy as np
 from generators.designs.overlay import PYNQ_Z1_VECTORS
 from generators.golden.attention import AttentionConfig
 
-from .. import optional
 from ..errors import CheckpointError
+from .. import optional
 from . import gguf
 
 __all__ = ["CheckpointError", "ModelConfig", "Checkpoint", "EngineConfig", "PYNQ_Z1_ENGINES",

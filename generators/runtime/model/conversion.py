@@ -18,11 +18,11 @@ from typing import Optional
 from generators import __version__
 
 from ..errors import ImageError, UsageError
-from . import kvcal
 from .checkpoint import PYNQ_Z1_ENGINES, EngineConfig, load_checkpoint
 from . import gguf
 from .image import (IMAGE_VERSION, SUFFIX, ImageWriter, checkpoint_tokenizer, is_image,
                     read_header)
+from . import kvcal
 from .model import Model, convert, stderr_notice, write_matrix
 from .tokenizer import tokenizers
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import optional
 from ..errors import GGUFError
+from .. import optional
 
 __all__ = ["GGUFError", "GGUFModel", "RawTensor", "read_gguf", "smollm2_path",
            "SMOLLM2_PACKAGE", "SMOLLM2_FILE", "SMOLLM2_INSTALL", "RUNTIME_INSTALL", "hf_name",

@@ -26,6 +26,7 @@ engines as rows of the model's format. ``Model.save`` writes the model image and
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -37,15 +38,14 @@ from generators.packing import FORMATS, build_frame, header_bytes
 from generators.q4 import (FORMAT_Q4, build_q4_frame, pack_q4_rows, pack_q4_rows_raw,
                            quantize_q4_1)
 
+from ..errors import ImageError, TokenizerError
+from ..host import ops as hostops
 from .checkpoint import (Checkpoint, CheckpointError, EngineConfig, ModelConfig, PYNQ_Z1_ENGINES,
                          check_engines, matrix_names)
-from .quantise import quantise_int8_rows, quantise_ternary
-import sys
-from . import kvcal as Q
 from .image import ImageWriter, checkpoint_tokenizer, model_name, open_image
-from ..errors import ImageError, TokenizerError
+from . import kvcal as Q
+from .quantise import quantise_int8_rows, quantise_ternary
 from .tokenizer import Tokenizer
-from ..host import ops as hostops
 
 __all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "FORMAT_CODES",
            "EmbeddingRows", "quantise_q8_0"]

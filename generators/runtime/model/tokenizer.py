@@ -36,8 +36,8 @@ from pathlib import Path
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .. import optional
 from ..errors import TokenizerError
+from .. import optional
 from .gguf import open_reader, read_metadata
 
 __all__ = ["Tokenizer", "TokenizerError"]
