@@ -85,7 +85,7 @@ help:
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
-                         $(wildcard generators/runtime/csrc/tph*.[ch]) generators/runtime/csrc/tpl_facts.h
+                         $(wildcard generators/runtime/host/csrc/tph*.[ch]) generators/runtime/host/csrc/tpl_facts.h
 	@tools/setup.sh
 
 sim: setup
@@ -109,19 +109,19 @@ test-timed: setup
 	@$(ENV) $(PY) tools/test_time.py $(if $(LONG),--long)
 
 test-quick: setup
-	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/test_sim_engines.py --ignore=tests/test_sim_attention.py --ignore=tests/test_sim_ternary_tree.py --ignore=tests/test_sim_full.py --ignore=tests/test_sim_overlay.py --ignore=tests/test_sim_q4.py --ignore=tests/test_runtime_rtl.py --ignore=tests/test_formal.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider -m "not long" tests --ignore=tests/sim/test_sim_engines.py --ignore=tests/sim/test_sim_attention.py --ignore=tests/sim/test_sim_ternary_tree.py --ignore=tests/sim/test_sim_full.py --ignore=tests/sim/test_sim_overlay.py --ignore=tests/sim/test_sim_q4.py --ignore=tests/runtime/engines/test_runtime_rtl.py --ignore=tests/generators/test_formal.py
 
 sim-full: setup
 	@$(ENV) $(PY) sim/full_scale.py
 
 decode: setup
-	@$(ENV) $(PY) -m generators.runtime.bench --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))$(if $(REUSE), --reuse-engine)
+	@$(ENV) $(PY) tools/decode_bench.py --sim $(SIM)$(if $(TOKENS), --tokens $(TOKENS))$(if $(REUSE), --reuse-engine)
 
 prefill: setup
-	@$(ENV) $(PY) -m generators.runtime.schedule
+	@$(ENV) $(PY) tools/prefill.py
 
 speculate: setup
-	@$(ENV) $(PY) -m generators.runtime.schedule --speculate --vectors 2,4
+	@$(ENV) $(PY) tools/prefill.py --speculate --vectors 2,4
 
 host-bench: setup
 	@$(ENV) $(PY) tools/host_bench.py
@@ -152,7 +152,7 @@ armhf-rehearsal: setup
 	@$(ENV) $(PY) tools/armhf_rehearsal.py
 
 host-test: setup
-	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/test_hostops.py
+	@$(ENV) $(PY) -m pytest -q -n $(JOBS_TEST) -p no:cacheprovider tests/runtime/host/test_hostops.py
 
 fusesoc-lint: setup
 	@$(ENV) $(PY) tools/fusesoc_lint.py

@@ -4,9 +4,9 @@ Every `generators*` package with an __init__.py is found, so a new subpackage sh
 an edit here; `generators.rtl` is the repository's top-level rtl/ folder (pyproject.toml maps
 it with package-dir and ships its *.v as package data).
 
-`generators.runtime._tphost` is the host's C library (generators/runtime/csrc: the kernels
+`generators.runtime.host._tphost` is the host's C library (generators/runtime/host/csrc: the kernels
 tphost.c, the per-token loop tphloop.c, the replay device tphreplay.c; loaded with ctypes by
-generators/runtime/hostlib.py). It is optional: without a C compiler (or
+generators/runtime/host/clib.py). It is optional: without a C compiler (or
 when the build fails) pip prints a warning and installs the package anyway, and the runtime
 runs the numpy twins of the kernels (the same bits) after one warning. The flags are part of
 the numerics: no contraction into FMA, no fast-math, -O2 as `make host-bench` counts it; on
@@ -19,7 +19,7 @@ from pathlib import Path
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
-CSRC = Path("generators") / "runtime" / "csrc"
+CSRC = Path("generators") / "runtime" / "host" / "csrc"
 # hostlib.SOURCES: the SHA the loader checks
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h")
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
@@ -57,13 +57,13 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _notice(e):
-        print(f"WARNING: the C host kernels (generators.runtime._tphost) were not built ({e}); "
+        print(f"WARNING: the C host kernels (generators.runtime.host._tphost) were not built ({e}); "
               f"ternary-pynq installs without them and runs their numpy twins (same results, "
               f"slower)")
 
 
 tphost = Extension(
-    "generators.runtime._tphost",
+    "generators.runtime.host._tphost",
     sources=[str(CSRC / n) for n in SOURCES if n.endswith(".c")],
     depends=[str(CSRC / n) for n in SOURCES if n.endswith(".h")],
     define_macros=[("TPH_SOURCE_SHA", f'"{source_sha()}"')],

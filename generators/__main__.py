@@ -1,10 +1,10 @@
 """Command line (``ternary-pynq`` or ``python -m generators``): ``list``, ``render DESIGN ...``;
 the runtime's ``convert MODEL -o FILE`` (a model image), ``info FILE``, ``decode`` and ``chat``
-(the real model on the engines, generators/runtime/chat.py and cli.py).
+(the real model on the engines, generators/runtime/cli/).
 
 Every mistake is answered with one line ``error: ...`` on stderr and exit code 2: argparse's
 own (an unknown option, a value of the wrong type), a generator parameter, and the runtime's
-named errors (``generators.runtime.cli.USER_ERRORS``), caught here and nowhere else."""
+named errors (``generators.runtime.errors.USER_ERRORS``), caught here and nowhere else."""
 from __future__ import annotations
 
 import argparse
@@ -60,9 +60,9 @@ def main(argv=None) -> int:
     r.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a parameter")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--json", action="store_true", help="print the manifest")
-    from .runtime import chat
-    from .runtime import cli as runtime_cli
-    from .runtime import selftest
+    from .runtime.cli import chat, selftest
+    from .runtime.cli import commands as runtime_cli
+    from .runtime.errors import USER_ERRORS
     runtime_cli.add_convert_parser(sub)
     runtime_cli.add_info_parser(sub)
     runtime_cli.add_parser(sub)
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
                 "selftest": selftest.run}
     try:
         return commands[args.cmd](args)
-    except (ParameterError, *runtime_cli.USER_ERRORS) as exc:
+    except (ParameterError, *USER_ERRORS) as exc:
         sys.stdout.flush()
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ from generators.golden.attention import (
 
 __all__ = ["measure_case", "suites", "run", "format_table", "main", "THRESHOLDS"]
 
-# Documented bounds (docs/attention.md section 7), checked by tests/test_attention_model.py
+# Documented bounds (docs/attention.md section 7), checked by tests/generators/golden/test_attention_model.py
 # for the default configuration: family -> (statistic, bound). "out_max" is in output LSBs,
 # "abs_max" in units of V's INT8 step. The "cancellation" suites make a whole head's result
 # cancel to nearly 0, where an output LSB (max|o|/127) shrinks without limit, so their bound

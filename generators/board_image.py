@@ -1,6 +1,6 @@
 """The PYNQ-Z1's software: the PYNQ SD-card images the board runs and the versions each holds,
 in one table (``IMAGES``) that pyproject.toml's floors are tested against
-(tests/test_board_image.py), the board backend checks at run time (``check_image``) and
+(tests/generators/test_board_image.py), the board backend checks at run time (``check_image``) and
 ``ternary-pynq selftest`` reports.
 
 Sources (the PYNQ repository's image recipes, github.com/Xilinx/PYNQ, read at the tags named):

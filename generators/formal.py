@@ -74,7 +74,7 @@ SMALL = [
 #: vectors 2 and 3 (the read side's word index: formal/props/mv_backend.svh; its output slice:
 #: formal/props/axis_skid.svh) and the top's matrix engine as the overlay builds it at the
 #: PYNQ-Z1 default, vectors 2 (q4=true, fifo_depth 64; docs/vectors.md). make test proves the
-#: small ones (tests/test_formal.py); the default top is in TOPS (overlay defaults).
+#: small ones (tests/generators/test_formal.py); the default top is in TOPS (overlay defaults).
 VECTORS = [
     ("mv-engine", {"max_k": 16, "bytes": 8, "pipeline": 3, "reg_every": 1, "decode_bram": False,
                    "fifo_depth": 32, "vectors": 2}, "small, vectors 2"),
@@ -575,7 +575,7 @@ def prove(design: str, params: Optional[Dict] = None, label: str = "", *,
 
 
 # --------------------------------------------------------------------------------------------
-# mutants (tests/test_formal.py asserts each one fails, and on which property)
+# mutants (tests/generators/test_formal.py asserts each one fails, and on which property)
 
 def _sub(pattern: str, repl: str, only: Optional[str] = None, count: int = 1) -> Mutant:
     def mutate(fname: str, text: str) -> str:

@@ -4,7 +4,7 @@ and refusing a fabric clock other than the one the overlay was built and timed f
 
 The engines are driven on the board by the runtime's board backend
 (``generators.runtime.make_backend("board", model, bitfile=...)``,
-:class:`generators.runtime.backends.BoardBackend`): the same host code as every other backend
+:class:`generators.runtime.engines.board.BoardBackend`): the same host code as every other backend
 (scatter-gather descriptor chains, buffers allocated once from the memory plan, transfers with
 a timeout, DMA faults reset and retried once). The earlier ``Board`` class, which allocated
 two buffers per frame and waited without a timeout, is gone.
@@ -22,14 +22,14 @@ import numpy
 from .board_image import ImageError, check_image
 from .contract import FCLK_MHZ, FCLK_TOLERANCE_MHZ
 
-__all__ = ["BoardError", "check_clock", "FCLK_MHZ"]
+__all__ = ["BoardError", "check_clock", "import_pynq", "FCLK_MHZ"]
 
 
 class BoardError(RuntimeError):
     """The board or the overlay is not what the engines need."""
 
 
-def _import_pynq():
+def import_pynq():
     """pynq, after checking Python, numpy and pynq against the supported images (one line)."""
     try:
         import pynq  # noqa: F401

@@ -17,7 +17,7 @@ figure it is:
 ``make results`` (``python -m generators.results``) renders ``docs/results.md`` from those files
 (``record`` renders it too, so it never lags behind them).
 The README and ``docs/`` quote a figure as ``VALUE UNIT ([LABEL](results.md#KEY))``
-(``docs/results.md#KEY`` from the README); ``tests/test_results.py`` fails when a quote's value
+(``docs/results.md#KEY`` from the README); ``tests/generators/test_results.py`` fails when a quote's value
 or label is not the one in ``docs/results.md``, or when the README has a bare figure.
 """
 from __future__ import annotations

@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-from generators.runtime import Decoder, Model, hostlib, make_backend
+from generators.runtime import Decoder, Model, make_backend
+from generators.runtime.host import clib as hostlib
 
 
 def main():

@@ -1,7 +1,7 @@
 """ARMv7 (the board's Cortex-A9) builds for the tests: Debian's cross compiler, qemu-arm, and
 the functions of a build whose float arithmetic runs on NEON (-mfpu=neon: the library's NEON
 bodies, whose flush-to-zero the numpy twins define; a VFP-only build has none). Used by
-tests/test_hostops.py (the kernels' vectors) and tests/test_hostloop.py (the decoder step on
+tests/runtime/host/test_hostops.py (the kernels' vectors) and tests/runtime/engines/test_hostloop.py (the decoder step on
 the replay device).
 """
 from __future__ import annotations

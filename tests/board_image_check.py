@@ -2,12 +2,12 @@
 image's software (Python 3.10, numpy 1.21.5, pynq 3.0.1 from PyPI: generators/board_image.py)
 with this project's wheel installed as a board owner installs it, `pip install '<wheel>[board]'`.
 
-What runs is the board backend (generators.runtime.backends.BoardBackend) and `ternary-pynq
+What runs is the board backend (generators.runtime.engines.runtime.BoardBackend) and `ternary-pynq
 selftest` with no change, through the real pynq package: ``pynq.Overlay`` parses the .hwh
 (pynqmetadata) and downloads the bitstream (its ``Clocks`` writes FCLK0's dividers from the
 .hwh), ``pynq.Clocks.fclk0_mhz`` reads them back through pynq's own register map, ``pynq.MMIO``
 and ``pynq.allocate`` (``PynqBuffer``) go through a ``pynq.Device`` made active. Behind the
-device: the AXI DMA register model with the golden PL top (generators.runtime.dma) and an SLCR
+device: the AXI DMA register model with the golden PL top (generators.runtime.engines.regmodel) and an SLCR
 model (lock, FPGA_RST_CTRL). What only the board has is stood in, and named: XRT's xclbinutil
 and xclbin parser (the DDR banks XRT allocates from), the FPGA manager (``download`` records
 the bitstream), /dev/mem (the SLCR clock registers an array; the registers behind a device
@@ -40,10 +40,11 @@ from pynq.buffer import PynqBuffer
 
 import generators
 from generators.__main__ import main as cli
-from generators.runtime import Decoder, Model, hostlib, make_backend
-from generators.runtime.backends import BoardBackend
-from generators.runtime.checkpoint import PYNQ_Z1_ENGINES
-from generators.runtime.dma import BASE_ADDRESS, GoldenFabric, Memory, SgDmaRegs
+from generators.runtime import Decoder, Model, make_backend
+from generators.runtime.host import clib as hostlib
+from generators.runtime.engines.board import BoardBackend
+from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES
+from generators.runtime.engines.regmodel import BASE_ADDRESS, GoldenFabric, Memory, SgDmaRegs
 
 DMA_BASE = (0x4040_0000, 0x4041_0000)
 SLCR = 0xF800_0000

@@ -2,12 +2,12 @@
 
 :func:`flag_answers` adds a transfer hook to a runtime: after each transfer, before either
 loop reads the results, the status word of every answer ``select`` picks gets ``flags`` in its
-flags field, as an engine that raised them would have sent it (tests/test_runtime.py,
-tests/test_cli.py).
+flags field, as an engine that raised them would have sent it (tests/runtime/decode/test_runtime.py,
+tests/runtime/cli/test_cli.py).
 """
 from __future__ import annotations
 
-from generators.runtime import pg021 as R
+from generators.runtime.engines import pg021 as R
 
 
 def flag_answers(be, select, flags: int):

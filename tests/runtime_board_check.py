@@ -1,10 +1,10 @@
-"""Run by tests/test_runtime_board.py in the PYNQ venv (build/pynq-venv, pynq 3.1.2, numpy 1.26).
+"""Run by tests/runtime/engines/test_runtime_board.py in the PYNQ venv (build/pynq-venv, pynq 3.1.2, numpy 1.26).
 
-1. The board backend's host code (generators.runtime.backends.DmaRuntime with the driver
-   generators.runtime.sgdma) on PYNQ's OWN ``pynq.MMIO`` (its register-access path) and
+1. The board backend's host code (generators.runtime.engines.runtime.DmaRuntime with the driver
+   generators.runtime.engines.sgdma) on PYNQ's OWN ``pynq.MMIO`` (its register-access path) and
    ``pynq.allocate`` (``PynqBuffer``: physical addresses, flush, cacheable or not), through a
    PYNQ ``Device`` whose registers are the AXI DMA register model
-   (generators.runtime.dma.SgDmaRegs) with the golden PL top behind it and DDR full of 0xA5
+   (generators.runtime.engines.regmodel.SgDmaRegs) with the golden PL top behind it and DDR full of 0xA5
    garbage: tokens and every engine word equal the golden backend's, INT8 and ternary.
    PYNQ 3.1.2's ``_SGDMAChannel`` is not the driver: it allocates descriptors per transfer for
    one buffer and stops the channel after each; the runtime's chains are built once.
@@ -26,12 +26,12 @@ from pynq.lib.dma import _SGDMAChannel
 
 from generators.golden import mv as gmv
 from generators.runtime import Decoder, convert, load_checkpoint, make_backend
-from generators.runtime.backends import DmaHangError, DmaRuntime
-from generators.runtime.checkpoint import EngineConfig
-from generators.runtime.dma import GoldenFabric, Memory, SgDmaRegs
-from generators.runtime.plan import memory_plan
-from generators.runtime.sgdma import SgDma
-from generators.runtime.synthetic import TINY, write_checkpoint
+from generators.runtime.engines.runtime import DmaHangError, DmaRuntime
+from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.engines.regmodel import GoldenFabric, Memory, SgDmaRegs
+from generators.runtime.engines.plan import memory_plan
+from generators.runtime.engines.sgdma import SgDma
+from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 DMA_BASE = (0x4040_0000, 0x4041_0000)
 

@@ -12,7 +12,7 @@ CONTRACT = ["7.0 ns", "6.0 ns", "142.857 MHz", "650 MHz", "512 MB", "128 MB"]
 
 def test_readme_quotes_match_results():
     """Every quote in the README names a recorded figure with its value and label (docs/:
-    tests/test_results.py)."""
+    tests/generators/test_results.py)."""
     bad = R.check_quotes((REPO / "README.md").read_text(), "README.md")
     assert bad == [], "\n".join(bad)
 

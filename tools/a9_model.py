@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make a9-model: the board's host term, by the Cortex-A9 cycle model of
-generators/runtime/a9model.py, on the ARMv7 build of the C loop, calibrated on the write-up's
+generators/runtime/bench/a9model.py, on the ARMv7 build of the C loop, calibrated on the write-up's
 own board measurements; every figure in docs/results/a9-model.json (labelled modelled, with
 the model's error against the board beside it).
 
@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import host_bench as hb  # noqa: E402
 
-from generators.runtime import a9model as am  # noqa: E402
+from generators.runtime.bench import a9model as am  # noqa: E402
 
 OUT = REPO / "build" / "a9"
 CAL = REPO / "tools" / "a9cal" / "writeup.c"
@@ -145,7 +145,7 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
 
 
 def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
-    from generators.runtime import hostbench
+    from generators.runtime.bench import hostbench
     be = dec.be
     toks = [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2][:rows]
 
@@ -411,7 +411,10 @@ def main(argv=None) -> int:
         print(f"a9-model: --formats: {bad[0]!r} is not one of q4, int8", file=sys.stderr)
         return 2
     from generators.results import record
-    from generators.runtime import hostbench, hostloop, hostops
+    from generators.runtime.bench import hostbench
+    from generators.runtime.engines import cloop as hostloop
+    from generators.runtime.engines import replay
+    from generators.runtime.host import ops as hostops
     t0 = time.perf_counter()
     OUT.mkdir(parents=True, exist_ok=True)
     cal_file, steps_file = OUT / "calibration.json", OUT / "steps.json"
@@ -471,7 +474,7 @@ def main(argv=None) -> int:
                         dec = hostbench.replay_decoder(model, rec, L0, "c",
                                                        vectors=hostbench.ROWS)
                         counts = counts_of(dec, L0, rows, lm)
-                        dump = hostloop.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
+                        dump = replay.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
                                                    toks if rows > 1 else toks[0], logits=lm)
                     del dec
                     log(f"{path} {fmt} context {ctx} ...")

@@ -131,9 +131,9 @@ class Asker:
                 ref = Reference.from_gguf(self.path, "float")
                 self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
             else:
-                from generators.runtime.backends import make_backend
-                from generators.runtime.chat import load_model
-                from generators.runtime.decoder import Decoder
+                from generators.runtime.engines import make_backend
+                from generators.runtime.cli.chat import load_model
+                from generators.runtime.decode.decoder import Decoder
                 model, _, _ = load_model(str(self.path), self.numerics, say=None)
                 dec = Decoder(model, make_backend("golden", model, context=512))
                 self._run = lambda ids: [int(t) for t in dec.generate(
@@ -226,8 +226,8 @@ def main(argv=None) -> int:
     if not prompts:
         ap.error(f"--prompts {pfile}: no prompt in it")
 
-    from generators.runtime.gguf import smollm2_path
-    from generators.runtime.tokenizer import Tokenizer
+    from generators.runtime.model.gguf import smollm2_path
+    from generators.runtime.model.tokenizer import Tokenizer
     path = Path(smollm2_path())
     tok = Tokenizer.from_gguf(path)
     eos = list(tok.eos_ids)

@@ -16,7 +16,7 @@
    and with the board's (``CFLAGS=-mcpu=cortex-a9 -mfpu=neon -mfloat-abi=hard``; setup.py adds its ARM_CFLAGS, NEON, on any 32-bit ARM build). --no-deps: with
    --target pip would install a numpy of its own (a source build: PyPI has no armv7l wheel);
    the root's numpy and Jinja2 are Debian's.
-4. For each: the host kernels' tests (tests/test_hostops.py: C = numpy bit for bit, errors,
+4. For each: the host kernels' tests (tests/runtime/host/test_hostops.py: C = numpy bit for bit, errors,
    lanes, ties, exp, float32 numerics, the score multiplier) with pytest (installed once into
    build/armhf/tools), and tests/armhf_decode_check.py: one decode token of the tiny
    checkpoint's images in three formats on the register model, C and Python loops, whose
@@ -124,7 +124,7 @@ def install(name: str, cflags: str) -> Path:
     env.pop("PYTHONPATH", None)
     run([PY3, "-m", "pip", "install", "-q", "--no-deps", "--target", site, src],
         f"pip install ({name} flags)", env=env, cwd=str(OUT))
-    so = list((site / "generators" / "runtime").glob("_tphost*.so"))
+    so = list((site / "generators" / "runtime" / "host").glob("_tphost*.so"))
     if len(so) != 1:
         raise StepError(f"pip install ({name} flags) built no C library: {so}")
     elf = so[0].read_bytes()[:20]
@@ -157,7 +157,7 @@ def main() -> int:
             env = dict(os.environ, PYTHONPATH=f"{site}:{tools}")
             r = subprocess.run([str(PY3), "-m", "pytest", "-p", "no:cacheprovider",
                                 "--noconftest", "--import-mode=append", f"--rootdir={REPO}",
-                                "-q", str(REPO / "tests" / "test_hostops.py"), "-k",
+                                "-q", str(REPO / "tests" / "runtime" / "host" / "test_hostops.py"), "-k",
                                 HOSTOPS_TESTS], capture_output=True, text=True, env=env,
                                cwd=str(OUT))
             tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 
 from generators.board_image import BOARD_IMAGE  # noqa: E402
 from generators.runtime import convert, load_checkpoint  # noqa: E402
-from generators.runtime.checkpoint import PYNQ_Z1_ENGINES, EngineConfig  # noqa: E402
-from generators.runtime.synthetic import TINY, write_checkpoint  # noqa: E402
+from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig  # noqa: E402
+from generators.runtime.model.synthetic import TINY, write_checkpoint  # noqa: E402
 
 OUT = REPO / "build" / "board-image"
 VENV = OUT / "venv"

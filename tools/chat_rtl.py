@@ -57,7 +57,7 @@ def main(argv=None) -> int:
                  f"the prompt's last step runs on golden)")
 
     from generators.runtime import Decoder, make_backend
-    from generators.runtime.chat import ProgressBackend, load_model, token_beats
+    from generators.runtime.cli.chat import ProgressBackend, load_model, token_beats
 
     t0 = time.perf_counter()
     model, tok, _ = load_model(None, args.format,
@@ -156,8 +156,8 @@ def split_generate(dec, prompt, B: int, n: int, switch=None, before=None, after=
     one-token steps. ``before(k, rows)`` / ``after(k, rows)`` around each pass after the switch
     (k 0: the prefill pass of B rows, k >= 1: decode step k, 1 row). Returns (tokens, the last
     prompt token's logits)."""
-    from generators.runtime import hostops
-    from generators.runtime.decoder import check_prompt
+    from generators.runtime.host import ops as hostops
+    from generators.runtime.decode.decoder import check_prompt
     prompt = check_prompt(prompt, dec.max_context, dec.cfg.vocab_size)
     head, tail = split_prompt(prompt, B)
     dec.reset()
@@ -192,8 +192,8 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
     """``--prefill B``: see the module's docstring."""
     from generators.report.decoder_model import token_time
     from generators.runtime import Decoder, make_backend
-    from generators.runtime.chat import FCLK_HZ, ProgressBackend, token_beats
-    from generators.runtime.rtl import overlay_params
+    from generators.runtime.cli.chat import FCLK_HZ, ProgressBackend, token_beats
+    from generators.runtime.engines.rtl import overlay_params
 
     B, n = args.prefill, args.tokens + 1
     head, tail = split_prompt(prompt, B)

@@ -3,7 +3,7 @@
 docs/results/host-bench.json. Its time on the board is make a9-model's (tools/a9_model.py: a
 Cortex-A9 cycle model of the ARMv7 build); the x86-64 count here is a development yardstick.
 
-The engines are replaced by the replay backend (generators.runtime.hostloop.replay_backend):
+The engines are replaced by the replay backend (generators.runtime.engines.cloop.replay_backend):
 the engine words of one sampled token are recorded once from a golden run of the real SmolLM2
 (its image, Q4_1 layers + INT8 head, and INT8), then served back through the same AXI DMA
 registers and descriptors by a device with no compute (csrc/tphreplay.c). The host then does
@@ -14,14 +14,14 @@ context - 1, K/V filled), three ways:
 
 * **C path, x86-64 yardstick** (gcc -O2 -march=x86-64: SSE2, NEON's 128-bit width): the whole
   step without Python (csrc/tpl_bench.c on a dump of the decoder's state,
-  hostloop.write_dump) under valgrind --tool=callgrind --toggle-collect=bench_token (the
+  replay.write_dump) under valgrind --tool=callgrind --toggle-collect=bench_token (the
   step and sampling); the replay device's inclusive cost taken out; split with
   callgrind's inclusive costs into **small ops** (the tphost.h kernels the step calls),
   **frames and DMA** (the rest of tpl_step: slots, parts, descriptors, registers, checks) and
   **sampling** (tph_argmax); one KV step growth counted apart (the same step with one head's
   step set tiny); timed natively;
 * **C path, ARMv7** (arm-linux-gnueabihf-gcc -O2 and the board build's flags,
-  generators.runtime.a9model.board_flags(): what a board build runs): the same program under
+  generators.runtime.bench.a9model.board_flags(): what a board build runs): the same program under
   qemu-arm, every translation block of the library's functions times its executions (libc's
   memset/memcpy not counted);
 * **batched C step, x86-64** ("c2"; at context 512 also on ARMv7, "armv7c2"): the same
@@ -60,8 +60,8 @@ from typing import Dict
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from generators.runtime import a9model  # noqa: E402
-CSRC = REPO / "generators" / "runtime" / "csrc"
+from generators.runtime.bench import a9model  # noqa: E402
+CSRC = REPO / "generators" / "runtime" / "host" / "csrc"
 OUT = REPO / "build" / "host"
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
@@ -218,7 +218,9 @@ def numpy_child(args) -> int:
 
     import numpy as np
 
-    from generators.runtime import decoder, hostbench, hostops
+    from generators.runtime.decode import decoder
+    from generators.runtime.bench import hostbench
+    from generators.runtime.host import ops as hostops
     hostops.use("numpy")
     lib = ctypes.CDLL(args.regions)
     model = hostbench.smollm2(args.fmt)
@@ -299,7 +301,9 @@ def numpy_path(fmt: str, ctx: int, tokens: int, time_tokens: int, regions: Path)
     # natively: the step and sampling on the replay backend, this machine
     import numpy as np
 
-    from generators.runtime import decoder, hostbench, hostops
+    from generators.runtime.decode import decoder
+    from generators.runtime.bench import hostbench
+    from generators.runtime.host import ops as hostops
     model = hostbench.smollm2(fmt)
     with hostops.using("numpy"):
         dec = hostbench.replay_decoder(model, hostbench.recorded(model, fmt), ctx - 1, "python")
@@ -402,8 +406,11 @@ def main(argv=None) -> int:
         need(ARM_CC, "gcc-arm-linux-gnueabihf")
         need("qemu-arm", "qemu-user")
     from generators.results import figure, record
-    from generators.runtime import hostbench, hostloop, hostops
-    from generators.runtime.plan import CMA_MB
+    from generators.runtime.bench import hostbench
+    from generators.runtime.engines import cloop as hostloop
+    from generators.runtime.engines import replay
+    from generators.runtime.host import ops as hostops
+    from generators.runtime.engines.plan import CMA_MB
     if not hostloop.available():
         raise SystemExit("[host-bench] the C library is not built (make setup)")
     contexts = [int(c) for c in args.contexts.split(",")]
@@ -434,7 +441,7 @@ def main(argv=None) -> int:
                                                    vectors=hostbench.ROWS)
                     if path == "c2" and fmt == formats[0] and ctx == 512:
                         rows_counts[ctx] = hostbench.token_counts(dec, L0, rows)
-                    dump = hostloop.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
+                    dump = replay.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
                                                tokens if rows > 1 else tokens[0], logits=lm)
                 del dec
                 log(f"C x86-64 {fmt} context {ctx}: {WHERE[path].split(' (')[0]} ...")
@@ -448,7 +455,7 @@ def main(argv=None) -> int:
                 dec = hostbench.replay_decoder(model, packets, ctx - 1, "c")
                 if fmt == formats[0]:
                     counts[ctx] = hostbench.token_counts(dec, ctx - 1)
-                dump = hostloop.write_dump(OUT / f"step.{fmt}.{ctx}.tpl", dec,
+                dump = replay.write_dump(OUT / f"step.{fmt}.{ctx}.tpl", dec,
                                            hostbench.RECORD_TOKEN)
             del dec
             log(f"C x86-64 {fmt} context {ctx} ...")

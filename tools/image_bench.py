@@ -44,8 +44,8 @@ def _child(argv) -> int:
     t0 = time.perf_counter()
     res = {}
     if what == "convert":
-        from generators.runtime.gguf import smollm2_path
-        from generators.runtime.image import convert_file
+        from generators.runtime.model.gguf import smollm2_path
+        from generators.runtime.model.conversion import convert_file
         convert_file(smollm2_path(), fmt, out=path, notice=None)
     else:
         from generators.runtime import Decoder, Model, make_backend
@@ -72,7 +72,7 @@ def NullEngines(model):
     """The runtime (the board's host code) on the DMA register model whose PL answers every
     matrix frame with zero results and a good status word (its rows never read) and every
     attention frame by the golden model (cheap at context 1)."""
-    from generators.runtime.backends import golden_backend
+    from generators.runtime.engines.golden import golden_backend
     return golden_backend(model, zero_matrices=True)
 
 
@@ -85,7 +85,7 @@ def _run(what, fmt, path) -> dict:
 
 
 def sections(path) -> dict:
-    from generators.runtime.image import read_header
+    from generators.runtime.model.image import read_header
     h = read_header(path)
     out = {}
     for name, s in h["sections"].items():

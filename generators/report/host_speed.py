@@ -1,7 +1,7 @@
 """Host-side speed of generators.packing (measured, wall clock): `make report` section 2c.
 
 Speed is a figure of the report, not a test (no wall-clock asserts in tests): the round trip
-itself is checked by tests/test_packing.py. What matters on the board is how fast the
+itself is checked by tests/generators/test_packing.py. What matters on the board is how fast the
 Cortex-A9 can pack a matrix before it streams; this measures the machine that runs the report.
 """
 from __future__ import annotations

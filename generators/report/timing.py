@@ -916,7 +916,7 @@ def config_vectors(name: str) -> int:
 
 
 def built_configs() -> List[Tuple[str, Dict, str]]:
-    """The configurations the bitstream carries (what tests/test_timing_top.py holds to
+    """The configurations the bitstream carries (what tests/generators/report/test_timing_top.py holds to
     6.0 ns): every row of TIMING_CONFIGS at the top's default vectors; the others are the
     budget's what-ifs, recorded but not built."""
     from ..designs.overlay import PYNQ_Z1_VECTORS

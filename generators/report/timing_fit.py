@@ -240,7 +240,7 @@ def covered_fanout(designs: Sequence[Mapping], min_designs: int = 2) -> int:
 
 
 #: the path checks the bound is taken over: the PL top's flip-flops have synchronous resets
-#: (FDRE/FDSE only: no recovery check; tests/test_timing_model.py checks the top's netlist)
+#: (FDRE/FDSE only: no recovery check; tests/generators/report/test_timing_model.py checks the top's netlist)
 BOUND_KINDS = ("setup",)
 
 

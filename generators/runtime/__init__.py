@@ -7,13 +7,16 @@
     dec   = Decoder(model, be)
     for tok in dec.generate(prompt_ids, max_new_tokens=8): ...
 
-docs/runtime.md has the numerics (where each rounding happens) and the host protocol.
+The layers, each importing only those below it (tests/runtime/test_layers.py checks every
+import): errors, optional < host < model < engines < decode < cli < bench; docs/runtime.md has
+the picture, the numerics (where each rounding happens) and the host protocol.
 """
-from .checkpoint import (Checkpoint, CheckpointError, EngineConfig, ModelConfig, PYNQ_Z1_ENGINES,
-                         load_checkpoint)
-from .model import Model, QMatrix, convert
-from .decoder import ContextError, Decoder, EngineError
-from .backends import make_backend
+from .errors import CheckpointError, ContextError, EngineError
+from .model.checkpoint import (Checkpoint, EngineConfig, ModelConfig, PYNQ_Z1_ENGINES,
+                               load_checkpoint)
+from .model.model import Model, QMatrix, convert
+from .engines import make_backend
+from .decode.decoder import Decoder
 
 __all__ = ["Checkpoint", "CheckpointError", "EngineConfig", "ModelConfig", "PYNQ_Z1_ENGINES",
            "load_checkpoint", "Model", "QMatrix", "convert", "Decoder", "EngineError",

@@ -1,4 +1,4 @@
-"""Regenerate the saved yosys outputs used by tests/test_report_yosys.py.
+"""Regenerate the saved yosys outputs used by tests/generators/report/test_report_yosys.py.
 
     .venv/bin/python tests/data/make_yosys_samples.py
 

@@ -4,7 +4,7 @@
 # address map assign_bd_address makes, and the .hwh generate_target writes.
 #
 # What it raises is what Vivado raises, with Vivado's IDs and texts (public Vivado logs quoted in
-# tests/test_vivado_tcl.py):
+# tests/vivado/test_vivado_tcl.py):
 #   get_bd_pins / get_bd_intf_pins of a pin the cell does not have (for its configuration):
 #       WARNING [BD 5-235] No pins matched 'get_bd_pins X' / [BD 5-232] No interface pins
 #       matched 'get_bd_intf_pins X', and the object is left out;

@@ -1,7 +1,7 @@
 # The real CONFIG parameter names of the Xilinx IPs that vivado/build.tcl configures. The stubs
 # refuse, as Vivado does, a set_property or get_property of a CONFIG.* name that is not listed
 # for the IP of the cell (names compare case-insensitively, as in Vivado), so that a misspelt
-# key fails `make bitstream-dryrun` and tests/test_vivado_tcl.py.
+# key fails `make bitstream-dryrun` and tests/vivado/test_vivado_tcl.py.
 #
 # Every name below was copied from one of these public sources (repository, path, commit):
 #
@@ -28,7 +28,7 @@
 #
 # Not every name of an IP is here: the PS7 list holds the names this flow sets or reads (each
 # checked against [base] or [resizer]), the DMA list the names of [axidma], [resizer] and
-# [pg022]. Add a name only with its source. tests/test_vivado_tcl.py repeats the citations.
+# [pg022]. Add a name only with its source. tests/vivado/test_vivado_tcl.py repeats the citations.
 
 namespace eval stub {
     variable ip_params

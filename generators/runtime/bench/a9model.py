@@ -1,0 +1,412 @@
+"""A cycle model of the PYNQ-Z1's Cortex-A9 running a program of the ARMv7 build: make a9-model
+(tools/a9_model.py) applies it to the C loop's step and to the write-up's own kernels.
+
+A MODEL: there is no A9 here. Its parts, each with its source beside its number:
+
+* **the core**: every translation block qemu-arm runs (``-d in_asm,exec,nochain``: a block's
+  instructions and its executions, the same count as make host-bench's) is handed to
+  ``llvm-mca -mcpu=cortex-a9`` (LLVM's Cortex-A9 scheduling model, ARMScheduleA9.td, written
+  from the Cortex-A9 TRM's and its NEON/VFP cycle tables) as one code region; its cycles per
+  iteration in steady state (100 iterations) times the block's executions is the core's time
+  with every load an L1 hit. llvm-mca cannot read Thumb-2 IT blocks, so the model's build is
+  the board build's flags plus ``-marm`` (ARM mode: the same code with conditional execution
+  instead of IT); the board build (Thumb-2, the compiler's default) is counted too. llvm-mca has
+  no scheduling class for LDM/STM/PUSH/POP/VLDM/VSTM register lists: each is handed over as one
+  load or store per register (the A9 moves one register per cycle through them: Cortex-A9 TRM
+  r4p1, DDI0388I, "Cycle timings": load/store multiple);
+* **the memory system**: L1 misses (32 KiB 4-way data cache, 32-byte lines: Cortex-A9 TRM;
+  UG585 v1.11 section 3.1.1) that hit or miss the PL310 L2 (512 KiB, 8-way: UG585 v1.11
+  section 3.1.1; 32-byte lines: PL310 TRM), counted by valgrind's cache simulation of the
+  same C code (the x86-64 build's data accesses on the A9's cache geometry, the replay
+  device's own accesses taken out: they stand for the PL's); the CPU's loads from and stores
+  into the DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the DMA
+  registers' reads and writes (AXI GP port); cache maintenance by range (for the alternative of
+  issue 28 item 4).
+
+The memory-system constants below carry their source; the ones for which no public figure was
+found are marked ASSUMPTION and listed in every result (``assumptions``).
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+#: the PYNQ-Z1's CPU clock: 650 MHz (Digilent's PYNQ-Z1 reference manual: "650MHz dual-core
+#: Cortex-A9 processor")
+A9_HZ = 650e6
+
+#: the board build's compiler flags: setup.py's ARM_CFLAGS, what pip builds on the board (the
+#: kernels' NEON bodies, hard float; Thumb-2, the Debian/Ubuntu armhf gcc's default mode);
+#: tests/runtime/bench/test_a9model.py reads setup.py and checks the two stay equal. TPH_ARMV7_FLAGS in the
+#: environment (words split as a shell does) overrides it; make a9-model and make host-bench
+#: count that build.
+ARMV7_FLAGS_DEFAULT = ("-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard")
+ARM_CC = "arm-linux-gnueabihf-gcc"
+ARM_OBJDUMP = "arm-linux-gnueabihf-objdump"
+ARM_NM = "arm-linux-gnueabihf-nm"
+
+
+def board_flags() -> Tuple[str, ...]:
+    """The board build's flags (TPH_ARMV7_FLAGS overrides ARMV7_FLAGS_DEFAULT)."""
+    env = os.environ.get("TPH_ARMV7_FLAGS")
+    return tuple(shlex.split(env)) if env else ARMV7_FLAGS_DEFAULT
+
+
+def model_flags() -> Tuple[str, ...]:
+    """The model's build: the board build's flags in ARM mode (llvm-mca reads no IT block)."""
+    return tuple(f for f in board_flags() if f not in ("-mthumb", "-marm")) + ("-marm",)
+
+
+def mca_attrs(flags: Sequence[str]) -> str:
+    """llvm-mca's -mattr for a build: NEON unless an -mfpu names an FPU without it (gcc's
+    -mfpu=auto with -mcpu=cortex-a9 is NEON: its vectoriser uses it for integer loops)."""
+    fpu = [f.split("=", 1)[1] for f in flags if f.startswith("-mfpu=")]
+    return "+vfp3" if fpu and fpu[-1] != "auto" and "neon" not in fpu[-1] else "+vfp3,+neon"
+
+
+#: the write-up's kernels' build: it names no compiler or flags ("I wrote everything except
+#: the matrix multiply in C ... and ran it on the board's CPU"), so ASSUMED: the board's own
+#: gcc (the PYNQ image's Ubuntu armhf) at -O2 with its defaults, ARMv7-A, VFPv3-D16 (no NEON),
+#: hard float; its scalar INT8 dot product at 0.28 G MAC/s (2.3 cycles a MAC) agrees
+WRITEUP_FLAGS = ("-march=armv7-a", "-mfpu=vfpv3-d16", "-mfloat-abi=hard")
+
+
+# ------------------------------------------------------------------ memory-system constants
+
+#: L1 data cache: 32 KiB (UG585 v1.11 section 3.1.1: "two separate 32 KB L1 caches for
+#: instruction and data"), 4-way, 32-byte lines (Cortex-A9 TRM r4p1, DDI0388I, Level 1 memory
+#: system)
+L1D = (32768, 4, 32)
+#: L2 (PL310 / L2C-310): 512 KiB, 8-way (UG585 v1.11 section 3.1.1: "The unified 512 KB L2
+#: cache is 8-way set-associative"), 32-byte lines (PL310 TRM r3p3, DDI0246)
+L2 = (524288, 8, 32)
+#: cycles of a load that misses L1 and hits L2: ASSUMPTION 25 CPU cycles (no public figure for
+#: the Zynq-7000 was retrieved; the PL310's programmed tag and data RAM latencies plus the SCU
+#: and the A9's L1 refill make a few tens of cycles)
+L2_HIT_CYCLES = 25
+#: cycles of a load that misses L2 (a DDR3 line fill through the PL310): ASSUMPTION 100 CPU
+#: cycles (~150 ns at 650 MHz; no public Zynq-7000 latency figure was retrieved)
+DDR_MISS_CYCLES = 100
+#: the A9 refills several lines at once (linefill buffers) when a loop streams: DDR misses of
+#: a streaming loop are taken at the cached copy rate measured on a Zynq-7020 (Zedboard):
+#: memcpy between cached DDR buffers 256 MB/s (bmartini/zynq-xdma issue #10, 2016) -> read
+#: bandwidth at least that: cycles per 32-byte line = 32 B / 256 MB/s x 650 MHz
+DDR_STREAM_LINE_CYCLES = 32 / 256e6 * A9_HZ
+#: the CPU's reads of uncached DMA memory (the frames region: results, STATUS and length
+#: words): memcpy OUT of a non-cacheable CMA buffer on a Zynq-7020 (Zedboard) measured 64 MB/s
+#: (bmartini/zynq-xdma issue #10, 2016: "~64 MB/s" against 256 MB/s between cached buffers);
+#: a word loop's loads are no faster than memcpy's
+UNCACHED_READ_BYTES_PER_S = 64e6
+#: the CPU's stores into uncached (bufferable) DMA memory: the A9's store buffer merges them;
+#: taken at the cached copy rate, 256 MB/s (bmartini/zynq-xdma issue #10; xilinx_axidma issue
+#: #69 reports the writes "fine" against slow reads)
+UNCACHED_WRITE_BYTES_PER_S = 256e6
+#: one read of an AXI DMA register through M_AXI_GP0 (PL at 100 MHz, AXI-Lite): ASSUMPTION 100
+#: CPU cycles (a strongly-ordered round trip through the central interconnect and the PL)
+MMIO_READ_CYCLES = 100
+#: one write of a DMA register (device memory, posted): ASSUMPTION 20 CPU cycles
+MMIO_WRITE_CYCLES = 20
+#: invalidate one 32-byte line by address in L1 (MCR DCIMVAC) and in the PL310 (a write of
+#: its "invalidate line by PA" register, an atomic operation: PL310 TRM r3p3 DDI0246 section
+#: 3.3.10) from the kernel's dma_sync path: ASSUMPTION 30 CPU cycles per line, plus one system
+#: call per range (ASSUMPTION 2,000 cycles: a user-kernel round trip on a 650 MHz A9)
+INVALIDATE_LINE_CYCLES = 30
+SYSCALL_CYCLES = 2000
+
+ASSUMPTIONS = {
+    "L2_HIT_CYCLES": L2_HIT_CYCLES, "DDR_MISS_CYCLES": DDR_MISS_CYCLES,
+    "MMIO_READ_CYCLES": MMIO_READ_CYCLES, "MMIO_WRITE_CYCLES": MMIO_WRITE_CYCLES,
+    "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES}
+SOURCES = [
+    "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
+    "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
+    "Xilinx UG585 Zynq-7000 TRM v1.11, section 3.1.1: L1 32 KB + 32 KB, L2 512 KB 8-way",
+    "ARM PL310 (L2C-310) TRM r3p3 (DDI0246): maintenance by PA is atomic",
+    "bmartini/zynq-xdma issue #10 (Zedboard, Zynq-7020): memcpy out of non-cacheable CMA "
+    "~64 MB/s, between cached buffers 256 MB/s",
+    "bperez77/xilinx_axidma issue #69: reads of driver-allocated (uncached) memory slow, "
+    "writes fine",
+    "PYNQ-Z1 reference manual: CPU 650 MHz"]
+
+
+# ------------------------------------------------------------------ the core: blocks
+
+def _sh(cmd, **kw):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if r.returncode:
+        raise RuntimeError(f"failed: {' '.join(map(str, cmd))}\n{r.stdout[-2000:]}"
+                           f"{r.stderr[-2000:]}")
+    return r
+
+
+def symbols(exe: Path, names: Iterable[str]) -> List[Tuple[int, int, str]]:
+    """(start, end, name) of the text symbols ``names`` of ``exe``, sorted."""
+    want = set(names)
+    out = []
+    for ln in _sh([ARM_NM, "-S", "--defined-only", exe]).stdout.splitlines():
+        f = ln.split()
+        if len(f) == 4 and f[2] in "tT" and f[3] in want:
+            a, n = int(f[0], 16) & ~1, int(f[1], 16)
+            out.append((a, a + n, f[3]))
+    return sorted(out)
+
+
+def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
+            log_file: Path) -> Dict[int, dict]:
+    """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
+    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
+    executions counted so far."""
+    dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
+    _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
+         "-D", log_file, exe, *args])
+    starts = [a for a, _, _ in funcs]
+    blocks: Dict[int, dict] = {}
+    cur = None
+    with open(log_file) as fh:
+        for line in fh:
+            if line.startswith("IN:"):
+                cur = None
+            elif line.startswith("0x") and ":  " in line:
+                pc = int(line.split(":", 1)[0], 16)
+                if cur is None:
+                    cur = pc
+                    blocks[cur] = {"pcs": [], "execs": blocks.get(cur, {"execs": 0})["execs"]}
+                blocks[cur]["pcs"].append(pc)
+            elif line.startswith("Trace"):
+                pc = int(line.split("[", 1)[1].split("/")[1], 16)
+                if pc in blocks:
+                    blocks[pc]["execs"] += 1
+    log_file.unlink()
+    for pc, b in blocks.items():
+        i = bisect.bisect_right(starts, pc) - 1
+        b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
+    return blocks
+
+
+def difference(two: Dict[int, dict], one: Dict[int, dict], per: float = 1.0) -> Dict[int, dict]:
+    """The blocks of one step: a run of two steps less a run of one (executions / ``per``)."""
+    out = {}
+    for pc, b in two.items():
+        n = (b["execs"] - one.get(pc, {"execs": 0})["execs"]) / per
+        if n:
+            out[pc] = dict(b, execs=n)
+    return out
+
+
+def disassembly(exe: Path) -> Dict[int, str]:
+    """pc -> instruction text (objdump, ARM mode), comments and branch targets dropped."""
+    out = {}
+    for ln in _sh([ARM_OBJDUMP, "-d", "--no-show-raw-insn", exe]).stdout.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\t(.*)$", ln)
+        if not m:
+            continue
+        text = m.group(2).split("@")[0].split(";")[0].strip()
+        if not text or text.startswith("."):
+            continue
+        out[int(m.group(1), 16)] = text
+    return out
+
+
+_BRANCH = re.compile(r"^(b|bl|blx|bx|cbz|cbnz)(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le"
+                     r"|al)?(\.[nw])?$")
+_MULTI = re.compile(r"^(v?)(ldm|stm|push|pop|vpush|vpop)(ia|ib|da|db|fd|ea)?(\w*)$")
+
+
+def _regs(lst: str) -> List[str]:
+    out = []
+    for part in lst.strip("{} ").split(","):
+        part = part.strip()
+        m = re.match(r"^([rsdq])(\d+)-[rsdq](\d+)$", part)
+        if m:
+            out += [f"{m.group(1)}{i}" for i in range(int(m.group(2)), int(m.group(3)) + 1)]
+        elif part:
+            out.append(part)
+    return out
+
+
+def mca_text(ins: str) -> List[str]:
+    """One instruction as llvm-mca reads it: branches to a local label; register lists (no
+    scheduling class in LLVM 14's Cortex-A9 model) as one load or store per register."""
+    op, _, rest = ins.partition("\t")
+    op, rest = op.strip(), rest.strip()
+    if _BRANCH.match(op):
+        if op.startswith("bx") or op.startswith("blx") and rest.startswith(("r", "l", "i")):
+            return [ins]
+        if op.startswith(("cbz", "cbnz")):
+            return [f"{op} {rest.split(',')[0]}, .Lt"]
+        return [f"{op} .Lt"]
+    m = _MULTI.match(op)
+    if not m:
+        return [ins]
+    kind = m.group(2)
+    if kind in ("push", "pop", "vpush", "vpop"):
+        base, wb, regs = "sp", True, _regs(rest)
+        load = kind in ("pop", "vpop")
+        down = not load
+    else:
+        base, _, lst = rest.partition(",")
+        base, wb = base.strip(), base.strip().endswith("!")
+        base = base.rstrip("!")
+        regs = _regs(lst)
+        load = kind == "ldm"
+        down = (m.group(3) or "ia") in ("db", "da", "fd" if not load else "ea")
+    out, pc_load = [], False
+    step = 0
+    for r in regs:
+        vec = r[0] in "sd"
+        size = 8 if r[0] == "d" else 4
+        if r == "pc":
+            pc_load = True
+            r = "lr"
+        off = -(step + size) if down else step
+        mn = ("vldr" if load else "vstr") if vec else ("ldr" if load else "str")
+        out.append(f"{mn} {r}, [{base}, #{off}]")
+        step += size
+    if wb:
+        out.append(f"{'sub' if down else 'add'} {base}, {base}, #{step}")
+    if pc_load:
+        out.append("bx lr")
+    return out
+
+
+def _mca_run(text: str, attrs: str) -> Tuple[bool, str]:
+    r = subprocess.run(["llvm-mca", "-mtriple=armv7-linux-gnueabihf", "-mcpu=cortex-a9",
+                        f"-mattr={attrs}", "-iterations=100", "-all-views=false",
+                        "-summary-view"], input=text, capture_output=True, text=True)
+    return r.returncode == 0, r.stdout + r.stderr
+
+
+def _regions_text(regions: List[Tuple[str, List[str]]]) -> str:
+    lines = [".Lt:"]
+    for name, ins in regions:
+        lines.append(f"# LLVM-MCA-BEGIN {name}")
+        lines += [f"\t{i}" for i in ins]
+        lines.append("# LLVM-MCA-END")
+    return "\n".join(lines) + "\n"
+
+
+def _parse(out: str) -> Dict[str, float]:
+    res, name = {}, None
+    for ln in out.splitlines():
+        m = re.match(r"^\[\d+\] Code Region - (\S+)", ln)
+        if m:
+            name = m.group(1)
+        m = re.match(r"^Total Cycles:\s+(\d+)", ln)
+        if m and name is not None:
+            res[name] = int(m.group(1)) / 100.0
+    return res
+
+
+class Mca:
+    """llvm-mca's cycles per block, cached on disk by the block's text."""
+
+    def __init__(self, cache: Path, attrs: str):
+        self.cache_file, self.attrs = cache, attrs
+        try:
+            self.cache = json.loads(cache.read_text()) if cache.exists() else {}
+        except ValueError:              # a run stopped while writing it: model again
+            self.cache = {}
+        #: instructions llvm-mca refused (each counted as 1 cycle)
+        self.refused: Dict[str, int] = {}
+
+    def key(self, ins: List[str]) -> str:
+        return hashlib.sha1(("\n".join(ins) + self.attrs).encode()).hexdigest()[:16]
+
+    def _solve(self, regions: List[Tuple[str, List[str]]]) -> Dict[str, float]:
+        ok, out = _mca_run(_regions_text(regions), self.attrs)
+        if ok:
+            res = _parse(out)
+            if len(res) == len(regions):
+                return res
+        if len(regions) > 1:
+            h = len(regions) // 2
+            return {**self._solve(regions[:h]), **self._solve(regions[h:])}
+        name, ins = regions[0]
+        keep, dropped = [], 0
+        for i in ins:
+            ok1, _ = _mca_run(_regions_text([("x", [i])]), self.attrs)
+            if ok1:
+                keep.append(i)
+            else:
+                dropped += 1
+                self.refused[i] = self.refused.get(i, 0) + 1
+        cyc = 0.0
+        if keep:
+            ok, out = _mca_run(_regions_text([(name, keep)]), self.attrs)
+            cyc = _parse(out).get(name, float(len(keep))) if ok else float(len(keep))
+        return {name: cyc + dropped}
+
+    def cycles(self, blocks: Dict[int, List[str]]) -> Dict[int, float]:
+        """start -> cycles per execution of each block (instruction texts)."""
+        todo = {}
+        for pc, ins in blocks.items():
+            k = self.key(ins)
+            if k not in self.cache:
+                todo[k] = ins
+        items = list(todo.items())
+        for i in range(0, len(items), 400):
+            chunk = [(f"b{k}", ins) for k, ins in items[i:i + 400]]
+            for name, c in self._solve(chunk).items():
+                self.cache[name[1:]] = c
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.cache))
+        tmp.replace(self.cache_file)
+        return {pc: self.cache[self.key(ins)] for pc, ins in blocks.items()}
+
+
+def core_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> dict:
+    """Cycles (perfect caches) and instructions of a step's blocks, in all and per function."""
+    texts = {}
+    for pc, b in blocks.items():
+        ins = []
+        for p in b["pcs"]:
+            ins += mca_text(dis.get(p, "nop"))
+        texts[pc] = ins
+    cyc = mca.cycles(texts)
+    per_fn: Dict[str, dict] = {}
+    for pc, b in blocks.items():
+        f = per_fn.setdefault(b["fn"], {"cycles": 0.0, "instructions": 0.0})
+        f["cycles"] += cyc[pc] * b["execs"]
+        f["instructions"] += len(b["pcs"]) * b["execs"]
+    return {"cycles": sum(f["cycles"] for f in per_fn.values()),
+            "instructions": sum(f["instructions"] for f in per_fn.values()),
+            "functions": per_fn}
+
+
+# ------------------------------------------------------------------ the memory system
+
+def cache_cycles(d1_misses: float, ll_misses: float, streaming: bool = False) -> float:
+    """Cycles of the L1 misses (``d1_misses`` of them, ``ll_misses`` also missing L2)."""
+    l2_hits = max(d1_misses - ll_misses, 0.0)
+    ddr = DDR_STREAM_LINE_CYCLES if streaming else DDR_MISS_CYCLES
+    return l2_hits * L2_HIT_CYCLES + ll_misses * ddr
+
+
+def uncached_cycles(read_bytes: float, write_bytes: float) -> dict:
+    return {"read": read_bytes / UNCACHED_READ_BYTES_PER_S * A9_HZ,
+            "write": write_bytes / UNCACHED_WRITE_BYTES_PER_S * A9_HZ}
+
+
+def mmio_cycles(reads: float, writes: float) -> float:
+    return reads * MMIO_READ_CYCLES + writes * MMIO_WRITE_CYCLES
+
+
+def invalidated_read_cycles(read_bytes: float, ranges: float) -> dict:
+    """Item 4's alternative: the same bytes from cacheable buffers invalidated by range before
+    the CPU reads them: the maintenance (per line, per range's system call) and the line fills
+    from DDR at the streaming rate."""
+    lines = read_bytes / L1D[2]
+    return {"invalidate": lines * INVALIDATE_LINE_CYCLES + ranges * SYSCALL_CYCLES,
+            "fill": lines * DDR_STREAM_LINE_CYCLES}
+
+
+def ms(cycles: float) -> float:
+    return cycles / A9_HZ * 1e3

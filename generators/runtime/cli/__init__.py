@@ -1,0 +1,1 @@
+"""The command line's runtime commands: convert, info, decode, chat, selftest."""

@@ -1,0 +1,1 @@
+"""Decoding on a backend: the Decoder (prefill, step, sampling, speculation)."""

@@ -1,0 +1,119 @@
+"""The `overlay` design (docs/overlay.md) without simulation: manifest, sources, module
+names, port attributes, parameter errors; and the golden model's joiner on its own."""
+import re
+
+import pytest
+
+import generators
+from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators import ParameterError
+from generators.golden import overlay as gov
+from generators.packing import split_attention_frame
+
+
+@pytest.fixture(scope="module")
+def pynq(tmp_path_factory):
+    d = tmp_path_factory.mktemp("overlay")
+    return generators.render("overlay", {}, d), d
+
+
+def test_manifest_contract(pynq):
+    man, _ = pynq
+    assert man["design"] == "overlay" and man["top"] == "pynq_overlay"
+    assert man["streams"] == [
+        {"port": 0, "s_axis": "s0_axis", "s_axis_width": 64, "m_axis": "m0_axis", "m_axis_width": 32},
+        {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
+    # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
+    assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
+    # latency: 3 controller stages + 17 (the Q4_1 path and the select) + 1 (docs/timing.md)
+    # + 2 (the back end's entry register and output slice of B-vector engines); two vectors per
+    # frame (PYNQ_Z1_VECTORS, docs/vectors.md "The PYNQ-Z1 default")
+    assert man["matrix"]["vectors"] == PYNQ_Z1_VECTORS == 2
+    assert man["matrix"]["latency"] == 23 and man["matrix"]["port_latency"] == [26, 25]
+    assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
+    a = man["attention"]
+    assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
+        == (3, 64, 2048, 48, 16)
+    for k in ("latency", "exp_depth", "exp_width", "exp_steps_per_octave", "scale_frac_bits"):
+        assert isinstance(a[k], int)
+    assert man["route"] == {"matrix_magic": 0xB158, "attention_magic": 0xA77E,
+                            "attention_route_magic": 0xA77F}
+
+
+def test_q4_false_leaves_two_formats(tmp_path):
+    man = generators.render("overlay", {"q4": False}, tmp_path / "o")
+    # 3 controller stages + 4 (the INT8 / ternary lane) + 1 + 2 (vectors 2: docs/vectors.md)
+    assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 12
+    assert "q4_lane.v" not in man["sources"]
+
+
+def test_one_definition_per_module(pynq):
+    man, d = pynq
+    assert len(man["sources"]) == len(set(man["sources"]))
+    names = []
+    for src in man["sources"]:
+        names += re.findall(r"^module\s+(\w+)", (d / src).read_text(), re.M)
+    assert len(names) == len(set(names)), sorted(names)
+    top = (d / "pynq_overlay.v").read_text()
+    # one matrix-engine definition, two instances
+    assert names.count("mv_engine") == 1
+    assert len(re.findall(r"^mv_engine matrix[01] \(", top, re.M)) == 2
+    assert len(re.findall(r"^attention_engine attention \(", top, re.M)) == 1
+
+
+def test_port_attributes(pynq):
+    _, d = pynq
+    top = (d / "pynq_overlay.v").read_text()
+    assert ('(* X_INTERFACE_INFO = "xilinx.com:signal:clock:1.0 aclk CLK" *)' in top)
+    # no FREQ_HZ of its own: IP integrator propagates the PS7's 142857132 Hz (issue 19; a value
+    # that differs stops the build, tests/vivado/test_vivado_tcl.py)
+    assert ('(* X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF s0_axis:m0_axis:s1_axis:m1_axis, '
+            'ASSOCIATED_RESET aresetn" *)') in top
+    assert "FREQ_HZ" not in "".join(re.findall(r"\(\*.*?\*\)", top))
+    assert '(* X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW" *)' in top
+    for p in (0, 1):
+        for sig, w in (("s", "[63:0]"), ("m", "[31:0]")):
+            assert re.search(rf"wire {re.escape(w)}\s+{sig}{p}_axis_tdata", top)
+
+
+@pytest.mark.parametrize("params,needle", [
+    ({"max_k": 0}, "max_k=0"), ({"max_context": 0}, "max_context=0"),
+    ({"order_depth": 12}, "power of two"), ({"macs": 24}, "unknown parameter"),
+])
+def test_bad_parameters_write_nothing(params, needle, tmp_path):
+    out = tmp_path / "o"
+    with pytest.raises(ParameterError, match=needle):
+        generators.render("overlay", params, out)
+    assert not out.exists()
+
+
+def test_golden_joiner():
+    a = [(1, False), (2, False), (3, True), (4, False), (5, True)]
+    b = [(10, False), (20, True), (30, False), (40, False), (50, True)]
+    # frame 1: B ends first -> joined tlast on beat 2, A's word 3 dropped; frame 2: A ends
+    # first -> B's word 50 dropped
+    assert gov.join(a, b) == [(1 | 10 << 64, False), (2 | 20 << 64, True),
+                              (4 | 30 << 64, False), (5 | 40 << 64, True)]
+
+
+def test_split_attention_frame():
+    frame = bytes(range(48))
+    even, odd = split_attention_frame(frame, context=5, tag=0x9A)
+    assert even == bytes(range(0, 8)) + bytes(range(16, 24)) + bytes(range(32, 40))
+    route = int.from_bytes(odd[:8], "little")
+    assert route == 0xA77F | (5 << 16) | (0x9A << 56)
+    assert odd[8:] == bytes(range(8, 16)) + bytes(range(24, 32)) + bytes(range(40, 48))
+
+
+def test_vectors_one_is_todays_top(tmp_path):
+    """vectors=1: the matrix engines of before (latency 21, 32-entry FIFO, one vector);
+    vectors=2 (the default): 64 FIFO entries, the back end's entry registers and output slice
+    (latency 23)."""
+    man = generators.render("overlay", {"vectors": 1}, tmp_path / "o")
+    assert man["matrix"]["vectors"] == 1
+    assert man["matrix"]["latency"] == 21 and man["matrix"]["port_latency"] == [24, 23]
+    assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 32
+    man = generators.render("overlay", {"vectors": 2}, tmp_path / "o2")
+    assert man["matrix"]["vectors"] == 2
+    assert man["matrix"]["latency"] == 23 and man["matrix"]["port_latency"] == [26, 25]
+    assert generators.core.build("overlay", {"vectors": 2}).matrix().p["fifo_depth"] == 64

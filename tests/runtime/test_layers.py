@@ -1,0 +1,188 @@
+"""The runtime's layers import one way: every import of every module of generators/runtime (those
+inside functions included) as an edge between modules, none running up a layer or closing a
+cycle; imports at the top of modules only, the optional dependencies only through
+generators/runtime/optional.py."""
+import ast
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from generators.runtime import optional
+
+PKG = "generators.runtime"
+ROOT = Path(__file__).resolve().parents[2] / "generators" / "runtime"
+#: bottom to top; a module may import its own layer and those below it (the package's
+#: __init__, the public API, sits above all of them and is imported by none)
+LAYERS = ("errors", "optional", "host", "model", "engines", "decode", "cli", "bench")
+RANK = {"errors": 0, "optional": 0, "host": 1, "model": 2, "engines": 3, "decode": 4, "cli": 5,
+        "bench": 6}
+API = len(LAYERS)
+
+
+def modules() -> Dict[str, Path]:
+    """{dotted name: file} of every module of the package."""
+    out = {}
+    for f in sorted(ROOT.rglob("*.py")):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join([PKG] + parts)] = f
+    return out
+
+
+def layer(name: str) -> int:
+    """The rank of a module of the package (its first component below generators.runtime)."""
+    rest = name[len(PKG) + 1:].split(".")[0] if name != PKG else ""
+    if rest == "":
+        return API
+    if rest not in RANK:
+        raise KeyError(f"{name}: in no layer (add its subpackage to LAYERS)")
+    return RANK[rest]
+
+
+def _is_type_checking(node) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
+        node.test.id == "TYPE_CHECKING"
+
+
+def imports(name: str, path: Path, known) -> List[Tuple[str, int, bool, str]]:
+    """(imported module, line, inside a function, top-level package) of every import of one
+    module; relative imports resolved, ``from pkg import submodule`` to the submodule."""
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out = []
+
+    def walk(node, infn):
+        for ch in ast.iter_child_nodes(node):
+            if _is_type_checking(ch):
+                continue                         # annotations only: no import at run time
+            fn = infn or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(ch, ast.Import):
+                for a in ch.names:
+                    out.append((a.name, ch.lineno, fn, a.name.split(".")[0]))
+            elif isinstance(ch, ast.ImportFrom):
+                if ch.level:
+                    mod = ".".join(base[:len(base) - ch.level + 1] + ([ch.module] if ch.module
+                                                                       else []))
+                else:
+                    mod = ch.module
+                for a in ch.names:
+                    sub = f"{mod}.{a.name}"
+                    out.append((sub if sub in known else mod, ch.lineno, fn, mod.split(".")[0]))
+            walk(ch, fn)
+    walk(ast.parse(path.read_text()), False)
+    return out
+
+
+def edges() -> List[Tuple[str, str, int]]:
+    """(importer, imported, line) between modules of the package."""
+    mods = modules()
+    return [(name, target, line) for name, path in mods.items()
+            for target, line, _, _ in imports(name, path, mods)
+            if target == PKG or target.startswith(PKG + ".")]
+
+
+def check(graph: List[Tuple[str, str, int]], rank) -> List[str]:
+    """What is wrong with an import graph: edges that run up a layer, and cycles."""
+    bad = [f"{a} (line {ln}) imports {b}: up from layer {rank(a)} to {rank(b)}"
+           for a, b, ln in graph if rank(b) > rank(a)]
+    succ: Dict[str, List[str]] = {}
+    for a, b, _ in graph:
+        if a != b:
+            succ.setdefault(a, []).append(b)
+    state: Dict[str, int] = {}
+    stack: List[str] = []
+
+    def visit(n) -> Optional[List[str]]:
+        state[n] = 1
+        stack.append(n)
+        for m in succ.get(n, ()):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                c = visit(m)
+                if c:
+                    return c
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(succ):
+        if n not in state:
+            c = visit(n)
+            if c:
+                bad.append("cycle: " + " -> ".join(c))
+                break
+    return bad
+
+
+def test_every_module_is_in_a_layer_with_a_docstring():
+    for name, path in modules().items():
+        layer(name)
+        if path.name == "__init__.py" and name != PKG:
+            doc = ast.get_docstring(ast.parse(path.read_text()))
+            assert doc and "\n" not in doc.strip(), f"{path}: one line saying what it holds"
+
+
+def test_imports_run_down_the_layers_without_cycles():
+    graph = edges()
+    assert len(graph) > 100                      # the walk sees the package
+    assert check(graph, layer) == []
+
+
+def test_imports_sit_at_the_top_and_optional_packages_go_through_optional():
+    mods = modules()
+    wrong = []
+    for name, path in mods.items():
+        for target, line, infn, top in imports(name, path, mods):
+            if infn:
+                wrong.append(f"{path.name}:{line} imports {target} inside a function")
+            if top in optional.OPTIONAL:
+                wrong.append(f"{path.name}:{line} imports the optional {target} (use "
+                             f"generators.runtime.optional.module)")
+    assert wrong == []
+
+
+def test_the_checker_sees_an_up_edge_and_a_cycle(tmp_path):
+    rank = {"a.host": 1, "a.model": 2, "a.engines": 3}.get
+    assert check([("a.engines", "a.model", 1), ("a.model", "a.host", 2)], rank) == []
+    up = check([("a.host", "a.model", 7)], rank)
+    assert len(up) == 1 and "up from layer 1 to 2" in up[0]
+    cyc = check([("a.model", "a.host", 1), ("a.host", "a.host2", 2), ("a.host2", "a.model", 3)],
+                lambda n: 1)
+    assert cyc == ["cycle: a.host -> a.host2 -> a.model -> a.host"]
+    # a function-level import is an edge like any other
+    src = "def f():\n    from .b import c\n"
+    p = tmp_path / "x.py"
+    p.write_text(src)
+    got = imports("generators.runtime.host.x", p, {})
+    assert got == [("generators.runtime.host.b", 2, True, "generators")]
+
+
+def test_optional_names_only_optional_packages():
+    with pytest.raises(ValueError):
+        optional.module("numpy")
+
+
+def test_no_private_name_is_imported_across_modules():
+    """Neither ``from .x import _name`` nor ``x._name`` on a module of the package imported as
+    ``x``: what another module needs is public."""
+    mods = modules()
+    wrong = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        local = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith(PKG)):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        wrong.append(f"{path.name}:{node.lineno} imports {a.name}")
+                    local.add(a.asname or a.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    node.value.id in local and node.attr.startswith("_") and \
+                    not node.attr.startswith("__"):
+                wrong.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert wrong == []
