@@ -666,23 +666,50 @@ static inline __m128 exp4(__m128 x)
 #endif
 
 #if TPH_NEON
-static inline float32x4_t exp4(float32x4_t x)
+/* exp4's constants, loaded once per loop: the four multipliers as lanes of two d registers
+ * (a product by a lane is the same IEEE product), the rest as vectors, so a loop keeps them
+ * all in registers (with every constant a vector, gcc reloads seven of them per iteration) */
+typedef struct {
+    float32x2_t kl, kh;           /* LOG2E, C1 | C2, P0 */
+    float32x4_t lo, hi, magic, p1, p2, p3, p4, p5, one;
+    uint32x4_t b127;
+} exp_k;
+
+static inline exp_k exp_consts(void)
 {
-    const float32x4_t magic = vdupq_n_f32(MAGIC);
-    float32x4_t xc = vminq_f32(vmaxq_f32(x, vdupq_n_f32(EXP_LO)), vdupq_n_f32(EXP_HI));
-    float32x4_t mg = vaddq_f32(vmulq_f32(xc, vdupq_n_f32(EXP_LOG2E)), magic);
-    float32x4_t nf = vsubq_f32(mg, magic);
-    float32x4_t r = vsubq_f32(vsubq_f32(xc, vmulq_f32(nf, vdupq_n_f32(EXP_C1))),
-                              vmulq_f32(nf, vdupq_n_f32(EXP_C2)));
-    float32x4_t p = vdupq_n_f32(EXP_P0);
-    uint32x4_t k = vshlq_n_u32(vaddq_u32(vreinterpretq_u32_f32(mg), vdupq_n_u32(127)), 23);
-    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P1));
-    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P2));
-    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P3));
-    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P4));
-    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(EXP_P5));
-    p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), vdupq_n_f32(1.0f));
-    return vmulq_f32(p, vreinterpretq_f32_u32(k));
+    static const float kmul[4] = {EXP_LOG2E, EXP_C1, EXP_C2, EXP_P0};
+    const float32x4_t km = vld1q_f32(kmul);
+    exp_k k;
+    k.kl = vget_low_f32(km);
+    k.kh = vget_high_f32(km);
+    k.lo = vdupq_n_f32(EXP_LO);
+    k.hi = vdupq_n_f32(EXP_HI);
+    k.magic = vdupq_n_f32(MAGIC);
+    k.p1 = vdupq_n_f32(EXP_P1);
+    k.p2 = vdupq_n_f32(EXP_P2);
+    k.p3 = vdupq_n_f32(EXP_P3);
+    k.p4 = vdupq_n_f32(EXP_P4);
+    k.p5 = vdupq_n_f32(EXP_P5);
+    k.one = vdupq_n_f32(1.0f);
+    k.b127 = vdupq_n_u32(127);
+    return k;
+}
+
+static inline float32x4_t exp4(float32x4_t x, const exp_k *k)
+{
+    const float32x4_t xc = vminq_f32(vmaxq_f32(x, k->lo), k->hi);
+    const float32x4_t mg = vaddq_f32(vmulq_lane_f32(xc, k->kl, 0), k->magic);
+    const float32x4_t nf = vsubq_f32(mg, k->magic);
+    const float32x4_t r = vsubq_f32(vsubq_f32(xc, vmulq_lane_f32(nf, k->kl, 1)),
+                                    vmulq_lane_f32(nf, k->kh, 0));
+    const uint32x4_t e = vshlq_n_u32(vaddq_u32(vreinterpretq_u32_f32(mg), k->b127), 23);
+    float32x4_t p = vaddq_f32(vmulq_lane_f32(r, k->kh, 1), k->p1);
+    p = vaddq_f32(vmulq_f32(p, r), k->p2);
+    p = vaddq_f32(vmulq_f32(p, r), k->p3);
+    p = vaddq_f32(vmulq_f32(p, r), k->p4);
+    p = vaddq_f32(vmulq_f32(p, r), k->p5);
+    p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), k->one);
+    return vmulq_f32(p, vreinterpretq_f32_u32(e));
 }
 #endif
 
@@ -694,8 +721,9 @@ void tph_exp(const float *x, uint32_t n, float *y)
     for (; i < n4; i += 4)
         _mm_storeu_ps(y + i, exp4(_mm_loadu_ps(x + i)));
 #elif TPH_NEON
+    const exp_k k = exp_consts();
     for (; i < n4; i += 4)
-        vst1q_f32(y + i, exp4(vld1q_f32(x + i)));
+        vst1q_f32(y + i, exp4(vld1q_f32(x + i), &k));
 #else
     (void)n4;
 #endif
@@ -750,41 +778,20 @@ void tph_silu_mul(const float *g, const float *u, uint32_t n, float *y)
     }
     FTZ_OFF
 #elif TPH_NEON
-    /* exp4's operations on -g, in its order (each product's operands swapped where a
-     * constant comes from a lane: the same IEEE product), every constant in a register for
-     * the whole loop (the four multipliers as lanes of one; gcc reloaded seven of them per
-     * iteration); then the VFP's four divides of g by 1 + exp(-g) straight from the lanes of
-     * q0 and q1 and NEON's product with u: one pass, no buffer (make host-bench: SiLU*up
-     * from 14.4 to about 9 ARMv7 instructions an element) */
-    static const float kmul[4] = {EXP_LOG2E, EXP_C1, EXP_C2, EXP_P0};
-    const float32x4_t km = vld1q_f32(kmul);
-    const float32x2_t kl = vget_low_f32(km), kh = vget_high_f32(km);
-    const float32x4_t lo = vdupq_n_f32(EXP_LO), hi = vdupq_n_f32(EXP_HI);
-    const float32x4_t magic = vdupq_n_f32(MAGIC), one = vdupq_n_f32(1.0f);
-    const float32x4_t p1 = vdupq_n_f32(EXP_P1), p2 = vdupq_n_f32(EXP_P2);
-    const float32x4_t p3 = vdupq_n_f32(EXP_P3), p4 = vdupq_n_f32(EXP_P4);
-    const float32x4_t p5 = vdupq_n_f32(EXP_P5);
-    const uint32x4_t sign = vdupq_n_u32(SIGN_BIT), b127 = vdupq_n_u32(127);
+    /* NEON's 1 + exp(-g) (exp4's constants held in registers for the whole loop), then the
+     * VFP's four divides of g by it straight from the lanes of q0 and q1 and NEON's product
+     * with u: one pass, no buffer (make host-bench: SiLU*up from 14.4 to about 10 ARMv7
+     * instructions an element) */
+    const exp_k k = exp_consts();
+    const uint32x4_t sign = vdupq_n_u32(SIGN_BIT);
     for (; i < n4; i += 4) {
         const float32x4_t gv = vld1q_f32(g + i);
-        const float32x4_t xc = vminq_f32(vmaxq_f32(vreinterpretq_f32_u32(
-            veorq_u32(vreinterpretq_u32_f32(gv), sign)), lo), hi);
-        const float32x4_t mg = vaddq_f32(vmulq_lane_f32(xc, kl, 0), magic);
-        const float32x4_t nf = vsubq_f32(mg, magic);
-        const float32x4_t r = vsubq_f32(vsubq_f32(xc, vmulq_lane_f32(nf, kl, 1)),
-                                        vmulq_lane_f32(nf, kh, 0));
-        const uint32x4_t k = vshlq_n_u32(vaddq_u32(vreinterpretq_u32_f32(mg), b127), 23);
-        float32x4_t p = vaddq_f32(vmulq_lane_f32(r, kh, 1), p1);
-        p = vaddq_f32(vmulq_f32(p, r), p2);
-        p = vaddq_f32(vmulq_f32(p, r), p3);
-        p = vaddq_f32(vmulq_f32(p, r), p4);
-        p = vaddq_f32(vmulq_f32(p, r), p5);
-        p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), one);
-        p = vaddq_f32(one, vmulq_f32(p, vreinterpretq_f32_u32(k)));     /* 1 + exp(-g) */
+        const float32x4_t den = vaddq_f32(k.one, exp4(vreinterpretq_f32_u32(
+            veorq_u32(vreinterpretq_u32_f32(gv), sign)), &k));
         {   /* the two register variables set right before the asm, nothing between (gcc's
              * rule for local register variables as asm operands) */
             register float32x4_t q0 __asm__("q0") = gv;
-            register float32x4_t q1 __asm__("q1") = p;
+            register float32x4_t q1 __asm__("q1") = den;
             __asm__("vdiv.f32 s0, s0, s4\n\t"
                     "vdiv.f32 s1, s1, s5\n\t"
                     "vdiv.f32 s2, s2, s6\n\t"
