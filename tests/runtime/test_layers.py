@@ -1,7 +1,7 @@
 """The runtime's layers import one way: every import of every module of generators/runtime (those
 inside functions included) as an edge between modules, none running up a layer or closing a
 cycle; imports at the top of modules only, the optional dependencies only through
-generators/runtime/optional.py."""
+generators/runtime/optional.py, cocotb only in the rtl backend's simulator side."""
 import ast
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from generators.runtime import optional
+from generators.runtime.engines.rtl import SIM_MODULE
 
 PKG = "generators.runtime"
 ROOT = Path(__file__).resolve().parents[2] / "generators" / "runtime"
@@ -158,6 +159,22 @@ def test_the_checker_sees_an_up_edge_and_a_cycle(tmp_path):
     p.write_text(src)
     got = imports("generators.runtime.host.x", p, {})
     assert got == [("generators.runtime.host.b", 2, True, "generators")]
+
+
+def test_cocotb_only_in_the_simulator_module_which_no_module_imports():
+    """engines/rtl_sim.py is the rtl backend's simulator side: cocotb loads it by name (the
+    backend's SIM_MODULE) in the simulator's process, so it may import cocotb and no module of
+    the package may import it."""
+    mods = modules()
+    assert SIM_MODULE in mods
+    wrong = []
+    for name, path in mods.items():
+        for target, line, _, top in imports(name, path, mods):
+            if top == "cocotb" and name != SIM_MODULE:
+                wrong.append(f"{path.name}:{line} imports {target}")
+            if target == SIM_MODULE:
+                wrong.append(f"{path.name}:{line} imports the cocotb module {target}")
+    assert wrong == []
 
 
 def test_optional_names_only_optional_packages():
