@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import jinja2
 
-from . import __version__
+from .version import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
@@ -239,7 +239,8 @@ def register(cls):
 
 
 def designs() -> Dict[str, type]:
-    from . import designs as _d  # noqa: F401  (imports register every design)
+    """Every registered design by name (the package's ``__init__`` imports generators.designs,
+    whose modules register themselves, before any module of the package runs)."""
     return dict(_REGISTRY)
 
 

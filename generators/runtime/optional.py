@@ -8,7 +8,8 @@ says which extra installs it).
 * ``tokenizers`` (``[runtime]``, ``[board]``): text (model/tokenizer.py);
 * ``safetensors`` (``[runtime]``): Hugging Face folders (model/checkpoint.py, model/synthetic.py).
 
-cocotb is imported only by the simulator's process (generators/cosim), never here.
+cocotb is imported only by the simulator's process: engines/rtl_sim.py (the rtl backend's cocotb
+module, loaded by cocotb by name; no module of the library imports it) and generators/cosim.
 """
 from __future__ import annotations
 

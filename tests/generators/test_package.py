@@ -160,10 +160,10 @@ def test_console_command_and_python_m_from_any_folder(installed, tmp_path):
 
 
 def test_version_defined_once():
-    """pyproject.toml reads the version from generators/__init__.py; the FuseSoC core's VLNV
+    """pyproject.toml reads the version from generators/version.py; the FuseSoC core's VLNV
     (which cannot read Python) must carry the same one."""
     py = (REPO / "pyproject.toml").read_text()
-    assert 'dynamic = ["version"]' in py and 'attr = "generators.__version__"' in py
+    assert 'dynamic = ["version"]' in py and 'attr = "generators.version.__version__"' in py
     assert not re.search(r"^version\s*=\s*\"", py, re.M)   # no literal version
     core = (REPO / "ternary_pynq.core").read_text()
     vlnv = re.search(r"^name:\s*(\S+)", core, re.M).group(1)

@@ -1,14 +1,18 @@
 """The runtime's layers import one way: every import of every module of generators/runtime (those
 inside functions included) as an edge between modules, none running up a layer or closing a
 cycle; imports at the top of modules only, the optional dependencies only through
-generators/runtime/optional.py."""
+generators/runtime/optional.py, cocotb only in the rtl backend's simulator side."""
 import ast
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
 from generators.runtime import optional
+from generators.runtime.engines.rtl import SIM_MODULE
+
+import import_graph  # tests/ is on sys.path
+from import_graph import check, imports
 
 PKG = "generators.runtime"
 ROOT = Path(__file__).resolve().parents[2] / "generators" / "runtime"
@@ -22,13 +26,7 @@ API = len(LAYERS)
 
 def modules() -> Dict[str, Path]:
     """{dotted name: file} of every module of the package."""
-    out = {}
-    for f in sorted(ROOT.rglob("*.py")):
-        parts = list(f.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join([PKG] + parts)] = f
-    return out
+    return import_graph.modules(ROOT, PKG)
 
 
 def layer(name: str) -> int:
@@ -41,80 +39,9 @@ def layer(name: str) -> int:
     return RANK[rest]
 
 
-def _is_type_checking(node) -> bool:
-    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
-        node.test.id == "TYPE_CHECKING"
-
-
-def imports(name: str, path: Path, known) -> List[Tuple[str, int, bool, str]]:
-    """(imported module, line, inside a function, top-level package) of every import of one
-    module; relative imports resolved, ``from pkg import submodule`` to the submodule."""
-    is_pkg = path.name == "__init__.py"
-    base = name.split(".") if is_pkg else name.split(".")[:-1]
-    out = []
-
-    def walk(node, infn):
-        for ch in ast.iter_child_nodes(node):
-            if _is_type_checking(ch):
-                continue                         # annotations only: no import at run time
-            fn = infn or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            if isinstance(ch, ast.Import):
-                for a in ch.names:
-                    out.append((a.name, ch.lineno, fn, a.name.split(".")[0]))
-            elif isinstance(ch, ast.ImportFrom):
-                if ch.level:
-                    mod = ".".join(base[:len(base) - ch.level + 1] + ([ch.module] if ch.module
-                                                                       else []))
-                else:
-                    mod = ch.module
-                for a in ch.names:
-                    sub = f"{mod}.{a.name}"
-                    out.append((sub if sub in known else mod, ch.lineno, fn, mod.split(".")[0]))
-            walk(ch, fn)
-    walk(ast.parse(path.read_text()), False)
-    return out
-
-
 def edges() -> List[Tuple[str, str, int]]:
     """(importer, imported, line) between modules of the package."""
-    mods = modules()
-    return [(name, target, line) for name, path in mods.items()
-            for target, line, _, _ in imports(name, path, mods)
-            if target == PKG or target.startswith(PKG + ".")]
-
-
-def check(graph: List[Tuple[str, str, int]], rank) -> List[str]:
-    """What is wrong with an import graph: edges that run up a layer, and cycles."""
-    bad = [f"{a} (line {ln}) imports {b}: up from layer {rank(a)} to {rank(b)}"
-           for a, b, ln in graph if rank(b) > rank(a)]
-    succ: Dict[str, List[str]] = {}
-    for a, b, _ in graph:
-        if a != b:
-            succ.setdefault(a, []).append(b)
-    state: Dict[str, int] = {}
-    stack: List[str] = []
-
-    def visit(n) -> Optional[List[str]]:
-        state[n] = 1
-        stack.append(n)
-        for m in succ.get(n, ()):
-            if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
-            if m not in state:
-                c = visit(m)
-                if c:
-                    return c
-        stack.pop()
-        state[n] = 2
-        return None
-
-    for n in sorted(succ):
-        if n not in state:
-            c = visit(n)
-            if c:
-                bad.append("cycle: " + " -> ".join(c))
-                break
-    return bad
+    return import_graph.edges(modules(), PKG)
 
 
 def test_every_module_is_in_a_layer_with_a_docstring():
@@ -158,6 +85,22 @@ def test_the_checker_sees_an_up_edge_and_a_cycle(tmp_path):
     p.write_text(src)
     got = imports("generators.runtime.host.x", p, {})
     assert got == [("generators.runtime.host.b", 2, True, "generators")]
+
+
+def test_cocotb_only_in_the_simulator_module_which_no_module_imports():
+    """engines/rtl_sim.py is the rtl backend's simulator side: cocotb loads it by name (the
+    backend's SIM_MODULE) in the simulator's process, so it may import cocotb and no module of
+    the package may import it."""
+    mods = modules()
+    assert SIM_MODULE in mods
+    wrong = []
+    for name, path in mods.items():
+        for target, line, _, top in imports(name, path, mods):
+            if top == "cocotb" and name != SIM_MODULE:
+                wrong.append(f"{path.name}:{line} imports {target}")
+            if target == SIM_MODULE:
+                wrong.append(f"{path.name}:{line} imports the cocotb module {target}")
+    assert wrong == []
 
 
 def test_optional_names_only_optional_packages():

@@ -53,6 +53,7 @@ from ..engines.board import DMA_PARAMETERS, overlay_parameters
 from ..engines.link import RemoteMmio, SimLink, accept
 from ..engines.plan import MIB, cma_mib, memory_plan, model_shape
 from ..engines.regmodel import GoldenFabric, Memory, SgDmaRegs
+from ..engines.rtl import SIM_MODULE
 from ..engines.runtime import write_barrier
 from ..engines.sgdma import MM2S, S2MM, SgDma
 from ..errors import BackendError, UsageError
@@ -111,7 +112,7 @@ def model_target(engines: EngineConfig = PYNQ_Z1_ENGINES, formats=(8, 3, 4),
 def rtl_target(params: Optional[Dict] = None, simulator: str = "verilator",
                timeout_s: float = 600.0) -> Target:
     """The rendered overlay top in a cocotb simulation (the rtl backend's simulator side,
-    generators/cosim/runtime_top.py), DDR a file both processes map."""
+    generators/runtime/engines/rtl_sim.py), DDR a file both processes map."""
 
 
     params = dict(params or {"max_k": PYNQ_Z1_ENGINES.max_k,
@@ -128,7 +129,7 @@ def rtl_target(params: Optional[Dict] = None, simulator: str = "verilator",
 
     def sim():
         try:
-            runner.run("overlay", params, simulator, "generators.cosim.runtime_top",
+            runner.run("overlay", params, simulator, SIM_MODULE,
                        name="selftest", extra_env={"TB_RT_SOCKET": sock,
                                                    "TB_RT_DDR": str(tmp / "ddr"),
                                                    "TB_RT_DDR_SIZE": str(size),

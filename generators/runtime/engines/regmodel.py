@@ -25,7 +25,7 @@ registers and descriptors exactly as on the board; what answers it here is:
   is a BLAS product; any other frame goes through the exact frame model
   (``generators.golden.mv.mv_frame``, bad frames included).
 * :func:`serve`: the register protocol over a socket (MMIO reads and writes of the two DMAs),
-  used by the rtl backend's simulator side (generators/cosim/runtime_top.py) and by
+  used by the rtl backend's simulator side (engines/rtl_sim.py) and by
   :func:`serve_golden` (the register model and the golden top in a process of their own).
 """
 from __future__ import annotations

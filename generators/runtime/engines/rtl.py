@@ -3,7 +3,7 @@ the runtime's host code (:class:`generators.runtime.engines.runtime.DmaRuntime`,
 
 The host side (this process) holds the decoder, the DMA driver and DDR: a file mapped by both
 processes, laid out by the memory plan (weights, KV cache, frame slots, descriptor chains).
-The simulator process (generators/cosim/runtime_top.py) runs the AXI DMA register model
+The simulator process (:data:`SIM_MODULE`, engines/rtl_sim.py) runs the AXI DMA register model
 (generators.runtime.engines.regmodel.SgDmaRegs, scatter-gather) in front of the RTL; every register access
 crosses a socket, every answer awaited with a timeout (:class:`SimLinkError`). Simulated time
 only advances while the host polls a busy DMA channel, so the cycle counts are those of the
@@ -27,6 +27,9 @@ from .runtime import DmaRuntime
 from .sgdma import SgDma
 
 REPO = Path(__file__).resolve().parents[3]
+#: the simulator side, the cocotb module cocotb loads by name in its own process (no module of
+#: the library imports it: cocotb is imported there only)
+SIM_MODULE = "generators.runtime.engines.rtl_sim"
 
 __all__ = ["RtlBackend", "check_formats", "check_manifest", "overlay_params"]
 
@@ -85,7 +88,7 @@ class RtlBackend(DmaRuntime):
         def sim():
             try:
                 self.result = runner.run("overlay", params, simulator,
-                                         "generators.cosim.runtime_top", name="runtime",
+                                         SIM_MODULE, name="runtime",
                                          extra_env={"TB_RT_SOCKET": sock,
                                                     "TB_RT_DDR": str(tmp / "ddr"),
                                                     "TB_RT_DDR_SIZE": str(size),

@@ -11,7 +11,7 @@ registers:
 * ``golden``: the AXI DMA register model (generators.runtime.engines.regmodel.SgDmaRegs) with the golden PL
   top behind it (GoldenFabric over generators.golden.overlay), in this process;
 * ``rtl``: the same register model in the simulator process with the generated overlay top in
-  Verilator or Icarus behind it (generators.runtime.engines.rtl, generators/cosim/runtime_top.py);
+  Verilator or Icarus behind it (generators.runtime.engines.rtl and rtl_sim);
 * ``board``: the PYNQ-Z1's two AXI DMAs in scatter-gather mode through ``pynq.MMIO``
   (``pynq<4``), buffers from ``pynq.allocate``.
 

@@ -1,4 +1,5 @@
-"""The simulator side of the ``rtl`` backend (generators/runtime/engines/rtl.py), a cocotb module.
+"""The simulator side of the ``rtl`` backend (engines/rtl.py), a cocotb module: cocotb loads it by
+name (rtl.SIM_MODULE) in the simulator's process; no module of the library imports it.
 
 The host process (the decoder and the runtime's DMA host code, the board's) talks to this test
 over a socket at register level: MMIO writes and reads of the two AXI DMAs. The register model
