@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..results import record
 from . import resources, timing
-from .synth_cache import _label, fmt_params, log, synth_config, synth_key  # noqa: F401
+from .synth_cache import design_label, fmt_params, log, synth_config, synth_key  # noqa: F401
 from generators.cosim import BENCHES
 from generators.designs import PYNQ_Z1
 
@@ -118,7 +118,7 @@ def silicon_rows(results: Sequence[Mapping], lane_goal: int = LANE_GOAL_LUT) -> 
     rows = []
     for r in results:
         if r.get("error"):
-            rows.append(dict(design=_label(r), params="", note=f"FAILED: {r['error']}"[:80]))
+            rows.append(dict(design=design_label(r), params="", note=f"FAILED: {r['error']}"[:80]))
             continue
         lab = r["design"] + (" (lane only)" if r.get("kind") == "lane" else "")
         params = fmt_params(r.get("all_params") or r.get("params", {}))
@@ -376,7 +376,7 @@ def main(argv=None) -> int:
         try:
             synth_results.append(f.result())
         except Exception as exc:
-            log(f"synth {_label(cfg)} FAILED: {exc}")
+            log(f"synth {design_label(cfg)} FAILED: {exc}")
             synth_results.append(dict(cfg, error=str(exc).splitlines()[0] if str(exc) else repr(exc)))
     pool.shutdown()
 

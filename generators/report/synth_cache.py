@@ -23,7 +23,7 @@ def fmt_params(params: Mapping) -> str:
                     for k, v in params.items())
 
 
-def _label(cfg: Mapping) -> str:
+def design_label(cfg: Mapping) -> str:
     lab = cfg["design"] + (" lane" if cfg.get("kind") == "lane" else "")
     p = fmt_params(cfg.get("params", {}))
     return f"{lab} {p}".strip()
@@ -71,7 +71,7 @@ def synth_config(cfg: dict, out: Path, force: bool = False, netlist: bool = Fals
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res, indent=1, default=str))
     dt = time.time() - t0
-    log(f"synth {_label(cfg)} ({top}) {'cached' if cached else 'yosys'} {dt:.1f} s")
+    log(f"synth {design_label(cfg)} ({top}) {'cached' if cached else 'yosys'} {dt:.1f} s")
     row = dict(cfg)
     row.update(res)
     row["all_params"] = man["parameters"]

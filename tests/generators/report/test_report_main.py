@@ -19,7 +19,7 @@ def _synth(design, params=None, kind="default", **kw):
 
 def test_silicon_configs_cover_defaults_sweeps_and_lane():
     cfgs = rep.silicon_configs(["probe", "int8-engine", "ternary-engine"])
-    labels = [rep._label(c) for c in cfgs]
+    labels = [rep.design_label(c) for c in cfgs]
     assert labels[:3] == ["probe", "int8-engine", "ternary-engine"]
     both = rep.silicon_configs(["probe", "attention-engine"])
     assert [c["design"] for c in both] == ["attention-engine", "attention-engine", "probe"]
@@ -203,7 +203,7 @@ def test_vivado_rows_take_the_matrix_engine_the_top_carries():
     rows = {r["name"]: r for r in resources.vivado_rows(res)}
     assert rows["top-matrix"]["lut"] == 5000 and "replicas" not in rows
     cfgs = rep.silicon_configs(["overlay", "mv-engine", "attention-engine"])
-    labels = [rep._label(c) for c in cfgs]
+    labels = [rep.design_label(c) for c in cfgs]
     assert "overlay q4=false" in labels and "mv-engine q4=true" in labels
 
 
@@ -245,7 +245,7 @@ def test_budget_rows_per_vectors():
     figs = {f["key"]: f for f in resources.budget_figures(list(rows.values()))}
     assert figs[f"report.vectors.v{v}.top_lut"]["label"] == "modelled"
     assert figs["report.vectors.v1.top_lut"]["label"] == "synthesised (yosys)"
-    labels = [rep._label(c) for c in rep.silicon_configs(["overlay", "mv-engine"])]
+    labels = [rep.design_label(c) for c in rep.silicon_configs(["overlay", "mv-engine"])]
     for t in resources.TOP_VECTORS:     # the tops make report synthesises besides the default
         assert (f"overlay vectors={t}" in labels) == (t != PYNQ_Z1_VECTORS)
     assert f"mv-engine q4=true vectors={v} fifo_depth=64" in labels
