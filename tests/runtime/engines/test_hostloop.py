@@ -44,7 +44,7 @@ from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import armv7  # noqa: E402
-from engine_flags import flag_answers  # noqa: E402
+from engine_flags import dma_results, flag_answers  # noqa: E402
 
 ENG = EngineConfig(max_k=512, max_context=32)
 CSRC = hostloop.HERE / "csrc"
@@ -317,10 +317,10 @@ def _count_off(be, name):
 
     def hook(index: int, done: bool) -> None:
         if done:
-            t, w = rt.plan.transfers[index], rt.words
+            t, w, d = rt.plan.transfers[index], rt.words, dma_results(rt)
             for fi, p, status, off in rt._tx[index].outs:
                 if t.frames[fi].name == name and p == 0:
-                    w[off + (int(w[status] & R.LEN_MASK) >> 2) - 1] += 1 << 16
+                    d[off + (int(w[status] & R.LEN_MASK) >> 2) - 1] += 1 << 16
 
     rt.transfer_hooks.append(hook)
     return be
