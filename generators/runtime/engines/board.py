@@ -25,7 +25,7 @@ from .runtime import DmaRuntime, write_barrier
 from .sgdma import SgDma
 
 __all__ = ["BoardBackend", "DMA_PARAMETERS", "overlay_parameters", "check_overlay",
-           "mapped_registers", "xrt_sync", "buffer_sync"]
+           "mapped_registers", "xrt_sync", "buffer_sync", "invalidate_probe"]
 
 
 # --------------------------------------------------------------------------- board
@@ -147,6 +147,26 @@ def buffer_sync(fn: int, buf) -> Tuple[int, int, int, int]:
                            ".bo, .offset): it cannot be invalidated by range")
     h = handle if isinstance(handle, int) else ctypes.cast(handle, ctypes.c_void_p).value
     return fn, int(h or 0), int(bo), int(offset)
+
+
+#: tpl_sync_fn / xclSyncBO: (handle, bo, direction, size, offset) -> 0 or a negative errno
+SYNC_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32,
+                           ctypes.c_size_t, ctypes.c_size_t)
+
+
+def invalidate_probe(pynq) -> Tuple[bool, str]:
+    """(ok, what) of selftest's check: XRT's xclSyncBO, found as the board backend finds it,
+    invalidates one line of a cached buffer of ``pynq.allocate``."""
+    try:
+        fn, handle, bo, off = buffer_sync(xrt_sync(pynq),
+                                          pynq.allocate((64,), np.uint8, cacheable=True))
+    except BackendError as exc:
+        return False, str(exc)
+    rc = SYNC_FN(fn)(handle, bo, SYNC_FROM_DEVICE, 32, off)
+    if rc:
+        return False, f"xclSyncBO of one line of a cached buffer returned {rc}"
+    return True, ("XRT's xclSyncBO invalidates a cached buffer by range (the decoder's results "
+                  "region is cached and invalidated so before each read)")
 
 
 class BoardBackend(DmaRuntime):
