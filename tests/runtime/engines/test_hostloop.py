@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -477,6 +478,42 @@ def test_c_step_on_armv7_under_qemu(recorded, tmp_path, fpu):
     got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded["dump"],
                           tmp_path / "logits.bin")
     assert _bits_equal(got, recorded["want"]), out
+    # the results region read through the device's model of the CPU's cache: one invalidate
+    # per result slot read, whole lines covering exactly the words read
+    inv = {k: int(re.search(rf" {k} (\d+)", out).group(1))
+           for k in ("invalidates", "invalidated", "read_cached")}
+    assert inv["invalidates"] > 0 and inv["invalidated"] % 32 == 0, out
+    assert inv["read_cached"] <= inv["invalidated"] < inv["read_cached"] + 32 * inv["invalidates"]
+
+
+#: tpl_bench with the replay device's sync a line short (what a loop that invalidates one
+#: line too few would see): the last line of every slot stays stale
+SHORT_SYNC = """#define _POSIX_C_SOURCE 200112L
+#include "tphloop.h"
+static int32_t short_sync(void *d, uint32_t bo, int32_t dir, size_t size, size_t off)
+{
+    return size > TPL_LINE ? tpl_replay_sync(d, bo, dir, size - TPL_LINE, off) : 0;
+}
+#define tpl_replay_sync short_sync
+#include "tpl_bench.c"
+"""
+
+
+def test_c_step_on_armv7_with_an_invalidate_a_line_short_fails(recorded, tmp_path):
+    """The ARMv7 build's step on the replay device, its invalidates each a line short: stale
+    words (garbage or an earlier layer's) in every slot's last line, so the engines' status
+    words are wrong and the step fails (or, were they right, the logits would differ)."""
+    armv7.need_arm()
+    src = tmp_path / "tpl_bench_short.c"
+    src.write_text(SHORT_SYNC)
+    exe = armv7.build(armv7.ARM_CC, [src, *LOOP_SOURCES[1:]], tmp_path / "tpl_bench_short",
+                      ["-static", "-mcpu=cortex-a9", "-mfpu=neon", f"-I{CSRC}"])
+    out = tmp_path / "logits.bin"
+    r = subprocess.run(["qemu-arm", "-cpu", "cortex-a9", str(exe), str(recorded["dump"]), "2",
+                        f"out={out}"], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 or not _bits_equal(np.fromfile(out, np.float32),
+                                                recorded["want"]), r.stdout
+    assert "step 0 failed: code 16" in r.stderr, r.stderr          # TPL_E_MATRIX
 
 
 # ------------------------------------------------------------------ registers and table
