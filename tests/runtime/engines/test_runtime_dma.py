@@ -396,6 +396,20 @@ def test_board_backend_on_a_stand_in_pynq(models, golden_run, monkeypatch, loop)
         assert not pynq.syncs and be.cache_total["invalidates"] > 0    # PynqBuffer.invalidate
 
 
+def test_a_failing_invalidate_stops_the_c_step_in_one_line(models, monkeypatch):
+    """xclSyncBO answering an error (here a wrong buffer object): the C step ends before it
+    reads the slot and says which bytes and what the sync returned."""
+    m = models["int8"]
+    pynq = use_pynq(monkeypatch, fake_pynq(m))
+    be = make_backend("board", m, bitfile="x.bit")
+    fn, handle, bo, off = be.cache_sync
+    be.cache_sync = (fn, handle, bo + 100, off)
+    with pytest.raises(BackendError, match=r"invalidating the results region's bytes \d+\.\.\d+ "
+                                           r"\(frame 0, port 0\) failed: the sync returned -22"):
+        Decoder(m, be, loop="c").step(1)
+    assert pynq.syncs[-1][0] == bo + 100
+
+
 def test_board_backend_refuses_a_pynq_that_cannot_invalidate(models, monkeypatch):
     """No XRT in the pynq (or its libxrt_core not loaded): refused in one line before any
     allocation, naming why the results region needs it."""
