@@ -121,6 +121,7 @@ class Memory:
         self._fenced: Optional[np.ndarray] = None
         #: the CPU's cached copies (allocate(dma_writes=True)): (DDR offset, bytes, copy)
         self._cached: List[Tuple[int, int, np.ndarray]] = []
+        self._views: List[mmap.mmap] = []
         #: invalidates done (calls, bytes): what a test or a count of the Python loop reads
         self.invalidates = 0
         self.invalidated = 0
@@ -165,7 +166,12 @@ class Memory:
         if self._fenced is not None:
             self._fenced[off:off + n] = GARBAGE
         if cacheable and cpu_cache:
-            copy = np.full(n, GARBAGE, np.uint8)
+            # the CPU's view of DMA memory: a mapping, as DDR's (and on the board the CMA
+            # buffer's), not the host process's heap
+            view = mmap.mmap(-1, max(n, 1))
+            self._views.append(view)
+            copy = np.frombuffer(view, np.uint8, n)
+            copy[:] = GARBAGE
             self._cached.append((off, n, copy))
             a = copy.view(dt).reshape(shape).view(DmaBuffer)
             a.cached = True
