@@ -5,14 +5,14 @@ own board measurements; every figure in docs/results/a9-model.json (labelled mod
 the model's error against the board beside it).
 
 * **the C loop's step** (SmolLM2-135M on the replay backend, as make host-bench runs it:
-  tpl_bench on a dump of the decoder's state): the one-token step ("armv7") at contexts 1, 512
+  tphbench on a dump of the decoder's state): the one-token step ("armv7") at contexts 1, 512
   and 2048, the batched 2-row pass per row ("armv7c2"), prompt rows ("armv7p": the step without
   the LM head and sampling; "armv7c2p": the 2-row pass's) at contexts 1 and 512, Q4_1 and INT8.
   Per configuration: the board build's instructions (flags: a9model.board_flags(), Thumb-2) and
   the model build's (the same flags, -marm), the model build's blocks through llvm-mca, L1/L2
   misses (callgrind's cache simulation of the x86-64 build on the A9's geometry), the uncached
   DMA memory's reads (STATUS and length words) and writes, the results read from the cached
-  results region (the invalidates by range tpl_bench counts on the board build under
+  results region (the invalidates by range tphbench counts on the board build under
   qemu-arm: a system call each, the lines' maintenance, their fills from DDR) and the DMA
   registers (the runtime's own counters);
 * **the write-up's kernels** (tools/a9cal/writeup.c: its small ops of one SmolLM2-135M token;
@@ -130,7 +130,7 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     core = am.core_cycles(blocks(B.model), B.dis, B.mca)
     miss = cache_misses(B.x86["exe"], [dump, 2], "bench_token", 2 * rows)
     by, ca = counts["bytes"], counts["cache"]
-    # the board build's own invalidates (tpl_bench under qemu-arm), which must be the
+    # the board build's own invalidates (tphbench under qemu-arm), which must be the
     # runtime's count of the same step
     arm = hb.arm_invalidates(B.board, dump, rows)
     if any(abs(arm[k] - ca[k] / rows) > 1e-9 for k in ("invalidates", "invalidated", "read")):
@@ -328,10 +328,10 @@ def figures(results: dict, cal: dict, item4: dict):
     for (path, fmt, ctx), r in results.items():
         base = f"a9-model.{path}.{fmt}.ctx{ctx}"
         unit = "token" if path in ("armv7", "armv7p") else "row"
-        what = {"armv7": "the one-token step (tpl_step + argmax)",
-                "armv7c2": "a row of the batched 2-row pass (tpl_step_rows, LM head and "
+        what = {"armv7": "the one-token step (tph_step + argmax)",
+                "armv7c2": "a row of the batched 2-row pass (tph_step_rows, LM head and "
                            "sampling per row)",
-                "armv7p": "a prompt row (tpl_step without the LM head and sampling)",
+                "armv7p": "a prompt row (tph_step without the LM head and sampling)",
                 "armv7c2p": "a prompt row of the 2-row pass (no LM head, no sampling)"}[path]
         where = f"{what}, {fmt} SmolLM2-135M on the replay backend, context {ctx}"
         parts = {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}

@@ -136,7 +136,7 @@ def xrt_sync(pynq) -> int:
 
 def buffer_sync(fn: int, buf) -> Tuple[int, int, int, int]:
     """(xclSyncBO, the device handle, the buffer object, the buffer's offset in it) of a
-    PynqBuffer of an XRT device: the C loop's ``tpl_io.sync``; BackendError in one line when
+    PynqBuffer of an XRT device: the C loop's ``tph_io.sync``; BackendError in one line when
     the buffer has none of them (a pynq whose buffers are not XRT buffer objects)."""
     dev = getattr(buf, "device", None)
     handle = getattr(dev, "handle", None)
@@ -149,7 +149,7 @@ def buffer_sync(fn: int, buf) -> Tuple[int, int, int, int]:
     return fn, int(h or 0), int(bo), int(offset)
 
 
-#: tpl_sync_fn / xclSyncBO: (handle, bo, direction, size, offset) -> 0 or a negative errno
+#: tph_sync_fn / xclSyncBO: (handle, bo, direction, size, offset) -> 0 or a negative errno
 SYNC_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32,
                            ctypes.c_size_t, ctypes.c_size_t)
 

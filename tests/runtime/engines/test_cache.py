@@ -3,7 +3,7 @@ slots into DDR, the CPU reads them through its data cache, invalidated by range 
 read. The DDR model (regmodel.Memory, ``cpu_cache``) holds every line of the region in the
 CPU's own copy, stale until an invalidate refreshes it, so:
 
-* both loops (Python over ``DmaRuntime.invalidate``, C over ``tpl_io.sync``) give, bit for bit,
+* both loops (Python over ``DmaRuntime.invalidate``, C over ``tph_io.sync``) give, bit for bit,
   the engine words, logits and tokens of a run whose results the CPU reads straight from DDR
   (the region uncached: the runtime before), on golden INT8, ternary and Q4_1 and on a 2-row
   pass;
@@ -119,7 +119,7 @@ def _mutant_python(monkeypatch, short: bool):
 
 
 def _mutant_c(be, short: bool):
-    """The C loop's tpl_io.sync without effect, or a line short of what the loop asks."""
+    """The C loop's tph_io.sync without effect, or a line short of what the loop asks."""
     cl = hostloop.for_runtime(be)
     real = hostloop._SYNC(cl.io.sync)              # the DDR model's callback, by address
 
@@ -164,14 +164,14 @@ def test_the_model_refuses_a_partial_line_and_reads_stale_until_invalidated():
 
 def test_the_replay_devices_sync_refuses_a_partial_line():
     lib, _ = hostloop.load_library()
-    dev = np.zeros(lib.tpl_replay_bytes() + 16, np.uint8)
+    dev = np.zeros(lib.tph_replay_bytes() + 16, np.uint8)
     ptr = dev.ctypes.data + (-dev.ctypes.data % 16)
     ddr = np.arange(4096, dtype=np.uint32).view(np.uint8).copy()
     cpu = np.full(1024, 0xA5, np.uint8)
-    lib.tpl_replay_init(ptr, ddr.ctypes.data, 0x1000_0000, ddr.nbytes)
-    lib.tpl_replay_cache(ptr, cpu.ctypes.data, 0x1000_0000 + 2048, cpu.nbytes)
-    assert lib.tpl_replay_sync(ptr, 0, 1, 64, 32) == 0
+    lib.tph_replay_init(ptr, ddr.ctypes.data, 0x1000_0000, ddr.nbytes)
+    lib.tph_replay_cache(ptr, cpu.ctypes.data, 0x1000_0000 + 2048, cpu.nbytes)
+    assert lib.tph_replay_sync(ptr, 0, 1, 64, 32) == 0
     assert np.array_equal(cpu[32:96], ddr[2048 + 32:2048 + 96]) and (cpu[:32] == 0xA5).all() \
         and (cpu[96:] == 0xA5).all()
     for size, off, direction in ((48, 0, 1), (32, 16, 1), (32, 1024, 1), (32, 0, 0)):
-        assert lib.tpl_replay_sync(ptr, 0, direction, size, off) == -1, (size, off, direction)
+        assert lib.tph_replay_sync(ptr, 0, direction, size, off) == -1, (size, off, direction)
