@@ -11,16 +11,22 @@ device: the AXI DMA register model with the golden PL top (generators.runtime.en
 model (lock, FPGA_RST_CTRL). What only the board has is stood in, and named: XRT's xclbinutil
 and xclbin parser (the DDR banks XRT allocates from), the FPGA manager (``download`` records
 the bitstream), /dev/mem (the SLCR clock registers an array; the registers behind a device
-with REGISTER_RW).
+with REGISTER_RW), XRT's libxrt_core (``pynq._3rdparty.xrt.libc``, not loaded off the board:
+its xclSyncBO, the C loop's invalidate of the cached results region, checks the device
+handle, the buffer object, the direction and that the range is whole lines inside the buffer,
+and counts; ``PynqBuffer.invalidate``, the Python loop's, reaches the same check through the
+device's ``invalidate``).
 
 Checked: the installed package is the wheel's (not the checkout), its C library loads; the
 tiny checkpoint's images (``argv[3]``, converted off the board) in INT8, ternary and Q4_1
 on the board backend give the golden backend's tokens
-and every engine word, on the C loop and the Python loop; one SmolLM2-135M Q4_1 token from the
+and every engine word, on the C loop and the Python loop, each invalidating the results region
+in whole lines of its own buffer object; one SmolLM2-135M Q4_1 token from the
 model image (``argv[2]``) on both loops equals golden's, and ``chat --backend board`` gives it;
 ``selftest --bitfile`` passes. Prints one JSON line.
 """
 import contextlib
+import ctypes
 import io
 import json
 import os
@@ -28,10 +34,12 @@ import struct
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pynq
+import pynq._3rdparty.xrt
 import pynq.mmio
 import pynq.pl_server.embedded_device as embedded
 import pynq.pl_server.xclbin_parser as xclbin_parser
@@ -48,6 +56,19 @@ from generators.runtime.engines.regmodel import BASE_ADDRESS, GoldenFabric, Memo
 
 DMA_BASE = (0x4040_0000, 0x4041_0000)
 SLCR = 0xF800_0000
+#: the model devices by their XRT handle (the stand-in xclSyncBO's lookup)
+DEVICES = {}
+#: xclSyncBO as pynq's _3rdparty.xrt types it: (handle, bo, direction, size, offset)
+XCL_SYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int,
+                            ctypes.c_size_t, ctypes.c_size_t)
+
+
+def _xcl_sync_bo(handle, bo, direction, size, offset):
+    dev = DEVICES.get(handle)
+    return -19 if dev is None else dev.sync(bo, direction, size, offset)     # -ENODEV
+
+
+XCL_SYNC_BO = XCL_SYNC(_xcl_sync_bo)
 
 
 class Slcr:
@@ -85,6 +106,9 @@ class ModelDevice(pynq.Device):
         self.regs = {b: SgDmaRegs(p, self.fabric, self.mem) for p, b in enumerate(DMA_BASE)}
         self.regs[SLCR] = self.slcr = Slcr(self.fabric.reset)
         self.downloads = []
+        self.handle = 0x7A000 + len(DEVICES) * 0x10
+        DEVICES[self.handle] = self
+        self.bos, self.syncs, self.bad_syncs = {}, 0, []
 
     def _reg(self, address):
         base = address & ~0xFFFF
@@ -100,16 +124,30 @@ class ModelDevice(pynq.Device):
 
     def allocate(self, shape, dtype, cacheable=True, **kw):
         a = self.mem.allocate(shape, dtype)
+        bo = len(self.bos) + 1
+        self.bos[bo] = a.nbytes
         return PynqBuffer(shape, dtype, buffer=self.mem.map,
                           offset=a.physical_address - BASE_ADDRESS,
-                          device_address=a.physical_address, device=self,
+                          device_address=a.physical_address, device=self, bo=bo,
                           coherent=not cacheable)
+
+    def sync(self, bo, direction, size, offset):
+        """xclSyncBO from the device (direction 1) of whole 32-byte lines inside buffer
+        object ``bo``: 0, else -EINVAL (recorded)."""
+        self.syncs += 1
+        n = self.bos.get(bo)
+        if n is None or direction != 1 or size <= 0 or size % 32 or offset % 32 \
+                or offset + size > n:
+            self.bad_syncs.append((bo, direction, size, offset))
+            return -22
+        return 0
 
     def flush(self, bo, offset, ptr, size):
         pass
 
     def invalidate(self, bo, offset, ptr, size):
-        pass
+        if self.sync(bo, 1, size, offset):
+            raise RuntimeError(f"Invalidate Failed: bo {bo} offset {offset} size {size}")
 
     def download(self, bitstream, parser=None):
         self.downloads.append(Path(bitstream.bitfile_name).name)
@@ -126,7 +164,9 @@ class _NoXclbin:
 
 
 def stand_ins():
-    """What only the board has: XRT's tools, and /dev/mem for pynq's clock registers."""
+    """What only the board has: XRT's tools and libxrt_core's xclSyncBO, and /dev/mem for
+    pynq's clock registers."""
+    pynq._3rdparty.xrt.libc = types.SimpleNamespace(xclSyncBO=XCL_SYNC_BO)
     embedded._create_xclbin = lambda mem_dict: b""
     xclbin_parser.XclBin = _NoXclbin
     regs = np.zeros(0x200 // 4, np.uint32)
@@ -217,8 +257,11 @@ def main():
         m = Model.load(str(tiny / f"tiny.{fmt}.tpimg"))
         for loop in ("c", "python"):
             g, b, ident, be, dev = run_pair(m, bit, [5, 6, 7], 4, loop)
-            res["tiny"][f"{fmt}/{loop}"] = {"golden": g, "board": b, "identical": ident}
+            res["tiny"][f"{fmt}/{loop}"] = {"golden": g, "board": b, "identical": ident,
+                                            "invalidates": dev.syncs}
             assert g == b and ident, (fmt, loop, g, b)
+            assert dev.syncs == be.cache_total["invalidates"] > 0 and not dev.bad_syncs, \
+                (fmt, loop, dev.syncs, be.cache_total, dev.bad_syncs[:3])
     # a DMA fault on the board path: reset through the SLCR, the lock left as found
     m = Model.load(str(tiny / "tiny.int8.tpimg"))
     dev = on_device(m.engines)

@@ -50,6 +50,9 @@ class ModelDevice(pynq.Device):
                                    model.engines.attention_config())
         self.regs = {b: SgDmaRegs(p, self.fabric, self.mem) for p, b in enumerate(DMA_BASE)}
         self.flushes = 0
+        #: the Python loop's invalidates of the cached results region (PynqBuffer.invalidate
+        #: of a slice: the buffer's offset, its bytes), each whole 32-byte lines or recorded
+        self.invalidates, self.bad_invalidates = 0, []
 
     def _reg(self, address):
         base = address & ~0xFFFF
@@ -76,14 +79,16 @@ class ModelDevice(pynq.Device):
         self.flushes += 1
 
     def invalidate(self, bo, offset, ptr, size):
-        self.flushes += 1
+        self.invalidates += 1
+        if offset % 32 or size % 32 or size <= 0:
+            self.bad_invalidates.append((offset, size))
 
 
 def board_runtime(model, dev):
     mmios = [pynq.MMIO(b, 0x10000, device=dev) for b in DMA_BASE]
     return DmaRuntime(model, [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
-                      lambda shape, dtype, cacheable: pynq.allocate(shape, dtype, target=dev,
-                                                                    cacheable=cacheable),
+                      lambda shape, dtype, cacheable, **_: pynq.allocate(
+                          shape, dtype, target=dev, cacheable=cacheable),
                       memory_plan(model), pl_reset=dev.fabric.reset,
                       engine_time=lambda: sum(r.busy_s for r in dev.regs.values()))
 
@@ -136,7 +141,8 @@ def main():
         res[fmt] = {"golden": g, "pynq": p, "calls": len(t_pynq),
                     "identical": bool(same(t_gold, t_pynq)),
                     "cacheable": {k: bool(b.cacheable) for k, b in be.buf.items()},
-                    "flushes": dev.flushes}
+                    "flushes": dev.flushes, "invalidates": dev.invalidates,
+                    "bad_invalidates": dev.bad_invalidates[:3]}
     # PYNQ's SG driver counts on zeroed descriptors ("Zero-Allocate buffer for descriptors"):
     # a STATUS word left with Cmplt set is SGIntErr. The runtime writes every field itself.
     res["sg_channel"] = pynq_sg_channel_check(m, ModelDevice(m, zero=True))

@@ -11,7 +11,10 @@ the model's error against the board beside it).
   Per configuration: the board build's instructions (flags: a9model.board_flags(), Thumb-2) and
   the model build's (the same flags, -marm), the model build's blocks through llvm-mca, L1/L2
   misses (callgrind's cache simulation of the x86-64 build on the A9's geometry), the uncached
-  DMA memory's reads and writes and the DMA registers (the runtime's own counters);
+  DMA memory's reads (STATUS and length words) and writes, the results read from the cached
+  results region (the invalidates by range tphbench counts on the board build under
+  qemu-arm: a system call each, the lines' maintenance, their fills from DDR) and the DMA
+  registers (the runtime's own counters);
 * **the write-up's kernels** (tools/a9cal/writeup.c: its small ops of one SmolLM2-135M token;
   its INT8 CPU attention at context 512; an INT8 dot product at its ceiling), built the way the
   write-up says it ran them (C on the board's CPU; no compiler or flags are named, so: the
@@ -21,9 +24,11 @@ the model's error against the board beside it).
   so its three kernels are modelled again for each build it may have had (CAL_BUILDS: -O2 /
   -O3, -ffast-math, -funroll-loops, VFPv3-D16 or NEON), recorded as
   docs/results/a9-model-grid.json: how far the model's error rests on that unknown;
-* **item 4 of issue 28**: the cost of the CPU's reads of DMA memory as today (uncached) against
-  cacheable buffers invalidated by range, and against fewer crossings (the LM head's argmax
-  where the logits stream: the 49,152 logits not read back).
+* **item 4 of issue 28**: the cost of the CPU's reads of DMA memory as built (the results
+  from the cached results region invalidated by range; STATUS and length words uncached)
+  against the runtime before (every read uncached), against fewer crossings (the LM head's
+  argmax where the logits stream, not built: the 49,152 logits not read back) on either, and
+  the built design at the system call's bound (a9model.SYSCALL_BOUND_CYCLES).
 
     python tools/a9_model.py [--formats q4,int8] [--no-record] [--reuse-steps]
     python tools/a9_model.py --build-grid [--refigure]
@@ -124,12 +129,21 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     board_instr = sum(len(b["pcs"]) * b["execs"] for b in board.values())
     core = am.core_cycles(blocks(B.model), B.dis, B.mca)
     miss = cache_misses(B.x86["exe"], [dump, 2], "bench_token", 2 * rows)
-    by = counts["bytes"]
+    by, ca = counts["bytes"], counts["cache"]
+    # the board build's own invalidates (tphbench under qemu-arm), which must be the
+    # runtime's count of the same step
+    arm = hb.arm_invalidates(B.board, dump, rows)
+    if any(abs(arm[k] - ca[k] / rows) > 1e-9 for k in ("invalidates", "invalidated", "read")):
+        raise SystemExit(f"[a9-model] the ARMv7 build's invalidates {arm} are not the "
+                         f"runtime's {ca} (per {rows} row(s))")
     written = sum(v for k, v in by.items() if k != "read") / rows
-    unc = am.uncached_cycles(by["read"] / rows, written)
+    unc_bytes = (by["read"] - ca["read"]) / rows             # STATUS and length words
+    unc = am.uncached_cycles(unc_bytes, written)
+    inv = am.invalidated_read_cycles(arm["invalidated"], arm["invalidates"])
     mmio = am.mmio_cycles(counts["reads"] / rows, counts["writes"] / rows)
     cache = am.cache_cycles(miss["d1"], miss["ll"])
-    total = core["cycles"] + cache + unc["read"] + unc["write"] + mmio
+    total = core["cycles"] + cache + unc["read"] + unc["write"] + inv["invalidate"] \
+        + inv["fill"] + mmio
     fns = core["functions"]
     small = sum(v["cycles"] for k, v in fns.items() if k in B.model["syms"]["tphost"]
                 and k != "tph_argmax")
@@ -139,7 +153,10 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
             "cpi": core["cycles"] / core["instructions"],
             "cache_ms": am.ms(cache), "d1_misses": miss["d1"], "l2_misses": miss["ll"],
             "uncached_read_ms": am.ms(unc["read"]), "uncached_write_ms": am.ms(unc["write"]),
+            "invalidate_ms": am.ms(inv["invalidate"]), "cached_read_ms": am.ms(inv["fill"]),
             "mmio_ms": am.ms(mmio), "read_bytes": by["read"] / rows, "written_bytes": written,
+            "uncached_read_bytes": unc_bytes, "cached_read_bytes": arm["read"],
+            "invalidates": arm["invalidates"], "invalidated_bytes": arm["invalidated"],
             "register_reads": counts["reads"] / rows, "register_writes": counts["writes"] / rows,
             "ms": am.ms(total)}
 
@@ -159,7 +176,8 @@ def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
     step()
     w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
     step()
-    return dict(bytes=dict(dec.token_bytes), writes=sum(d.writes for d in be.dmas) - w0,
+    return dict(bytes=dict(dec.token_bytes), cache=dict(dec.token_cache),
+                writes=sum(d.writes for d in be.dmas) - w0,
                 reads=sum(d.reads for d in be.dmas) - r0)
 
 
@@ -320,7 +338,13 @@ def figures(results: dict, cal: dict, item4: dict):
         if path == "armv7":           # the parts of the one-token step's time
             for part, what in (("core_ms", "the core's cycles (llvm-mca, every load an L1 "
                                 "hit)"), ("cache_ms", "L1 and L2 misses"),
-                               ("uncached_read_ms", "the CPU's reads of uncached DMA memory"),
+                               ("uncached_read_ms", "the CPU's reads of uncached DMA memory "
+                                "(STATUS and length words)"),
+                               ("cached_read_ms", "the results read from the cached results "
+                                "region: every line invalidated just before, so filled from "
+                                "DDR"),
+                               ("invalidate_ms", "the invalidates by range before those reads "
+                                "(a system call each, the lines in L1 and the PL310)"),
                                ("uncached_write_ms", "the CPU's stores into uncached DMA "
                                 "memory"), ("mmio_ms", "the DMA registers' reads and writes")):
                 out.append(figure(f"{base}.{part}", round(r[part], 2), "ms", "modelled",
@@ -329,7 +353,8 @@ def figures(results: dict, cal: dict, item4: dict):
         out += [
             figure(f"{base}.ms", round(r["ms"], 2), "ms", "modelled",
                    f"Cortex-A9 time per {unit} at 650 MHz, MODEL (llvm-mca cycles per block "
-                   f"+ cache misses + uncached DMA memory + DMA registers): {where}; {err}",
+                   f"+ cache misses + uncached DMA memory + the cached results' invalidates "
+                   f"and fills + DMA registers): {where}; {err}",
                    **parts, **src),
             figure(f"{base}.board_minstr", round(r["board_minstr"], 3), "M instructions",
                    "measured", f"ARMv7 instructions per {unit} of the board build "
@@ -359,31 +384,47 @@ def figures(results: dict, cal: dict, item4: dict):
 
 
 def item4_costs(r: dict) -> dict:
-    """Issue 28 item 4: the CPU's reads of DMA memory at context 512 (Q4_1), three ways."""
-    read = r["read_bytes"]
-    unc = am.ms(am.uncached_cycles(read, 0)["read"])
-    # one invalidate per result transfer (5 per layer and port + the LM head's 2): 302 ranges
-    ranges = 302
-    inv = am.invalidated_read_cycles(read, ranges)
-    inv_ms = am.ms(inv["invalidate"] + inv["fill"])
-    fewer = am.ms(am.uncached_cycles(read - LM_LOGITS_BYTES, 0)["read"])
-    inv_fewer = am.invalidated_read_cycles(read - LM_LOGITS_BYTES, ranges - 2)
+    """Issue 28 item 4 at context 512 (Q4_1): the CPU's reads of DMA memory per token as built
+    (results cached, invalidated by range; STATUS and length words uncached), against the
+    runtime before (every read uncached) and fewer crossings (the LM head's argmax where the
+    logits stream, not built: its 49,152 logits not read back, their two slots' lines not
+    invalidated), and as built at the system call's bound."""
+    read, unc_b = r["read_bytes"], r["uncached_read_bytes"]
+    calls, inv_b = r["invalidates"], r["invalidated_bytes"]
+    status = am.uncached_cycles(unc_b, 0)["read"]
+
+    def built(inv_bytes, n, syscall=am.SYSCALL_CYCLES):
+        c = am.invalidated_read_cycles(inv_bytes, n, syscall)
+        return am.ms(c["invalidate"] + c["fill"] + status)
+
+    lm_lines = 2 * -(-(LM_LOGITS_BYTES // 2 + 4) // am.L1D[2]) * am.L1D[2]
     return {
-        "uncached": {"ms": unc, "what": f"item 4, today: the {read:,.0f} B per token the CPU "
-                     f"reads back from uncached DMA memory (results, STATUS and length words), "
-                     f"at {am.UNCACHED_READ_BYTES_PER_S / 1e6:.0f} MB/s"},
-        "invalidated": {"ms": inv_ms, "what": f"item 4, cacheable result buffers invalidated "
-                        f"by range ({ranges} ranges a token, {am.INVALIDATE_LINE_CYCLES} "
-                        f"cycles a line + a system call a range) then read through the cache "
-                        f"(line fills at {am.DDR_STREAM_LINE_CYCLES:.0f} cycles): the same "
-                        f"{read:,.0f} B"},
-        "fewer_crossings": {"ms": fewer, "what": "item 4, fewer crossings: the LM head's "
-                            "argmax where the logits stream (the 49,152 logits, 196,608 B, "
-                            "not read back), the rest uncached"},
-        "fewer_invalidated": {"ms": am.ms(inv_fewer["invalidate"] + inv_fewer["fill"]),
+        "uncached": {"ms": am.ms(am.uncached_cycles(read, 0)["read"]),
+                     "what": f"item 4, the runtime before: the {read:,.0f} B per token the CPU "
+                             f"reads back (results, STATUS and length words) all from "
+                             f"uncached DMA memory at "
+                             f"{am.UNCACHED_READ_BYTES_PER_S / 1e6:.0f} MB/s"},
+        "invalidated": {"ms": built(inv_b, calls),
+                        "what": f"item 4 as built: the {r['cached_read_bytes']:,.0f} B of "
+                                f"results from the cached results region, {calls:.0f} "
+                                f"invalidates by range a token ({inv_b:,.0f} B in whole "
+                                f"lines; {am.SYSCALL_CYCLES} cycles a call, "
+                                f"{am.INVALIDATE_LINE_CYCLES} a line) then line fills from DDR "
+                                f"({am.DDR_STREAM_LINE_CYCLES:.0f} cycles a line), and the "
+                                f"{unc_b:,.0f} B of STATUS and length words uncached"},
+        "invalidated_bound": {"ms": built(inv_b, calls, am.SYSCALL_BOUND_CYCLES),
+                              "what": f"item 4 as built with every invalidate's system call "
+                                      f"at {am.SYSCALL_BOUND_CYCLES} cycles (the bound of "
+                                      f"the assumed {am.SYSCALL_CYCLES})"},
+        "fewer_crossings": {"ms": am.ms(am.uncached_cycles(read - LM_LOGITS_BYTES, 0)["read"]),
+                            "what": "item 4, fewer crossings (not built): the LM head's argmax "
+                                    "where the logits stream (the 49,152 logits, 196,608 B, "
+                                    "not read back), every other read uncached"},
+        "fewer_invalidated": {"ms": built(inv_b - lm_lines + 2 * am.L1D[2], calls),
                               "what": "item 4, both: the LM head's argmax where the logits "
-                                      "stream and the other results cacheable, invalidated "
-                                      "by range"}}
+                                      "stream (not built: a line of its two slots read "
+                                      "instead of the logits) and the results cached, "
+                                      "invalidated by range, as built"}}
 
 
 def main(argv=None) -> int:
@@ -514,12 +555,14 @@ def main(argv=None) -> int:
 
 def table(results: dict, cal: dict, item4: dict) -> str:
     lines = ["| path | format | context | board M instr | ARM-mode M instr | CPI | core ms | "
-             "cache ms | uncached read ms | uncached write ms | registers ms | total ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "cache ms | uncached read ms | cached read ms | invalidates ms | uncached write ms "
+             "| registers ms | total ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (p, f, c), r in results.items():
         lines.append(f"| {p} | {f} | {c} | {r['board_minstr']:.3f} | {r['model_minstr']:.3f} "
                      f"| {r['cpi']:.2f} | {r['core_ms']:.2f} | {r['cache_ms']:.2f} | "
-                     f"{r['uncached_read_ms']:.2f} | {r['uncached_write_ms']:.2f} | "
+                     f"{r['uncached_read_ms']:.2f} | {r.get('cached_read_ms', 0):.2f} | "
+                     f"{r.get('invalidate_ms', 0):.2f} | {r['uncached_write_ms']:.2f} | "
                      f"{r['mmio_ms']:.2f} | {r['ms']:.2f} |")
     lines.append("")
     lines.append("| write-up kernel | board | model | error | core ms | cache ms | CPI |")

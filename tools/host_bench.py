@@ -74,7 +74,10 @@ STEP_KERNELS = ("tph_embed_q8_0", "tph_rmsnorm", "tph_quantise_rows", "tph_dequa
                 "tph_kv_row",
                 "tph_score_scale", "tph_score_multiplier", "tph_attention_out", "tph_add",
                 "tph_silu_mul", "tph_dequant_b_i32", "tph_dequant_b_f32")
-DEVICE = ("tph_replay_read", "tph_replay_write")
+#: the replay device's functions: they stand for the PL (and tph_replay_sync for the kernel's
+#: cache maintenance and the DMA's writes reaching DDR), not the CPU's work: left out of the
+#: counts (a9model prices the invalidates itself)
+DEVICE = ("tph_replay_read", "tph_replay_write", "tph_replay_sync")
 #: hostops' per-token functions (the numpy path's small ops)
 NUMPY_KERNELS = ("embed_q8_0", "rmsnorm", "quantise", "dequant_i32", "dequant_f32", "rope",
                  "kv_step", "kv_requantise", "kv_row", "score_scale", "score_multiplier",
@@ -200,11 +203,23 @@ def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
 
     one, two = count(1), count(2)
     per = {fn: (two.get(fn, 0) - one.get(fn, 0)) / rows for fn in set(one) | set(two)}
+    cache = arm_invalidates(b, dump, rows)
     small = sum(v for fn, v in per.items() if fn in b["syms"]["tphost"] and fn != "tph_argmax")
     sampling = per.get("tph_argmax", 0)
     loop = sum(v for fn, v in per.items() if fn in b["syms"]["tphloop"] or fn == "bench_token")
     return {"small_ops": small, "frames_dma": loop, "sampling": sampling,
-            "total": small + loop + sampling, "time_ms": None, "functions": per}
+            "total": small + loop + sampling, "time_ms": None, "functions": per,
+            "cache": cache}
+
+
+def arm_invalidates(b: dict, dump: Path, rows: int = 1) -> dict:
+    """The ARMv7 build's invalidates of the cached results region in one step (per row), as
+    tphbench prints them under qemu-arm: calls, bytes invalidated, bytes read from it."""
+    line = sh(["qemu-arm", "-cpu", "cortex-a9", b["exe"], dump, 1]).stdout
+    got = {k: int(re.search(rf"\b{k} (\d+)", line).group(1))
+           for k in ("invalidates", "invalidated", "read_cached")}
+    return {"invalidates": got["invalidates"] / rows, "invalidated": got["invalidated"] / rows,
+            "read": got["read_cached"] / rows}
 
 
 # --------------------------------------------------------------------------- numpy path
@@ -361,6 +376,15 @@ def figures(results: dict, growth: dict):
         if res.get("time_ms") is not None:
             out.append(figure(f"{base}.time_ms", round(res["time_ms"], 3), "ms", "measured",
                               f"time per {unit} on this x86 machine (shared, loaded): {where}"))
+        if res.get("cache"):
+            c = res["cache"]
+            out += [figure(f"{base}.invalidates", round(c["invalidates"], 1), "calls",
+                           "measured", f"invalidates of the cached results region per {unit} "
+                           f"(tph_io.sync: xclSyncBO on the board), as tphbench counts them "
+                           f"under qemu-arm: {where}"),
+                    figure(f"{base}.invalidated_bytes", round(c["invalidated"]), "B",
+                           "measured", f"bytes those invalidates cover (whole 32-byte lines) "
+                           f"per {unit}: {where}", read_bytes=round(c["read"]))]
     for ctx, g in growth.items():
         out.append(figure(f"host-bench.c.kv_growth.ctx{ctx}_kinstr", round(g / 1e3, 1),
                           "k instructions", "measured",
@@ -377,6 +401,12 @@ def table(results: dict) -> str:
         lines.append(f"| {path} | {fmt} | {ctx} | {r['small_ops'] / 1e6:.3f} | "
                      f"{r['frames_dma'] / 1e6:.3f} | {r['sampling'] / 1e6:.3f} | "
                      f"{r['total'] / 1e6:.3f} | {t} |")
+    for (path, fmt, ctx), r in results.items():
+        if r.get("cache"):
+            c = r["cache"]
+            lines.append(f"{path} {fmt} context {ctx}: {c['invalidates']:.0f} invalidates of the "
+                         f"results region, {c['invalidated']:,.0f} B in whole lines, "
+                         f"{c['read']:,.0f} B read")
     return "\n".join(lines)
 
 

@@ -489,7 +489,8 @@ def main(argv=None) -> int:
             + "\nAttention on the CPU vs on the PL (as above) and the wall bound (every weight "
               "and KV byte once at 1.97 GB/s + the host). The host (host_ms) here and below is "
               "make a9-model's Cortex-A9 cycle model of the ARMv7 build of the C step (a "
-              "MODEL: llvm-mca per block + caches + uncached DMA memory + DMA registers, its "
+              "MODEL: llvm-mca per block + caches + DMA memory (uncached; the results cached, "
+              "invalidated by range) + DMA registers, its "
               "error beside it in docs/results/a9-model.json), INT8's for ternary rows:\n\n"
             + format_table(dec["both"], BOTH_COLUMNS, BOTH_HEADERS)
             + "\nWeight formats side by side (SmolLM2-135M, context 512, attention on the PL as "

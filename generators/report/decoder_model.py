@@ -20,7 +20,8 @@ What is counted (see docs/report.md for the derivation):
   ops, the frames and DMA, sampling) is :func:`host_ms`: ``make a9-model``'s Cortex-A9 cycle
   model of the board's ARMv7 build of the C step for the weight format (llvm-mca's Cortex-A9
   cycles per block times its executions under qemu-arm, plus cache misses, the CPU's reads
-  and writes of uncached DMA memory and the DMA registers; generators/runtime/bench/a9model.py,
+  and writes of uncached DMA memory, its reads of the cached results region with their
+  invalidates by range, and the DMA registers; generators/runtime/bench/a9model.py,
   every constant with its source; its error against the write-up's board measurements
   beside every figure), read from docs/results/a9-model.json and interpolated between the
   contexts modelled (1, 512, 2048). The x86-64 count of make host-bench is a development

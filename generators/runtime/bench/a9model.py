@@ -19,9 +19,12 @@ A MODEL: there is no A9 here. Its parts, each with its source beside its number:
   section 3.1.1; 32-byte lines: PL310 TRM), counted by valgrind's cache simulation of the
   same C code (the x86-64 build's data accesses on the A9's cache geometry, the replay
   device's own accesses taken out: they stand for the PL's); the CPU's loads from and stores
-  into the DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the DMA
-  registers' reads and writes (AXI GP port); cache maintenance by range (for the alternative of
-  issue 28 item 4).
+  into the DMA memory the board maps uncached, counted by the runtime (``cpu_bytes``); the
+  results the CPU reads from the cached results region (``cache_ops``): per invalidate by
+  range a system call into the kernel's dma_sync path, per line invalidated its maintenance
+  in L1 and the PL310, and each line read afterwards filled from DDR (the lines were just
+  invalidated, so every one misses both caches); the DMA registers' reads and writes (AXI GP
+  port).
 
 The memory-system constants below carry their source; the ones for which no public figure was
 found are marked ASSUMPTION and listed in every result (``assumptions``).
@@ -113,22 +116,38 @@ UNCACHED_WRITE_BYTES_PER_S = 256e6
 MMIO_READ_CYCLES = 100
 #: one write of a DMA register (device memory, posted): ASSUMPTION 20 CPU cycles
 MMIO_WRITE_CYCLES = 20
-#: invalidate one 32-byte line by address in L1 (MCR DCIMVAC) and in the PL310 (a write of
-#: its "invalidate line by PA" register, an atomic operation: PL310 TRM r3p3 DDI0246 section
-#: 3.3.10) from the kernel's dma_sync path: ASSUMPTION 30 CPU cycles per line, plus one system
-#: call per range (ASSUMPTION 2,000 cycles: a user-kernel round trip on a 650 MHz A9)
+#: invalidate one 32-byte line: the kernel's dma_sync_single_for_cpu(DMA_FROM_DEVICE) on ARMv7
+#: (arch/arm/mm/dma-mapping.c __dma_page_dev_to_cpu) does, per line, one MCR DCIMVAC in L1
+#: (arch/arm/mm/cache-v7.S v7_dma_inv_range) and one write of the PL310's "Invalidate Line by
+#: PA" register (arch/arm/mm/cache-l2x0.c l2c210_inv_range; an atomic operation: PL310 TRM
+#: r3p3 DDI0246 section 3.3.10), then one cache sync for the range: ASSUMPTION 30 CPU cycles
+#: per line (the MCR a few cycles, the PL310 register write a device write like a DMA
+#: register's, MMIO_WRITE_CYCLES, plus its completion; no public per-line figure was found)
 INVALIDATE_LINE_CYCLES = 30
+#: one invalidate by range from user space: XRT's xclSyncBO (libxrt_core's shim) ->
+#: ioctl(DRM_IOCTL_ZOCL_SYNC_BO) -> drm_ioctl (copy of the argument, the GEM object looked up
+#: and referenced) -> zocl's sync -> dma_sync_single_for_cpu, and back: ASSUMPTION 2,000 CPU
+#: cycles (3.1 us at 650 MHz). No public measurement of this path (or of a null system call) on
+#: a Cortex-A9 was found; the figures say what the step costs at SYSCALL_BOUND_CYCLES instead
 SYSCALL_CYCLES = 2000
+#: the bound the model is also evaluated at (``invalidate_bound_ms``): 5x the assumption,
+#: 10,000 cycles (15 us) a call
+SYSCALL_BOUND_CYCLES = 10000
 
 ASSUMPTIONS = {
     "L2_HIT_CYCLES": L2_HIT_CYCLES, "DDR_MISS_CYCLES": DDR_MISS_CYCLES,
     "MMIO_READ_CYCLES": MMIO_READ_CYCLES, "MMIO_WRITE_CYCLES": MMIO_WRITE_CYCLES,
-    "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES}
+    "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES,
+    "SYSCALL_BOUND_CYCLES": SYSCALL_BOUND_CYCLES}
 SOURCES = [
     "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
     "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
     "Xilinx UG585 Zynq-7000 TRM v1.11, section 3.1.1: L1 32 KB + 32 KB, L2 512 KB 8-way",
     "ARM PL310 (L2C-310) TRM r3p3 (DDI0246): maintenance by PA is atomic",
+    "Linux arch/arm/mm (dma-mapping.c __dma_page_dev_to_cpu, cache-v7.S v7_dma_inv_range, "
+    "cache-l2x0.c l2c210_inv_range): per line one L1 MCR and one PL310 register write",
+    "pynq 3.0.1 pl_server/xrt_device.py XrtDevice.invalidate: xclSyncBO(handle, bo, "
+    "XCL_BO_SYNC_BO_FROM_DEVICE, size, offset)",
     "bmartini/zynq-xdma issue #10 (Zedboard, Zynq-7020): memcpy out of non-cacheable CMA "
     "~64 MB/s, between cached buffers 256 MB/s",
     "bperez77/xilinx_axidma issue #69: reads of driver-allocated (uncached) memory slow, "
@@ -399,12 +418,14 @@ def mmio_cycles(reads: float, writes: float) -> float:
     return reads * MMIO_READ_CYCLES + writes * MMIO_WRITE_CYCLES
 
 
-def invalidated_read_cycles(read_bytes: float, ranges: float) -> dict:
-    """Item 4's alternative: the same bytes from cacheable buffers invalidated by range before
-    the CPU reads them: the maintenance (per line, per range's system call) and the line fills
-    from DDR at the streaming rate."""
-    lines = read_bytes / L1D[2]
-    return {"invalidate": lines * INVALIDATE_LINE_CYCLES + ranges * SYSCALL_CYCLES,
+def invalidated_read_cycles(invalidated_bytes: float, calls: float,
+                            syscall_cycles: float = SYSCALL_CYCLES) -> dict:
+    """The CPU's reads of the cached results region: the maintenance (per call a system call
+    into the kernel's dma_sync path, per line invalidated its L1 and PL310 invalidate) and the
+    line fills from DDR at the streaming rate (every line read was just invalidated: it misses
+    L1 and L2; a slot's words are read in order, so the fills stream)."""
+    lines = invalidated_bytes / L1D[2]
+    return {"invalidate": lines * INVALIDATE_LINE_CYCLES + calls * syscall_cycles,
             "fill": lines * DDR_STREAM_LINE_CYCLES}
 
 

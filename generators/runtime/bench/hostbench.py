@@ -60,7 +60,7 @@ def plan_figures(figure):
     for f in ("q4", "ternary", "int8"):
         p = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, f), 2048)
         name = {"q4": "Q4_1 layers + INT8 head", "ternary": "ternary", "int8": "INT8"}[f]
-        for r in ("weights", "kv", "frames"):
+        for r in ("weights", "kv", "frames", "results"):
             out.append(figure(f"host.plan.{f}.{r}_mib", round(p.regions[r].nbytes / MIB, 1),
                               "MiB", "modelled", f"SmolLM2-135M {name}, context 2048: DMA "
                               f"memory region {r} (the memory plan)"))
@@ -161,7 +161,8 @@ def token_counts(dec, L: int, rows: int = 1) -> dict:
     n0, t0 = be.transfers_run, be.tail_writes
     w0, r0 = sum(d.writes for d in be.dmas), sum(d.reads for d in be.dmas)
     step()
-    return dict(bytes=dict(dec.token_bytes), transfers=be.transfers_run - n0,
+    return dict(bytes=dict(dec.token_bytes), cache=dict(dec.token_cache),
+                transfers=be.transfers_run - n0,
                 tails=be.tail_writes - t0, writes=sum(d.writes for d in be.dmas) - w0,
                 reads=sum(d.reads for d in be.dmas) - r0)
 
@@ -173,14 +174,26 @@ def count_figures(figure, rows: dict, fmt: str):
     what = {"kv_parts": "KV append + attention header/q parts (goal <= 32 KiB)",
             "x": "matrix x slots", "desc": "descriptor fields (status words cleared, K/V "
                                            "lengths)",
-            "read": "READ back: the result words and the descriptors' STATUS and length "
-                    "words checked (uncached on the board)"}
+            "read": "READ back: the result words (the cached results region, invalidated "
+                    "by range first) and the descriptors' STATUS and length words checked "
+                    "(uncached)"}
     for ctx, r in rows.items():
         for k, parts in kinds.items():
             verb = "reads from" if k == "read" else "writes into"
             out.append(figure(f"host.bytes.{k}.ctx{ctx}", int(sum(r["bytes"][p] for p in parts)),
                               "B", "measured", f"bytes the CPU {verb} DMA memory per token "
                               f"at context {ctx}: {what[k]} ({fmt} SmolLM2)"))
+        c = r["cache"]
+        out += [figure(f"host.cache.read.ctx{ctx}", int(c["read"]), "B", "measured",
+                       f"bytes of the results the CPU reads per token at context {ctx} from "
+                       f"the cached results region (part of host.bytes.read; the rest "
+                       f"uncached: STATUS and length words) ({fmt} SmolLM2)"),
+                figure(f"host.cache.invalidates.ctx{ctx}", int(c["invalidates"]), "calls",
+                       "measured", f"invalidates by range per token at context {ctx}: one "
+                       f"per result slot read, exactly its words' lines ({fmt} SmolLM2)"),
+                figure(f"host.cache.invalidated.ctx{ctx}", int(c["invalidated"]), "B",
+                       "measured", f"bytes invalidated per token at context {ctx} (whole "
+                       f"32-byte lines) ({fmt} SmolLM2)")]
     r = rows[max(rows)]
     out += [figure("host.transfers_per_token", r["transfers"], "transfers", "measured",
                    "DMA transfers per sampled token (5 per layer and port + the LM head)"),

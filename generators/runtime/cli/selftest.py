@@ -3,7 +3,10 @@
 1. **Environment**: Python, numpy and pynq against the board image table
    (generators/board_image.py), root, the board's free CMA against the memory plan of SmolLM2
    Q4_1 at context 2048 (and the test's own buffers), FCLK0, every DMA parameter of the .hwh
-   the runtime depends on (backends.DMA_PARAMETERS).
+   the runtime depends on (backends.DMA_PARAMETERS), the write barrier, and that pynq can
+   invalidate a cached buffer by range (XRT's xclSyncBO: the decoder reads its results
+   region, which the DMAs write, through the CPU's caches after invalidating the lines it
+   reads; board.invalidate_probe).
 2. **Every engine of the bitstream, every output word**: random frames through both ports,
    INT8, ternary and (where the overlay has the lane) Q4_1 matrix frames of random shapes,
    B-vector frames (B = 1 .. the engines' vectors), attention frames split over the two ports,
@@ -49,7 +52,7 @@ from generators.packing import build_frame, split_attention_frame
 from generators.q4 import build_q4_frame, pack_q4_rows
 
 from ..engines import pg021 as R
-from ..engines.board import DMA_PARAMETERS, overlay_parameters
+from ..engines.board import DMA_PARAMETERS, invalidate_probe, overlay_parameters
 from ..engines.link import RemoteMmio, SimLink, accept
 from ..engines.plan import MIB, cma_mib, memory_plan, model_shape
 from ..engines.regmodel import GoldenFabric, Memory, SgDmaRegs
@@ -201,6 +204,7 @@ def board_target(bitfile: str, download: bool = True, meminfo: str = "/proc/memi
     barrier, why = write_barrier()
     checks.append(("write barrier", barrier is not None,
                    "the C library's tph_wmb (DSB ST)" if barrier else why))
+    checks.append(("cache invalidate",) + invalidate_probe(pynq))
     # a board figure only on the board's CPU (pynq over a register model elsewhere: the
     # board image rehearsal, make board-rehearsal)
     label = "measured" if platform.machine() == "armv7l" else \

@@ -108,6 +108,8 @@ class Decoder:
         self.timing = {"matrix_s": 0.0, "attention_s": 0.0, "total_s": 0.0, "engine_s": 0.0}
         #: bytes the CPU wrote into DMA memory for the last token, by kind (CPU_BYTES)
         self.token_bytes: Dict[str, int] = {}
+        #: the CPU's reads of the cached results region in the last step (DmaRuntime.cache_ops)
+        self.token_cache: Dict[str, int] = {}
         #: prompt tokens per prefill chunk (one weight pass of B-vector frames); None:
         #: ``default_chunk()``; 1: token by token (docs/runtime.md 4.7)
         self.chunk: Optional[int] = None
@@ -279,6 +281,7 @@ class Decoder:
                                    f"({hostloop.why_unavailable()})")
             out = cl.step(self, int(token), logits)
             self.token_bytes = dict(self.be.cpu_bytes)
+            self.token_cache = dict(self.be.runtime.cache_ops)
         else:
             out = self._step_python(token, logits)
         self.pos += 1
@@ -317,6 +320,7 @@ class Decoder:
             (out,) = self._matrices(None, LM, n)
         rt.end_token()
         self.token_bytes = dict(rt.cpu_bytes)
+        self.token_cache = dict(rt.cache_ops)
         return out
 
     # ------------------------------------------------------------------ batched steps
@@ -356,6 +360,7 @@ class Decoder:
                                    f"({hostloop.why_unavailable()})")
             out = cl.step_rows(self, [(int(s), int(t), bool(lg)) for s, t, lg in rows], pos)
             self.token_bytes = dict(self.be.runtime.cpu_bytes)
+            self.token_cache = dict(self.be.runtime.cache_ops)
         else:
             out = self._step_rows_python(rows, pos)
         self.positions = nxt
@@ -407,6 +412,7 @@ class Decoder:
             rt.restore_chains()
         rt.end_token()
         self.token_bytes = dict(rt.cpu_bytes)
+        self.token_cache = dict(rt.cache_ops)
         return out
 
     def default_chunk(self) -> int:

@@ -1,8 +1,11 @@
 """The ``board`` backend: the PYNQ-Z1's two AXI DMAs in scatter-gather mode through ``pynq.MMIO``
 (``pynq<4``, imported by generators.host.import_pynq when a board backend is made), buffers
-from ``pynq.allocate``; the .hwh's DMA parameters the runtime depends on; the PL reset."""
+from ``pynq.allocate``; the .hwh's DMA parameters the runtime depends on; the PL reset; the
+cached results region's invalidate by range (XRT's xclSyncBO, as pynq's own
+``PynqBuffer.invalidate`` calls it)."""
 from __future__ import annotations
 
+import ctypes
 import platform
 import sys
 import time
@@ -14,6 +17,7 @@ from generators.host import FCLK_MHZ, check_clock, import_pynq
 
 from ..errors import BackendError
 from ..model.model import Model
+from ..optional import module
 from . import pg021 as R
 from .plan import MEMINFO, MemoryPlan, memory_plan
 from .registry import register_backend
@@ -21,7 +25,7 @@ from .runtime import DmaRuntime, write_barrier
 from .sgdma import SgDma
 
 __all__ = ["BoardBackend", "DMA_PARAMETERS", "overlay_parameters", "check_overlay",
-           "mapped_registers"]
+           "mapped_registers", "xrt_sync", "buffer_sync", "invalidate_probe"]
 
 
 # --------------------------------------------------------------------------- board
@@ -103,6 +107,68 @@ def _slcr_pl_reset(pynq) -> Callable[[], None]:
     return reset
 
 
+#: XRT's sync direction of an invalidate (xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE)
+SYNC_FROM_DEVICE = 1
+
+
+def xrt_sync(pynq) -> int:
+    """The address of XRT's ``xclSyncBO`` (libxrt_core, as pynq 3.0.1 / 3.1 load it in
+    ``pynq._3rdparty.xrt``: ``libc``), which ``PynqBuffer.invalidate`` reaches through
+    ``XrtDevice.invalidate(bo, offset, ptr, size)`` = ``xclSyncBO(device.handle, bo,
+    XCL_BO_SYNC_BO_FROM_DEVICE, size, offset)``; BackendError in one line when the pynq in use
+    has no way to invalidate a cached buffer by range (the results region needs it)."""
+    ver = getattr(pynq, "__version__", "?")
+    try:
+        xrt = module("pynq._3rdparty.xrt")
+    except ImportError:
+        raise BackendError(f"pynq {ver} has no XRT (pynq._3rdparty.xrt): the results region is "
+                           f"cached and must be invalidated by range before each read; run "
+                           f"the PYNQ 3.0.1 or 3.1 image's pynq") from None
+    lib = getattr(xrt, "libc", None)
+    fn = getattr(lib, "xclSyncBO", None) if lib is not None else None
+    if fn is None:
+        raise BackendError(f"pynq {ver}: XRT's libxrt_core is not loaded (XILINX_XRT unset?), "
+                           f"so nothing can invalidate the cached results region before the "
+                           f"CPU reads it; run as root in the image's venv (source "
+                           f"/etc/profile.d/pynq_venv.sh, which sets XILINX_XRT)")
+    return int(ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+def buffer_sync(fn: int, buf) -> Tuple[int, int, int, int]:
+    """(xclSyncBO, the device handle, the buffer object, the buffer's offset in it) of a
+    PynqBuffer of an XRT device: the C loop's ``tph_io.sync``; BackendError in one line when
+    the buffer has none of them (a pynq whose buffers are not XRT buffer objects)."""
+    dev = getattr(buf, "device", None)
+    handle = getattr(dev, "handle", None)
+    bo, offset = getattr(buf, "bo", None), getattr(buf, "offset", None)
+    if handle is None or bo is None or offset is None:
+        raise BackendError("pynq.allocate gave the results region a buffer without an XRT "
+                           "device handle, buffer object and offset (PynqBuffer.device.handle, "
+                           ".bo, .offset): it cannot be invalidated by range")
+    h = handle if isinstance(handle, int) else ctypes.cast(handle, ctypes.c_void_p).value
+    return fn, int(h or 0), int(bo), int(offset)
+
+
+#: tph_sync_fn / xclSyncBO: (handle, bo, direction, size, offset) -> 0 or a negative errno
+SYNC_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32,
+                           ctypes.c_size_t, ctypes.c_size_t)
+
+
+def invalidate_probe(pynq) -> Tuple[bool, str]:
+    """(ok, what) of selftest's check: XRT's xclSyncBO, found as the board backend finds it,
+    invalidates one line of a cached buffer of ``pynq.allocate``."""
+    try:
+        fn, handle, bo, off = buffer_sync(xrt_sync(pynq),
+                                          pynq.allocate((64,), np.uint8, cacheable=True))
+    except BackendError as exc:
+        return False, str(exc)
+    rc = SYNC_FN(fn)(handle, bo, SYNC_FROM_DEVICE, 32, off)
+    if rc:
+        return False, f"xclSyncBO of one line of a cached buffer returned {rc}"
+    return True, ("XRT's xclSyncBO invalidates a cached buffer by range (the decoder's results "
+                  "region is cached and invalidated so before each read)")
+
+
 class BoardBackend(DmaRuntime):
     """The PYNQ-Z1 overlay: dma_0 and dma_1 in scatter-gather mode; ``pynq<4`` imported here
     only. The memory plan is checked against the budgets, and after the overlay is loaded
@@ -125,6 +191,7 @@ class BoardBackend(DmaRuntime):
         msg = plan.check_free_cma(meminfo)
         if msg is not None:
             raise BackendError(msg)
+        sync = xrt_sync(pynq)
         mmios = [pynq.MMIO(int(ov.ip_dict[f"dma_{p}"]["phys_addr"]),
                            int(ov.ip_dict[f"dma_{p}"]["addr_range"])) for p in (0, 1)]
         self.overlay = ov
@@ -134,10 +201,13 @@ class BoardBackend(DmaRuntime):
                   f"DMA memory are not ordered before TAILDESC; build the C library (a C "
                   f"compiler when pip installs the package)", file=sys.stderr)
         super().__init__(model, [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
-                         lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
-                                                                       cacheable=cacheable),
+                         lambda shape, dtype, cacheable, **_: pynq.allocate(
+                             shape, dtype, cacheable=cacheable),
                          plan, timeout_s, pl_reset=_slcr_pl_reset(pynq), barrier=barrier)
         self.direct_regs = mapped_registers(mmios)
+        # the results region (allocated cacheable): the Python loop invalidates a slice of it
+        # (PynqBuffer.invalidate: the same xclSyncBO), the C loop calls xclSyncBO itself
+        self.cache_sync = buffer_sync(sync, self.results)
 
 
 def mapped_registers(mmios) -> Optional[Tuple[int, int]]:

@@ -30,7 +30,12 @@ What C gets, all computed here from the runtime's own objects, never by C itself
 * **the register interface** (``tph_io``): the mapped register pages of the two DMAs on the
   board (direct volatile access; ``DmaRuntime.direct_regs``), else ctypes callbacks into the
   register model (golden, rtl, the tests; a callback's exception is kept and raised after the
-  step), or the C replay device's own functions (no Python at all per token).
+  step), or the C replay device's own functions (no Python at all per token); and the cached
+  results region's invalidate by range (``tph_io.sync``, called with exactly the lines about
+  to be read): on the board XRT's own ``xclSyncBO`` (``DmaRuntime.cache_sync``: its address,
+  the device handle, the buffer object and the region's offset in it; no Python per token),
+  on the replay device ``tph_replay_sync``, else a callback into the DDR model's cache
+  (``DmaBuffer.invalidate`` of the slice).
 
 Faults are handled in C as the Python runtime does (both DMAs reset, the PL reset through a
 callback, the channels started where the chains stand, the transfer run once more); the
@@ -64,7 +69,7 @@ __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 3                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 4                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
 
 
@@ -77,19 +82,22 @@ class TPH:
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
      T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
-     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF) = range(42)
+     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF, T_RESULTS_BYTES) = range(43)
     T_HEADER = 48
     MAX_VECTORS = 16
     VEC_WORDS = 6
     X_FIXED = 18
     FRAME_WORDS, DESC_WORDS, TAIL_WORDS, OUT_WORDS = 5, 3, 3, 6
     (P_FRAMES, P_KV, P_EMBED, P_NORMS, P_SCALES, P_COS, P_SIN, P_KSTEP, P_VSTEP, P_LENGTH,
-     P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_XSTATE, P_COUNT) = range(18)
+     P_STATE, P_STATS, P_ERR, P_LOGITS, P_TRACE, P_TRACE_N, P_XSTATE, P_RESULTS,
+     P_COUNT) = range(19)
     S_NEXT, S_LINK, S_L, S_TIMEOUT_US, S_RESET_TIMEOUT_US, STATE_WORDS = 0, 4, 5, 6, 7, 8
     (C_KV, C_PARTS, C_X, C_DESC, C_REQUANT, C_TRANSFERS, C_TAILS, C_READS0, C_READS1,
-     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, C_CLIPPED, STATS) = range(16)
+     C_WRITES0, C_WRITES1, C_RETRIES, C_GROWTHS, C_READ, C_CLIPPED, C_INVALIDATES,
+     C_INVALIDATED, C_READ_CACHED, STATS) = range(19)
     (E_DMA_ERRBIT, E_DMA_HALTED, E_DMA_HANG, E_DMA_DESC, E_DMA_SHORT, E_DMA_OVER) = range(1, 7)
-    (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT) = range(16, 24)
+    (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT, E_SYNC) = range(16, 25)
+    LINE, SYNC_FROM_DEVICE = 32, 1
     W_NONE, W_FLAGS, W_COUNT, W_TAG = 1, 2, 3, 4
     V_QUANTISE, V_KV_STEP, V_KV_REQUANT, V_SCORE = 1, 2, 3, 4
     REC_WORDS, ERR_RETRIED = 12, 4
@@ -131,7 +139,9 @@ def c_facts() -> str:
 class _Io(ctypes.Structure):
     _fields_ = [("ctx", ctypes.c_void_p), ("read", ctypes.c_void_p), ("write", ctypes.c_void_p),
                 ("pl_reset", ctypes.c_void_p), ("hook", ctypes.c_void_p),
-                ("kv_save", ctypes.c_void_p), ("regs", ctypes.c_void_p * 2)]
+                ("kv_save", ctypes.c_void_p), ("regs", ctypes.c_void_p * 2),
+                ("sync", ctypes.c_void_p), ("sync_handle", ctypes.c_void_p),
+                ("sync_bo", ctypes.c_uint32), ("sync_offset", ctypes.c_uint32)]
 
 
 class _Row(ctypes.Structure):
@@ -153,6 +163,9 @@ _RESET = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _HOOK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32)
 _KV_SAVE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
                             ctypes.c_uint32)
+#: tph_sync_fn: xclSyncBO's signature (handle, bo, direction, size, offset)
+_SYNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32,
+                         ctypes.c_size_t, ctypes.c_size_t)
 
 _P, _U, _I = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
 _SIGNATURES = {
@@ -166,6 +179,8 @@ _SIGNATURES = {
     "tph_replay_record": (None, [_P, _U, _P, _P, _U]),
     "tph_replay_read": (_I, [_P, _U, _U, ctypes.POINTER(_U)]),
     "tph_replay_write": (_I, [_P, _U, _U, _U]),
+    "tph_replay_cache": (None, [_P, _P, _U, _U]),
+    "tph_replay_sync": (_I, [_P, _U, _I, ctypes.c_size_t, ctypes.c_size_t]),
 }
 
 
@@ -312,6 +327,7 @@ def build_table(rt) -> Dict[str, object]:
     hdr[TPH.T_SEQ0_OFF] = put([rt._seq[ch][0] for ch in range(4)])
     hdr[TPH.T_TRACE_WORDS], hdr[TPH.T_TRACE_OUTS] = trace_words, trace_outs
     hdr[TPH.T_FRAMES_BYTES] = plan.regions["frames"].nbytes
+    hdr[TPH.T_RESULTS_BYTES] = plan.regions["results"].nbytes
     hdr[TPH.T_KV_BYTES] = plan.regions["kv"].nbytes
     # the batched step (DmaRuntime.set_vectors, set_attention, restore_chains)
     hdr[TPH.T_VECTORS], hdr[TPH.T_STREAMS] = plan.vectors, plan.streams
@@ -374,6 +390,7 @@ class CLoop:
         self.ptrs[TPH.P_STATS] = self.stats.ctypes.data
         self.ptrs[TPH.P_ERR] = self.err.ctypes.data
         self.ptrs[TPH.P_XSTATE] = rt.xstate.ctypes.data
+        self.ptrs[TPH.P_RESULTS] = rt.results.ctypes.data
         self.vectors = int(self.table[TPH.T_VECTORS])
         self.rows = (_Row * self.vectors)()
         self._undo_kv = None                        # the KVCache of a pass that may be undone
@@ -395,6 +412,14 @@ class CLoop:
         self.io.hook = self._cb(_HOOK, self._hook)
         self._hook_ptr = self.io.hook
         self.io.kv_save = self._cb(_KV_SAVE, self._kv_save)
+        if dev is not None:                         # the device's cache model, in C
+            self.io.sync = ctypes.cast(lib.tph_replay_sync, ctypes.c_void_p).value
+            self.io.sync_handle = dev.ptr
+        elif rt.cache_sync is not None:             # the board: XRT's xclSyncBO itself
+            (self.io.sync, self.io.sync_handle, self.io.sync_bo,
+             self.io.sync_offset) = rt.cache_sync
+        else:
+            self.io.sync = self._cb(_SYNC, self._sync)
         n = lib.tph_ctx_bytes(self.table.ctypes.data, len(self.table))
         if n == 0:
             raise RuntimeError("the C loop refused its table (tphloop.c bad_header)")
@@ -422,6 +447,17 @@ class CLoop:
     def _write(self, _, dma, off, value):
         try:
             self.rt.dmas[dma].mmio.write(off, int(value))
+            return 0
+        except BaseException as e:        # noqa: BLE001
+            self._exc = e
+            return 1
+
+    def _sync(self, _, bo, direction, size, offset):
+        """The DDR model's invalidate of [offset, offset + size) of the results region."""
+        try:
+            if direction != TPH.SYNC_FROM_DEVICE:
+                raise ValueError(f"sync direction {direction}: the C loop only invalidates")
+            self.rt.results[offset:offset + size].invalidate()
             return 0
         except BaseException as e:        # noqa: BLE001
             self._exc = e
@@ -572,6 +608,9 @@ class CLoop:
         for k, i in (("kv", TPH.C_KV), ("parts", TPH.C_PARTS), ("x", TPH.C_X),
                      ("desc", TPH.C_DESC), ("requant", TPH.C_REQUANT), ("read", TPH.C_READ)):
             rt.cpu_bytes[k] = int(s[i])
+        for k, i in (("invalidates", TPH.C_INVALIDATES), ("invalidated", TPH.C_INVALIDATED),
+                     ("read", TPH.C_READ_CACHED)):
+            rt.cache_ops[k] = int(s[i])
         rt.transfers_run += int(s[TPH.C_TRANSFERS])
         rt.tail_writes += int(s[TPH.C_TAILS])
         for d in (0, 1):
@@ -646,7 +685,7 @@ class CLoop:
     def _error(self, rc: int) -> BaseException:
         rt, e = self.rt, self.err
         rec = e[:TPH.REC_WORDS]
-        if rc == TPH.E_IO and self._exc is not None:
+        if rc in (TPH.E_IO, TPH.E_SYNC) and self._exc is not None:
             return self._exc
         if TPH.E_DMA_ERRBIT <= rc <= TPH.E_DMA_OVER:
             n = int(e[TPH.ERR_NRETRIED])
@@ -694,6 +733,11 @@ class CLoop:
             return ValueError(f"KV cache of layer {ch} is full ({rt.plan.context} positions)")
         if rc == TPH.E_IO:
             return BackendError("a register access failed (no reason kept)")
+        if rc == TPH.E_SYNC:
+            a, n = int(rec[4]), int(rec[5])
+            return BackendError(f"invalidating the results region's bytes {a}..{a + n} (frame "
+                                f"{ch}, port {int(rec[3])}) failed: the sync returned "
+                                f"{int(np.uint32(rec[6]).view(np.int32))}")
         return ValueError(f"the C loop refused its arguments (code {rc}: token "
                           f"{int(rec[4])})")
 

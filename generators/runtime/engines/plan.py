@@ -7,7 +7,7 @@ allocated).
     print("\\n".join(plan.lines()))
     refusal = plan.check(cma_mb=128, host_mb=64)      # None, or the one-line refusal
 
-DMA memory (docs/runtime.md, "Memory map"), three regions, each one ``pynq.allocate``:
+DMA memory (docs/runtime.md, "Memory map"), four regions, each one ``pynq.allocate``:
 
 * ``weights``: every matrix half's whole frame (8-byte header with its static tag, an x slot
   the runtime does not use, the rows), 64-byte aligned. A model whose images already live in
@@ -17,9 +17,15 @@ DMA memory (docs/runtime.md, "Memory map"), three regions, each one ``pynq.alloc
   ``kv[port][K|V][layer][kv_head][position][head_dim / 2]``; a position of one (layer, KV head)
   is 32 bytes per port for K and 32 for V, so K_p rows 0..L-1 are one contiguous block.
 * ``frames`` (not cached): the x slots (one per transfer kind, read by both DMAs), the attention
-  header+q parts (per KV head and port; port 1's starts with the route word), the S2MM result
-  slots (one per frame and port, reused by every layer) and the descriptor chains of the four
-  DMA channels (64 bytes each).
+  header+q parts (per KV head and port; port 1's starts with the route word) and the descriptor
+  chains of the four DMA channels (64 bytes each): what the CPU writes and a DMA reads, and the
+  STATUS words both write.
+* ``results`` (cached): the S2MM result slots (one per frame and port, reused by every layer;
+  the LM head's logits among them), every byte the DMAs write and the CPU reads back. The CPU
+  never writes them, so their cache lines are never dirty: after a transfer the CPU invalidates
+  exactly the lines of the words a slot received (32-byte lines, ``LINE``; each slot starts on
+  a 64-byte boundary and owns the lines it touches, the region's size is whole lines) and reads
+  them through the caches, instead of one uncached bus read per word (docs/runtime.md 4.1).
 
 With matrix engines of ``vectors`` V > 1 (B-vector frames, docs/runtime.md 4.7) each x slot
 holds a vectors word and V vectors, each matrix half has a B-vector header word in ``frames``
@@ -64,6 +70,8 @@ KIND_MATRICES = {QKV: ("q", "k", "v"), O: ("o",), GU: ("gate", "up"), DOWN: ("do
                  LM: ("lm_head",)}
 #: alignment of every item (descriptors need 64)
 ALIGN = 64
+#: the Cortex-A9's L1 and the PL310's line (bytes): an invalidate covers whole lines
+LINE = 32
 #: the CMA budget of PYNQ's Pynq-Z1 image, and the host's beyond the interpreter (MiB)
 CMA_MB = 128
 HOST_MB = 64
@@ -154,6 +162,8 @@ class Region:
     items: Dict[object, Tuple[int, int]] = dataclasses.field(default_factory=dict)
     nbytes: int = 0
     provided: bool = False          # brought by the model (its images already in DMA memory)
+    #: the DMAs write it and the CPU reads it (cached: invalidated by range before each read)
+    dma_writes: bool = False
 
     def add(self, key, nbytes: int, align: int = ALIGN) -> int:
         off = _align(self.nbytes, align)
@@ -272,7 +282,8 @@ class MemoryPlan:
         out.append(f"  DMA memory {_mib(self.dma_bytes)} MiB ({self.dma_bytes:,} bytes):")
         for r in self.regions.values():
             extra = " (the model's own DMA buffers)" if r.provided else ""
-            out.append(f"    {r.name:8s} {_mib(r.nbytes):>9s} MiB  {r.what}{extra}")
+            out.append(f"    {r.name:8s} {_mib(r.nbytes):>9s} MiB  {_cache_word(r)}: "
+                       f"{r.what}{extra}")
         out.append(f"  descriptors {self.descriptors:,} ({self.descriptors * R.DESC_BYTES:,} "
                    f"bytes); transfers per token {self.transfers_per_token(False)} (+1 for "
                    f"the LM head where a token is sampled), "
@@ -288,7 +299,8 @@ class MemoryPlan:
         fits = int((cma_mb * MIB - fixed) // per) if per else 0
         fits = min(fits, self.acfg.max_context)
         hint = (f"context {fits} fits" if fits >= 1 else
-                f"no context fits: the weights and frames alone are {_mib(fixed)} MiB")
+                f"no context fits: the weights, frames and results alone are {_mib(fixed)} "
+                f"MiB")
         if self.streams > 1:
             s_fit = int((cma_mb * MIB - fixed) // self.kv_stream_bytes)
             hint += (f" with {self.streams} streams; {s_fit} stream"
@@ -318,7 +330,8 @@ class MemoryPlan:
             return (f"DMA memory {_mib(self.dma_bytes)} MiB (weights "
                     f"{_mib(self.regions['weights'].nbytes)}, {caches} at context "
                     f"{self.context} {_mib(self.regions['kv'].nbytes)}, frames "
-                    f"{_mib(self.regions['frames'].nbytes)}) exceeds the {cma_mb:g} MiB CMA "
+                    f"{_mib(self.regions['frames'].nbytes)}, results "
+                    f"{_mib(self.regions['results'].nbytes)}) exceeds the {cma_mb:g} MiB CMA "
                     f"budget; {hint} (--context, --cma-mb"
                     f"{', fewer prompts' if self.streams > 1 else ''})")
         if self.host_bytes > host_mb * MIB:
@@ -353,6 +366,16 @@ def cma_mib(meminfo: str = MEMINFO) -> Optional[Tuple[float, float]]:
 
 def _mib(n: float) -> str:
     return f"{n / MIB:.1f}"
+
+
+def _cache_word(r: Region) -> str:
+    """How the CPU maps a region and why (plan.lines)."""
+    if r.dma_writes:
+        return "cached, invalidated by range before each read (the DMAs write it, the CPU " \
+               "only reads it)"
+    if r.cacheable:
+        return "cached, flushed once at load (the CPU writes it once, the DMAs read it)"
+    return "uncached (the CPU writes it every token, the DMAs read it)"
 
 
 def _tag(index: int) -> int:
@@ -399,8 +422,10 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
                 False)
     kv.add("all", streams * 2 * 2 * Lyr * H * context * kv_row)
 
-    # ---- frames: x slots, attention parts, result slots
-    fr = Region("frames", "x slots, attention header+q parts, result slots, descriptors", False)
+    # ---- frames: x slots, attention parts, descriptors; results: the result slots
+    fr = Region("frames", "x slots, attention header+q parts, descriptors", False)
+    res = Region("results", "result slots (every S2MM buffer; the LM head's logits among "
+                            "them)", True, dma_writes=True)
     part = (acfg.header_beats + acfg.q_beats) * 8
     part_bytes = [part, part + 8]                # port 1: the route word first
     for kind, names in KIND_MATRICES.items():
@@ -424,9 +449,10 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
         for n in names:
             m = shapes[_mname(0 if kind != LM else None, n)]
             for p in (0, 1):
-                fr.add(("out", kind, n, p), (m.rows[p] * V + 1) * 4)
+                res.add(("out", kind, n, p), (m.rows[p] * V + 1) * 4)
     for h in range(H):
-        fr.add(("out", ATT, h, 0), att_words * 4)
+        res.add(("out", ATT, h, 0), att_words * 4)
+    res.nbytes = _align(res.nbytes, LINE)        # the last slot's last line is the region's
 
     # ---- transfers and their descriptors
     transfers: List[TransferPlan] = []
@@ -473,7 +499,7 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
                         t.desc[ch] = (key, n)
             transfers.append(t)
 
-    regions = {"weights": weights, "kv": kv, "frames": fr}
+    regions = {"weights": weights, "kv": kv, "frames": fr, "results": res}
     host = _host_items(model, c, context, transfers, shapes, V, streams)
     return MemoryPlan(context, getattr(model, "fmt", "?"), regions, transfers, host, c, acfg,
                       kv_row, part_bytes, V, streams)

@@ -6,7 +6,14 @@ registers and descriptors exactly as on the board; what answers it here is:
 * :class:`Memory`: "DDR", one file mapped by the host and by the simulator process (or an
   anonymous map), a bump allocator handing out :class:`DmaBuffer` arrays (physical_address,
   flush, invalidate, like ``pynq.allocate``) whose bytes are NOT zeroed (0xA5 garbage, so
-  leftovers are never mistaken for results).
+  leftovers are never mistaken for results). A buffer allocated with ``cpu_cache`` (the
+  runtime asks it for the plan's cached ``results`` region, which the DMAs write and the CPU
+  reads) is the model of the CPU's data cache over it: the array the CPU reads and writes is
+  its own copy, every line of it held (the worst case: nothing is ever evicted), which only an
+  invalidate of that line refreshes from DDR and only a flush writes back; the DMAs read and
+  write DDR only. A missing invalidate, or one that misses a
+  line, leaves the CPU reading the line as it was (garbage at first, then the previous
+  layer's results), so the decoder's words differ from golden's.
 * :class:`SgDmaRegs`: one AXI DMA's register file in scatter-gather mode (PG021; the bits in
   :mod:`generators.runtime.engines.pg021`): DMACR (RS, Reset), DMASR (Halted, Idle, SGIncld, the six
   error bits, IOC_Irq, Err_Irq), CURDESC (written while halted), TAILDESC (a write starts the
@@ -52,17 +59,35 @@ BASE_ADDRESS = 0x1000_0000
 GARBAGE = 0xA5
 
 
+#: the CPU's cache line (Cortex-A9 L1 and PL310: 32 bytes), the unit of invalidation
+LINE = 32
+
+
 class DmaBuffer(np.ndarray):
     """A numpy view of DDR with a physical address (the interface of pynq's PynqBuffer that
-    the runtime uses)."""
+    the runtime uses), or the CPU's cached copy of a buffer the DMAs write (``cached``):
+    ``invalidate()`` of it or of a slice of it refreshes those lines from DDR, as pynq's
+    ``PynqBuffer.invalidate()`` of a slice syncs that range (xclSyncBO from the device)."""
 
     physical_address: int = 0
+    memory: Optional["Memory"] = None
+    cached = False
+
+    def __array_finalize__(self, obj):
+        if not isinstance(obj, DmaBuffer) or self.base is None:
+            return
+        delta = self.__array_interface__["data"][0] - obj.__array_interface__["data"][0]
+        if 0 <= delta <= obj.nbytes:                # a view (slice, dtype view) of obj
+            self.physical_address = obj.physical_address + delta
+            self.memory, self.cached = obj.memory, obj.cached
 
     def flush(self):
-        pass
+        if self.cached:
+            self.memory.writeback(self.physical_address, self.nbytes)
 
     def invalidate(self):
-        pass
+        if self.cached:
+            self.memory.invalidate(self.physical_address, self.nbytes)
 
     def freebuffer(self):
         pass
@@ -94,6 +119,12 @@ class Memory:
         #: bytes the CPU stored since the last barrier)
         self.order: Optional[List[tuple]] = None
         self._fenced: Optional[np.ndarray] = None
+        #: the CPU's cached copies (allocate(dma_writes=True)): (DDR offset, bytes, copy)
+        self._cached: List[Tuple[int, int, np.ndarray]] = []
+        self._views: List[mmap.mmap] = []
+        #: invalidates done (calls, bytes): what a test or a count of the Python loop reads
+        self.invalidates = 0
+        self.invalidated = 0
 
     # ------------------------------------------------------------------ store ordering
     def track_order(self) -> None:
@@ -117,7 +148,13 @@ class Memory:
             return 0
         return int(np.count_nonzero(self._fenced != self.bytes))
 
-    def allocate(self, shape, dtype=np.uint8, cacheable: bool = True) -> DmaBuffer:
+    def allocate(self, shape, dtype=np.uint8, cacheable: bool = True,
+                 cpu_cache: bool = False) -> DmaBuffer:
+        """A buffer in DDR, page-aligned, full of garbage. ``cpu_cache`` (with ``cacheable``):
+        the CPU reaches it through its data cache, modelled: the array is the CPU's copy
+        (every line cached: stale until invalidated, written back only by a flush); other
+        buffers are views of DDR (uncached; or cached, written by the CPU once and flushed:
+        write-through here, so a weights region of a large model is not held twice)."""
         dt = np.dtype(dtype)
         n = int(np.prod(shape)) * dt.itemsize
         off = -(-self.top // 4096) * 4096              # page-aligned, as the CMA allocator
@@ -128,9 +165,53 @@ class Memory:
         self.bytes[off:off + n] = GARBAGE
         if self._fenced is not None:
             self._fenced[off:off + n] = GARBAGE
-        a = self.bytes[off:off + n].view(dt).reshape(shape).view(DmaBuffer)
+        if cacheable and cpu_cache:
+            # the CPU's view of DMA memory: a mapping, as DDR's (and on the board the CMA
+            # buffer's), not the host process's heap
+            view = mmap.mmap(-1, max(n, 1))
+            self._views.append(view)
+            copy = np.frombuffer(view, np.uint8, n)
+            copy[:] = GARBAGE
+            self._cached.append((off, n, copy))
+            a = copy.view(dt).reshape(shape).view(DmaBuffer)
+            a.cached = True
+        else:
+            a = self.bytes[off:off + n].view(dt).reshape(shape).view(DmaBuffer)
         a.physical_address = BASE_ADDRESS + off
+        a.memory = self
         return a
+
+    # ------------------------------------------------------------------ the CPU's data cache
+    def _copy(self, address: int, n: int, what: str) -> Tuple[int, np.ndarray]:
+        """(DDR offset, the CPU's copy of [address, address + n)) inside one cached buffer,
+        or ValueError."""
+        off = address - BASE_ADDRESS
+        for o, size, copy in self._cached:
+            if o <= off and off + n <= o + size:
+                return off, copy[off - o:off - o + n]
+        raise ValueError(f"{what} of 0x{address:X} + {n}: not inside one cached buffer")
+
+    def invalidate(self, address: int, n: int) -> None:
+        """Invalidate the CPU's cached lines of [address, address + n): its next reads of
+        them come from DDR (what the DMAs wrote). Whole 32-byte lines only: a partial line is
+        refused, because Linux cleans and invalidates a partial line at either end whole
+        (arch/arm/mm/cache-v7.S v7_dma_inv_range, the PL310's l2c210_inv_range), writing a
+        dirty copy of the line's other bytes back over the DMA's, and a clean one is read
+        again whole: either way what such a line holds depends on bytes outside the range.
+        The runtime's result slots each start on a line and own the lines they touch, so it
+        never asks for one."""
+        if address % LINE or n % LINE or n <= 0:
+            raise ValueError(f"invalidate of 0x{address:X} + {n}: not whole {LINE}-byte "
+                             f"lines")
+        off, copy = self._copy(address, n, "invalidate")
+        copy[:] = self.bytes[off:off + n]
+        self.invalidates += 1
+        self.invalidated += n
+
+    def writeback(self, address: int, n: int) -> None:
+        """Clean (flush) the CPU's cached copy of [address, address + n) to DDR."""
+        off, copy = self._copy(address, n, "flush")
+        self.bytes[off:off + n] = copy
 
     def offset(self, address: int, n: int) -> int:
         off = address - BASE_ADDRESS

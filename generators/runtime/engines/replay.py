@@ -88,6 +88,10 @@ def replay_backend(model, packets, context: Optional[int] = None,
     rt = DmaRuntime(model, [SgDma(_ReplayMmio(dev, p), f"dma_{p}") for p in (0, 1)],
                     mem.allocate, plan, load_weights=False)
     rt.name, rt.replay, rt.memory = "replay", dev, mem
+    # the CPU's cached copy of the results region (the DDR model's), refreshed by the device's
+    # tph_replay_sync in the C loop and by the DDR model's invalidate in the Python loop
+    lib.tph_replay_cache(dev.ptr, rt.results.ctypes.data, rt.base["results"],
+                         rt.results.nbytes)
     return rt
 
 
@@ -97,8 +101,8 @@ DUMP_MAGIC = b"TPLDUMP1"
 def write_dump(path, dec, token, logits: bool = True) -> Path:
     """Everything ``csrc/tphbench.c`` needs to run the decoder's next step (position
     ``dec.pos``, ``token``) without Python, on the replay device: the C loop's table (its
-    embedding cut to the token's row, row 0), the frames and kv regions with their offsets in
-    DDR, norms, row scales, RoPE tables, KV steps and lengths, the chains' state (every
+    embedding cut to the token's row, row 0), the frames, kv and results regions with their
+    offsets in DDR (the CPU's cached copy of the results region is tphbench's own), norms, row scales, RoPE tables, KV steps and lengths, the chains' state (every
     channel's next transfer unknown, so the first step starts them), and the recorded words
     (``dec.be`` is a :func:`replay_backend`). ``token`` a list of B > 1 tokens: a batched
     step of B rows of stream 0 (``tph_step_rows``; the recorded words one B-row pass's), the
@@ -126,6 +130,8 @@ def write_dump(path, dec, token, logits: bool = True) -> Path:
         ("table", table, 0),
         ("frames", rt.buf["frames"], rt.buf["frames"].ctypes.data - base),
         ("kv", rt.buf["kv"], rt.buf["kv"].ctypes.data - base),
+        ("results", rt.memory.read(rt.base["results"], rt.results.nbytes),
+         rt.base["results"] - BASE_ADDRESS),
         ("embed", np.ascontiguousarray(emb[tokens]), 0),
         ("norms", cl.norms, 0), ("scales", cl.scales, 0),
         ("cos", np.ascontiguousarray(dec.cos), 0), ("sin", np.ascontiguousarray(dec.sin), 0),

@@ -46,12 +46,18 @@ from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan
 from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
 
 __all__ = ["DmaRuntime", "BackendError", "DmaError", "DmaHangError", "DmaShortError",
-           "CPU_BYTES", "write_barrier"]
+           "CPU_BYTES", "CACHE_OPS", "write_barrier"]
 
 #: what the CPU writes into DMA memory per token, by kind (DmaRuntime.cpu_bytes), and "read":
 #: what it reads back from it (the words each result slot received; every STATUS word and
 #: every MM2S length checked after a transfer), memory the CPU maps uncached on the board
 CPU_BYTES = ("kv", "parts", "x", "desc", "requant", "read")
+#: the CPU's reads of the cached results region per token (DmaRuntime.cache_ops): the
+#: invalidates by range before them (calls, and bytes: whole 32-byte lines) and the bytes read
+#: (part of CPU_BYTES "read"; the rest, STATUS and length words, are uncached reads)
+CACHE_OPS = ("invalidates", "invalidated", "read")
+#: the CPU's cache line (Cortex-A9 L1, PL310): the unit of an invalidate
+LINE = 32
 
 
 def _no_barrier() -> None:
@@ -101,7 +107,8 @@ class DmaRuntime:
     """The host code at DMA level (see the module docstring).
 
     ``dmas``: two :class:`SgDma` (port 0, port 1); ``allocate(shape, dtype, cacheable)``:
-    pynq.allocate or the DDR model's; ``plan``: the memory plan (its regions are allocated
+    pynq.allocate or the DDR model's (for the results region also ``cpu_cache=True``: the DDR
+    model models the CPU's cache over it; pynq's ignores it); ``plan``: the memory plan (its regions are allocated
     here, its transfers become the descriptor chains); ``pl_reset``: resets the PL (engines,
     joiner, FIFOs), called after a DMA reset on a fault; ``engine_time``: seconds the DMAs and
     the PL took so far where the backend can tell (the register model's own time), else None.
@@ -132,11 +139,17 @@ class DmaRuntime:
         #: the two DMAs' mapped register pages (virtual addresses) where the C loop may access
         #: them directly (the board), else None (callbacks into ``dmas[p].mmio``)
         self.direct_regs: Optional[Tuple[int, int]] = None
+        #: the C loop's invalidate of the cached results region where it can call the platform
+        #: directly (the board: XRT's xclSyncBO's address, the device handle, the region's
+        #: buffer object and its offset in it), else None (the replay device's, or a callback)
+        self.cache_sync: Optional[Tuple[int, int, int, int]] = None
         self.pl_reset = pl_reset
         self._engine_time = engine_time
         self.acfg = model.engines.attention_config()
         self.cpu_bytes = dict.fromkeys(CPU_BYTES, 0)       # this token
         self.cpu_total = dict.fromkeys(CPU_BYTES, 0)       # since load
+        self.cache_ops = dict.fromkeys(CACHE_OPS, 0)       # this token
+        self.cache_total = dict.fromkeys(CACHE_OPS, 0)     # since load
         self.faults: List[str] = []
         self.transfers_run = 0
         self.tail_writes = 0
@@ -148,11 +161,15 @@ class DmaRuntime:
         for r in plan.regions.values():
             if r.provided:
                 continue
-            b = allocate((r.nbytes,), np.uint8, cacheable=r.cacheable)
+            kw = {"cpu_cache": True} if r.dma_writes else {}   # (the DDR model's)
+            b = allocate((r.nbytes,), np.uint8, cacheable=r.cacheable, **kw)
             self.buf[r.name], self.base[r.name] = b, int(b.physical_address)
         fr = self.buf["frames"]
         self.frames = fr
         self.words = fr.view("<u4")
+        #: the result slots as the CPU reads them (cached: invalidated by range first)
+        self.results = self.buf["results"]
+        self.rwords = self.results.view("<u4")
         self._image_addr: Dict[Tuple[str, int], int] = {}
         self._load_weights(load_weights)
         kvb = self.buf["kv"]
@@ -300,7 +317,7 @@ class DmaRuntime:
                     for f in t.frames:
                         if f.s2mm[p] is None:
                             continue
-                        a, n = self._item("frames", f.s2mm[p])
+                        a, n = self._item("results", f.s2mm[p])
                         word = b.control_idx[i] - R.D_CONTROL
                         w[word + R.D_BUFFER] = a
                         w[word + R.D_BUFFER_MSB] = 0
@@ -308,7 +325,7 @@ class DmaRuntime:
                         w[word + R.D_STATUS] = 0
                         i += 1
             for f in t.frames:
-                outs.append([self._item("frames", s) if s is not None else None
+                outs.append([self._item("results", s) if s is not None else None
                              for s in f.s2mm])
             self._blocks.append(blocks)
             self._kv_ctrl.append(kvc)
@@ -379,7 +396,7 @@ class DmaRuntime:
         x.tails = [(ch // 2, _chan(ch)[1], blocks[ch].last, ch) for ch in order]
         x.last_status = {ch: int(blocks[ch].status_idx[-1]) for ch in order}
         x.outs = []
-        fb = self.base["frames"]
+        fb = self.base["results"]
         for p in (0, 1):
             b = blocks.get(2 * p + 1)
             i = 0
@@ -424,6 +441,8 @@ class DmaRuntime:
         whether the chain runs the LM head after the last layer."""
         for k in CPU_BYTES:
             self.cpu_bytes[k] = 0
+        for k in CACHE_OPS:
+            self.cache_ops[k] = 0
         if any(self._next[ch] != self._seq[ch][0] for ch in range(4)):
             self._next[:] = [self._seq[ch][0] for ch in range(4)]
             self._reset()                 # a token left half-done (an error): start over
@@ -444,6 +463,21 @@ class DmaRuntime:
     def end_token(self) -> None:
         for k in CPU_BYTES:
             self.cpu_total[k] += self.cpu_bytes[k]
+        for k in CACHE_OPS:
+            self.cache_total[k] += self.cache_ops[k]
+
+    def invalidate(self, offset: int, n: int) -> None:
+        """Before the CPU reads bytes [offset, offset + n) of the results region (after the
+        DMA's completion was seen): invalidate their cache lines, rounded up to whole 32-byte
+        lines (a slot starts on a line and owns the lines it touches). On the board
+        ``PynqBuffer.invalidate`` of the slice (XRT's xclSyncBO from the device over exactly
+        that range, the C loop's call); on the DDR model its cache's refresh."""
+        if n <= 0:
+            return
+        n = -(-n // LINE) * LINE
+        self.results[offset:offset + n].invalidate()
+        self.cache_ops["invalidates"] += 1
+        self.cache_ops["invalidated"] += n
 
     def _count(self, kind: str, n: int) -> None:
         self.cpu_bytes[kind] += n
@@ -590,11 +624,13 @@ class DmaRuntime:
         self.transfers_run += 1
         # results: the bytes every S2MM descriptor received, in frame order
         out = [(f, [None, None]) for f in t.frames]
-        w = self.words
+        w, rw = self.words, self.rwords
         for fi, p, idx, off in x.outs:
             n = int(w[idx] & R.LEN_MASK) >> 2
-            out[fi][1][p] = w[off:off + n].copy()
+            self.invalidate(4 * off, 4 * n)
+            out[fi][1][p] = rw[off:off + n].copy()
             self._count("read", 4 * n)
+            self.cache_ops["read"] += 4 * n
         return out
 
     def _attempt(self, t, x: "_Transfer") -> Optional[dict]:

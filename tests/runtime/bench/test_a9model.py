@@ -115,6 +115,11 @@ def test_memory_terms_follow_their_constants():
     assert am.cache_cycles(10, 4) == 6 * am.L2_HIT_CYCLES + 4 * am.DDR_MISS_CYCLES
     inv = am.invalidated_read_cycles(32 * 100, 2)
     assert inv["invalidate"] == 100 * am.INVALIDATE_LINE_CYCLES + 2 * am.SYSCALL_CYCLES
+    assert inv["fill"] == pytest.approx(100 * am.DDR_STREAM_LINE_CYCLES)
+    bound = am.invalidated_read_cycles(32 * 100, 2, am.SYSCALL_BOUND_CYCLES)
+    assert bound["invalidate"] == 100 * am.INVALIDATE_LINE_CYCLES + 2 * am.SYSCALL_BOUND_CYCLES
+    assert am.SYSCALL_BOUND_CYCLES > am.SYSCALL_CYCLES and "SYSCALL_BOUND_CYCLES" in \
+        am.ASSUMPTIONS
     assert am.ms(am.A9_HZ) == pytest.approx(1e3)
 
 

@@ -89,18 +89,19 @@ def test_selftest_board_path_on_a_stand_in_pynq(tmp_path, monkeypatch):
     """board_target over the stand-in pynq of tests/runtime/engines/test_runtime_dma.py (its registers the
     register model): the .hwh and FCLK0 checks pass, every frame is checked; a wrong .hwh or
     FCLK0 fails the checks and sends no frame."""
-    from tests.runtime.engines.test_runtime_dma import fake_pynq
+    from tests.runtime.engines.test_runtime_dma import fake_pynq, use_pynq
 
     class M:                      # what fake_pynq reads of a model: its engines
         engines = ENG
     monkeypatch.setattr(st.os, "geteuid", lambda: 0)
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(M))
+    pynq = use_pynq(monkeypatch, fake_pynq(M))
     t = st.board_target("x.bit")
+    assert pynq.syncs == [(pynq.syncs[0][0], 1, 32, 0)]            # the invalidate probe
     t.engines = dataclasses.replace(ENG, vectors=1)      # the stand-in's fabric: one vector
     rc, out, _, res = _run(t, tmp_path, frames=1)
     checks = {c["name"]: c["ok"] for c in res["checks"]}
     assert checks["dma_0 parameters"] and checks["dma_1 parameters"] and checks["FCLK0"]
-    assert checks["root"] and checks["write barrier"]
+    assert checks["root"] and checks["write barrier"] and checks["cache invalidate"]
     assert sum(s["mismatches"] for s in res["engines"].values()) == 0
     # off the board's CPU even the board path's figures are not board figures
     assert all(res["speed"][n]["label"].startswith("measured off a board")
@@ -109,10 +110,15 @@ def test_selftest_board_path_on_a_stand_in_pynq(tmp_path, monkeypatch):
     # numpy 2 in this environment is not the image's: the board verdict says so (exit 1)
     assert rc == (1 if np.__version__.startswith("2") else 0), res["verdict"]
     for bad in (dict(mhz=100.0), dict(sg=0)):
-        monkeypatch.setitem(sys.modules, "pynq", fake_pynq(M, **bad))
+        use_pynq(monkeypatch, fake_pynq(M, **bad))
         t = st.board_target("x.bit")
         rc, out, _, res = _run(t, tmp_path, frames=1)
         assert rc == 1 and "no frame sent" in res["verdict"], res["verdict"]
+    use_pynq(monkeypatch, fake_pynq(M, xrt=False))             # no XRT: no invalidate
+    rc, out, _, res = _run(st.board_target("x.bit"), tmp_path, frames=1)
+    checks = {c["name"]: c for c in res["checks"]}
+    assert rc == 1 and not checks["cache invalidate"]["ok"]
+    assert "invalidate" in checks["cache invalidate"]["detail"]
     monkeypatch.setattr(st.os, "geteuid", lambda: 1000)
     monkeypatch.setitem(sys.modules, "pynq", fake_pynq(M))
     rc, out, _, res = _run(st.board_target("x.bit"), tmp_path, frames=1)

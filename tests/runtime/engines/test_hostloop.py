@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import armv7  # noqa: E402
-from engine_flags import flag_answers  # noqa: E402
+from engine_flags import dma_results, flag_answers  # noqa: E402
 
 ENG = EngineConfig(max_k=512, max_context=32)
 CSRC = hostloop.HERE / "csrc"
@@ -317,10 +318,10 @@ def _count_off(be, name):
 
     def hook(index: int, done: bool) -> None:
         if done:
-            t, w = rt.plan.transfers[index], rt.words
+            t, w, d = rt.plan.transfers[index], rt.words, dma_results(rt)
             for fi, p, status, off in rt._tx[index].outs:
                 if t.frames[fi].name == name and p == 0:
-                    w[off + (int(w[status] & R.LEN_MASK) >> 2) - 1] += 1 << 16
+                    d[off + (int(w[status] & R.LEN_MASK) >> 2) - 1] += 1 << 16
 
     rt.transfer_hooks.append(hook)
     return be
@@ -477,6 +478,42 @@ def test_c_step_on_armv7_under_qemu(recorded, tmp_path, fpu):
     got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded["dump"],
                           tmp_path / "logits.bin")
     assert _bits_equal(got, recorded["want"]), out
+    # the results region read through the device's model of the CPU's cache: one invalidate
+    # per result slot read, whole lines covering exactly the words read
+    inv = {k: int(re.search(rf" {k} (\d+)", out).group(1))
+           for k in ("invalidates", "invalidated", "read_cached")}
+    assert inv["invalidates"] > 0 and inv["invalidated"] % 32 == 0, out
+    assert inv["read_cached"] <= inv["invalidated"] < inv["read_cached"] + 32 * inv["invalidates"]
+
+
+#: tphbench with the replay device's sync a line short (what a loop that invalidates one
+#: line too few would see): the last line of every slot stays stale
+SHORT_SYNC = """#define _POSIX_C_SOURCE 200112L
+#include "tphloop.h"
+static int32_t short_sync(void *d, uint32_t bo, int32_t dir, size_t size, size_t off)
+{
+    return size > TPH_LINE ? tph_replay_sync(d, bo, dir, size - TPH_LINE, off) : 0;
+}
+#define tph_replay_sync short_sync
+#include "tphbench.c"
+"""
+
+
+def test_c_step_on_armv7_with_an_invalidate_a_line_short_fails(recorded, tmp_path):
+    """The ARMv7 build's step on the replay device, its invalidates each a line short: stale
+    words (garbage or an earlier layer's) in every slot's last line, so the engines' status
+    words are wrong and the step fails (or, were they right, the logits would differ)."""
+    armv7.need_arm()
+    src = tmp_path / "tph_bench_short.c"
+    src.write_text(SHORT_SYNC)
+    exe = armv7.build(armv7.ARM_CC, [src, *LOOP_SOURCES[1:]], tmp_path / "tph_bench_short",
+                      ["-static", "-mcpu=cortex-a9", "-mfpu=neon", f"-I{CSRC}"])
+    out = tmp_path / "logits.bin"
+    r = subprocess.run(["qemu-arm", "-cpu", "cortex-a9", str(exe), str(recorded["dump"]), "2",
+                        f"out={out}"], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 or not _bits_equal(np.fromfile(out, np.float32),
+                                                recorded["want"]), r.stdout
+    assert "step 0 failed: code 16" in r.stderr, r.stderr          # TPH_E_MATRIX
 
 
 # ------------------------------------------------------------------ registers and table

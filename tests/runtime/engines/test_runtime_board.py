@@ -81,9 +81,12 @@ def test_board_host_code_on_pynq_mmio_and_buffers():
         assert res[fmt]["golden"] == res[fmt]["pynq"], res
         assert res[fmt]["identical"], f"{fmt}: engine words differ through PYNQ's MMIO"
         assert res[fmt]["calls"] > 50
-        # the KV cache and the frames (descriptors, slots) not cached: no flush per token
-        assert res[fmt]["cacheable"] == {"weights": True, "kv": False, "frames": False}
+        # the KV cache and the frames (descriptors, x and part slots) not cached: no flush
+        # per token; the results region cached, every read invalidated first in whole lines
+        assert res[fmt]["cacheable"] == {"weights": True, "kv": False, "frames": False,
+                                         "results": True}
         assert res[fmt]["flushes"] == 1
+        assert res[fmt]["invalidates"] > res[fmt]["calls"] and not res[fmt]["bad_invalidates"]
     # the register model answers PYNQ's own SG driver (its descriptors, a packet over two
     # S2MM descriptors) with the golden model's words
     assert res["sg_channel"]["identical"] and res["sg_channel"]["status_tag"] == 0x5A

@@ -9,6 +9,7 @@ loops (``loop``: the Python reference and the C step of generators.runtime.engin
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 import tracemalloc
 import types
@@ -247,23 +248,56 @@ def test_register_model_refuses_stale_and_bad_descriptors(models):
 
 # ------------------------------------------------------------------ board backend
 
-def fake_pynq(model, mhz=142.857132, sg=1, allocations=None, slcr_locked=False):
+#: XRT's xclSyncBO (handle, bo, direction, size, offset), as pynq 3's _3rdparty.xrt types it
+XCL_SYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int,
+                            ctypes.c_size_t, ctypes.c_size_t)
+XRT_HANDLE = 0x5A5A000
+
+
+def fake_pynq(model, mhz=142.857132, sg=1, allocations=None, slcr_locked=False, xrt=True):
     """A stand-in for pynq: Overlay with dma_0/dma_1 in its ip_dict, MMIO onto the register
-    model (the golden PL top behind it), allocate from its DDR model, Clocks.fclk0_mhz."""
-    from generators.runtime.engines.regmodel import GoldenFabric, Memory, SgDmaRegs
+    model (the golden PL top behind it), allocate from its DDR model (a cacheable buffer
+    through the model of the CPU's cache: flush writes back, invalidate refreshes), each
+    buffer with its XRT buffer object, device handle and offset, Clocks.fclk0_mhz; and
+    (``xrt``) XRT's libxrt_core with xclSyncBO onto the DDR model's cache (``pynq.syncs``: the
+    calls), as pynq 3.0.1's _3rdparty.xrt loads it (install with :func:`use_pynq`)."""
+    from generators.runtime.engines.regmodel import DmaBuffer, GoldenFabric, Memory, SgDmaRegs
+
+    class XrtBuffer(DmaBuffer):
+        """A PynqBuffer's XRT attributes (``device`` shadows numpy 2's ndarray.device)."""
+        device = bo = offset = None
+
     mem = Memory(None, 64 << 20)
     fab = GoldenFabric(mem, model.engines.max_k, model.engines.attention_config())
     regs = {0x4040_0000: SgDmaRegs(0, fab, mem), 0x4041_0000: SgDmaRegs(1, fab, mem)}
     dma_bases = list(regs)
     pynq = types.ModuleType("pynq")
     pynq.Clocks = types.SimpleNamespace(fclk0_mhz=mhz)
+    device = types.SimpleNamespace(handle=XRT_HANDLE)
+    bos = {}
 
     def allocate(shape, dtype, cacheable=True):
         if allocations is not None:
             allocations.append((shape, cacheable))
-        return mem.allocate(shape, dtype)
+        a = mem.allocate(shape, dtype, cacheable, cpu_cache=cacheable).view(XrtBuffer)
+        a.device, a.bo, a.offset = device, 7 + len(bos), 0
+        bos[a.bo] = a.physical_address
+        return a
 
     pynq.allocate = allocate
+    pynq.syncs = []
+
+    def xcl_sync_bo(handle, bo, direction, size, offset):
+        pynq.syncs.append((bo, direction, size, offset))
+        if handle != XRT_HANDLE or bo not in bos or direction != 1:
+            return -22                                   # -EINVAL
+        mem.invalidate(bos[bo] + offset, size)
+        return 0
+
+    if xrt:
+        pynq.xcl_sync_bo = XCL_SYNC(xcl_sync_bo)
+        pynq.xrt = types.SimpleNamespace(libc=types.SimpleNamespace(
+            xclSyncBO=pynq.xcl_sync_bo))
 
     slcr = Slcr(slcr_locked, fab.reset)
     regs[SLCR_BASE] = slcr
@@ -291,6 +325,13 @@ def fake_pynq(model, mhz=142.857132, sg=1, allocations=None, slcr_locked=False):
     pynq.MMIO, pynq.Overlay = MMIO, Overlay
     pynq.regs = [regs[a] for a in dma_bases]
     pynq.slcr = slcr
+    return pynq
+
+
+def use_pynq(monkeypatch, pynq):
+    """``import pynq`` gives the stand-in, and ``pynq._3rdparty.xrt`` its XRT (or nothing)."""
+    monkeypatch.setitem(sys.modules, "pynq", pynq)
+    monkeypatch.setitem(sys.modules, "pynq._3rdparty.xrt", getattr(pynq, "xrt", None))
     return pynq
 
 
@@ -328,30 +369,73 @@ class Slcr:
             raise AssertionError(f"SLCR write 0x{offset:03X} = 0x{value:X}")
 
 
-def test_board_backend_on_a_stand_in_pynq(models, golden_run, monkeypatch):
+@pytest.mark.parametrize("loop", ["python", "c"])
+def test_board_backend_on_a_stand_in_pynq(models, golden_run, monkeypatch, loop):
     """BoardBackend (pynq.Overlay, pynq.MMIO on dma_0/dma_1, pynq.allocate, the clock check)
-    over the register model: golden's tokens and words; frames and KV not cached."""
+    over the register model, the CPU's cache modelled over every cacheable buffer: golden's
+    tokens and words on both loops; frames and KV not cached, weights and results cached; the
+    C loop invalidates through XRT's xclSyncBO itself (its address, the device handle, the
+    results region's buffer object and offset), exactly the lines each result read takes."""
     m = models["int8"]
     allocs = []
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    pynq = use_pynq(monkeypatch, fake_pynq(m, allocations=allocs))
     be = make_backend("board", m, bitfile="x.bit")
+    assert be.cache_sync == (ctypes.cast(pynq.xcl_sync_bo, ctypes.c_void_p).value, XRT_HANDLE,
+                             be.results.bo, 0)
     tr = []
-    assert list(Decoder(m, be, trace=tr).generate(PROMPT, 4)) == golden_run[0]
+    dec = Decoder(m, be, trace=tr, loop=loop)
+    assert list(dec.generate(PROMPT, 4)) == golden_run[0]
     assert _same(tr, golden_run[1])
-    assert [c for _, c in allocs] == [True, False, False]          # weights, kv, frames
+    assert [c for _, c in allocs] == [True, False, False, True]    # weights, kv, frames, results
+    if loop == "c":
+        assert pynq.syncs and all(bo == be.results.bo and d == 1 and n % 32 == 0 and o % 32 == 0
+                                  for bo, d, n, o in pynq.syncs)
+        assert len(pynq.syncs) == be.cache_total["invalidates"]
+        assert sum(n for _, _, n, _ in pynq.syncs) == be.cache_total["invalidated"]
+    else:
+        assert not pynq.syncs and be.cache_total["invalidates"] > 0    # PynqBuffer.invalidate
+
+
+def test_a_failing_invalidate_stops_the_c_step_in_one_line(models, monkeypatch):
+    """xclSyncBO answering an error (here a wrong buffer object): the C step ends before it
+    reads the slot and says which bytes and what the sync returned."""
+    m = models["int8"]
+    pynq = use_pynq(monkeypatch, fake_pynq(m))
+    be = make_backend("board", m, bitfile="x.bit")
+    fn, handle, bo, off = be.cache_sync
+    be.cache_sync = (fn, handle, bo + 100, off)
+    with pytest.raises(BackendError, match=r"invalidating the results region's bytes \d+\.\.\d+ "
+                                           r"\(frame 0, port 0\) failed: the sync returned -22"):
+        Decoder(m, be, loop="c").step(1)
+    assert pynq.syncs[-1][0] == bo + 100
+
+
+def test_board_backend_refuses_a_pynq_that_cannot_invalidate(models, monkeypatch):
+    """No XRT in the pynq (or its libxrt_core not loaded): refused in one line before any
+    allocation, naming why the results region needs it."""
+    m = models["int8"]
+    for xrt in (None, types.SimpleNamespace(libc=None)):
+        allocs = []
+        pynq = fake_pynq(m, allocations=allocs, xrt=False)
+        if xrt is not None:
+            pynq.xrt = xrt
+        use_pynq(monkeypatch, pynq)
+        with pytest.raises(BackendError, match="invalidate") as e:
+            make_backend("board", m, bitfile="x.bit")
+        assert "\n" not in str(e.value) and allocs == []
 
 
 def test_board_backend_refusals(models, monkeypatch):
     m = models["int8"]
     from generators.host import BoardError
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, mhz=100.0))
+    use_pynq(monkeypatch, fake_pynq(m, mhz=100.0))
     with pytest.raises(BoardError, match="100.000 MHz"):
         make_backend("board", m, bitfile="x.bit")
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, sg=0))
+    use_pynq(monkeypatch, fake_pynq(m, sg=0))
     with pytest.raises(BackendError, match="without scatter-gather"):
         make_backend("board", m, bitfile="x.bit")
     allocs = []
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    use_pynq(monkeypatch, fake_pynq(m, allocations=allocs))
     with pytest.raises(BackendError, match=r"exceeds the 0.5 MiB CMA budget"):
         make_backend("board", m, bitfile="x.bit", cma_mb=0.5)
     assert allocs == []                                  # refused before any allocation
@@ -405,8 +489,7 @@ def test_pl_reset_leaves_the_slcr_lock_as_found(models, monkeypatch, locked):
     unlocked and PYNQ's Clocks writes the FCLK dividers without unlocking it: the reset must
     leave the lock as it found it (locked stays locked, unlocked stays unlocked)."""
     m = models["int8"]
-    pynq = fake_pynq(m, slcr_locked=locked)
-    monkeypatch.setitem(sys.modules, "pynq", pynq)
+    pynq = use_pynq(monkeypatch, fake_pynq(m, slcr_locked=locked))
     be = make_backend("board", m, bitfile="x.bit")
     pynq.regs[0].inject("error", "mm2s", after=1)
     list(Decoder(m, be, loop="python").generate(PROMPT, 1))
@@ -418,7 +501,7 @@ def test_pl_reset_leaves_the_slcr_lock_as_found(models, monkeypatch, locked):
 def test_free_cma_refused_in_one_line_before_allocating(models, monkeypatch, tmp_path):
     m = models["int8"]
     allocs = []
-    monkeypatch.setitem(sys.modules, "pynq", fake_pynq(m, allocations=allocs))
+    use_pynq(monkeypatch, fake_pynq(m, allocations=allocs))
     plan = memory_plan(m)
     need_kb = -(-plan.dma_bytes // 1024)
     meminfo = tmp_path / "meminfo"
@@ -430,7 +513,7 @@ def test_free_cma_refused_in_one_line_before_allocating(models, monkeypatch, tmp
     assert "\n" not in str(e.value) and allocs == []
     meminfo.write_text(f"CmaTotal:         131072 kB\nCmaFree:          {need_kb + 4} kB\n")
     make_backend("board", m, bitfile="x.bit", meminfo=str(meminfo))
-    assert len(allocs) == 3
+    assert len(allocs) == 4                   # weights, kv, frames, results
     assert cma_mib(str(tmp_path / "absent")) is None
 
 

@@ -3,8 +3,10 @@
  *
  *     tphbench DUMP TOKENS [growth] [out=FILE]
  *
- * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames and
- * kv regions (placed in a DDR span at their physical offsets), the embedding row of the
+ * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames,
+ * kv and results regions (placed in a DDR span at their physical offsets; the CPU reads the
+ * results region through its own cached copy, stale until the loop's invalidates refresh its
+ * lines: tph_replay_cache, tph_replay_sync), the embedding row of the
  * token, norms, row scales, RoPE tables, KV steps and lengths, the recorded engine words of
  * one sampled token per port, and the position. The program runs one warm-up step (which
  * also starts the four channels: the state says the chains are elsewhere), then TOKENS
@@ -13,8 +15,9 @@
  * without calibrated steps) and layer 0 KV head 0's K step set tiny before each step, so
  * every step requantises that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
  * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
- * prints the time per step on this machine, the argmax and the last step's KV bytes
- * requantised and values clipped; out=FILE writes the last step's
+ * prints the time per step on this machine, the argmax, the last step's KV bytes
+ * requantised and values clipped, and its invalidates of the results region (calls, bytes
+ * invalidated, bytes read); out=FILE writes the last step's
  * logits (float32, raw).
  *
  * A dump of B > 1 rows (write_dump(..., tokens=[t0, t1, ...]): the embedding rows of the B
@@ -117,7 +120,7 @@ int main(int argc, char **argv)
     tph_row rows[TPH_MAX_VECTORS];
     uint32_t *table, *meta, stats_[TPH_STATS], err[TPH_ERR_WORDS];
     const char *out = NULL;
-    uint8_t *ddr, *p;
+    uint8_t *ddr, *p, *cpu;
     int64_t *length;
     int32_t *xstate;
     float *logits, *kstep;
@@ -162,6 +165,13 @@ int main(int argc, char **argv)
     p = section(&d, "kv", &nb, &arg);
     memcpy(ddr + arg, p, nb);
     ptrs[TPH_P_KV] = ddr + arg;
+    p = section(&d, "results", &nb, &arg);
+    memcpy(ddr + arg, p, nb);
+    cpu = malloc(nb);                     /* the CPU's cached copy: stale (garbage) lines */
+    if (!cpu)
+        die("out of memory");
+    memset(cpu, 0xA5, nb);
+    ptrs[TPH_P_RESULTS] = cpu;
     ptrs[TPH_P_EMBED] = section(&d, "embed", NULL, NULL);
     ptrs[TPH_P_NORMS] = section(&d, "norms", NULL, NULL);
     ptrs[TPH_P_SCALES] = section(&d, "scales", NULL, NULL);
@@ -178,6 +188,7 @@ int main(int argc, char **argv)
     for (i = 0; i < table[TPH_T_N_XFER]; i++)
         xstate[i] = 1;
     tph_replay_init(&dev, ddr, phys_base, ddr_size);
+    tph_replay_cache(&dev, cpu, phys_base + arg, nb);
     for (i = 0; i < 2; i++) {
         char pk[NAME_BYTES], ps[NAME_BYTES];
         uint32_t frames;
@@ -191,6 +202,8 @@ int main(int argc, char **argv)
     io.ctx = &dev;
     io.read = tph_replay_read;
     io.write = tph_replay_write;
+    io.sync = tph_replay_sync;
+    io.sync_handle = &dev;
     nb = tph_ctx_bytes(table, tb / 4);
     if (!nb || posix_memalign(&ctx, 16, nb))
         die("the table is refused, or out of memory");
@@ -232,16 +245,19 @@ int main(int argc, char **argv)
             die("cannot write the logits");
     }
     printf("tokens %u rows %u lm %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
-           "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
+           "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u invalidates %u "
+           "invalidated %u read_cached %u\n",
            (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm,
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPH_C_RETRIES],
            (unsigned)stats_[TPH_C_TRANSFERS],
            (unsigned)(stats_[TPH_C_READS0] + stats_[TPH_C_READS1]),
            (unsigned)(stats_[TPH_C_WRITES0] + stats_[TPH_C_WRITES1]), (unsigned)kvh,
            (unsigned)dev.errors, (unsigned)stats_[TPH_C_REQUANT],
-           (unsigned)stats_[TPH_C_CLIPPED]);
+           (unsigned)stats_[TPH_C_CLIPPED], (unsigned)stats_[TPH_C_INVALIDATES],
+           (unsigned)stats_[TPH_C_INVALIDATED], (unsigned)stats_[TPH_C_READ_CACHED]);
     free(ctx);
     free(ddr);
+    free(cpu);
     free(logits);
     free(xstate);
     free(d.data);

@@ -9,6 +9,15 @@
  * the DMASR reads that saw completion (ARMv7: DSB, as rmb()). STATUS words are read through
  * volatile pointers (the DMA writes them while the CPU polls). On x86 (the register models
  * only) both are compiler barriers.
+ *
+ * The result slots live in the results region, which the CPU maps cached and never writes
+ * (its lines are never dirty): after a transfer's completion is seen (the polls, TPH_RMB) and
+ * before its words are read, received() calls io->sync over exactly the lines of the words an
+ * S2MM descriptor received (its STATUS byte count rounded up to whole 32-byte lines; a slot
+ * starts on a line and owns the lines it touches), which invalidates them in L1 and the PL310
+ * (on the board XRT's xclSyncBO from the device: the kernel's dma_sync_single_for_cpu). A line
+ * the CPU held from an earlier layer's read of the same slot, or fetched speculatively while
+ * the DMA wrote, is thereby dropped and read again from DDR.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 199309L   /* clock_gettime */
@@ -95,6 +104,10 @@ static inline volatile uint32_t *fwords(const ctx_t *c)
 }
 
 static inline uint8_t *fbytes(const ctx_t *c) { return (uint8_t *)c->p[TPH_P_FRAMES]; }
+static inline const uint8_t *rbytes(const ctx_t *c)
+{
+    return (const uint8_t *)c->p[TPH_P_RESULTS];
+}
 static inline uint32_t *stats(const ctx_t *c) { return (uint32_t *)c->p[TPH_P_STATS]; }
 static inline int32_t *state(const ctx_t *c) { return (int32_t *)c->p[TPH_P_STATE]; }
 static inline uint32_t *errw(const ctx_t *c) { return (uint32_t *)c->p[TPH_P_ERR]; }
@@ -385,23 +398,36 @@ static int32_t run(const ctx_t *c, uint32_t ti)
     return TPH_OK;
 }
 
-/* the words an S2MM descriptor received into its slot (the trace copies them) */
-static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n,
-                                uint32_t trow)
+/* the words an S2MM descriptor received into its slot (*w, *n of them; the trace copies
+ * them), their lines invalidated first; TPH_OK or TPH_E_SYNC */
+static int32_t received(const ctx_t *c, const uint32_t *out, uint32_t *n, uint32_t trow,
+                        const uint32_t **w)
 {
-    const uint32_t *w = (const uint32_t *)fbytes(c) + out[3];
     uint32_t *trace = (uint32_t *)c->p[TPH_P_TRACE], *trace_n = (uint32_t *)c->p[TPH_P_TRACE_N];
     /* the bytes received, at most the slot (a DMA never writes past its descriptor's
      * length; tph_init checked the descriptor's length against the region) */
     uint32_t cap = (fwords(c)[out[2] - TPH_D_STATUS + TPH_D_CONTROL] & TPH_LEN_MASK) >> 2;
+    *w = (const uint32_t *)rbytes(c) + out[3];
     *n = (fwords(c)[out[2]] & TPH_LEN_MASK) >> 2;
     *n = *n < cap ? *n : cap;
+    if (*n) {
+        const uint32_t bytes = (4u * *n + TPH_LINE - 1u) & ~(TPH_LINE - 1u);
+        const tph_io *io = c->io;
+        int32_t rc = io->sync(io->sync_handle, io->sync_bo, TPH_SYNC_FROM_DEVICE, bytes,
+                              (size_t)io->sync_offset + 4u * out[3]);
+        if (rc)
+            return fail(c, TPH_E_SYNC, TPH_NONE, out[0], out[1], 4u * out[3], bytes,
+                        (uint32_t)rc, 0);
+        stats(c)[TPH_C_INVALIDATES]++;
+        stats(c)[TPH_C_INVALIDATED] += bytes;
+    }
     stats(c)[TPH_C_READ] += 4u * *n;
+    stats(c)[TPH_C_READ_CACHED] += 4u * *n;
     if (trace && trace_n) {
-        memcpy(trace + trow * c->t[TPH_T_TRACE_WORDS] + out[4], w, *n * sizeof *w);
+        memcpy(trace + trow * c->t[TPH_T_TRACE_WORDS] + out[4], *w, *n * sizeof **w);
         trace_n[trow * c->t[TPH_T_TRACE_OUTS] + out[5]] = *n;
     }
-    return w;
+    return TPH_OK;
 }
 
 /* ------------------------------------------------------------------ the step's parts */
@@ -532,7 +558,8 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
         for (p = 0; p < 2; p++) {
             const uint32_t *o = O + (2u * f + p) * TPH_OUT_WORDS;
             uint32_t n, st, rows = fr[2 + p];
-            w[p] = received(c, o, &n, 0);
+            if ((rc = received(c, o, &n, 0, &w[p])))
+                return rc;
             if (n == 0)
                 return matrix_fail(c, ti, f, p, TPH_W_NONE, 0, 0, rows, B);
             st = w[p][n - 1];
@@ -710,7 +737,9 @@ static int32_t attention(const ctx_t *c, const tph_row *row, uint32_t layer, con
     for (h = 0; h < c->kvh; h++) {
         const uint32_t *o = O + h * TPH_OUT_WORDS, aw = T[TPH_T_ATT_WORDS];
         uint32_t n, st;
-        const uint32_t *w = received(c, o, &n, trow);
+        const uint32_t *w;
+        if ((rc = received(c, o, &n, trow, &w)))
+            return rc;
         if (n == 0)
             return fail(c, TPH_E_ATT, ti, h, 0, TPH_W_NONE, 0, 0, aw);
         st = w[n - 1];
@@ -1064,7 +1093,7 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
         }
         for (j = 0; j < X[TPH_X_OUTS]; j++) {
             const uint32_t *o = x_outs(X) + j * TPH_OUT_WORDS;
-            if (o[2] >= fw || o[2] < TPH_D_STATUS || o[3] >= fw)
+            if (o[2] >= fw || o[2] < TPH_D_STATUS || o[3] >= t[TPH_T_RESULTS_BYTES] / 4u)
                 return 1;
         }
         for (ch = 0; ch < 4; ch++)
@@ -1102,17 +1131,18 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
     return bad_batched(t, words);
 }
 
-/* every result slot inside the frames region for the length its S2MM descriptor gives */
+/* every result slot on a line and inside the results region for the length its S2MM
+ * descriptor gives, in whole lines (what received() invalidates) */
 static int bad_slots(const uint32_t *t, const uint32_t *fw)
 {
-    const uint32_t words = t[TPH_T_FRAMES_BYTES] / 4u;
+    const uint32_t words = t[TPH_T_RESULTS_BYTES] / 4u, line = TPH_LINE / 4u;
     uint32_t i, j;
     for (i = 0; i < t[TPH_T_N_XFER]; i++) {
         const uint32_t *X = t + t[t[TPH_T_XFER_OFF] + i];
         for (j = 0; j < X[TPH_X_OUTS]; j++) {
             const uint32_t *o = x_outs(X) + j * TPH_OUT_WORDS;
             uint32_t cap = (fw[o[2] - TPH_D_STATUS + TPH_D_CONTROL] & TPH_LEN_MASK) >> 2;
-            if (!inside(o[3], cap, words))
+            if (o[3] % line || !inside(o[3], (cap + line - 1u) / line * line, words))
                 return 1;
         }
     }
@@ -1145,7 +1175,8 @@ int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
         if (!io->regs[i] && (!io->read || !io->write))
             return TPH_E_ARG;
     if (!ptrs[TPH_P_FRAMES] || !ptrs[TPH_P_KV] || !ptrs[TPH_P_EMBED] || !ptrs[TPH_P_NORMS]
-        || !ptrs[TPH_P_STATE] || !ptrs[TPH_P_STATS] || !ptrs[TPH_P_ERR] || !ptrs[TPH_P_XSTATE])
+        || !ptrs[TPH_P_STATE] || !ptrs[TPH_P_STATS] || !ptrs[TPH_P_ERR] || !ptrs[TPH_P_XSTATE]
+        || !ptrs[TPH_P_RESULTS] || !io->sync || t[TPH_T_RESULTS_BYTES] % TPH_LINE)
         return TPH_E_ARG;
     memset(mem, 0, need);
     c->t = t;

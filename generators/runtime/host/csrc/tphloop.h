@@ -24,12 +24,14 @@
  * an array of pointers (DMA memory, the model's arrays, the decoder's KV steps, the shared
  * state, counters and error words), and a register interface (tph_io): the DMAs' mapped
  * register pages for direct volatile access (the board: PYNQ's MMIO array), or callbacks
- * (the register models of golden, rtl and the tests; the replay device below). C99, stdint,
- * no globals, no allocation (the caller gives the context's memory: tph_ctx_bytes).
+ * (the register models of golden, rtl and the tests; the replay device below), and the
+ * cached results region's invalidate by range (tph_io.sync). C99, stdint, no globals, no
+ * allocation (the caller gives the context's memory: tph_ctx_bytes).
  */
 #ifndef TPHLOOP_H
 #define TPHLOOP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tphost.h"                 /* TPH_OK, the small ops */
@@ -39,11 +41,20 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 3
+#define TPH_LOOP_ABI 4
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
                                             matrix engines' largest vectors, mv_common) */
+#define TPH_LINE 32u                     /* the Cortex-A9's L1 and the PL310's cache line:
+                                            an invalidate covers whole lines */
+#define TPH_SYNC_FROM_DEVICE 1           /* XRT's XCL_BO_SYNC_BO_FROM_DEVICE */
+
+/* the cached results region's invalidate by range: XRT's xclSyncBO(handle, bo, direction,
+ * size, offset) has this signature (xclBufferHandle an unsigned int, the direction an enum,
+ * 0 or a negative errno back), so on the board it is libxrt_core's own function */
+typedef int32_t (*tph_sync_fn)(void *handle, uint32_t bo, int32_t direction, size_t size,
+                               size_t offset);
 
 /* ---- the register interface: direct access when regs[dma] is set, else the callbacks.
  * A callback returns 0, or nonzero when it failed (the caller keeps the reason: the step
@@ -59,6 +70,17 @@ typedef struct tph_io {
      * back, KVCache.begin_undo keeps those rows first) */
     int32_t (*kv_save)(void *ctx, uint32_t which, uint32_t layer, uint32_t head);
     volatile uint32_t *regs[2];
+    /* never NULL: before the CPU reads the words an S2MM descriptor wrote into the results
+     * region (after the transfer's completion is seen), sync(sync_handle, sync_bo,
+     * TPH_SYNC_FROM_DEVICE, bytes, sync_offset + offset) with exactly those words' whole lines
+     * (the region is cached; its slots start on lines): the board's xclSyncBO (the kernel's
+     * dma_sync_single_for_cpu: the lines invalidated in L1 and the PL310), the replay
+     * device's tph_replay_sync, or a callback into a DDR model; nonzero: the step ends with
+     * TPH_E_SYNC */
+    tph_sync_fn sync;
+    void *sync_handle;
+    uint32_t sync_bo;         /* the results region's buffer object */
+    uint32_t sync_offset;     /* the results region's offset inside it */
 } tph_io;
 
 /* ---- the table's header (word indices) */
@@ -108,6 +130,7 @@ enum {
                                           stream 0's address); n, n x (channel, its last
                                           descriptor's NXTDESC word index, the ring's next
                                           address, the block's first) */
+    TPH_T_RESULTS_BYTES,               /* bytes of the results region (whole lines) */
     TPH_T_HEADER = 48
 };
 
@@ -127,7 +150,8 @@ enum {
                                channel, the first one's STATUS word index, how many */
 #define TPH_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
 #define TPH_OUT_WORDS 6     /* frame, port, STATUS word index of its S2MM descriptor, the
-                               slot's word offset in frames, trace offset, trace index */
+                               slot's word offset in results (on a line), trace offset, trace
+                               index */
 #define TPH_VEC_WORDS 6     /* a matrix half of a transfer: its header descriptor's and x
                                descriptor's first word index, the image header's address, the
                                B-vector header's, the x slot's (vector 0), x bytes per vector */
@@ -137,7 +161,7 @@ enum { TPH_QKV, TPH_ATT, TPH_O, TPH_GU, TPH_DOWN, TPH_LM, TPH_KINDS };
 
 /* ---- pointer slots */
 enum {
-    TPH_P_FRAMES,      /* uint8: the frames region (descriptors, x, part and result slots) */
+    TPH_P_FRAMES,      /* uint8: the frames region (descriptors, x and part slots) */
     TPH_P_KV,          /* int8: the kv region, kv[port][K|V][layer][kv_head][position][row] */
     TPH_P_EMBED,       /* uint8: Q8_0 embedding rows */
     TPH_P_NORMS,       /* float: (2 LAYERS + 1) x HIDDEN: input, post of each layer; final */
@@ -155,6 +179,8 @@ enum {
                           attention words at row j's (matrix words at row 0's) */
     TPH_P_XSTATE,      /* int32: 3 x N_XFER, shared with the Python runtime: each transfer's
                           vectors B, its attention stream, 1 when it links back to itself */
+    TPH_P_RESULTS,     /* uint8: the results region (every S2MM slot), mapped cached: read
+                          only after io->sync of the lines read */
     TPH_P_COUNT
 };
 
@@ -175,6 +201,9 @@ enum {
     TPH_C_RETRIES, TPH_C_GROWTHS,
     TPH_C_READ,                        /* CPU bytes read from DMA memory (CPU_BYTES "read") */
     TPH_C_CLIPPED,                     /* K/V values beyond 127 fixed steps (KVCache.clipped) */
+    TPH_C_INVALIDATES,                 /* io->sync calls (DmaRuntime.cache_ops) */
+    TPH_C_INVALIDATED,                 /* bytes they invalidated (whole lines) */
+    TPH_C_READ_CACHED,                 /* bytes read from the results region (in TPH_C_READ) */
     TPH_STATS
 };
 
@@ -189,12 +218,15 @@ enum {
  *   TPH_E_VALUE: a = TPH_V_*, b = the kernel's TPH_* code, c, d = the score scale's bits
  *     (low, high) for TPH_V_SCORE.
  *   TPH_E_RESET: a = 1: DMACR.Reset stuck (channel = dma * 2), 2: a channel stayed halted.
- *   TPH_E_ORDER: channel, a = the channel's next transfer. TPH_OK (0) is tphost.h's. */
+ *   TPH_E_ORDER: channel, a = the channel's next transfer.
+ *   TPH_E_SYNC: channel = the out record's frame, DMASR = port; a = the offset in the results
+ *     region, b = the bytes, c = what io->sync returned.
+ * TPH_OK (0) is tphost.h's. */
 enum {
     TPH_E_DMA_ERRBIT = 1, TPH_E_DMA_HALTED, TPH_E_DMA_HANG, TPH_E_DMA_DESC, TPH_E_DMA_SHORT,
     TPH_E_DMA_OVER,
     TPH_E_MATRIX = 16, TPH_E_ATT, TPH_E_VALUE, TPH_E_RESET, TPH_E_IO, TPH_E_ORDER, TPH_E_ARG,
-    TPH_E_CONTEXT
+    TPH_E_CONTEXT, TPH_E_SYNC
 };
 enum { TPH_W_NONE = 1, TPH_W_FLAGS, TPH_W_COUNT, TPH_W_TAG };
 enum { TPH_V_QUANTISE = 1, TPH_V_KV_STEP, TPH_V_KV_REQUANT, TPH_V_SCORE };
@@ -250,6 +282,9 @@ typedef struct tph_replay_ch {
 typedef struct tph_replay {
     uint8_t *ddr;
     uint32_t phys_base, size;
+    uint8_t *cpu;                 /* the CPU's cached copy of [cpu_phys, cpu_phys + cpu_size)
+                                     (tph_replay_cache), or NULL */
+    uint32_t cpu_phys, cpu_size;
     const uint32_t *words[2];     /* per port: the recorded frames' words, back to back */
     const uint32_t *starts[2];    /* per port: packets + 1 word offsets */
     uint32_t packets[2];
@@ -265,6 +300,14 @@ void tph_replay_record(tph_replay *dev, uint32_t port, const uint32_t *words,
                        const uint32_t *starts, uint32_t packets);
 int32_t tph_replay_read(void *dev, uint32_t dma, uint32_t offset, uint32_t *value);
 int32_t tph_replay_write(void *dev, uint32_t dma, uint32_t offset, uint32_t value);
+/* the CPU's data cache over one buffer the device writes (the results region at physical
+ * address phys): cpu is what the CPU reads, every line cached and stale until
+ * tph_replay_sync refreshes it from DDR (the model of regmodel.Memory's dma_writes buffers) */
+void tph_replay_cache(tph_replay *dev, uint8_t *cpu, uint32_t phys, uint32_t size);
+/* tph_sync_fn (handle: the device; bo ignored): direction TPH_SYNC_FROM_DEVICE, whole lines
+ * of the cached buffer (offset from its start) copied from DDR into the CPU's copy; -1 for
+ * anything else (a partial line, outside the buffer, another direction) */
+int32_t tph_replay_sync(void *dev, uint32_t bo, int32_t direction, size_t size, size_t offset);
 
 #ifdef __cplusplus
 }

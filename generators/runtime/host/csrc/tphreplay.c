@@ -3,12 +3,17 @@
  * replay_backend). The registers and descriptors behave as PG021 says for what the runtime
  * uses (generators/runtime/engines/regmodel.py models the rest: faults, SG errors, the PL behind it): a
  * transfer completes within the TAILDESC write, so DMASR reads Idle whenever the channel runs.
+ * The CPU's data cache over the results region is modelled as regmodel.Memory models it: the
+ * CPU reads its own copy (tph_replay_cache), refreshed from DDR only by tph_replay_sync of
+ * whole lines, so a missing or short invalidate reads stale words.
  */
 #include "tphloop.h"
 
 #include <string.h>
 
 #include "tphfacts.h"
+
+static uint8_t *at(tph_replay *dev, uint32_t a, uint32_t n);
 
 void tph_replay_init(tph_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t size)
 {
@@ -23,6 +28,29 @@ void tph_replay_init(tph_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t
 }
 
 uint32_t tph_replay_bytes(void) { return (uint32_t)sizeof(tph_replay); }
+
+void tph_replay_cache(tph_replay *dev, uint8_t *cpu, uint32_t phys, uint32_t size)
+{
+    dev->cpu = cpu;
+    dev->cpu_phys = phys;
+    dev->cpu_size = size;
+}
+
+int32_t tph_replay_sync(void *d, uint32_t bo, int32_t direction, size_t size, size_t offset)
+{
+    tph_replay *dev = (tph_replay *)d;
+    const uint8_t *src;
+    (void)bo;
+    if (direction != TPH_SYNC_FROM_DEVICE || !dev->cpu || size == 0 || size % TPH_LINE
+        || (offset + dev->cpu_phys) % TPH_LINE || offset > dev->cpu_size
+        || size > dev->cpu_size - offset)
+        return -1;
+    src = at(dev, dev->cpu_phys + (uint32_t)offset, (uint32_t)size);
+    if (!src)
+        return -1;
+    memcpy(dev->cpu + offset, src, size);
+    return 0;
+}
 
 void tph_replay_record(tph_replay *dev, uint32_t port, const uint32_t *words,
                        const uint32_t *starts, uint32_t packets)
