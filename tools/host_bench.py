@@ -65,7 +65,7 @@ CSRC = REPO / "generators" / "runtime" / "host" / "csrc"
 OUT = REPO / "build" / "host"
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
-LIB = ("tphost", "tphloop", "tphreplay")
+LIB = ("tphost", "tphloop", "tphreplay", "tphwork")
 GOAL_MINSTR = 2.0          # issue 28 item 6: at most 2.0 M ARMv7 instructions per token (ctx 512)
 ARM_CC = "arm-linux-gnueabihf-gcc"
 #: the kernels (tphost.h) the C step calls: their inclusive costs are the small ops
@@ -111,7 +111,7 @@ def build(cc: str, tag: str, extra) -> dict:
         syms[name] = {ln.split()[-1] for ln in sh([nm, "--defined-only", o]).stdout.splitlines()
                       if ln.split()[1] in "tT"}
     exe = OUT / f"tpl_bench.{tag}"
-    sh([cc, *extra, *objs, "-lm", "-o", exe])
+    sh([cc, *extra, *objs, "-lm", "-pthread", "-o", exe])
     return {"exe": exe, "syms": syms}
 
 

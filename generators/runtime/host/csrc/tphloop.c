@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "tphost.h"
+#include "tphwork.h"
 #include "tpl_facts.h"
 
 
@@ -47,6 +48,7 @@ typedef struct ctx {
     uint32_t *mult, *shift;
     uint8_t *block;             /* an attention frame's header block and q */
     int8_t *row;                /* one quantised K or V row */
+    void *work;                 /* the worker (tphwork.h), 64-byte aligned in the context */
 } ctx_t;
 
 int32_t tpl_abi(void) { return TPL_ABI; }
@@ -493,6 +495,45 @@ static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, 
     return rc;
 }
 
+/* one port's results of frame fr (w: its words) dequantised into out[j] + the port's first
+ * row, j < B (B = 1: dequant_f32 / dequant_i32; B > 1: row r's B results together) */
+static void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
+                         uint32_t B, float *const *out)
+{
+    const float *scales = (const float *)c->p[TPL_P_SCALES] + fr[4];
+    const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
+    float *y[TPL_MAX_VECTORS];
+    uint32_t j;
+    if (B == 1u) {
+        if (fr[1])                        /* Q4_1 rows: float32 sums */
+            tph_dequant_f32((const float *)w, rows, c->sx[0], out[0] + first);
+        else                              /* INT8 / ternary rows: int32 sums, a scale per row */
+            tph_dequant_i32((const int32_t *)w, scales + first, rows, c->sx[0], out[0] + first);
+        return;
+    }
+    for (j = 0; j < B; j++)
+        y[j] = out[j] + first;
+    if (fr[1])
+        tph_dequant_b_f32((const float *)w, rows, B, c->sx, y);
+    else
+        tph_dequant_b_i32((const int32_t *)w, scales + first, rows, B, c->sx, y);
+}
+
+/* the LM head's frame, one port per core (tphwork.h: port 0 the caller's, port 1 the
+ * worker's; disjoint outputs) */
+typedef struct {
+    const ctx_t *c;
+    const uint32_t *fr, *w[2];
+    float *const *out;
+    uint32_t B;
+} lm_job;
+
+static void lm_port(void *arg, uint32_t port)
+{
+    const lm_job *j = (const lm_job *)arg;
+    dequant_port(j->c, j->fr, j->w[port], port, j->B, j->out);
+}
+
 /* Decoder._matrices_b: B rows of x (row j at x + j * xstride) quantised into the kind's slot
  * (B > 1: the vectors word and B vectors of whole 8-byte words; batched: the transfer's
  * frames set to B vectors), the transfer, every result checked (B words per row, the count in
@@ -505,7 +546,6 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X), xs = (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
-    const float *scales = (const float *)c->p[TPL_P_SCALES];
     uint32_t f, p, j;
     int32_t rc;
     for (j = 0; j < B; j++) {
@@ -524,6 +564,8 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     } else {
         stats(c)[TPL_C_X] += k;
     }
+    if (kind == TPL_LM)                   /* the worker spins by the time the logits come */
+        tph_worker_wake(c->work);
     if ((rc = run(c, ti)))
         return rc;
     for (f = 0; f < X[TPL_X_FRAMES]; f++) {
@@ -543,27 +585,12 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             if ((st & 0xFFu) != fr[0])
                 return matrix_fail(c, ti, f, p, TPL_W_TAG, st, n, rows, B);
         }
-        if (B == 1u) {
-            if (fr[1]) {                  /* Q4_1 rows: float32 sums */
-                tph_dequant_f32((const float *)w[0], fr[2], c->sx[0], out[f]);
-                tph_dequant_f32((const float *)w[1], fr[3], c->sx[0], out[f] + fr[2]);
-            } else {                      /* INT8 / ternary rows: int32 sums, a scale per row */
-                tph_dequant_i32((const int32_t *)w[0], scales + fr[4], fr[2], c->sx[0], out[f]);
-                tph_dequant_i32((const int32_t *)w[1], scales + fr[4] + fr[2], fr[3], c->sx[0],
-                                out[f] + fr[2]);
-            }
-            continue;
-        }
-        for (p = 0; p < 2; p++) {         /* B vectors: row r's B results together */
-            const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
-            float *y[TPL_MAX_VECTORS];
-            for (j = 0; j < B; j++)
-                y[j] = out[f * B + j] + first;
-            if (fr[1])
-                tph_dequant_b_f32((const float *)w[p], rows, B, c->sx, y);
-            else
-                tph_dequant_b_i32((const int32_t *)w[p], scales + fr[4] + first, rows, B, c->sx,
-                                  y);
+        if (kind == TPL_LM) {             /* both cores: a port each */
+            const lm_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
+            tph_worker_run(c->work, lm_port, (void *)&job, 0u);
+        } else {
+            for (p = 0; p < 2; p++)
+                dequant_port(c, fr, w[p], p, B, out + f * B);
         }
     }
     return TPL_OK;
@@ -1119,12 +1146,32 @@ static int bad_slots(const uint32_t *t, const uint32_t *fw)
     return 0;
 }
 
+/* the worker's memory after the work areas: 64-byte aligned inside its share */
+#define WORK_BYTES (tph_worker_bytes() + 64u)
+
 uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
 {
     uint32_t sizes[17];
     if (bad_header(table, words))
         return 0;
-    return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes);
+    return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes) + WORK_BYTES;
+}
+
+uint32_t tpl_threads(void *mem, uint32_t threads, uint32_t spin_us)
+{
+    ctx_t *c = (ctx_t *)mem;
+    tph_worker_stop(c->work);
+    return tph_worker_start(c->work, threads, spin_us);
+}
+
+void tpl_free(void *mem)
+{
+    tph_worker_stop(((ctx_t *)mem)->work);
+}
+
+int32_t tpl_argmax(void *mem, const float *x, uint32_t n, uint32_t last)
+{
+    return tph_argmax_halves(((ctx_t *)mem)->work, x, n, last);
 }
 
 int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
@@ -1183,5 +1230,8 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     w += sizes[15];
     c->block = w;
     c->row = (int8_t *)(w + t[TPL_T_HDR_BYTES] + c->group * c->d);
+    w += sizes[16];
+    c->work = (void *)(((uintptr_t)w + 63u) & ~(uintptr_t)63u);
+    tph_worker_start(c->work, 1u, 0u);    /* serial until tpl_threads */
     return TPL_OK;
 }

@@ -1,7 +1,7 @@
 /* tpl_bench: the C decoder step (tphloop.c) on the replay device (tphreplay.c), no Python,
  * for `make host-bench` (callgrind on x86-64, qemu-arm for ARMv7) and the loop's ARMv7 test.
  *
- *     tpl_bench DUMP TOKENS [growth] [out=FILE]
+ *     tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]
  *
  * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames and
  * kv regions (placed in a DDR span at their physical offsets), the embedding row of the
@@ -11,11 +11,14 @@
  * steps at that position (the KV lengths set back before each: the same work every time;
  * "growth": the running absmax (the table's KV_FIXED word cleared: the rule of a model
  * without calibrated steps) and layer 0 KV head 0's K step set tiny before each step, so
- * every step requantises that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
+ * every step requantises that head's cached rows once), each followed by greedy sampling (tpl_argmax: the sampling
  * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
  * prints the time per step on this machine, the argmax and the last step's KV bytes
  * requantised and values clipped; out=FILE writes the last step's
- * logits (float32, raw).
+ * logits (float32, raw). threads=2 starts the context's worker thread (tpl_threads: the LM
+ * head's dequantisation and the argmax by halves on two cores); threads=1, the default, the
+ * same halves one after the other on this thread (what make host-bench and make a9-model
+ * count: the two-core time is modelled from the halves, docs/runtime.md section 9).
  *
  * A dump of B > 1 rows (write_dump(..., tokens=[t0, t1, ...]): the embedding rows of the B
  * tokens, the engine words of one B-row pass) runs tpl_step_rows instead: B rows of stream 0
@@ -33,7 +36,6 @@
 #include <time.h>
 
 #include "tphloop.h"
-#include "tphost.h"
 
 #define DUMP_MAGIC "TPLDUMP1"
 #define NAME_BYTES 16
@@ -94,15 +96,16 @@ static void load(dump_t *d, const char *path)
 }
 
 /* one step's host work: the step (B = 0: tpl_step; else tpl_step_rows of B rows) and greedy
- * sampling of every row */
+ * sampling of every row (the worker sleeps after the last row's) */
 __attribute__((noinline)) int32_t bench_token(void *ctx, tpl_row *rows, uint32_t B,
                                               uint32_t pos, uint32_t lm, const float *logits,
                                               uint32_t vocab, int32_t *best)
 {
     uint32_t j;
     int32_t rc = B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, lm);
-    for (j = 0; lm && rc == TPL_OK && j < (B ? B : 1u); j++)
-        *best = tph_argmax(logits + j * vocab, vocab);
+    const uint32_t n = B ? B : 1u;
+    for (j = 0; lm && rc == TPL_OK && j < n; j++)
+        *best = tpl_argmax(ctx, logits + j * vocab, vocab, j + 1u == n);
     return rc;
 }
 
@@ -113,7 +116,7 @@ int main(int argc, char **argv)
     tpl_io io;
     void *ptrs[TPL_P_COUNT], *ctx = NULL;
     uint32_t nb, arg, tb, i, j, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
-    uint32_t B, mb, lm;
+    uint32_t B, mb, lm, threads = 1;
     tpl_row rows[TPL_MAX_VECTORS];
     uint32_t *table, *meta, stats_[TPL_STATS], err[TPL_ERR_WORDS];
     const char *out = NULL;
@@ -125,14 +128,16 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     double ns;
     if (argc < 3)
-        die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE]");
+        die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     for (i = 3; i < (uint32_t)argc; i++) {
         if (!strcmp(argv[i], "growth"))
             growth = 1;
         else if (!strncmp(argv[i], "out=", 4))
             out = argv[i] + 4;
+        else if (!strncmp(argv[i], "threads=", 8))
+            threads = (uint32_t)strtoul(argv[i] + 8, NULL, 10);
         else
-            die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE]");
+            die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     }
     tokens = (uint32_t)strtoul(argv[2], NULL, 10);
     load(&d, argv[1]);
@@ -196,6 +201,7 @@ int main(int argc, char **argv)
         die("the table is refused, or out of memory");
     if ((rc = tpl_init(ctx, nb, table, tb / 4, ptrs, &io)))
         die("tpl_init refused the dump");
+    threads = tpl_threads(ctx, threads, 20000u);
     memset(rows, 0, sizeof rows);
     for (j = 0; j < B; j++) {
         rows[j].token = j;                /* the dump's embedding rows, in order */
@@ -231,15 +237,16 @@ int main(int argc, char **argv)
             || fclose(f))
             die("cannot write the logits");
     }
-    printf("tokens %u rows %u lm %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
-           "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
-           (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm,
+    printf("tokens %u rows %u lm %u threads %u position %u ns_per_token %.0f argmax %d retries %u "
+           "transfers %u reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
+           (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm, (unsigned)threads,
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPL_C_RETRIES],
            (unsigned)stats_[TPL_C_TRANSFERS],
            (unsigned)(stats_[TPL_C_READS0] + stats_[TPL_C_READS1]),
            (unsigned)(stats_[TPL_C_WRITES0] + stats_[TPL_C_WRITES1]), (unsigned)kvh,
            (unsigned)dev.errors, (unsigned)stats_[TPL_C_REQUANT],
            (unsigned)stats_[TPL_C_CLIPPED]);
+    tpl_free(ctx);
     free(ctx);
     free(ddr);
     free(logits);
