@@ -106,8 +106,7 @@ class Builds:
         self.mca = am.Mca(OUT / "mca-cache.json", am.mca_attrs(am.model_flags()))
 
     def funcs(self, b):
-        lib = b["syms"]["tphost"] | b["syms"]["tphloop"] | {"bench_token"}
-        return am.symbols(b["exe"], lib)
+        return am.symbols(b["exe"], b["syms"]["tphost"] | hb.loop_symbols(b))
 
 
 def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
@@ -122,7 +121,16 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
 
     board = blocks(B.board)
     board_instr = sum(len(b["pcs"]) * b["execs"] for b in board.values())
-    core = am.core_cycles(blocks(B.model), B.dis, B.mca)
+    # the model build's blocks with each job's halves told apart (tpl_bench's serial
+    # fallback, threads=1: the same blocks as the worker's)
+    f = B.funcs(B.model)
+    one = am.profile_halves(B.model["exe"], [dump, 1], f, OUT / f"h1.{os.getpid()}.log")
+    two = am.profile_halves(B.model["exe"], [dump, 2], f, OUT / f"h2.{os.getpid()}.log")
+    core = am.core_cycles(am.difference(two["blocks"], one["blocks"], rows), B.dis, B.mca)
+    both = am.two_cores(two, one, core["block_cycles"], rows)
+    if abs(both["one_core"] - core["cycles"]) > 1e-6 * core["cycles"] + 1:
+        raise SystemExit(f"[a9-model] the halves' split lost cycles: {both['one_core']:.0f} "
+                         f"against {core['cycles']:.0f}")
     miss = cache_misses(B.x86["exe"], [dump, 2], "bench_token", 2 * rows)
     by = counts["bytes"]
     written = sum(v for k, v in by.items() if k != "read") / rows
@@ -130,6 +138,10 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     mmio = am.mmio_cycles(counts["reads"] / rows, counts["writes"] / rows)
     cache = am.cache_cycles(miss["d1"], miss["ll"])
     total = core["cycles"] + cache + unc["read"] + unc["write"] + mmio
+    # both cores: the core's cycles as serial + the longer half of each job + the handshakes;
+    # the memory terms as on one core (the two cores share the SCU, the L2 and the path to
+    # the uncached DMA memory: no overlap of theirs is assumed)
+    total2 = both["two_cores"] + cache + unc["read"] + unc["write"] + mmio
     fns = core["functions"]
     small = sum(v["cycles"] for k, v in fns.items() if k in B.model["syms"]["tphost"]
                 and k != "tph_argmax")
@@ -141,7 +153,10 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
             "uncached_read_ms": am.ms(unc["read"]), "uncached_write_ms": am.ms(unc["write"]),
             "mmio_ms": am.ms(mmio), "read_bytes": by["read"] / rows, "written_bytes": written,
             "register_reads": counts["reads"] / rows, "register_writes": counts["writes"] / rows,
-            "ms": am.ms(total)}
+            "ms": am.ms(total), "ms_2core": am.ms(total2),
+            "core_2core_ms": am.ms(both["two_cores"]), "serial_core_ms": am.ms(both["serial"]),
+            "halves_ms": [[round(am.ms(a), 4), round(am.ms(b), 4)] for a, b in both["halves"]],
+            "jobs": both["jobs"], "sync_ms": am.ms(both["sync"])}
 
 
 def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
@@ -338,6 +353,18 @@ def figures(results: dict, cal: dict, item4: dict):
                    "measured", f"ARMv7 instructions per {unit} of the model's build "
                    f"({' '.join(am.model_flags())}; qemu-arm): {where}"),
         ]
+        if r.get("jobs"):             # both cores: the worker's halves (issue 28 item 5)
+            out.append(figure(
+                f"{base}.ms_2core", round(r["ms_2core"], 2), "ms", "modelled",
+                f"Cortex-A9 time per {unit} on both cores (the library's worker thread: "
+                f"{r['jobs']} job(s), the LM head's dequantisation by port and the argmax by "
+                f"halves), MODEL: the serial part's cycles + the longer half of each job + "
+                f"{am.SYNC_JOB_CYCLES} cycles a job's handshake + {am.WAKE_CYCLES} cycles a "
+                f"step's wake of the worker; the memory terms as on one core: {where}; "
+                f"one core {r['ms']:.2f} ms; {err}", one_core_ms=round(r["ms"], 4),
+                core_2core_ms=round(r["core_2core_ms"], 4),
+                serial_core_ms=round(r["serial_core_ms"], 4), halves_ms=r["halves_ms"],
+                sync_ms=round(r["sync_ms"], 4), **src))
     for kern, what, unit, key in (("small", "the write-up's small ops of one SmolLM2 token",
                                    "ms", "ms"),
                                   ("attention", "the write-up's INT8 CPU attention at context "
@@ -514,13 +541,15 @@ def main(argv=None) -> int:
 
 def table(results: dict, cal: dict, item4: dict) -> str:
     lines = ["| path | format | context | board M instr | ARM-mode M instr | CPI | core ms | "
-             "cache ms | uncached read ms | uncached write ms | registers ms | total ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "cache ms | uncached read ms | uncached write ms | registers ms | total ms | "
+             "2 cores: core ms | 2 cores: total ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (p, f, c), r in results.items():
         lines.append(f"| {p} | {f} | {c} | {r['board_minstr']:.3f} | {r['model_minstr']:.3f} "
                      f"| {r['cpi']:.2f} | {r['core_ms']:.2f} | {r['cache_ms']:.2f} | "
                      f"{r['uncached_read_ms']:.2f} | {r['uncached_write_ms']:.2f} | "
-                     f"{r['mmio_ms']:.2f} | {r['ms']:.2f} |")
+                     f"{r['mmio_ms']:.2f} | {r['ms']:.2f} | {r.get('core_2core_ms', 0):.2f} | "
+                     f"{r.get('ms_2core', 0):.2f} |")
     lines.append("")
     lines.append("| write-up kernel | board | model | error | core ms | cache ms | CPI |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|")

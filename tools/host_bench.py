@@ -181,14 +181,20 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
 
 # --------------------------------------------------------------------------- ARMv7 path
 
+def loop_symbols(b: dict) -> set:
+    """The functions counted as the loop's own work ("frames and DMA"): the C loop's, its
+    worker's (tphwork.c: the halves' dispatch and their combination) and bench_token."""
+    return b["syms"]["tphloop"] | b["syms"]["tphwork"] | {"bench_token"}
+
+
 def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
     """ARMv7 instructions of one step (``rows`` > 1: a dump of a batched pass, per row),
     counted by qemu-arm: every translation block's
     instructions (-d in_asm) times its executions (-d exec,nochain), logged only inside the
     library's functions and bench_token (-dfilter); run with 1 and 2 steps after the warm-up,
     the difference is one step."""
-    lib = b["syms"]["tphost"] | b["syms"]["tphloop"] | {"bench_token"}
-    funcs = a9model.symbols(b["exe"], lib)
+    loop_fns = loop_symbols(b)
+    funcs = a9model.symbols(b["exe"], b["syms"]["tphost"] | loop_fns)
 
     def count(steps: int) -> dict:
         blocks = a9model.profile(b["exe"], [dump, steps], funcs,
@@ -202,7 +208,7 @@ def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
     per = {fn: (two.get(fn, 0) - one.get(fn, 0)) / rows for fn in set(one) | set(two)}
     small = sum(v for fn, v in per.items() if fn in b["syms"]["tphost"] and fn != "tph_argmax")
     sampling = per.get("tph_argmax", 0)
-    loop = sum(v for fn, v in per.items() if fn in b["syms"]["tphloop"] or fn == "bench_token")
+    loop = sum(v for fn, v in per.items() if fn in loop_fns)
     return {"small_ops": small, "frames_dma": loop, "sampling": sampling,
             "total": small + loop + sampling, "time_ms": None, "functions": per}
 

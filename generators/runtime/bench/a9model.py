@@ -120,10 +120,32 @@ MMIO_WRITE_CYCLES = 20
 INVALIDATE_LINE_CYCLES = 30
 SYSCALL_CYCLES = 2000
 
+#: both cores (issue 28 item 5; csrc/tphwork.c): the step with its worker thread takes the
+#: serial part, then per job the longer of its two halves (each counted on the ARMv7 build:
+#: the halves of the serial fallback's run, told apart in qemu's trace: profile_halves), plus
+#: the handshake of each job and one wake of the sleeping worker per step. One job with the
+#: worker spinning: the job's cache line from the caller's L1 to the worker's and the
+#: completion's line back, through the SCU; a cache-to-cache transfer stands in for a line
+#: that would otherwise come from memory, so each is bounded here by DDR_MISS_CYCLES; and the
+#: sequentially consistent stores and loads on both sides (tphwork.c: the job, the sleeping
+#: word, the completion, the waiting word; each a DMB before and after on ARMv7, 8 in all):
+#: ASSUMPTION 20 cycles per DMB (a DMB waits for the A9's 4-slot store buffer to drain; no
+#: public figure for the Zynq-7000 was retrieved)
+DMB_CYCLES = 20
+SYNC_LINES, SYNC_BARRIERS = 2, 8
+SYNC_JOB_CYCLES = SYNC_LINES * DDR_MISS_CYCLES + SYNC_BARRIERS * DMB_CYCLES
+#: waking the worker, once per step (tph_worker_wake before the LM head's transfer: the worker
+#: slept after the last step's argmax): the caller's futex wake, a system call
+#: (SYSCALL_CYCLES), and the mutex's lock and unlock (2 DMB each); the worker's own wake-up
+#: latency runs while the DMA streams the LM head (about 15 ms of Q8_0 rows at the DDR wall),
+#: so it is not on the step's path
+WAKE_CYCLES = SYSCALL_CYCLES + 4 * DMB_CYCLES
+
 ASSUMPTIONS = {
     "L2_HIT_CYCLES": L2_HIT_CYCLES, "DDR_MISS_CYCLES": DDR_MISS_CYCLES,
     "MMIO_READ_CYCLES": MMIO_READ_CYCLES, "MMIO_WRITE_CYCLES": MMIO_WRITE_CYCLES,
-    "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES}
+    "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES,
+    "DMB_CYCLES": DMB_CYCLES}
 SOURCES = [
     "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
     "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
@@ -188,6 +210,83 @@ def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
         i = bisect.bisect_right(starts, pc) - 1
         b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
     return blocks
+
+
+#: the functions a job of the worker runs (tphwork.h tph_half_fn: the LM head's port, the
+#: argmax's half) and the one that dispatches them (its blocks after a half: the half is over)
+JOB_FUNCTIONS = ("lm_port", "argmax_half")
+DISPATCH = "tph_worker_run"
+
+
+def profile_halves(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
+                   log_file: Path) -> dict:
+    """profile() of a run of the serial fallback (threads 1: tph_worker_run calls half 0 then
+    half 1 on one thread), with each job's halves told apart in the order qemu ran the blocks:
+    a half starts at the entry block of a job function (JOB_FUNCTIONS) and ends at the next
+    block of DISPATCH. Returns {"blocks": profile()'s, "serial": start -> executions outside
+    the halves, "halves": per job, two dicts start -> executions}."""
+    starts = [a for a, _, _ in funcs]
+    entry = {a for a, _, n in funcs if n in JOB_FUNCTIONS}
+    dispatch = [(a, b) for a, b, n in funcs if n == DISPATCH]
+    if len(entry) != len(JOB_FUNCTIONS) or len(dispatch) != 1:
+        raise RuntimeError(f"{exe}: the job functions {JOB_FUNCTIONS} and {DISPATCH} are "
+                           f"not all in the profiled functions")
+    d0, d1 = dispatch[0]
+    dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
+    _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
+         "-D", log_file, exe, *args])
+    blocks: Dict[int, dict] = {}
+    serial: Dict[int, int] = {}
+    halves: List[Tuple[Dict[int, int], Dict[int, int]]] = []
+    cur, where, n = None, serial, 0
+    with open(log_file) as fh:
+        for line in fh:
+            if line.startswith("IN:"):
+                cur = None
+            elif line.startswith("0x") and ":  " in line:
+                pc = int(line.split(":", 1)[0], 16)
+                if cur is None:
+                    cur = pc
+                    blocks[cur] = {"pcs": [], "execs": blocks.get(cur, {"execs": 0})["execs"]}
+                blocks[cur]["pcs"].append(pc)
+            elif line.startswith("Trace"):
+                pc = int(line.split("[", 1)[1].split("/")[1], 16)
+                if pc not in blocks:
+                    continue
+                blocks[pc]["execs"] += 1
+                if where is serial and pc in entry:
+                    if n % 2 == 0:
+                        halves.append(({}, {}))
+                    where = halves[-1][n % 2]
+                    n += 1
+                elif where is not serial and d0 <= pc < d1:
+                    where = serial
+                where[pc] = where.get(pc, 0) + 1
+    log_file.unlink()
+    if n % 2:
+        raise RuntimeError(f"{exe}: a job with one half (the run is not the serial fallback)")
+    for pc, b in blocks.items():
+        i = bisect.bisect_right(starts, pc) - 1
+        b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
+    return {"blocks": blocks, "serial": serial, "halves": halves}
+
+
+def two_cores(two: dict, one: dict, cycles: Dict[int, float], per: float = 1.0) -> dict:
+    """Both cores' time of one step (profile_halves of runs of two steps and one; the last step's
+    jobs; ``cycles``: llvm-mca's per block), per ``per`` rows: the serial part, each job's
+    halves, the handshakes and the wake; cycles."""
+    def cyc(execs: Dict[int, float]) -> float:
+        return sum(cycles[pc] * n for pc, n in execs.items())
+
+    jobs = two["halves"][len(one["halves"]):]
+    serial = cyc({pc: n - one["serial"].get(pc, 0) for pc, n in two["serial"].items()
+                  if n != one["serial"].get(pc, 0)})
+    halves = [(cyc(h0), cyc(h1)) for h0, h1 in jobs]
+    sync = len(jobs) * SYNC_JOB_CYCLES + (WAKE_CYCLES if jobs else 0.0)
+    return {"serial": serial / per, "halves": [(a / per, b / per) for a, b in halves],
+            "jobs": len(jobs), "sync": sync / per,
+            "one_core": (serial + sum(a + b for a, b in halves)) / per,
+            "two_cores": (serial + sum(max(a, b) for a, b in halves) + sync) / per}
 
 
 def difference(two: Dict[int, dict], one: Dict[int, dict], per: float = 1.0) -> Dict[int, dict]:
@@ -378,7 +477,7 @@ def core_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> dict:
         f["instructions"] += len(b["pcs"]) * b["execs"]
     return {"cycles": sum(f["cycles"] for f in per_fn.values()),
             "instructions": sum(f["instructions"] for f in per_fn.values()),
-            "functions": per_fn}
+            "functions": per_fn, "block_cycles": cyc}
 
 
 # ------------------------------------------------------------------ the memory system

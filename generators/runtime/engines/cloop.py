@@ -76,7 +76,7 @@ THREADS_ENV = "TERNARY_PYNQ_THREADS"
 #: how long (us) the idle worker spins for its next job before it sleeps: longer than the LM
 #: head's transfer on the board (30.1 MB of Q8_0 rows at the DDR wall, about 15 ms), so the
 #: worker woken before that transfer is spinning when the logits arrive
-SPIN_US = 20000
+SPIN_US = 30000
 
 
 def default_threads() -> int:

@@ -5,8 +5,8 @@
  *
  * Built natively and for ARMv7 (arm-linux-gnueabihf-gcc, run under qemu-arm) by
  * tests/runtime/host/test_hostops.py; on the board with its own gcc (with tphwork.c and
- * -pthread). Every argmax case runs three times: tph_argmax, and the C loop's argmax by
- * halves (tphwork.h tph_argmax_halves) on a worker thread and on the serial fallback.
+ * -pthread). Every argmax case runs three times: tph_argmax, the C loop's argmax by halves
+ * (tphwork.h tph_argmax_halves) on a worker thread, and its one-thread fallback.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -107,7 +107,7 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
         i = tph_argmax_halves(work[0], F(0), N(0), 0u);
         CMP(&i, 1, "index by halves (2 threads)");
         i = tph_argmax_halves(work[1], F(0), N(0), 1u);
-        CMP(&i, 1, "index by halves (serial)");
+        CMP(&i, 1, "index (1 thread)");
     } else if (!strcmp(k, "rmsnorm") && na == 4) {
         OUT(o1, 3);
         tph_rmsnorm(F(0), F(1), N(0), F(2)[0], (float *)o1);

@@ -519,19 +519,42 @@ static void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, 
         tph_dequant_b_i32((const int32_t *)w, scales + first, rows, B, c->sx, y);
 }
 
-/* the LM head's frame, one port per core (tphwork.h: port 0 the caller's, port 1 the
+/* a frame's results, one port per core (tphwork.h: port 0 the caller's, port 1 the
  * worker's; disjoint outputs) */
 typedef struct {
     const ctx_t *c;
     const uint32_t *fr, *w[2];
     float *const *out;
     uint32_t B;
-} lm_job;
+} port_job;
 
-static void lm_port(void *arg, uint32_t port)
+static void port_half(void *arg, uint32_t port)
 {
-    const lm_job *j = (const lm_job *)arg;
+    const port_job *j = (const port_job *)arg;
     dequant_port(j->c, j->fr, j->w[port], port, j->B, j->out);
+}
+
+/* the B rows of x quantised into the kind's x slot, rows [0, m) on the caller's thread and
+ * [m, B) on the worker (m = (B + 1) / 2); each row's code in rc */
+typedef struct {
+    const ctx_t *c;
+    const float *x;
+    int8_t *slot;
+    uint32_t xstride, k, xs, B;
+    int32_t rc[TPL_MAX_VECTORS];
+} quant_job;
+
+static void quant_part(void *arg, uint32_t part)
+{
+    quant_job *q = (quant_job *)arg;
+    const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
+    uint32_t j;
+    for (j = part ? m : 0u; j < j1; j++) {
+        q->rc[j] = tph_quantise_rows(q->x + j * q->xstride, 1, q->k, q->slot + j * q->xs,
+                                     &q->c->sx[j]);
+        if (!q->rc[j] && q->B > 1u && q->xs > q->k)
+            memset(q->slot + j * q->xs + q->k, 0, q->xs - q->k);
+    }
 }
 
 /* Decoder._matrices_b: B rows of x (row j at x + j * xstride) quantised into the kind's slot
@@ -548,13 +571,14 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
-    for (j = 0; j < B; j++) {
-        rc = tph_quantise_rows(x + j * xstride, 1, k, slot + j * xs, &c->sx[j]);
-        if (rc)
-            return value_error(c, TPL_V_QUANTISE, rc, 0.0);
-        if (B > 1u && xs > k)
-            memset(slot + j * xs + k, 0, xs - k);
-    }
+    quant_job qj = {c, x, slot, xstride, k, xs, B, {0}};
+    if (B > 1u)                           /* both cores: a share of the rows each */
+        tph_worker_run(c->work, quant_part, &qj, 0u);
+    else
+        quant_part(&qj, 0u);
+    for (j = 0; j < B; j++)               /* the first row's error, as one after the other */
+        if (qj.rc[j])
+            return value_error(c, TPL_V_QUANTISE, qj.rc[j], 0.0);
     if (batched)
         set_vectors(c, ti, B);
     if (B > 1u) {
@@ -585,9 +609,9 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             if ((st & 0xFFu) != fr[0])
                 return matrix_fail(c, ti, f, p, TPL_W_TAG, st, n, rows, B);
         }
-        if (kind == TPL_LM) {             /* both cores: a port each */
-            const lm_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
-            tph_worker_run(c->work, lm_port, (void *)&job, 0u);
+        if (kind == TPL_LM || B > 1u) {   /* both cores: a port each */
+            const port_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
+            tph_worker_run(c->work, port_half, (void *)&job, 0u);
         } else {
             for (p = 0; p < 2; p++)
                 dequant_port(c, fr, w[p], p, B, out + f * B);
@@ -802,9 +826,63 @@ static void rope_row(const ctx_t *c, uint32_t pos, float *cosf, float *sinf)
     }
 }
 
+/* the B rows' small ops between two transfers: rows [0, m) on the caller's thread, [m, B) on
+ * the worker (m = (B + 1) / 2; tphwork.h), each row's ops those of the one-row step, in its
+ * order (rows are independent: each its own vectors) */
+enum { ROWS_NORM, ROWS_ROPE, ROWS_ADD_NORM, ROWS_SILU, ROWS_ADD };
+
+typedef struct {
+    const ctx_t *c;
+    uint32_t stage, layer, B;
+} rows_job;
+
+static void rows_part(void *arg, uint32_t part)
+{
+    const rows_job *r = (const rows_job *)arg;
+    const ctx_t *c = r->c;
+    const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u, l = r->layer;
+    const uint32_t m = (r->B + 1u) / 2u, j1 = part ? r->B : m;
+    const float *norms = (const float *)c->p[TPL_P_NORMS];
+    uint32_t j;
+    for (j = part ? m : 0u; j < j1; j++) {
+        float *x = c->x + j * H, *n = c->n + j * H, *o = c->o + j * H;
+        switch (r->stage) {
+        case ROWS_NORM:
+            tph_rmsnorm(x, norms + (2u * l) * H, H, c->eps, n);
+            break;
+        case ROWS_ROPE:
+            tph_rope(c->q + j * H, c->heads, c->d, c->cosf + j * half, c->sinf + j * half,
+                     c->q + j * H);
+            tph_rope(c->k + j * kvd, c->kvh, c->d, c->cosf + j * half, c->sinf + j * half,
+                     c->k + j * kvd);
+            break;
+        case ROWS_ADD_NORM:
+            tph_add(x, o, H, x);
+            tph_rmsnorm(x, norms + (2u * l + 1u) * H, H, c->eps, n);
+            break;
+        case ROWS_SILU:
+            tph_silu_mul(c->g + j * I, c->u + j * I, I, c->h + j * I);
+            break;
+        default:
+            tph_add(x, o, H, x);
+        }
+    }
+}
+
+/* one stage for the B rows: a job of both cores when B > 1, else here */
+static void rows_run(const ctx_t *c, uint32_t stage, uint32_t layer, uint32_t B)
+{
+    const rows_job r = {c, stage, layer, B};
+    if (B > 1u)
+        tph_worker_run(c->work, rows_part, (void *)&r, 0u);
+    else
+        rows_part((void *)&r, 0u);
+}
+
 /* B rows through every layer (Decoder.step for one row, batched = 0; Decoder.step_rows,
  * batched = 1): the rows' vectors side by side in the work areas, each matrix transfer once
- * for all rows, attention per row */
+ * for all rows, attention per row; the rows' small ops between transfers shared by both cores
+ * (rows_run) */
 static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t batched)
 {
     const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u;
@@ -825,6 +903,8 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
             return fail(c, TPL_E_CONTEXT, TPL_NONE, 0, 0, r->pos, 0, 0, 0);
         any |= r->logits;
     }
+    if (B > 1u)                           /* the worker's first job comes soon */
+        tph_worker_wake(c->work);
     if ((rc = begin_token(c, rows[0].pos, any)))
         return rc;
     for (j = 0; j < B; j++) {
@@ -834,20 +914,18 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
     }
     for (l = 0; l < c->layers; l++) {
         const uint32_t ti_att = kind_xfer(c, l, TPL_ATT);
+        rows_run(c, ROWS_NORM, l, B);
         for (j = 0; j < B; j++) {
-            tph_rmsnorm(c->x + j * H, norms + (2u * l) * H, H, c->eps, c->n + j * H);
             outs[j] = c->q + j * H;
             outs[B + j] = c->k + j * kvd;
             outs[2u * B + j] = c->v + j * kvd;
         }
         if ((rc = matrices(c, l, TPL_QKV, c->n, H, H, B, outs, batched)))
             return rc;
+        rows_run(c, ROWS_ROPE, l, B);
         for (j = 0; j < B; j++) {
             tpl_row *r = &rows[j];
             float *q = c->q + j * H, *k = c->k + j * kvd, *v = c->v + j * kvd;
-            const float *cs = c->cosf + j * half, *sn = c->sinf + j * half;
-            tph_rope(q, c->heads, c->d, cs, sn, q);
-            tph_rope(k, c->kvh, c->d, cs, sn, k);
             if (r->kv_rows) {
                 memcpy(r->kv_rows + 2u * l * kvd, k, kvd * sizeof(float));
                 memcpy(r->kv_rows + (2u * l + 1u) * kvd, v, kvd * sizeof(float));
@@ -862,22 +940,19 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
         }
         if ((rc = matrices(c, l, TPL_O, c->att, H, H, B, outs, batched)))
             return rc;
+        rows_run(c, ROWS_ADD_NORM, l, B);
         for (j = 0; j < B; j++) {
-            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
-            tph_rmsnorm(c->x + j * H, norms + (2u * l + 1u) * H, H, c->eps, c->n + j * H);
             outs[j] = c->g + j * I;
             outs[B + j] = c->u + j * I;
         }
         if ((rc = matrices(c, l, TPL_GU, c->n, H, H, B, outs, batched)))
             return rc;
-        for (j = 0; j < B; j++) {
-            tph_silu_mul(c->g + j * I, c->u + j * I, I, c->h + j * I);
+        rows_run(c, ROWS_SILU, l, B);
+        for (j = 0; j < B; j++)
             outs[j] = c->o + j * H;
-        }
         if ((rc = matrices(c, l, TPL_DOWN, c->h, I, I, B, outs, batched)))
             return rc;
-        for (j = 0; j < B; j++)
-            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
+        rows_run(c, ROWS_ADD, l, B);
     }
     if (any) {                            /* the LM head for the rows that ask, in order */
         for (j = 0; j < B; j++) {

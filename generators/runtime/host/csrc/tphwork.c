@@ -238,6 +238,9 @@ void tph_worker_run(void *p, tph_half_fn fn, void *arg, uint32_t last)
     if (w->threads < 2u) {                 /* the serial fallback */
         fn(arg, 0u);
         fn(arg, 1u);
+        /* no tail call: each half returns here (make a9-model's profile_halves ends a half
+         * at the next block of this function) */
+        __asm__ __volatile__("" ::: "memory");
         return;
     }
 #if TPH_THREADS
@@ -280,7 +283,7 @@ int32_t tph_argmax_halves(void *w, const float *x, uint32_t n, uint32_t last)
     j.x = x;
     j.n = n;
     j.h = (n / 2u) & ~7u;
-    if (j.h == 0u)                         /* fewer than 16: one half is empty */
+    if (j.h == 0u || ((worker_t *)w)->threads < 2u)   /* fewer than 16, or one thread */
         return tph_argmax(x, n);
     tph_worker_run(w, argmax_half, &j, last);
     /* the first maximum of the two halves' maxima, by the kernel's own rule: the first NaN,

@@ -54,9 +54,11 @@ void tph_worker_wake(void *w);
 void tph_worker_run(void *w, tph_half_fn fn, void *arg, uint32_t last);
 
 /* argmax over the worker: each half's first maximum (tph_argmax on [0, h) and [h, n), h =
- * (n / 2) rounded down to a multiple of 8), then the first maximum of the two (tph_argmax of
- * the pair: the first NaN, else the larger, the first half's on a tie), so numpy.argmax's
- * index exactly; -1 if n == 0. last: as tph_worker_run */
+ * (n / 2) rounded down to a multiple of 8) on its own core, then the first maximum of the two
+ * (tph_argmax of the pair: the first NaN, else the larger, the first half's on a tie), so
+ * numpy.argmax's index exactly; with one thread (or n < 16) tph_argmax itself (each half's
+ * own search for its first maximum is work one thread need not do); -1 if n == 0. last: as
+ * tph_worker_run */
 int32_t tph_argmax_halves(void *w, const float *x, uint32_t n, uint32_t last);
 
 #ifdef __cplusplus

@@ -201,7 +201,7 @@ int main(int argc, char **argv)
         die("the table is refused, or out of memory");
     if ((rc = tpl_init(ctx, nb, table, tb / 4, ptrs, &io)))
         die("tpl_init refused the dump");
-    threads = tpl_threads(ctx, threads, 20000u);
+    threads = tpl_threads(ctx, threads, 30000u);   /* cloop.SPIN_US */
     memset(rows, 0, sizeof rows);
     for (j = 0; j < B; j++) {
         rows[j].token = j;                /* the dump's embedding rows, in order */
