@@ -121,16 +121,15 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
 
     board = blocks(B.board)
     board_instr = sum(len(b["pcs"]) * b["execs"] for b in board.values())
-    # the model build's blocks with each job's halves told apart (tpl_bench's serial
-    # fallback, threads=1: the same blocks as the worker's)
+    core = am.core_cycles(blocks(B.model), B.dis, B.mca)
+    # both cores: the model build run with the worker thread (tpl_bench threads=2), each
+    # thread's blocks and each job's halves told apart
     f = B.funcs(B.model)
-    one = am.profile_halves(B.model["exe"], [dump, 1], f, OUT / f"h1.{os.getpid()}.log")
-    two = am.profile_halves(B.model["exe"], [dump, 2], f, OUT / f"h2.{os.getpid()}.log")
-    core = am.core_cycles(am.difference(two["blocks"], one["blocks"], rows), B.dis, B.mca)
-    both = am.two_cores(two, one, core["block_cycles"], rows)
-    if abs(both["one_core"] - core["cycles"]) > 1e-6 * core["cycles"] + 1:
-        raise SystemExit(f"[a9-model] the halves' split lost cycles: {both['one_core']:.0f} "
-                         f"against {core['cycles']:.0f}")
+    one = am.profile_threads(B.model["exe"], [dump, 1, "threads=2"], f,
+                             OUT / f"t1.{os.getpid()}.log")
+    two = am.profile_threads(B.model["exe"], [dump, 2, "threads=2"], f,
+                             OUT / f"t2.{os.getpid()}.log")
+    both = am.two_cores(two, one, am.block_cycles(two["blocks"], B.dis, B.mca), rows)
     miss = cache_misses(B.x86["exe"], [dump, 2], "bench_token", 2 * rows)
     by = counts["bytes"]
     written = sum(v for k, v in by.items() if k != "read") / rows
@@ -155,8 +154,9 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
             "register_reads": counts["reads"] / rows, "register_writes": counts["writes"] / rows,
             "ms": am.ms(total), "ms_2core": am.ms(total2),
             "core_2core_ms": am.ms(both["two_cores"]), "serial_core_ms": am.ms(both["serial"]),
-            "halves_ms": [[round(am.ms(a), 4), round(am.ms(b), 4)] for a, b in both["halves"]],
-            "jobs": both["jobs"], "sync_ms": am.ms(both["sync"])}
+            "halves_ms": [am.ms(both["halves"][0]), am.ms(both["halves"][1])],
+            "longer_halves_ms": am.ms(both["longer"]), "jobs": both["jobs"],
+            "sync_ms": am.ms(both["sync"])}
 
 
 def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
@@ -357,13 +357,16 @@ def figures(results: dict, cal: dict, item4: dict):
             out.append(figure(
                 f"{base}.ms_2core", round(r["ms_2core"], 2), "ms", "modelled",
                 f"Cortex-A9 time per {unit} on both cores (the library's worker thread: "
-                f"{r['jobs']} job(s), the LM head's dequantisation by port and the argmax by "
-                f"halves), MODEL: the serial part's cycles + the longer half of each job + "
+                f"{r['jobs']:g} job(s) per {unit}: the results' dequantisation by port, the "
+                f"rows' small ops and quantisation by rows, the argmax by halves), MODEL: "
+                f"the caller's serial cycles + the longer half of each job + "
                 f"{am.SYNC_JOB_CYCLES} cycles a job's handshake + {am.WAKE_CYCLES} cycles a "
                 f"step's wake of the worker; the memory terms as on one core: {where}; "
                 f"one core {r['ms']:.2f} ms; {err}", one_core_ms=round(r["ms"], 4),
                 core_2core_ms=round(r["core_2core_ms"], 4),
-                serial_core_ms=round(r["serial_core_ms"], 4), halves_ms=r["halves_ms"],
+                serial_core_ms=round(r["serial_core_ms"], 4),
+                halves_ms=[round(v, 4) for v in r["halves_ms"]],
+                longer_halves_ms=round(r["longer_halves_ms"], 4), jobs=r["jobs"],
                 sync_ms=round(r["sync_ms"], 4), **src))
     for kern, what, unit, key in (("small", "the write-up's small ops of one SmolLM2 token",
                                    "ms", "ms"),

@@ -33,6 +33,11 @@
 #define TPL_RMB() __asm__ __volatile__("" ::: "memory")
 #endif
 
+/* a job function inlined where the one-row step calls it directly (its stage a constant
+ * there: the one-token step runs the code it ran before the worker), and out of line for the
+ * worker's function pointer */
+#define INLINE inline __attribute__((always_inline))
+
 #define KIND_XSLOT(k) ((k) == TPL_QKV ? 0u : (k) == TPL_O ? 1u : (k) == TPL_GU ? 2u \
                        : (k) == TPL_DOWN ? 3u : 4u)
 
@@ -497,7 +502,8 @@ static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, 
 
 /* one port's results of frame fr (w: its words) dequantised into out[j] + the port's first
  * row, j < B (B = 1: dequant_f32 / dequant_i32; B > 1: row r's B results together) */
-static void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
+/* (INLINE: a one-vector frame's ports cost what the two calls cost before the worker) */
+static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
                          uint32_t B, float *const *out)
 {
     const float *scales = (const float *)c->p[TPL_P_SCALES] + fr[4];
@@ -544,7 +550,7 @@ typedef struct {
     int32_t rc[TPL_MAX_VECTORS];
 } quant_job;
 
-static void quant_part(void *arg, uint32_t part)
+static INLINE void quant_part(void *arg, uint32_t part)
 {
     quant_job *q = (quant_job *)arg;
     const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
@@ -571,7 +577,14 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
-    quant_job qj = {c, x, slot, xstride, k, xs, B, {0}};
+    quant_job qj;                         /* (rc[j < B] written by quant_part) */
+    qj.c = c;
+    qj.x = x;
+    qj.slot = slot;
+    qj.xstride = xstride;
+    qj.k = k;
+    qj.xs = xs;
+    qj.B = B;
     if (B > 1u)                           /* both cores: a share of the rows each */
         tph_worker_run(c->work, quant_part, &qj, 0u);
     else
@@ -836,7 +849,7 @@ typedef struct {
     uint32_t stage, layer, B;
 } rows_job;
 
-static void rows_part(void *arg, uint32_t part)
+static INLINE void rows_part(void *arg, uint32_t part)
 {
     const rows_job *r = (const rows_job *)arg;
     const ctx_t *c = r->c;
@@ -870,7 +883,7 @@ static void rows_part(void *arg, uint32_t part)
 }
 
 /* one stage for the B rows: a job of both cores when B > 1, else here */
-static void rows_run(const ctx_t *c, uint32_t stage, uint32_t layer, uint32_t B)
+static INLINE void rows_run(const ctx_t *c, uint32_t stage, uint32_t layer, uint32_t B)
 {
     const rows_job r = {c, stage, layer, B};
     if (B > 1u)
