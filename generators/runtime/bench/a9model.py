@@ -36,7 +36,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 #: the PYNQ-Z1's CPU clock: 650 MHz (Digilent's PYNQ-Z1 reference manual: "650MHz dual-core
 #: Cortex-A9 processor")
@@ -186,16 +186,15 @@ def symbols(exe: Path, names: Iterable[str]) -> List[Tuple[int, int, str]]:
     return sorted(out)
 
 
-def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
-            log_file: Path) -> Dict[int, dict]:
-    """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
-    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
-    executions counted so far."""
+def _trace(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]], log_file: Path,
+           blocks: Dict[int, dict]) -> Iterator[Tuple[int, int]]:
+    """Run ``exe`` under qemu-arm logging the blocks inside ``funcs``; fill ``blocks`` (start
+    -> {"pcs": [...]}, a block translated again keeps its start) and yield (guest thread,
+    start) per execution of a block, in the log's order; name each block's function at the
+    end ("fn")."""
     dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
     _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
          "-D", log_file, exe, *args])
-    starts = [a for a, _, _ in funcs]
-    blocks: Dict[int, dict] = {}
     cur = None
     with open(log_file) as fh:
         for line in fh:
@@ -205,16 +204,30 @@ def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
                 pc = int(line.split(":", 1)[0], 16)
                 if cur is None:
                     cur = pc
-                    blocks[cur] = {"pcs": [], "execs": blocks.get(cur, {"execs": 0})["execs"]}
+                    blocks[cur] = {"pcs": []}
                 blocks[cur]["pcs"].append(pc)
             elif line.startswith("Trace"):
                 pc = int(line.split("[", 1)[1].split("/")[1], 16)
                 if pc in blocks:
-                    blocks[pc]["execs"] += 1
+                    yield int(line.split()[1].rstrip(":")), pc
     log_file.unlink()
+    starts = [a for a, _, _ in funcs]
     for pc, b in blocks.items():
         i = bisect.bisect_right(starts, pc) - 1
         b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
+
+
+def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
+            log_file: Path) -> Dict[int, dict]:
+    """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
+    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
+    executions counted so far."""
+    blocks: Dict[int, dict] = {}
+    execs: Dict[int, int] = {}
+    for _, pc in _trace(exe, args, funcs, log_file, blocks):
+        execs[pc] = execs.get(pc, 0) + 1
+    for pc, b in blocks.items():
+        b["execs"] = execs.get(pc, 0)
     return blocks
 
 
@@ -236,58 +249,37 @@ def profile_threads(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]]
     block of that function; the spinning (WAITING) is left out. Returns
     {"blocks": start -> {"pcs", "fn"}, "serial": start -> executions of thread 0 outside its
     halves, "halves": per job, (thread 0's, thread 1's) start -> executions}."""
-    starts = [a for a, _, _ in funcs]
     entry = {a for a, _, n in funcs if n in JOB_FUNCTIONS}
-    span = {n: (a, b) for a, b, n in funcs if n in (DISPATCH, WORKER_LOOP) + WAITING}
+    span = {n: (a, b) for a, b, n in funcs if n in (DISPATCH, WORKER_LOOP)}
     if not entry or DISPATCH not in span or WORKER_LOOP not in span:
         raise RuntimeError(f"{exe}: no job function of {JOB_FUNCTIONS}, or not {DISPATCH} and "
                            f"{WORKER_LOOP}, in the profiled functions")
     ends = (span[DISPATCH], span[WORKER_LOOP])
-    waiting = [span[n] for n in WAITING if n in span]
-    dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, n in funcs if n not in WAITING)
-    _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
-         "-D", log_file, exe, *args])
     blocks: Dict[int, dict] = {}
     serial: Dict[int, int] = {}
     halves: List[Tuple[Dict[int, int], Dict[int, int]]] = []
     where: List = [serial, None]           # per thread: the dict its blocks count in
     jobs = [0, 0]                          # per thread: the jobs begun
     came = [False, False]                  # per thread: its last block was the dispatcher's
-    cur = None
-    with open(log_file) as fh:
-        for line in fh:
-            if line.startswith("IN:"):
-                cur = None
-            elif line.startswith("0x") and ":  " in line:
-                pc = int(line.split(":", 1)[0], 16)
-                if cur is None:
-                    cur = pc
-                    blocks[cur] = {"pcs": []}
-                blocks[cur]["pcs"].append(pc)
-            elif line.startswith("Trace"):
-                pc = int(line.split("[", 1)[1].split("/")[1], 16)
-                t = int(line.split()[1].rstrip(":"))
-                if pc not in blocks or t > 1 or any(a <= pc < b for a, b in waiting):
-                    continue
-                home = serial if t == 0 else None
-                dispatcher = ends[t][0] <= pc < ends[t][1]
-                if where[t] is home and pc in entry and came[t]:
-                    while len(halves) <= jobs[t]:
-                        halves.append(({}, {}))
-                    where[t] = halves[jobs[t]][t]
-                    jobs[t] += 1
-                elif where[t] is not home and dispatcher:
-                    where[t] = home
-                came[t] = dispatcher
-                if where[t] is not None:
-                    where[t][pc] = where[t].get(pc, 0) + 1
-    log_file.unlink()
+    for t, pc in _trace(exe, args, [f for f in funcs if f[2] not in WAITING], log_file,
+                        blocks):                # the spinning is not logged at all
+        if t > 1:
+            continue
+        home = serial if t == 0 else None
+        dispatcher = ends[t][0] <= pc < ends[t][1]
+        if where[t] is home and pc in entry and came[t]:
+            while len(halves) <= jobs[t]:
+                halves.append(({}, {}))
+            where[t] = halves[jobs[t]][t]
+            jobs[t] += 1
+        elif where[t] is not home and dispatcher:
+            where[t] = home
+        came[t] = dispatcher
+        if where[t] is not None:
+            where[t][pc] = where[t].get(pc, 0) + 1
     if jobs[0] != jobs[1]:
         raise RuntimeError(f"{exe}: {jobs[0]} jobs begun on the caller's thread, {jobs[1]} on "
                            f"the worker's (not a run with the worker thread?)")
-    for pc, b in blocks.items():
-        i = bisect.bisect_right(starts, pc) - 1
-        b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
     return {"blocks": blocks, "serial": serial, "halves": halves}
 
 

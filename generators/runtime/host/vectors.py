@@ -1,7 +1,8 @@
 """Test vectors of the host kernels: inputs with edge cases, the numpy reference's outputs.
 
     python tools/host_vectors.py build/host/vectors.tpv                # then, on any machine:
-    cc -O2 -ffp-contract=off csrc/tph_vectors.c csrc/tphost.c -lm -o tph_vectors
+    cc -O2 -ffp-contract=off csrc/tph_vectors.c csrc/tphost.c csrc/tphwork.c -lm -pthread \
+        -o tph_vectors
     ./tph_vectors build/host/vectors.tpv                               # every output bit
 
 ``cases(seed)`` is the list the tests run through both paths in one process (ctypes); the

@@ -222,8 +222,10 @@ int32_t tpl_step(void *ctx, uint32_t token, uint32_t pos, uint32_t logits);
  * serial context (threads 1). tpl_threads(ctx, 2, spin_us) starts the context's worker
  * thread: then the LM head's dequantisation runs port 0's results on the caller's thread and
  * port 1's on the worker (woken before the LM head's transfer, so its wake-up overlaps the
- * DMA), and tpl_argmax takes each half of the logits on one core; every result the same bits
- * as with threads 1. Returns the threads now running (2, or 1: threads 1, a build without
+ * DMA), tpl_argmax takes each half of the logits on one core, and a batched pass of B rows
+ * (tpl_step_rows) shares its rows' small ops between transfers (RMSNorm, RoPE, residuals,
+ * SiLU*up, the activations' quantisation: rows [0, (B + 1) / 2) here, the rest on the worker)
+ * and every frame's results by port; every result the same bits as with threads 1. Returns the threads now running (2, or 1: threads 1, a build without
  * pthreads, or the thread not created). spin_us: how long an idle worker spins for its next
  * job before it sleeps. tpl_free (= tpl_threads(ctx, 1, 0)) joins the thread: call it before
  * the context's memory is freed or initialised again. */
