@@ -63,7 +63,7 @@ help:
 	@echo "  make host-bench   the host's whole work per SmolLM2 token on the replay backend (recorded engine words, no"
 	@echo "                    compute): instructions (callgrind: C x86-64 SSE2 (a development yardstick), numpy; qemu-arm:"
 	@echo "                    C ARMv7, the board's NEON build) split into small ops / frames and DMA / sampling, time here, at"
-	@echo "                    contexts 1/512/2048; the batched step (tpl_step_rows) and prompt rows per row; memory plans,"
+	@echo "                    contexts 1/512/2048; the batched step (tph_step_rows) and prompt rows per row; memory plans,"
 	@echo "                    CPU bytes, transfers, KV requantisation on real text"
 	@echo "  make a9-model     the board's host term: a Cortex-A9 cycle model (llvm-mca per qemu-arm block + caches +"
 	@echo "                    uncached DMA memory + DMA registers) of the ARMv7 build's step, batched and prompt rows;"
@@ -85,7 +85,7 @@ help:
 
 setup: .venv/.requirements.sha1
 .venv/.requirements.sha1: requirements.txt requirements-nodeps.txt pyproject.toml setup.py tools/setup.sh \
-                         $(wildcard generators/runtime/host/csrc/tph*.[ch]) generators/runtime/host/csrc/tpl_facts.h
+                         $(wildcard generators/runtime/host/csrc/tph*.[ch]) generators/runtime/host/csrc/tphfacts.h
 	@tools/setup.sh
 
 sim: setup

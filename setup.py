@@ -22,7 +22,7 @@ from setuptools.command.build_ext import build_ext
 
 CSRC = Path("generators") / "runtime" / "host" / "csrc"
 # hostlib.SOURCES: the SHA the loader checks
-SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tpl_facts.h",
+SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
            "tphwork.h", "tphwork.c")
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]

@@ -5,7 +5,7 @@ own board measurements; every figure in docs/results/a9-model.json (labelled mod
 the model's error against the board beside it).
 
 * **the C loop's step** (SmolLM2-135M on the replay backend, as make host-bench runs it:
-  tpl_bench on a dump of the decoder's state): the one-token step ("armv7") at contexts 1, 512
+  tphbench on a dump of the decoder's state): the one-token step ("armv7") at contexts 1, 512
   and 2048, the batched 2-row pass per row ("armv7c2"), prompt rows ("armv7p": the step without
   the LM head and sampling; "armv7c2p": the 2-row pass's) at contexts 1 and 512, Q4_1 and INT8.
   Per configuration: the board build's instructions (flags: a9model.board_flags(), Thumb-2) and
@@ -122,7 +122,7 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     board = blocks(B.board)
     board_instr = sum(len(b["pcs"]) * b["execs"] for b in board.values())
     core = am.core_cycles(blocks(B.model), B.dis, B.mca)
-    # both cores: the model build run with the worker thread (tpl_bench threads=2), each
+    # both cores: the model build run with the worker thread (tphbench threads=2), each
     # thread's blocks and each job's halves told apart
     f = B.funcs(B.model)
     one = am.profile_threads(B.model["exe"], [dump, 1, "threads=2"], f,
@@ -325,10 +325,10 @@ def figures(results: dict, cal: dict, item4: dict):
     for (path, fmt, ctx), r in results.items():
         base = f"a9-model.{path}.{fmt}.ctx{ctx}"
         unit = "token" if path in ("armv7", "armv7p") else "row"
-        what = {"armv7": "the one-token step (tpl_step + argmax)",
-                "armv7c2": "a row of the batched 2-row pass (tpl_step_rows, LM head and "
+        what = {"armv7": "the one-token step (tph_step + argmax)",
+                "armv7c2": "a row of the batched 2-row pass (tph_step_rows, LM head and "
                            "sampling per row)",
-                "armv7p": "a prompt row (tpl_step without the LM head and sampling)",
+                "armv7p": "a prompt row (tph_step without the LM head and sampling)",
                 "armv7c2p": "a prompt row of the 2-row pass (no LM head, no sampling)"}[path]
         where = f"{what}, {fmt} SmolLM2-135M on the replay backend, context {ctx}"
         parts = {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}

@@ -307,7 +307,7 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
           f"last pass)")
     loop = dec.loop_now()
     print(f"[chat-rtl] the host loop of the rtl run: {loop} ("
-          + ("tpl_step_rows for the B-row pass, tpl_step for the steps" if loop == "c" else
+          + ("tph_step_rows for the B-row pass, tph_step for the steps" if loop == "c" else
              "Decoder.step_rows and Decoder.step in Python") + ")")
     ok = same_tokens and same_logits and same_words
     record_prefill(args, passes, same_tokens=same_tokens, same_logits=same_logits,

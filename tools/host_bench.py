@@ -13,11 +13,11 @@ dequantised, the LM head, greedy sampling. At contexts 1, 512 and 2048 (the step
 context - 1, K/V filled), three ways:
 
 * **C path, x86-64 yardstick** (gcc -O2 -march=x86-64: SSE2, NEON's 128-bit width): the whole
-  step without Python (csrc/tpl_bench.c on a dump of the decoder's state,
+  step without Python (csrc/tphbench.c on a dump of the decoder's state,
   replay.write_dump) under valgrind --tool=callgrind --toggle-collect=bench_token (the
   step and sampling); the replay device's inclusive cost taken out; split with
   callgrind's inclusive costs into **small ops** (the tphost.h kernels the step calls),
-  **frames and DMA** (the rest of tpl_step: slots, parts, descriptors, registers, checks) and
+  **frames and DMA** (the rest of tph_step: slots, parts, descriptors, registers, checks) and
   **sampling** (tph_argmax); one KV step growth counted apart (the same step with one head's
   step set tiny); timed natively;
 * **C path, ARMv7** (arm-linux-gnueabihf-gcc -O2 and the board build's flags,
@@ -26,7 +26,7 @@ context - 1, K/V filled), three ways:
   memset/memcpy not counted);
 * **batched C step, x86-64** ("c2"; at context 512 also on ARMv7, "armv7c2"): the same
   program on a dump of a recorded 2-row pass
-  (tpl_step_rows: two rows of stream 0 at positions context - 2 and context - 1 (0 and 1 at
+  (tph_step_rows: two rows of stream 0 at positions context - 2 and context - 1 (0 and 1 at
   context 1) through 2-vector frames, each row with its attention, LM head and sampling: a
   batched decode step), counted per row the same way (no growth run), and the CPU's bytes
   per pass; **prompt rows** ("cp": the one-token step, "c2p": the 2-row pass) the same
@@ -74,7 +74,7 @@ STEP_KERNELS = ("tph_embed_q8_0", "tph_rmsnorm", "tph_quantise_rows", "tph_dequa
                 "tph_kv_row",
                 "tph_score_scale", "tph_score_multiplier", "tph_attention_out", "tph_add",
                 "tph_silu_mul", "tph_dequant_b_i32", "tph_dequant_b_f32")
-DEVICE = ("tpl_replay_read", "tpl_replay_write")
+DEVICE = ("tph_replay_read", "tph_replay_write")
 #: hostops' per-token functions (the numpy path's small ops)
 NUMPY_KERNELS = ("embed_q8_0", "rmsnorm", "quantise", "dequant_i32", "dequant_f32", "rope",
                  "kv_step", "kv_requantise", "kv_row", "score_scale", "score_multiplier",
@@ -100,17 +100,17 @@ def log(s: str) -> None:
 # --------------------------------------------------------------------------- builds
 
 def build(cc: str, tag: str, extra) -> dict:
-    """tpl_bench and the library's objects (their symbols: the counts' categories)."""
+    """tphbench and the library's objects (their symbols: the counts' categories)."""
     OUT.mkdir(parents=True, exist_ok=True)
     objs, syms = [], {}
     nm = "arm-linux-gnueabihf-nm" if cc == ARM_CC else "nm"
-    for name in LIB + ("tpl_bench",):
+    for name in LIB + ("tphbench",):
         o = OUT / f"{name}.{tag}.o"
         sh([cc, *CFLAGS, *extra, "-c", CSRC / f"{name}.c", "-o", o])
         objs.append(o)
         syms[name] = {ln.split()[-1] for ln in sh([nm, "--defined-only", o]).stdout.splitlines()
                       if ln.split()[1] in "tT"}
-    exe = OUT / f"tpl_bench.{tag}"
+    exe = OUT / f"tphbench.{tag}"
     sh([cc, *extra, *objs, "-lm", "-pthread", "-o", exe])
     return {"exe": exe, "syms": syms}
 
@@ -152,9 +152,9 @@ def totals(out_file: Path) -> int:
 def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
            lm: bool = True) -> dict:
     """The C step on x86-64 under callgrind (--toggle-collect=bench_token: the steps after the
-    warm-up, each tpl_step and tph_argmax): small ops, frames and DMA, sampling; the same with
+    warm-up, each tph_step and tph_argmax): small ops, frames and DMA, sampling; the same with
     one KV step growth per step; the time per step natively. ``rows`` > 1: a dump of a
-    batched pass (tpl_step_rows), every figure per row; ``lm`` False: a dump of prompt rows
+    batched pass (tph_step_rows), every figure per row; ``lm`` False: a dump of prompt rows
     (no LM head, no sampling); either: no growth run."""
     def run(*extra):
         cg = OUT / f"callgrind.{dump.stem}{'.' + extra[0] if extra else ''}"
@@ -172,7 +172,7 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
     growth = run("growth")[1] - total if rows == 1 and lm else None
     line = sh([b["exe"], dump, time_tokens]).stdout
     if f" rows {rows} lm {int(lm)} " not in line:
-        raise SystemExit(f"[host-bench] tpl_bench ran another step than {rows} row(s) "
+        raise SystemExit(f"[host-bench] tphbench ran another step than {rows} row(s) "
                          f"{'with' if lm else 'without'} the LM head: {line}")
     ns = float(re.search(r"ns_per_token (\d+)", line).group(1)) / rows
     return {"small_ops": small, "frames_dma": total - small - sampling, "sampling": sampling,
@@ -329,14 +329,14 @@ def numpy_path(fmt: str, ctx: int, tokens: int, time_tokens: int, regions: Path)
 
 ARMV7 = f"arm-linux-gnueabihf-gcc -O2 {' '.join(a9model.board_flags())}; qemu-arm"
 WHERE = {"c": "C on x86-64, the development yardstick (gcc -O2 -march=x86-64: SSE2; callgrind)",
-         "c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with its "
+         "c2": "the batched C step (tph_step_rows: 2 rows in one weight pass, each with its "
                "LM head and sampling; per row) on x86-64 (gcc -O2 -march=x86-64: SSE2; "
                "callgrind)",
-         "armv7c2": "the batched C step (tpl_step_rows: 2 rows in one weight pass, each with "
+         "armv7c2": "the batched C step (tph_step_rows: 2 rows in one weight pass, each with "
                     f"its LM head and sampling; per row) on ARMv7 ({ARMV7})",
-         "cp": "C on x86-64, a prompt row (tpl_step without the LM head and sampling; "
+         "cp": "C on x86-64, a prompt row (tph_step without the LM head and sampling; "
                "gcc -O2 -march=x86-64: SSE2; callgrind)",
-         "c2p": "the batched C step, prompt rows (tpl_step_rows: 2 rows in one weight pass "
+         "c2p": "the batched C step, prompt rows (tph_step_rows: 2 rows in one weight pass "
                 "without the LM head and sampling; per row) on x86-64 (gcc -O2 "
                 "-march=x86-64: SSE2; callgrind)",
          "armv7": f"C on ARMv7, the board build ({ARMV7})",

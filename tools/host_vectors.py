@@ -1,4 +1,4 @@
-"""Write the host kernels' test vectors (generators.runtime.host.vectors) for tph_vectors.c:
+"""Write the host kernels' test vectors (generators.runtime.host.vectors) for tphvectors.c:
 
     python tools/host_vectors.py build/host/vectors.tpv"""
 import argparse

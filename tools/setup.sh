@@ -73,7 +73,7 @@ fi
 
 # The project itself, editable (its dependencies are in the lock above): `import generators`
 # and the `ternary-pynq` command work from any folder. Redone when the packaging files change.
-want_p=$(cat pyproject.toml setup.py generators/runtime/host/csrc/tph*.[ch] generators/runtime/host/csrc/tpl_facts.h | sha1sum | cut -d' ' -f1)
+want_p=$(cat pyproject.toml setup.py generators/runtime/host/csrc/tph*.[ch] generators/runtime/host/csrc/tphfacts.h | sha1sum | cut -d' ' -f1)
 have_p=$(cat .venv/.project.sha1 2>/dev/null || true)
 if [ "$want_p" != "$have_p" ]; then
   say "installing ternary-pynq into .venv, editable (pip install -e . --no-deps; builds the C host kernels)"

@@ -241,7 +241,7 @@ DISPATCH, WORKER_LOOP, WAITING = "tph_worker_run", "worker_main", ("spin_while",
 
 def profile_threads(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
                     log_file: Path) -> dict:
-    """The blocks of a run with the worker thread (tpl_bench threads=2) under qemu-arm, per
+    """The blocks of a run with the worker thread (tphbench threads=2) under qemu-arm, per
     thread (qemu's CPU index in each "Trace" line: 0 the caller's, 1 the worker's), with each
     job's halves told apart in the order each thread ran its blocks: a half starts at the
     entry block of a job function (JOB_FUNCTIONS) entered from DISPATCH (thread 0) or

@@ -14,11 +14,11 @@ A MODEL built from exact parts, nothing wall-clock:
   attention engine's own period for its beats (``decoder_model.pl_attention``);
 * the matrices and attention each at least their bytes at the DDR wall (``contract``), plus
   the host's work per row (``decoder_model.host_ms``: make a9-model's Cortex-A9 model of the
-  board's ARMv7 build at the row's context: a one-row pass the C step's (``tpl_step``), a row
-  of a B > 1 pass the batched C step's per row (``tpl_step_rows``, modelled on 2-row passes);
+  board's ARMv7 build at the row's context: a one-row pass the C step's (``tph_step``), a row
+  of a B > 1 pass the batched C step's per row (``tph_step_rows``, modelled on 2-row passes);
   a row with its LM head and sampling (the a9-model "armv7" and "armv7c2" figures), a prompt
   row without ("armv7p", "armv7c2p")), one formula: ``decoder_model.token_time``.
-The runtime as built runs these passes: its C loop's ``tpl_step_rows`` takes a chunk of V
+The runtime as built runs these passes: its C loop's ``tph_step_rows`` takes a chunk of V
 prompt tokens, or one row per stream, in one weight pass (``Decoder.default_chunk`` = V).
 Figures: docs/results/decode-prefill.json (target "decode", variant "prefill").
 """
@@ -59,7 +59,7 @@ class Schedule:
                  host: str = "armv7"):
 
         self.fmt, self.vectors = fmt, vectors
-        #: the host model per row: "armv7" (the C loop's ARMv7 build: tpl_step for a one-row
+        #: the host model per row: "armv7" (the C loop's ARMv7 build: tph_step for a one-row
         #: pass, its batched step's per-row figure for more rows), as decoder_model.host_ms's
         #: ``build`` (one of its HOST_FIGURES without the row suffixes)
         self.host = host

@@ -199,7 +199,7 @@ def board_target(bitfile: str, download: bool = True, meminfo: str = "/proc/memi
                        int(ov.ip_dict[f"dma_{p}"]["addr_range"])) for p in (0, 1)]
     barrier, why = write_barrier()
     checks.append(("write barrier", barrier is not None,
-                   "the C library's tpl_wmb (DSB ST)" if barrier else why))
+                   "the C library's tph_wmb (DSB ST)" if barrier else why))
     # a board figure only on the board's CPU (pynq over a register model elsewhere: the
     # board image rehearsal, make board-rehearsal)
     label = "measured" if platform.machine() == "armv7l" else \

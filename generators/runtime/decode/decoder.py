@@ -265,7 +265,7 @@ class Decoder:
 
     def argmax(self, logits: np.ndarray) -> int:
         """Greedy sampling: the first maximum (numpy.argmax's index). On the C loop
-        (``loop_now() == "c"``) ``tpl_argmax``, each half of the logits on one core
+        (``loop_now() == "c"``) ``tph_argmax``, each half of the logits on one core
         (docs/runtime.md section 9); else ``hostops.argmax``. The same index either way."""
         if self.loop_now() == "c":
             cl = hostloop.for_runtime(self.be)
@@ -341,7 +341,7 @@ class Decoder:
         LM head runs once, for the rows that ask for logits only. Returns each row's logits
         or None. Each row's arithmetic is a one-token step's, op for op: the logits equal the
         token-by-token path's bit for bit. Runs the loop ``loop_now()`` names: the C loop's
-        ``tpl_step_rows`` or this class's Python loop (the reference)."""
+        ``tph_step_rows`` or this class's Python loop (the reference)."""
         B = len(rows)
         if not 1 <= B <= self.vectors:
             raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
@@ -422,7 +422,7 @@ class Decoder:
 
     def default_chunk(self) -> int:
         """The prefill chunk when none is set: the backend's ``vectors`` (one weight pass
-        for V prompt tokens, on either loop: the C loop's ``tpl_step_rows`` runs a B-row pass
+        for V prompt tokens, on either loop: the C loop's ``tph_step_rows`` runs a B-row pass
         at about a one-token step's host work per row, make host-bench's C rows;
         docs/runtime.md 4.7)."""
         return self.vectors

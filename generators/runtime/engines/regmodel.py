@@ -99,7 +99,7 @@ class Memory:
     def track_order(self) -> None:
         """Record the order of CPU stores and TAILDESC writes: the model of a CPU whose stores
         to uncached DMA memory sit in its write buffer until a barrier (ARMv7: DSB ST; what the
-        C loop's TPL_WMB and DmaRuntime.barrier issue). A store is any byte that differs from
+        C loop's TPH_WMB and DmaRuntime.barrier issue). A store is any byte that differs from
         the copy taken at the last barrier and was not written by a DMA (the DMAs' own writes,
         write and set_word, go to both)."""
         self.order = []

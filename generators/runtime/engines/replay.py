@@ -1,6 +1,6 @@
 """The ``replay`` backend: every output frame the next recorded one of its port (a sampled step's
 engine words), no engine compute: the host's own work per token (``make host-bench``); and the
-dump of one step that ``csrc/tpl_bench.c`` runs on the same device without Python."""
+dump of one step that ``csrc/tphbench.c`` runs on the same device without Python."""
 from __future__ import annotations
 
 import ctypes
@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .cloop import TPL, for_runtime, load_library
+from .cloop import TPH, for_runtime, load_library
 from .plan import memory_plan
 from .registry import register_backend
 from .regmodel import BASE_ADDRESS, Memory
@@ -36,26 +36,26 @@ class ReplayDevice:
 
     def __init__(self, lib, memory, packets: Sequence[Sequence[np.ndarray]]):
         self.lib, self.memory = lib, memory
-        self.mem = np.zeros(lib.tpl_replay_bytes() + 16, np.uint8)
+        self.mem = np.zeros(lib.tph_replay_bytes() + 16, np.uint8)
         self.ptr = self.mem.ctypes.data + (-self.mem.ctypes.data % 16)
-        lib.tpl_replay_init(self.ptr, memory.bytes.ctypes.data, BASE_ADDRESS, memory.size)
+        lib.tph_replay_init(self.ptr, memory.bytes.ctypes.data, BASE_ADDRESS, memory.size)
         self._keep = []
         for p in (0, 1):
             frames = [np.asarray(f, np.uint32) for f in packets[p]]
             words = np.concatenate(frames) if frames else np.zeros(1, np.uint32)
             starts = np.cumsum([0] + [len(f) for f in frames]).astype(np.uint32)
             self._keep += [words, starts]
-            lib.tpl_replay_record(self.ptr, p, words.ctypes.data, starts.ctypes.data,
+            lib.tph_replay_record(self.ptr, p, words.ctypes.data, starts.ctypes.data,
                                   len(frames))
 
     def read(self, dma: int, offset: int) -> int:
         v = ctypes.c_uint32()
-        if self.lib.tpl_replay_read(self.ptr, dma, offset, ctypes.byref(v)):
+        if self.lib.tph_replay_read(self.ptr, dma, offset, ctypes.byref(v)):
             raise ValueError(f"replay device: read of unmodelled register 0x{offset:02X}")
         return v.value
 
     def write(self, dma: int, offset: int, value: int) -> None:
-        if self.lib.tpl_replay_write(self.ptr, dma, offset, int(value) & 0xFFFFFFFF):
+        if self.lib.tph_replay_write(self.ptr, dma, offset, int(value) & 0xFFFFFFFF):
             raise ValueError(f"replay device: write to unmodelled register 0x{offset:02X}")
 
 
@@ -95,13 +95,13 @@ DUMP_MAGIC = b"TPLDUMP1"
 
 
 def write_dump(path, dec, token, logits: bool = True) -> Path:
-    """Everything ``csrc/tpl_bench.c`` needs to run the decoder's next step (position
+    """Everything ``csrc/tphbench.c`` needs to run the decoder's next step (position
     ``dec.pos``, ``token``) without Python, on the replay device: the C loop's table (its
     embedding cut to the token's row, row 0), the frames and kv regions with their offsets in
     DDR, norms, row scales, RoPE tables, KV steps and lengths, the chains' state (every
     channel's next transfer unknown, so the first step starts them), and the recorded words
     (``dec.be`` is a :func:`replay_backend`). ``token`` a list of B > 1 tokens: a batched
-    step of B rows of stream 0 (``tpl_step_rows``; the recorded words one B-row pass's), the
+    step of B rows of stream 0 (``tph_step_rows``; the recorded words one B-row pass's), the
     embedding cut to their rows in order. ``logits=False``: the steps run no LM head (prompt
     rows; the recorded words one such step's or pass's)."""
     tokens = [int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)]
@@ -110,15 +110,15 @@ def write_dump(path, dec, token, logits: bool = True) -> Path:
     cl = for_runtime(rt)
     dev = rt.replay
     table = cl.table.copy()
-    table[TPL.T_EMBED_ROWS] = len(tokens)
-    table[TPL.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
-    table[TPL.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
+    table[TPH.T_EMBED_ROWS] = len(tokens)
+    table[TPH.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
+    table[TPH.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
     emb = rt.model.embedding.blocks
     state = rt.state.copy()
-    state[TPL.S_NEXT:TPL.S_NEXT + 4] = -1
-    state[TPL.S_LINK] = -1
-    state[TPL.S_TIMEOUT_US] = int(rt.timeout_s * 1e6)
-    state[TPL.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
+    state[TPH.S_NEXT:TPH.S_NEXT + 4] = -1
+    state[TPH.S_LINK] = -1
+    state[TPH.S_TIMEOUT_US] = int(rt.timeout_s * 1e6)
+    state[TPH.S_RESET_TIMEOUT_US] = int(rt.reset_timeout_s * 1e6)
     base = rt.memory.bytes.ctypes.data
     sections = [
         ("meta", np.array([rt.memory.size, BASE_ADDRESS, dec.pos, tokens[0], B, int(logits)],

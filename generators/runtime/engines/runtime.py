@@ -60,12 +60,12 @@ def _no_barrier() -> None:
 
 
 def write_barrier() -> Tuple[Optional[Callable[[], None]], str]:
-    """(the C library's tpl_wmb, "") or (None, why not): the CPU's write barrier of the C loop
+    """(the C library's tph_wmb, "") or (None, why not): the CPU's write barrier of the C loop
     (ARMv7: DSB ST, as Linux's wmb(); elsewhere a compiler barrier) for the Python loop."""
     ops, why = hostlib.load()
     if ops is None:
         return None, why
-    f = ops.lib.tpl_wmb
+    f = ops.lib.tph_wmb
     f.restype, f.argtypes = None, []
     return f, ""
 
@@ -108,8 +108,8 @@ class DmaRuntime:
     ``load_weights=False`` (the replay backend) leaves the weights region as allocated: its
     frames are addressed by the descriptors but never read. ``barrier``: the CPU's write
     barrier, issued by the Python loop after its last store into DMA memory and before the
-    TAILDESC writes of every transfer (the C loop's TPL_WMB): on the board the C library's
-    ``tpl_wmb`` (ARMv7 DSB ST, :func:`write_barrier`), on the register model its
+    TAILDESC writes of every transfer (the C loop's TPH_WMB): on the board the C library's
+    ``tph_wmb`` (ARMv7 DSB ST, :func:`write_barrier`), on the register model its
     ``Memory.barrier`` (which records the order), else nothing.
     """
 
@@ -123,7 +123,7 @@ class DmaRuntime:
         self.barrier = barrier if barrier is not None else _no_barrier
         self.timeout_s = timeout_s
         self.reset_timeout_s = RESET_TIMEOUT_S
-        #: state shared with the C loop (hostloop.TPL: S_NEXT 4 words, S_LINK, S_L, timeouts)
+        #: state shared with the C loop (hostloop.TPH: S_NEXT 4 words, S_LINK, S_L, timeouts)
         self.state = np.zeros(8, np.int32)
         self.state[4] = -1
         self._next = self.state[0:4]
@@ -343,7 +343,7 @@ class DmaRuntime:
         self._tx = [self._transfer_table(t) for t in plan.transfers]
         # batched steps (docs/runtime.md 4.7): each transfer's B, each attention transfer's
         # stream, and per channel its last descriptor's NXTDESC word with the ring's target
-        # (shared with the C loop: hostloop.TPL.P_XSTATE, one int32 row each)
+        # (shared with the C loop: hostloop.TPH.P_XSTATE, one int32 row each)
         self.xstate = np.zeros((3, len(plan.transfers)), np.int32)
         self.xstate[0] = 1
         self._vec, self._kv_stream, self._again = self.xstate

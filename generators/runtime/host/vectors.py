@@ -1,9 +1,9 @@
 """Test vectors of the host kernels: inputs with edge cases, the numpy reference's outputs.
 
     python tools/host_vectors.py build/host/vectors.tpv                # then, on any machine:
-    cc -O2 -ffp-contract=off csrc/tph_vectors.c csrc/tphost.c csrc/tphwork.c -lm -pthread \
-        -o tph_vectors
-    ./tph_vectors build/host/vectors.tpv                               # every output bit
+    cc -O2 -ffp-contract=off csrc/tphvectors.c csrc/tphost.c csrc/tphwork.c -lm -pthread \
+        -o tphvectors
+    ./tphvectors build/host/vectors.tpv                               # every output bit
 
 ``cases(seed)`` is the list the tests run through both paths in one process (ctypes); the
 file carries the same cases with the numpy outputs to a C program built elsewhere: under
@@ -12,7 +12,7 @@ file carries the same cases with the numpy outputs to a C program built elsewher
 File format (little-endian): ``b"TPV1"``, u32 case count; per case a 16-byte kernel name
 (NUL-padded), u32 array count, then the arrays, each u32 dtype code (``DTYPES``), u32 element
 count and the elements. Per kernel the arrays are its inputs then its expected outputs, in the
-order ``KERNELS`` lists (tph_vectors.c reads them in that order).
+order ``KERNELS`` lists (tphvectors.c reads them in that order).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3
           np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.uint16): 6,
           np.dtype(np.float64): 7}
 
-#: kernel -> (input names, output names); tph_vectors.c reads the arrays in this order
+#: kernel -> (input names, output names); tphvectors.c reads the arrays in this order
 KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "sumsq": (("x",), ("sum",)),
     "absmax": (("x",), ("rc", "amax")),

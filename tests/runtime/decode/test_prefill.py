@@ -76,7 +76,7 @@ def test_prefill_equals_token_by_token(models, fmt):
 def test_generate_with_prefill_equals_token_by_token(models, fmt):
     """generate(): chunked prompt, then decoding; tokens and the last logits equal, with
     sampling; on the Python loop, and with the C library built on the C loop by default
-    (2-row passes: tpl_step_rows) and token by token (chunk 1: tpl_step)."""
+    (2-row passes: tph_step_rows) and token by token (chunk 1: tph_step)."""
     m = models[fmt]
     ref = Decoder(m, make_backend("golden", m, vectors=1), loop="python")
     want = list(ref.generate(PROMPT, 4, **SAMPLING))
@@ -207,7 +207,7 @@ def test_schedule_counts_the_frames_the_runtime_sends():
 
 def test_schedule_host_per_row_follows_the_pass():
     """make prefill's host model per row: a one-row pass counts the C step's figure
-    (tpl_step), a row of a B > 1 pass the batched C step's per-row figure, a prompt row
+    (tph_step), a row of a B > 1 pass the batched C step's per-row figure, a prompt row
     without the LM head the prompt-row figures (make a9-model's ARMv7 "armv7", "armv7c2",
     "armv7p", "armv7c2p"), each at its row's context; chunk 1 on a V = 2 top is one pass per
     prompt row, each at its L, the LM head for the last only; streams' rows all sample."""
@@ -230,7 +230,7 @@ def test_schedule_host_per_row_follows_the_pass():
 
 
 def test_default_chunk_is_the_vectors_on_both_loops(models):
-    """Both loops run B-row passes (the C loop's tpl_step_rows): a Decoder prefills in
+    """Both loops run B-row passes (the C loop's tph_step_rows): a Decoder prefills in
     chunks of the backend's vectors unless a chunk is set."""
     m = models["int8"]
     for V in (1, 2, 3):

@@ -7,7 +7,7 @@ the Python loop on numpy (the reference, decoder.py / backends.py), on the tiny 
 * the register model in another process (its accesses over a socket, as the rtl backend's;
   tests/runtime/engines/test_runtime_rtl.py runs the C loop on the RTL itself), and the two loops taking
   turns on one runtime (they share its chains' state);
-* the batched step (tpl_step_rows against Decoder.step_rows' Python loop): prefill chunks of
+* the batched step (tph_step_rows against Decoder.step_rows' Python loop): prefill chunks of
   2 and 3 rows, several streams, speculation whose drafts are taken back (the running
   absmax: the rows saved before a requantisation), every word, bit, byte and count equal;
 * the same errors with the same messages: DMA faults twice in a row (the faults survived once
@@ -15,7 +15,7 @@ the Python loop on numpy (the reference, decoder.py / backends.py), on the tiny 
   the same in a batched pass;
 * the replay backend (recorded engine words, no compute: make host-bench's) gives the
   recorded step's logits bit for bit on both loops, and so does the C step without Python
-  (csrc/tpl_bench.c) on x86-64 and on ARMv7 under qemu-arm (32-bit pointers; VFP and NEON
+  (csrc/tphbench.c) on x86-64 and on ARMv7 under qemu-arm (32-bit pointers; VFP and NEON
   builds: the NEON build runs the kernels' NEON bodies);
 * the register interface's direct path (the board's mapped pages), the table's checks, the
   generated facts header.
@@ -48,7 +48,7 @@ from engine_flags import flag_answers  # noqa: E402
 
 ENG = EngineConfig(max_k=512, max_context=32)
 CSRC = hostloop.HERE / "csrc"
-LOOP_SOURCES = [CSRC / "tpl_bench.c", CSRC / "tphloop.c", CSRC / "tphreplay.c",
+LOOP_SOURCES = [CSRC / "tphbench.c", CSRC / "tphloop.c", CSRC / "tphreplay.c",
                 CSRC / "tphost.c", CSRC / "tphwork.c"]
 PROMPT = [1, 2, 3]
 
@@ -107,7 +107,7 @@ def _same_run(a, b):
 
 def test_facts_header_is_current():
     assert hostloop.FACTS.read_text() == hostloop.c_facts(), \
-        "csrc/tpl_facts.h is stale: python tools/tpl_facts.py"
+        "csrc/tphfacts.h is stale: python tools/tphfacts.py"
 
 
 @pytest.mark.parametrize("fmt, sampling", [("int8", {}), ("ternary", {}), ("q4", {}),
@@ -271,7 +271,7 @@ def _run_rows(m, V, loop, what, streams=1):
     ("q4", 3, "speculate", "calibrated"),
 ])
 def test_batched_c_step_equals_the_python_loop(models, fmt, V, what, policy):
-    """tpl_step_rows against Decoder.step_rows' Python loop on numpy: every engine word (each
+    """tph_step_rows against Decoder.step_rows' Python loop on numpy: every engine word (each
     row's attention frames in row order), logit bit and token, the CPU's bytes per step, the
     transfers, TAILDESC writes and register accesses, every stream's KV cache (bytes, steps,
     counts), the speculation's counts, the descriptors in DMA memory word for word and the
@@ -389,7 +389,7 @@ def _record(models, tmp_path_factory, tokens):
     """Q4_1: the prompt on golden (a top of vectors len(tokens)), then a recorded step of the
     tokens at positions 3 .. (one token: ``Decoder.step``; more: one ``step_rows`` pass,
     every row's logits): its engine words per port, its logits, and the decoder state before
-    it; a replay backend in that state, and the dump of that step for csrc/tpl_bench.c."""
+    it; a replay backend in that state, and the dump of that step for csrc/tphbench.c."""
     m, V = models["q4"], len(tokens)
     dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python")
     for t in PROMPT:
@@ -406,7 +406,7 @@ def _record(models, tmp_path_factory, tokens):
         d.pos = len(PROMPT)
         return d
 
-    dump = rp.write_dump(tmp_path_factory.mktemp("dump") / "step.tpl", replay("c"),
+    dump = rp.write_dump(tmp_path_factory.mktemp("dump") / "step.tphdump", replay("c"),
                                tokens[0] if V == 1 else tokens)
     return dict(want=want, replay=replay, dump=dump, packets=packets)
 
@@ -420,7 +420,7 @@ def recorded(models, tmp_path_factory):
 @pytest.fixture(scope="module")
 def recorded_rows(models, tmp_path_factory):
     """A recorded 2-row pass (positions 3 and 4, tokens 4 and 5, the logits of both) on a top
-    of vectors 2 (tpl_step_rows in the dump)."""
+    of vectors 2 (tph_step_rows in the dump)."""
     return _record(models, tmp_path_factory, [4, 5])
 
 
@@ -463,7 +463,7 @@ def _run_bench(cmd, dump, out, threads=1):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_step_without_python_on_x86(recorded, tmp_path, threads):
-    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tpl_bench",
+    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench",
                       ["-march=x86-64"])
     got, out = _run_bench([exe], recorded["dump"], tmp_path / "logits.bin", threads)
     assert _bits_equal(got, recorded["want"]), out
@@ -471,10 +471,10 @@ def test_c_step_without_python_on_x86(recorded, tmp_path, threads):
 
 
 def test_c_step_without_python_kv_rules(recorded, tmp_path):
-    """The dump keeps the decoder's KV rule (fixed steps: nothing requantised); tpl_bench's
+    """The dump keeps the decoder's KV rule (fixed steps: nothing requantised); tphbench's
     "growth" (make host-bench's cost of one step growth) runs the running absmax, so one head's
     cached rows (both port halves, 3 positions) are requantised every step."""
-    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tpl_bench", ["-march=x86-64"])
+    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench", ["-march=x86-64"])
     _, fixed = _run_bench([exe], recorded["dump"], tmp_path / "a.bin")
     assert " requant 0 " in fixed, fixed
     r = subprocess.run([str(exe), str(recorded["dump"]), "2", "growth"], capture_output=True,
@@ -485,16 +485,16 @@ def test_c_step_without_python_kv_rules(recorded, tmp_path):
 
 
 def test_batched_c_step_without_python(recorded_rows, tmp_path):
-    """tpl_bench on a 2-row dump runs tpl_step_rows: both rows' logits bit for bit, on x86-64
+    """tphbench on a 2-row dump runs tph_step_rows: both rows' logits bit for bit, on x86-64
     and on ARMv7 under qemu-arm."""
     want = np.concatenate(recorded_rows["want"])
     last = f"argmax {int(np.argmax(recorded_rows['want'][-1]))} "
-    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tpl_bench", ["-march=x86-64"])
+    exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench", ["-march=x86-64"])
     for threads in (1, 2):
         got, out = _run_bench([exe], recorded_rows["dump"], tmp_path / "logits.bin", threads)
         assert _bits_equal(got, want) and " rows 2 " in out and last in out, out
     armv7.need_arm()
-    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / "tpl_bench_arm",
+    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / "tph_bench_arm",
                       ["-static", "-mcpu=cortex-a9", "-mfpu=vfpv3-d16"])
     for threads in (1, 2):
         got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded_rows["dump"],
@@ -507,9 +507,9 @@ def test_c_step_on_armv7_under_qemu(recorded, tmp_path, fpu):
     """The whole step built for the Cortex-A9 (32-bit pointers, hard float) and run under
     qemu-arm on the replay device: the recorded logits bit for bit."""
     armv7.need_arm()
-    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / f"tpl_bench_{fpu}",
+    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / f"tph_bench_{fpu}",
                       ["-static", "-mcpu=cortex-a9", f"-mfpu={fpu}"])
-    neon = armv7.neon_float(exe, "tpl_abi")
+    neon = armv7.neon_float(exe, "tph_loop_abi")
     if fpu == "neon":        # the board's build: the kernels' NEON bodies
         assert {"tph_rmsnorm", "tph_silu_mul", "tph_dequant_f32"} <= set(neon), sorted(neon)
     else:
@@ -550,58 +550,58 @@ def test_the_c_loop_refuses_more_vectors_than_the_engines_take(models):
     more is refused in one line before any step, and the matrix engines' limit is the
     loop's."""
     from generators.designs.mv_common import MAX_VECTORS
-    from generators.runtime.engines.cloop import TPL
-    assert TPL.MAX_VECTORS == MAX_VECTORS
+    from generators.runtime.engines.cloop import TPH
+    assert TPH.MAX_VECTORS == MAX_VECTORS
     m = models["int8"]
     with pytest.raises(ValueError, match="C loop takes matrix engines of 1..16 vectors"):
         hostloop.for_runtime(make_backend("golden", m, vectors=MAX_VECTORS + 1))
 
 
 def test_the_table_is_checked(models):
-    from generators.runtime.engines.cloop import TPL, CLoop, load_library
+    from generators.runtime.engines.cloop import TPH, CLoop, load_library
     m = models["int8"]
     be = make_backend("golden", m)
     lib = load_library()[0]
     cl = CLoop(be, lib)
     t = cl.table
-    assert lib.tpl_ctx_bytes(t.ctypes.data, len(t)) > 0
-    for word, value in [(TPL.T_MAGIC, 0), (TPL.T_WORDS, len(t) + 1), (TPL.T_KV_ROW, 3),
-                        (TPL.T_PART1, t[TPL.T_PART0]), (TPL.T_N_XFER, 10 ** 6)]:
+    assert lib.tph_ctx_bytes(t.ctypes.data, len(t)) > 0
+    for word, value in [(TPH.T_MAGIC, 0), (TPH.T_WORDS, len(t) + 1), (TPH.T_KV_ROW, 3),
+                        (TPH.T_PART1, t[TPH.T_PART0]), (TPH.T_N_XFER, 10 ** 6)]:
         bad = t.copy()
         bad[word] = value
-        assert lib.tpl_ctx_bytes(bad.ctypes.data, len(bad)) == 0, word
-    for word, value in [(TPL.T_VECTORS, 0), (TPL.T_VECTORS, TPL.MAX_VECTORS + 1),
-                        (TPL.T_STREAMS, 0), (TPL.T_KV_STREAM_BYTES, t[TPL.T_KV_STREAM_BYTES] + 1),
-                        (TPL.T_VEC_OFF, len(t)), (TPL.T_ATTX_OFF, len(t))]:
+        assert lib.tph_ctx_bytes(bad.ctypes.data, len(bad)) == 0, word
+    for word, value in [(TPH.T_VECTORS, 0), (TPH.T_VECTORS, TPH.MAX_VECTORS + 1),
+                        (TPH.T_STREAMS, 0), (TPH.T_KV_STREAM_BYTES, t[TPH.T_KV_STREAM_BYTES] + 1),
+                        (TPH.T_VEC_OFF, len(t)), (TPH.T_ATTX_OFF, len(t))]:
         bad = t.copy()
         bad[word] = value
-        n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))
-        if n:                         # the header holds: tpl_init's whole check refuses it
+        n = lib.tph_ctx_bytes(bad.ctypes.data, len(bad))
+        if n:                         # the header holds: tph_init's whole check refuses it
             mem = np.zeros(n + 16, np.uint8)
             ptr = mem.ctypes.data + (-mem.ctypes.data % 16)
-            assert lib.tpl_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
-                                ctypes.addressof(cl.io)) == TPL.E_ARG, word
+            assert lib.tph_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
+                                ctypes.addressof(cl.io)) == TPH.E_ARG, word
     # the batched records: an attention transfer without one, a matrix transfer with the
     # attention one, a word index outside the frames region
     att = [i for i, r in enumerate(cl._records) if r[0] == 1][0]
     mat = [i for i, r in enumerate(cl._records) if r[0] == 0][0]
-    vec_at, attx_at = int(t[TPL.T_VEC_OFF]), int(t[TPL.T_ATTX_OFF])
+    vec_at, attx_at = int(t[TPH.T_VEC_OFF]), int(t[TPH.T_ATTX_OFF])
     for patch in [(attx_at + att, 0), (attx_at + mat, t[attx_at + att]),
-                  (int(t[vec_at + mat]) + 1, t[TPL.T_FRAMES_BYTES] // 4)]:
+                  (int(t[vec_at + mat]) + 1, t[TPH.T_FRAMES_BYTES] // 4)]:
         bad = t.copy()
         bad[patch[0]] = patch[1]
-        n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))
+        n = lib.tph_ctx_bytes(bad.ctypes.data, len(bad))
         mem = np.zeros(n + 16, np.uint8)
         ptr = mem.ctypes.data + (-mem.ctypes.data % 16)
-        assert lib.tpl_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
-                            ctypes.addressof(cl.io)) == TPL.E_ARG, patch
+        assert lib.tph_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
+                            ctypes.addressof(cl.io)) == TPH.E_ARG, patch
     bad = t.copy()
-    bad[bad[TPL.T_KIND_OFF]] = bad[bad[TPL.T_KIND_OFF] + 1]     # qkv's index -> attention's
-    n = lib.tpl_ctx_bytes(bad.ctypes.data, len(bad))
+    bad[bad[TPH.T_KIND_OFF]] = bad[bad[TPH.T_KIND_OFF] + 1]     # qkv's index -> attention's
+    n = lib.tph_ctx_bytes(bad.ctypes.data, len(bad))
     mem = np.zeros(n + 16, np.uint8)
     ptr = mem.ctypes.data + (-mem.ctypes.data % 16)
-    assert lib.tpl_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
-                        ctypes.addressof(cl.io)) == TPL.E_ARG
+    assert lib.tph_init(ptr, n, bad.ctypes.data, len(bad), ctypes.addressof(cl.ptrs),
+                        ctypes.addressof(cl.io)) == TPH.E_ARG
 
 
 @pytest.mark.parametrize("fmt", ["int8", "q4"])

@@ -334,7 +334,7 @@ def test_score_multiplier_equals_the_golden_model():
 # ------------------------------------------------------------------ builds: x86-64 and ARMv7
 
 def _build(cc, out, extra=()):
-    return armv7.build(cc, [CSRC / "tph_vectors.c", CSRC / "tphost.c", CSRC / "tphwork.c"], out,
+    return armv7.build(cc, [CSRC / "tphvectors.c", CSRC / "tphost.c", CSRC / "tphwork.c"], out,
                        extra)
 
 
@@ -351,7 +351,7 @@ def vectors(tmp_path_factory):
 
 def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
     vec, n = vectors
-    exe = _build("gcc", tmp_path / "tph_vectors", ["-march=x86-64"])
+    exe = _build("gcc", tmp_path / "tphvectors", ["-march=x86-64"])
     rc, out = _run_vectors([str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (64-bit" in out, out
     assert "sse2 bodies, argmax by halves on 2 threads)" in out, out

@@ -1,5 +1,5 @@
 """The C library's second core (generators/runtime/host/csrc/tphwork.c): the argmax by halves
-(the C loop's tpl_argmax) against numpy.argmax on every argmax case of the host vectors, on a
+(the C loop's tph_argmax) against numpy.argmax on every argmax case of the host vectors, on a
 worker thread and on the serial fallback, in this process (x86-64); many jobs in a row (the
 handshake under load); the worker started and joined again. The same cases run on ARMv7 under
 qemu-arm and against a wrong combination in tests/runtime/host/test_hostops.py (the vectors'

@@ -3,9 +3,9 @@
  *
  * Register and DMA memory ordering. The descriptors, x slots and part slots live in DMA memory
  * the CPU maps uncached (the plan's frames and kv regions); the DMA reads them after a
- * TAILDESC write and writes STATUS words and results before DMASR says Idle. TPL_WMB before
+ * TAILDESC write and writes STATUS words and results before DMASR says Idle. TPH_WMB before
  * the TAILDESC writes makes every store of the CPU visible to the DMA first (ARMv7: DSB ST, as
- * Linux's wmb()); TPL_RMB after the polls orders the reads of STATUS words and results after
+ * Linux's wmb()); TPH_RMB after the polls orders the reads of STATUS words and results after
  * the DMASR reads that saw completion (ARMv7: DSB, as rmb()). STATUS words are read through
  * volatile pointers (the DMA writes them while the CPU polls). On x86 (the register models
  * only) both are compiler barriers.
@@ -22,15 +22,15 @@
 
 #include "tphost.h"
 #include "tphwork.h"
-#include "tpl_facts.h"
+#include "tphfacts.h"
 
 
 #if defined(__arm__)
-#define TPL_WMB() __asm__ __volatile__("dsb st" ::: "memory")
-#define TPL_RMB() __asm__ __volatile__("dsb sy" ::: "memory")
+#define TPH_WMB() __asm__ __volatile__("dsb st" ::: "memory")
+#define TPH_RMB() __asm__ __volatile__("dsb sy" ::: "memory")
 #else
-#define TPL_WMB() __asm__ __volatile__("" ::: "memory")
-#define TPL_RMB() __asm__ __volatile__("" ::: "memory")
+#define TPH_WMB() __asm__ __volatile__("" ::: "memory")
+#define TPH_RMB() __asm__ __volatile__("" ::: "memory")
 #endif
 
 /* a job function inlined where the one-row step calls it directly (its stage a constant
@@ -38,13 +38,13 @@
  * worker's function pointer */
 #define INLINE inline __attribute__((always_inline))
 
-#define KIND_XSLOT(k) ((k) == TPL_QKV ? 0u : (k) == TPL_O ? 1u : (k) == TPL_GU ? 2u \
-                       : (k) == TPL_DOWN ? 3u : 4u)
+#define KIND_XSLOT(k) ((k) == TPH_QKV ? 0u : (k) == TPH_O ? 1u : (k) == TPH_GU ? 2u \
+                       : (k) == TPH_DOWN ? 3u : 4u)
 
 typedef struct ctx {
     const uint32_t *t;          /* the table */
     void *const *p;             /* the pointer slots */
-    const tpl_io *io;
+    const tph_io *io;
     uint32_t layers, hidden, mlp, heads, kvh, d, vocab, group, kvdim, context, kv_row;
     uint32_t vectors, streams, stream_bytes, nx;
     float eps;
@@ -56,60 +56,60 @@ typedef struct ctx {
     void *work;                 /* the worker (tphwork.h), 64-byte aligned in the context */
 } ctx_t;
 
-int32_t tpl_abi(void) { return TPL_ABI; }
+int32_t tph_loop_abi(void) { return TPH_LOOP_ABI; }
 
-void tpl_wmb(void) { TPL_WMB(); }
+void tph_wmb(void) { TPH_WMB(); }
 
 /* ------------------------------------------------------------------ table access */
 
 static inline const uint32_t *xfer(const ctx_t *c, uint32_t ti)
 {
-    return c->t + c->t[c->t[TPL_T_XFER_OFF] + ti];
+    return c->t + c->t[c->t[TPH_T_XFER_OFF] + ti];
 }
 
-static inline const uint32_t *x_frames(const uint32_t *X) { return X + TPL_X_FIXED; }
+static inline const uint32_t *x_frames(const uint32_t *X) { return X + TPH_X_FIXED; }
 
 static inline const uint32_t *x_desc(const uint32_t *X)
 {
-    return x_frames(X) + X[TPL_X_FRAMES] * TPL_FRAME_WORDS;
+    return x_frames(X) + X[TPH_X_FRAMES] * TPH_FRAME_WORDS;
 }
 
 static inline const uint32_t *x_tails(const uint32_t *X)
 {
-    return x_desc(X) + X[TPL_X_DESC] * TPL_DESC_WORDS;
+    return x_desc(X) + X[TPH_X_DESC] * TPH_DESC_WORDS;
 }
 
 static inline const uint32_t *x_outs(const uint32_t *X)
 {
-    return x_tails(X) + X[TPL_X_TAILS] * TPL_TAIL_WORDS;
+    return x_tails(X) + X[TPH_X_TAILS] * TPH_TAIL_WORDS;
 }
 
 static inline uint32_t x_words(const uint32_t *X)
 {
-    return TPL_X_FIXED + X[TPL_X_FRAMES] * TPL_FRAME_WORDS + X[TPL_X_DESC] * TPL_DESC_WORDS
-           + X[TPL_X_TAILS] * TPL_TAIL_WORDS + X[TPL_X_OUTS] * TPL_OUT_WORDS;
+    return TPH_X_FIXED + X[TPH_X_FRAMES] * TPH_FRAME_WORDS + X[TPH_X_DESC] * TPH_DESC_WORDS
+           + X[TPH_X_TAILS] * TPH_TAIL_WORDS + X[TPH_X_OUTS] * TPH_OUT_WORDS;
 }
 
 static inline uint32_t kind_xfer(const ctx_t *c, uint32_t layer, uint32_t kind)
 {
-    uint32_t i = layer == TPL_NONE ? c->layers * 5u : layer * 5u + kind;
-    return c->t[c->t[TPL_T_KIND_OFF] + i];
+    uint32_t i = layer == TPH_NONE ? c->layers * 5u : layer * 5u + kind;
+    return c->t[c->t[TPH_T_KIND_OFF] + i];
 }
 
 static inline volatile uint32_t *fwords(const ctx_t *c)
 {
-    return (volatile uint32_t *)c->p[TPL_P_FRAMES];
+    return (volatile uint32_t *)c->p[TPH_P_FRAMES];
 }
 
-static inline uint8_t *fbytes(const ctx_t *c) { return (uint8_t *)c->p[TPL_P_FRAMES]; }
-static inline uint32_t *stats(const ctx_t *c) { return (uint32_t *)c->p[TPL_P_STATS]; }
-static inline int32_t *state(const ctx_t *c) { return (int32_t *)c->p[TPL_P_STATE]; }
-static inline uint32_t *errw(const ctx_t *c) { return (uint32_t *)c->p[TPL_P_ERR]; }
+static inline uint8_t *fbytes(const ctx_t *c) { return (uint8_t *)c->p[TPH_P_FRAMES]; }
+static inline uint32_t *stats(const ctx_t *c) { return (uint32_t *)c->p[TPH_P_STATS]; }
+static inline int32_t *state(const ctx_t *c) { return (int32_t *)c->p[TPH_P_STATE]; }
+static inline uint32_t *errw(const ctx_t *c) { return (uint32_t *)c->p[TPH_P_ERR]; }
 
-static inline uint32_t chan_base(uint32_t ch) { return ch & 1u ? TPL_S2MM : 0u; }
+static inline uint32_t chan_base(uint32_t ch) { return ch & 1u ? TPH_S2MM : 0u; }
 
 /* the shared per-transfer state (DmaRuntime._vec, _kv_stream, _again) */
-static inline int32_t *xs_vec(const ctx_t *c) { return (int32_t *)c->p[TPL_P_XSTATE]; }
+static inline int32_t *xs_vec(const ctx_t *c) { return (int32_t *)c->p[TPH_P_XSTATE]; }
 static inline int32_t *xs_stream(const ctx_t *c) { return xs_vec(c) + c->nx; }
 static inline int32_t *xs_again(const ctx_t *c) { return xs_vec(c) + 2u * c->nx; }
 
@@ -118,7 +118,7 @@ static inline int32_t *xs_again(const ctx_t *c) { return xs_vec(c) + 2u * c->nx;
 static int32_t record(uint32_t *rec, int32_t code, uint32_t transfer, uint32_t ch, uint32_t sr,
                       uint32_t a, uint32_t b, uint32_t c_, uint32_t d)
 {
-    memset(rec, 0, TPL_REC_WORDS * sizeof *rec);
+    memset(rec, 0, TPH_REC_WORDS * sizeof *rec);
     rec[0] = (uint32_t)code;
     rec[1] = transfer;
     rec[2] = ch;
@@ -139,9 +139,9 @@ static int32_t fail(const ctx_t *c, int32_t code, uint32_t transfer, uint32_t ch
 static int32_t value_error(const ctx_t *c, uint32_t op, int32_t rc, double score)
 {
     uint64_t bits = 0;
-    if (op == TPL_V_SCORE)
+    if (op == TPH_V_SCORE)
         memcpy(&bits, &score, sizeof bits);
-    return fail(c, TPL_E_VALUE, TPL_NONE, 0, 0, op, (uint32_t)rc, (uint32_t)bits,
+    return fail(c, TPH_E_VALUE, TPH_NONE, 0, 0, op, (uint32_t)rc, (uint32_t)bits,
                 (uint32_t)(bits >> 32));
 }
 
@@ -156,26 +156,26 @@ static uint64_t now_us(void)
 
 static inline int32_t reg_read(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t *v)
 {
-    stats(c)[TPL_C_READS0 + dma]++;
+    stats(c)[TPH_C_READS0 + dma]++;
     if (c->io->regs[dma]) {
         *v = c->io->regs[dma][off / 4u];
-        return TPL_OK;
+        return TPH_OK;
     }
     if (c->io->read(c->io->ctx, dma, off, v))
-        return fail(c, TPL_E_IO, TPL_NONE, dma * 2u, 0, 0, 0, 0, 0);
-    return TPL_OK;
+        return fail(c, TPH_E_IO, TPH_NONE, dma * 2u, 0, 0, 0, 0, 0);
+    return TPH_OK;
 }
 
 static inline int32_t reg_write(const ctx_t *c, uint32_t dma, uint32_t off, uint32_t v)
 {
-    stats(c)[TPL_C_WRITES0 + dma]++;
+    stats(c)[TPH_C_WRITES0 + dma]++;
     if (c->io->regs[dma]) {
         c->io->regs[dma][off / 4u] = v;
-        return TPL_OK;
+        return TPH_OK;
     }
     if (c->io->write(c->io->ctx, dma, off, v))
-        return fail(c, TPL_E_IO, TPL_NONE, dma * 2u, 0, 0, 0, 0, 0);
-    return TPL_OK;
+        return fail(c, TPH_E_IO, TPH_NONE, dma * 2u, 0, 0, 0, 0, 0);
+    return TPH_OK;
 }
 
 /* sgdma.SgDma.reset of both DMAs, the PL reset, then every channel started at its chain's
@@ -184,102 +184,102 @@ static int32_t reset_all(const ctx_t *c)
 {
     uint32_t dma, ch, a, b, sr;
     int32_t rc;
-    const uint32_t limit = (uint32_t)state(c)[TPL_S_RESET_TIMEOUT_US];
+    const uint32_t limit = (uint32_t)state(c)[TPH_S_RESET_TIMEOUT_US];
     for (dma = 0; dma < 2; dma++) {
         uint64_t deadline = 0;
-        if ((rc = reg_write(c, dma, TPL_DMACR, TPL_CR_RESET)))
+        if ((rc = reg_write(c, dma, TPH_DMACR, TPH_CR_RESET)))
             return rc;
         for (;;) {
-            if ((rc = reg_read(c, dma, TPL_DMACR, &a))
-                || (rc = reg_read(c, dma, TPL_S2MM + TPL_DMACR, &b)))
+            if ((rc = reg_read(c, dma, TPH_DMACR, &a))
+                || (rc = reg_read(c, dma, TPH_S2MM + TPH_DMACR, &b)))
                 return rc;
-            if (!((a | b) & TPL_CR_RESET))
+            if (!((a | b) & TPH_CR_RESET))
                 break;
             if (!deadline)
                 deadline = now_us() + limit;
             else if (now_us() > deadline)
-                return fail(c, TPL_E_RESET, TPL_NONE, dma * 2u, a | b, 1, 0, 0, 0);
+                return fail(c, TPH_E_RESET, TPH_NONE, dma * 2u, a | b, 1, 0, 0, 0);
         }
     }
     if (c->io->pl_reset && c->io->pl_reset(c->io->ctx))
-        return fail(c, TPL_E_IO, TPL_NONE, 0, 0, 0, 0, 0, 0);
+        return fail(c, TPH_E_IO, TPH_NONE, 0, 0, 0, 0, 0, 0);
     for (ch = 0; ch < 4; ch++) {
-        uint32_t base = chan_base(ch), ti = (uint32_t)state(c)[TPL_S_NEXT + ch];
+        uint32_t base = chan_base(ch), ti = (uint32_t)state(c)[TPH_S_NEXT + ch];
         uint64_t deadline = 0;
         dma = ch / 2u;
-        if ((rc = reg_write(c, dma, base + TPL_CURDESC, xfer(c, ti)[TPL_X_FIRST + ch]))
-            || (rc = reg_write(c, dma, base + TPL_DMACR, TPL_CR_RS)))
+        if ((rc = reg_write(c, dma, base + TPH_CURDESC, xfer(c, ti)[TPH_X_FIRST + ch]))
+            || (rc = reg_write(c, dma, base + TPH_DMACR, TPH_CR_RS)))
             return rc;
         for (;;) {
-            if ((rc = reg_read(c, dma, base + TPL_DMASR, &sr)))
+            if ((rc = reg_read(c, dma, base + TPH_DMASR, &sr)))
                 return rc;
-            if (!(sr & TPL_SR_HALTED))
+            if (!(sr & TPH_SR_HALTED))
                 break;
             if (!deadline)
                 deadline = now_us() + limit;
             else if (now_us() > deadline)
-                return fail(c, TPL_E_RESET, TPL_NONE, ch, sr, 2, 0, 0, 0);
+                return fail(c, TPH_E_RESET, TPH_NONE, ch, sr, 2, 0, 0, 0);
         }
     }
-    return TPL_OK;
+    return TPH_OK;
 }
 
 /* ------------------------------------------------------------------ one transfer */
 
 /* DmaRuntime._attempt: clear the STATUS words, TAILDESC per channel (S2MM first), poll, check
  * every descriptor (the first with an error bit or not complete; else the first MM2S one
- * short of its length; else the first S2MM one without RXEOF). TPL_OK, a TPL_E_DMA_* fault
- * (in rec) or TPL_E_IO. */
+ * short of its length; else the first S2MM one without RXEOF). TPH_OK, a TPH_E_DMA_* fault
+ * (in rec) or TPH_E_IO. */
 static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
 {
     const uint32_t *X = xfer(c, ti), *B = x_desc(X), *T = x_tails(X);
-    const uint32_t nb = X[TPL_X_DESC], nt = X[TPL_X_TAILS], dw = TPL_DESC_BYTES / 4u;
+    const uint32_t nb = X[TPH_X_DESC], nt = X[TPH_X_TAILS], dw = TPH_DESC_BYTES / 4u;
     volatile uint32_t *fw = fwords(c);
     uint32_t i, k, s, nd = 0, sr[4] = {0, 0, 0, 0}, pending = (1u << nt) - 1u;
-    uint32_t short_ch = TPL_NONE, short_got = 0, short_want = 0, over_ch = TPL_NONE;
+    uint32_t short_ch = TPH_NONE, short_got = 0, short_want = 0, over_ch = TPH_NONE;
     uint64_t deadline = 0;
     int32_t rc;
     for (k = 0; k < nb; k++) {            /* (locals: a store may alias the table) */
-        volatile uint32_t *st = fw + B[k * TPL_DESC_WORDS + 1];
-        const uint32_t n = B[k * TPL_DESC_WORDS + 2];
+        volatile uint32_t *st = fw + B[k * TPH_DESC_WORDS + 1];
+        const uint32_t n = B[k * TPH_DESC_WORDS + 2];
         for (i = 0; i < n; i++, st += dw)
             *st = 0;
         nd += n;
     }
-    stats(c)[TPL_C_DESC] += 4u * nd;
-    TPL_WMB();
+    stats(c)[TPH_C_DESC] += 4u * nd;
+    TPH_WMB();
     for (i = 0; i < nt; i++) {
-        uint32_t ch = T[i * TPL_TAIL_WORDS];
-        if ((rc = reg_write(c, ch / 2u, chan_base(ch) + TPL_TAILDESC, T[i * TPL_TAIL_WORDS + 1])))
+        uint32_t ch = T[i * TPH_TAIL_WORDS];
+        if ((rc = reg_write(c, ch / 2u, chan_base(ch) + TPH_TAILDESC, T[i * TPH_TAIL_WORDS + 1])))
             return rc;
     }
-    stats(c)[TPL_C_TAILS] += nt;
+    stats(c)[TPH_C_TAILS] += nt;
     while (pending) {
         for (i = 0; i < nt; i++) {
-            uint32_t ch = T[i * TPL_TAIL_WORDS];
+            uint32_t ch = T[i * TPH_TAIL_WORDS];
             if (!(pending & (1u << i)))
                 continue;
-            if ((rc = reg_read(c, ch / 2u, chan_base(ch) + TPL_DMASR, &s)))
+            if ((rc = reg_read(c, ch / 2u, chan_base(ch) + TPH_DMASR, &s)))
                 return rc;
             sr[ch] = s;
-            if (s & TPL_SR_ERRORS)
-                return record(rec, TPL_E_DMA_ERRBIT, ti, ch, s, 0, 0, 0, 0);
-            if (s & TPL_SR_HALTED)
-                return record(rec, TPL_E_DMA_HALTED, ti, ch, s, 0, 0, 0, 0);
-            if ((s & TPL_SR_IDLE) && (fw[T[i * TPL_TAIL_WORDS + 2]] & TPL_ST_CMPLT))
+            if (s & TPH_SR_ERRORS)
+                return record(rec, TPH_E_DMA_ERRBIT, ti, ch, s, 0, 0, 0, 0);
+            if (s & TPH_SR_HALTED)
+                return record(rec, TPH_E_DMA_HALTED, ti, ch, s, 0, 0, 0, 0);
+            if ((s & TPH_SR_IDLE) && (fw[T[i * TPH_TAIL_WORDS + 2]] & TPH_ST_CMPLT))
                 pending &= ~(1u << i);
         }
         if (!pending)
             break;
         if (!deadline) {
-            deadline = now_us() + (uint32_t)state(c)[TPL_S_TIMEOUT_US];
+            deadline = now_us() + (uint32_t)state(c)[TPH_S_TIMEOUT_US];
         } else if (now_us() > deadline) {
-            uint32_t first = TPL_NONE, others = 0;
+            uint32_t first = TPH_NONE, others = 0;
             for (i = 0; i < nt; i++) {
-                uint32_t ch = T[i * TPL_TAIL_WORDS];
+                uint32_t ch = T[i * TPH_TAIL_WORDS];
                 if (!(pending & (1u << i)))
                     continue;
-                if (first == TPL_NONE) {
+                if (first == TPH_NONE) {
                     first = ch;
                 } else {
                     rec[5 + 2 * others] = ch;
@@ -287,91 +287,91 @@ static int32_t attempt(const ctx_t *c, uint32_t ti, uint32_t *rec)
                     others++;
                 }
             }
-            rec[0] = TPL_E_DMA_HANG;
+            rec[0] = TPH_E_DMA_HANG;
             rec[1] = ti;
             rec[2] = first;
             rec[3] = sr[first];
             rec[4] = others;
-            for (i = 5 + 2 * others; i < TPL_REC_WORDS; i++)
+            for (i = 5 + 2 * others; i < TPH_REC_WORDS; i++)
                 rec[i] = 0;
-            return TPL_E_DMA_HANG;
+            return TPH_E_DMA_HANG;
         }
     }
-    TPL_RMB();
+    TPH_RMB();
     {                                   /* the common case first: every descriptor good */
         uint32_t anomaly = 0, reads = nd;
         for (k = 0; k < nb; k++) {
-            const uint32_t n = B[k * TPL_DESC_WORDS + 2];
-            volatile uint32_t *desc = fw + B[k * TPL_DESC_WORDS + 1] - TPL_D_STATUS;
-            if (B[k * TPL_DESC_WORDS] & 1u) {
+            const uint32_t n = B[k * TPH_DESC_WORDS + 2];
+            volatile uint32_t *desc = fw + B[k * TPH_DESC_WORDS + 1] - TPH_D_STATUS;
+            if (B[k * TPH_DESC_WORDS] & 1u) {
                 for (i = 0; i < n; i++, desc += dw)
-                    anomaly |= (desc[TPL_D_STATUS] & (TPL_ST_CMPLT | TPL_ST_ERRORS | TPL_ST_RXEOF))
-                               ^ (TPL_ST_CMPLT | TPL_ST_RXEOF);
+                    anomaly |= (desc[TPH_D_STATUS] & (TPH_ST_CMPLT | TPH_ST_ERRORS | TPH_ST_RXEOF))
+                               ^ (TPH_ST_CMPLT | TPH_ST_RXEOF);
             } else {
                 reads += n;
                 for (i = 0; i < n; i++, desc += dw) {
-                    s = desc[TPL_D_STATUS];
-                    anomaly |= ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) ^ TPL_ST_CMPLT)
-                               | ((s ^ desc[TPL_D_CONTROL]) & TPL_LEN_MASK);
+                    s = desc[TPH_D_STATUS];
+                    anomaly |= ((s & (TPH_ST_CMPLT | TPH_ST_ERRORS)) ^ TPH_ST_CMPLT)
+                               | ((s ^ desc[TPH_D_CONTROL]) & TPH_LEN_MASK);
                 }
             }
         }
-        stats(c)[TPL_C_READ] += 4u * reads;
+        stats(c)[TPH_C_READ] += 4u * reads;
         if (!anomaly)
-            return TPL_OK;
+            return TPH_OK;
     }
     for (k = 0; k < nb; k++) {          /* which one, in the Python loop's order */
-        const uint32_t ch = B[k * TPL_DESC_WORDS], n = B[k * TPL_DESC_WORDS + 2];
-        volatile uint32_t *desc = fw + B[k * TPL_DESC_WORDS + 1] - TPL_D_STATUS;
+        const uint32_t ch = B[k * TPH_DESC_WORDS], n = B[k * TPH_DESC_WORDS + 2];
+        volatile uint32_t *desc = fw + B[k * TPH_DESC_WORDS + 1] - TPH_D_STATUS;
         for (i = 0; i < n; i++, desc += dw) {
-            s = desc[TPL_D_STATUS];
-            if ((s & (TPL_ST_CMPLT | TPL_ST_ERRORS)) != TPL_ST_CMPLT)
-                return record(rec, TPL_E_DMA_DESC, ti, ch, sr[ch], s, 0, 0, 0);
+            s = desc[TPH_D_STATUS];
+            if ((s & (TPH_ST_CMPLT | TPH_ST_ERRORS)) != TPH_ST_CMPLT)
+                return record(rec, TPH_E_DMA_DESC, ti, ch, sr[ch], s, 0, 0, 0);
             if (!(ch & 1u)) {             /* MM2S: the whole length (its CONTROL word) */
-                uint32_t want = desc[TPL_D_CONTROL] & TPL_LEN_MASK;
-                if ((s & TPL_LEN_MASK) != want && short_ch == TPL_NONE) {
+                uint32_t want = desc[TPH_D_CONTROL] & TPH_LEN_MASK;
+                if ((s & TPH_LEN_MASK) != want && short_ch == TPH_NONE) {
                     short_ch = ch;
-                    short_got = s & TPL_LEN_MASK;
+                    short_got = s & TPH_LEN_MASK;
                     short_want = want;
                 }
-            } else if (!(s & TPL_ST_RXEOF) && over_ch == TPL_NONE) {
+            } else if (!(s & TPH_ST_RXEOF) && over_ch == TPH_NONE) {
                 over_ch = ch;             /* S2MM: an output frame longer than its slot */
             }
         }
     }
-    if (short_ch != TPL_NONE)
-        return record(rec, TPL_E_DMA_SHORT, ti, short_ch, sr[short_ch], short_got, short_want,
+    if (short_ch != TPH_NONE)
+        return record(rec, TPH_E_DMA_SHORT, ti, short_ch, sr[short_ch], short_got, short_want,
                       0, 0);
-    if (over_ch != TPL_NONE)
-        return record(rec, TPL_E_DMA_OVER, ti, over_ch, sr[over_ch], 0, 0, 0, 0);
-    return TPL_OK;
+    if (over_ch != TPH_NONE)
+        return record(rec, TPH_E_DMA_OVER, ti, over_ch, sr[over_ch], 0, 0, 0, 0);
+    return TPH_OK;
 }
 
-static int is_dma_fault(int32_t rc) { return rc >= TPL_E_DMA_ERRBIT && rc <= TPL_E_DMA_OVER; }
+static int is_dma_fault(int32_t rc) { return rc >= TPH_E_DMA_ERRBIT && rc <= TPH_E_DMA_OVER; }
 
 /* DmaRuntime.run: the chain's order checked, the attempt, on a fault a reset and a second
  * attempt; the channels' next transfers */
 static int32_t run(const ctx_t *c, uint32_t ti)
 {
     const uint32_t *X = xfer(c, ti), *T = x_tails(X);
-    const uint32_t nt = X[TPL_X_TAILS];
+    const uint32_t nt = X[TPH_X_TAILS];
     int32_t *s = state(c);
     uint32_t *err = errw(c), i;
     int32_t rc;
     for (i = 0; i < nt; i++) {
-        uint32_t ch = T[i * TPL_TAIL_WORDS];
-        if ((uint32_t)s[TPL_S_NEXT + ch] != ti)
-            return fail(c, TPL_E_ORDER, ti, ch, 0, (uint32_t)s[TPL_S_NEXT + ch], 0, 0, 0);
+        uint32_t ch = T[i * TPH_TAIL_WORDS];
+        if ((uint32_t)s[TPH_S_NEXT + ch] != ti)
+            return fail(c, TPH_E_ORDER, ti, ch, 0, (uint32_t)s[TPH_S_NEXT + ch], 0, 0, 0);
     }
     if (c->io->hook && c->io->hook(c->io->ctx, ti, 0))
-        return fail(c, TPL_E_IO, ti, 0, 0, 0, 0, 0, 0);
+        return fail(c, TPH_E_IO, ti, 0, 0, 0, 0, 0, 0);
     rc = attempt(c, ti, err);
     if (is_dma_fault(rc)) {
-        uint32_t k = err[TPL_ERR_NRETRIED];
-        if (k < TPL_ERR_RETRIED)
-            memcpy(err + TPL_ERR_REC + k * TPL_REC_WORDS, err, TPL_REC_WORDS * sizeof *err);
-        err[TPL_ERR_NRETRIED] = k + 1;
-        stats(c)[TPL_C_RETRIES]++;
+        uint32_t k = err[TPH_ERR_NRETRIED];
+        if (k < TPH_ERR_RETRIED)
+            memcpy(err + TPH_ERR_REC + k * TPH_REC_WORDS, err, TPH_REC_WORDS * sizeof *err);
+        err[TPH_ERR_NRETRIED] = k + 1;
+        stats(c)[TPH_C_RETRIES]++;
         if ((rc = reset_all(c)))
             return rc;
         rc = attempt(c, ti, err);
@@ -379,17 +379,17 @@ static int32_t run(const ctx_t *c, uint32_t ti)
     if (rc)
         return rc;
     if (c->io->hook && c->io->hook(c->io->ctx, ti, 1))
-        return fail(c, TPL_E_IO, ti, 0, 0, 0, 0, 0, 0);
+        return fail(c, TPH_E_IO, ti, 0, 0, 0, 0, 0, 0);
     {   /* a batched step's attention block run again: the same transfer next */
-        const uint32_t next = xs_again(c)[ti] ? TPL_NONE
-                              : s[TPL_S_LINK] == 1 ? TPL_X_NEXT_LOGITS : TPL_X_NEXT_BODY;
+        const uint32_t next = xs_again(c)[ti] ? TPH_NONE
+                              : s[TPH_S_LINK] == 1 ? TPH_X_NEXT_LOGITS : TPH_X_NEXT_BODY;
         for (i = 0; i < nt; i++) {
-            uint32_t ch = T[i * TPL_TAIL_WORDS];
-            s[TPL_S_NEXT + ch] = next == TPL_NONE ? (int32_t)ti : (int32_t)X[next + ch];
+            uint32_t ch = T[i * TPH_TAIL_WORDS];
+            s[TPH_S_NEXT + ch] = next == TPH_NONE ? (int32_t)ti : (int32_t)X[next + ch];
         }
     }
-    stats(c)[TPL_C_TRANSFERS]++;
-    return TPL_OK;
+    stats(c)[TPH_C_TRANSFERS]++;
+    return TPH_OK;
 }
 
 /* the words an S2MM descriptor received into its slot (the trace copies them) */
@@ -397,16 +397,16 @@ static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n
                                 uint32_t trow)
 {
     const uint32_t *w = (const uint32_t *)fbytes(c) + out[3];
-    uint32_t *trace = (uint32_t *)c->p[TPL_P_TRACE], *trace_n = (uint32_t *)c->p[TPL_P_TRACE_N];
+    uint32_t *trace = (uint32_t *)c->p[TPH_P_TRACE], *trace_n = (uint32_t *)c->p[TPH_P_TRACE_N];
     /* the bytes received, at most the slot (a DMA never writes past its descriptor's
-     * length; tpl_init checked the descriptor's length against the region) */
-    uint32_t cap = (fwords(c)[out[2] - TPL_D_STATUS + TPL_D_CONTROL] & TPL_LEN_MASK) >> 2;
-    *n = (fwords(c)[out[2]] & TPL_LEN_MASK) >> 2;
+     * length; tph_init checked the descriptor's length against the region) */
+    uint32_t cap = (fwords(c)[out[2] - TPH_D_STATUS + TPH_D_CONTROL] & TPH_LEN_MASK) >> 2;
+    *n = (fwords(c)[out[2]] & TPH_LEN_MASK) >> 2;
     *n = *n < cap ? *n : cap;
-    stats(c)[TPL_C_READ] += 4u * *n;
+    stats(c)[TPH_C_READ] += 4u * *n;
     if (trace && trace_n) {
-        memcpy(trace + trow * c->t[TPL_T_TRACE_WORDS] + out[4], w, *n * sizeof *w);
-        trace_n[trow * c->t[TPL_T_TRACE_OUTS] + out[5]] = *n;
+        memcpy(trace + trow * c->t[TPH_T_TRACE_WORDS] + out[4], w, *n * sizeof *w);
+        trace_n[trow * c->t[TPH_T_TRACE_OUTS] + out[5]] = *n;
     }
     return w;
 }
@@ -418,7 +418,7 @@ static const uint32_t *received(const ctx_t *c, const uint32_t *out, uint32_t *n
  * descriptor at the vectors word and B vectors (or vector 0 alone) */
 static void set_vectors(const ctx_t *c, uint32_t ti, uint32_t B)
 {
-    const uint32_t off = c->t[c->t[TPL_T_VEC_OFF] + ti];
+    const uint32_t off = c->t[c->t[TPH_T_VEC_OFF] + ti];
     volatile uint32_t *fw = fwords(c);
     int32_t *vec = xs_vec(c);
     const uint32_t *M;
@@ -427,14 +427,14 @@ static void set_vectors(const ctx_t *c, uint32_t ti, uint32_t B)
         return;
     n = c->t[off];
     M = c->t + off + 1u;
-    for (i = 0; i < n; i++, M += TPL_VEC_WORDS) {
+    for (i = 0; i < n; i++, M += TPH_VEC_WORDS) {
         const uint32_t hw = M[0], xw = M[1];
         const uint32_t len = B == 1u ? M[5] : 8u + B * M[5];
-        fw[hw + TPL_D_BUFFER] = B == 1u ? M[2] : M[3];
-        fw[xw + TPL_D_BUFFER] = B == 1u ? M[4] : M[4] - 8u;
-        fw[xw + TPL_D_CONTROL] = (fw[xw + TPL_D_CONTROL] & ~TPL_LEN_MASK) | len;
+        fw[hw + TPH_D_BUFFER] = B == 1u ? M[2] : M[3];
+        fw[xw + TPH_D_BUFFER] = B == 1u ? M[4] : M[4] - 8u;
+        fw[xw + TPH_D_CONTROL] = (fw[xw + TPH_D_CONTROL] & ~TPH_LEN_MASK) | len;
     }
-    stats(c)[TPL_C_DESC] += 12u * n;
+    stats(c)[TPH_C_DESC] += 12u * n;
     vec[ti] = (int32_t)B;
 }
 
@@ -444,27 +444,27 @@ static void set_vectors(const ctx_t *c, uint32_t ti, uint32_t B)
 static void set_attention(const ctx_t *c, uint32_t ti, uint32_t stream, uint32_t L,
                           uint32_t again)
 {
-    const uint32_t *A = c->t + c->t[c->t[TPL_T_ATTX_OFF] + ti];
+    const uint32_t *A = c->t + c->t[c->t[TPH_T_ATTX_OFF] + ti];
     const uint32_t nctrl = A[0], *ctrl = A + 1, nkv = A[1u + nctrl], *kvb = A + 2u + nctrl;
     const uint32_t nlink = kvb[2u * nkv], *link = kvb + 2u * nkv + 1u, n = L * c->kv_row;
     volatile uint32_t *fw = fwords(c);
     uint32_t i;
     for (i = 0; i < nctrl; i++)
-        fw[ctrl[i] & 0x7FFFFFFFu] = n | (ctrl[i] >> 31 ? TPL_CTRL_EOF : 0u);
+        fw[ctrl[i] & 0x7FFFFFFFu] = n | (ctrl[i] >> 31 ? TPH_CTRL_EOF : 0u);
     if ((uint32_t)xs_stream(c)[ti] != stream) {
         for (i = 0; i < nkv; i++)
             fw[kvb[2u * i]] = kvb[2u * i + 1u] + stream * c->stream_bytes;
         xs_stream(c)[ti] = (int32_t)stream;
-        stats(c)[TPL_C_DESC] += 4u * nkv;
+        stats(c)[TPH_C_DESC] += 4u * nkv;
     }
     if ((uint32_t)xs_again(c)[ti] != again) {
         for (i = 0; i < nlink; i++)
             fw[link[4u * i + 1u]] = again ? link[4u * i + 3u] : link[4u * i + 2u];
         xs_again(c)[ti] = (int32_t)again;
-        stats(c)[TPL_C_DESC] += 4u * nlink;
+        stats(c)[TPH_C_DESC] += 4u * nlink;
     }
-    stats(c)[TPL_C_DESC] += 4u * nctrl;
-    state(c)[TPL_S_L] = (int32_t)L;
+    stats(c)[TPH_C_DESC] += 4u * nctrl;
+    state(c)[TPH_S_L] = (int32_t)L;
 }
 
 /* DmaRuntime.restore_chains: every transfer back to one-vector frames, every attention
@@ -474,7 +474,7 @@ static void restore_chains(const ctx_t *c)
     uint32_t ti, i;
     volatile uint32_t *fw = fwords(c);
     for (ti = 0; ti < c->nx; ti++) {
-        const uint32_t aoff = c->t[c->t[TPL_T_ATTX_OFF] + ti];
+        const uint32_t aoff = c->t[c->t[TPH_T_ATTX_OFF] + ti];
         if (aoff) {
             const uint32_t *A = c->t + aoff, nctrl = A[0], nkv = A[1u + nctrl];
             const uint32_t *kvb = A + 2u + nctrl, nlink = kvb[2u * nkv];
@@ -495,7 +495,7 @@ static void restore_chains(const ctx_t *c)
 static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, uint32_t what,
                            uint32_t st, uint32_t n, uint32_t rows, uint32_t B)
 {
-    int32_t rc = fail(c, TPL_E_MATRIX, ti, f, p, what, st, n, rows);
+    int32_t rc = fail(c, TPH_E_MATRIX, ti, f, p, what, st, n, rows);
     errw(c)[8] = B;
     return rc;
 }
@@ -506,9 +506,9 @@ static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, 
 static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
                          uint32_t B, float *const *out)
 {
-    const float *scales = (const float *)c->p[TPL_P_SCALES] + fr[4];
+    const float *scales = (const float *)c->p[TPH_P_SCALES] + fr[4];
     const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
-    float *y[TPL_MAX_VECTORS];
+    float *y[TPH_MAX_VECTORS];
     uint32_t j;
     if (B == 1u) {
         if (fr[1])                        /* Q4_1 rows: float32 sums */
@@ -547,7 +547,7 @@ typedef struct {
     const float *x;
     int8_t *slot;
     uint32_t xstride, k, xs, B;
-    int32_t rc[TPL_MAX_VECTORS];
+    int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
 
 static INLINE void quant_part(void *arg, uint32_t part)
@@ -574,7 +574,7 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
 {
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X), xs = (k + 7u) & ~7u;
-    int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPL_T_XSLOT_OFF] + KIND_XSLOT(kind)];
+    int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
     quant_job qj;                         /* (rc[j < B] written by quant_part) */
@@ -591,38 +591,38 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
         quant_part(&qj, 0u);
     for (j = 0; j < B; j++)               /* the first row's error, as one after the other */
         if (qj.rc[j])
-            return value_error(c, TPL_V_QUANTISE, qj.rc[j], 0.0);
+            return value_error(c, TPH_V_QUANTISE, qj.rc[j], 0.0);
     if (batched)
         set_vectors(c, ti, B);
     if (B > 1u) {
         const uint32_t vw[2] = {B, 0};
         memcpy(slot - 8, vw, 8);
-        stats(c)[TPL_C_X] += 8u + B * xs;
+        stats(c)[TPH_C_X] += 8u + B * xs;
     } else {
-        stats(c)[TPL_C_X] += k;
+        stats(c)[TPH_C_X] += k;
     }
-    if (kind == TPL_LM)                   /* the worker spins by the time the logits come */
+    if (kind == TPH_LM)                   /* the worker spins by the time the logits come */
         tph_worker_wake(c->work);
     if ((rc = run(c, ti)))
         return rc;
-    for (f = 0; f < X[TPL_X_FRAMES]; f++) {
-        const uint32_t *fr = F + f * TPL_FRAME_WORDS;
+    for (f = 0; f < X[TPH_X_FRAMES]; f++) {
+        const uint32_t *fr = F + f * TPH_FRAME_WORDS;
         const uint32_t *w[2];
         for (p = 0; p < 2; p++) {
-            const uint32_t *o = O + (2u * f + p) * TPL_OUT_WORDS;
+            const uint32_t *o = O + (2u * f + p) * TPH_OUT_WORDS;
             uint32_t n, st, rows = fr[2 + p];
             w[p] = received(c, o, &n, 0);
             if (n == 0)
-                return matrix_fail(c, ti, f, p, TPL_W_NONE, 0, 0, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_NONE, 0, 0, rows, B);
             st = w[p][n - 1];
             if ((st >> 8) & 0xFFu)
-                return matrix_fail(c, ti, f, p, TPL_W_FLAGS, st, n, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_FLAGS, st, n, rows, B);
             if ((st >> 16) != rows || n != rows * B + 1u)
-                return matrix_fail(c, ti, f, p, TPL_W_COUNT, st, n, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_COUNT, st, n, rows, B);
             if ((st & 0xFFu) != fr[0])
-                return matrix_fail(c, ti, f, p, TPL_W_TAG, st, n, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_TAG, st, n, rows, B);
         }
-        if (kind == TPL_LM || B > 1u) {   /* both cores: a port each */
+        if (kind == TPH_LM || B > 1u) {   /* both cores: a port each */
             const port_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
             tph_worker_run(c->work, port_half, (void *)&job, 0u);
         } else {
@@ -630,22 +630,22 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
                 dequant_port(c, fr, w[p], p, B, out + f * B);
         }
     }
-    return TPL_OK;
+    return TPH_OK;
 }
 
 /* KVCache._append of one K or V row of one (layer, KV head) at position t: the step (fixed,
  * or the running absmax's, with the cached rows of both port halves requantised when it
  * grew), the row quantised and written as the attention engine reads it (element
  * 16 j + 8 p + b: byte 8 j + b of port p's row) */
-static int32_t kv_one(const ctx_t *c, tpl_row *row, uint32_t which, uint32_t layer,
+static int32_t kv_one(const ctx_t *c, tph_row *row, uint32_t which, uint32_t layer,
                       uint32_t head, uint32_t t, const float *x, float *stp)
 {
-    int8_t *kv = (int8_t *)c->p[TPL_P_KV] + row->stream * c->stream_bytes;
+    int8_t *kv = (int8_t *)c->p[TPH_P_KV] + row->stream * c->stream_bytes;
     const uint32_t block = c->context * c->kv_row;
     float step = *stp, ratio = 0.0f;
     uint32_t port, j;
     int32_t rc;
-    if (c->t[TPL_T_KV_FIXED]) {
+    if (c->t[TPH_T_KV_FIXED]) {
         /* the fixed step: no growth, no requantisation; the values beyond 127 steps (stored
          * as +-127 by tph_kv_row) counted as KVCache._append counts them, in double:
          * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits). The row's
@@ -654,28 +654,28 @@ static int32_t kv_one(const ctx_t *c, tpl_row *row, uint32_t which, uint32_t lay
          * scalar loop runs only then */
         float amax;
         if ((rc = tph_absmax(x, c->d, &amax)) < 0)
-            return value_error(c, TPL_V_KV_STEP, rc, 0.0);
+            return value_error(c, TPH_V_KV_STEP, rc, 0.0);
         if (step > 0.0f && (double)amax > 127.5 * (double)step) {
             const double lim = 127.5 * (double)step;
             uint32_t i, n = 0;
             for (i = 0; i < c->d; i++)
                 n += (double)fabsf(x[i]) > lim;
-            stats(c)[TPL_C_CLIPPED] += n;
+            stats(c)[TPH_C_CLIPPED] += n;
             row->kv_clipped += n;
         }
     } else if ((rc = tph_kv_step(x, c->d, &step, &ratio)) < 0)
-        return value_error(c, TPL_V_KV_STEP, rc, 0.0);
+        return value_error(c, TPH_V_KV_STEP, rc, 0.0);
     if (ratio > 0.0f && t) {
         if (row->kv_rows && c->io->kv_save && c->io->kv_save(c->io->ctx, which, layer, head))
-            return fail(c, TPL_E_IO, TPL_NONE, 0, 0, 0, 0, 0, 0);
+            return fail(c, TPH_E_IO, TPH_NONE, 0, 0, 0, 0, 0, 0);
         for (port = 0; port < 2; port++) {
             int8_t *rows = kv + (((port * 2u + which) * c->layers + layer) * c->kvh + head) * block;
             if ((rc = tph_kv_requantise(rows, t * c->kv_row, ratio)))
-                return value_error(c, TPL_V_KV_REQUANT, rc, 0.0);
+                return value_error(c, TPH_V_KV_REQUANT, rc, 0.0);
         }
-        stats(c)[TPL_C_REQUANT] += t * c->d;
+        stats(c)[TPH_C_REQUANT] += t * c->d;
         row->kv_requantised += t * c->d;
-        stats(c)[TPL_C_GROWTHS]++;
+        stats(c)[TPH_C_GROWTHS]++;
     }
     *stp = step;
     tph_kv_row(x, c->d, step, c->row);
@@ -687,12 +687,12 @@ static int32_t kv_one(const ctx_t *c, tpl_row *row, uint32_t which, uint32_t lay
         for (j = 0; j < words; j++)
             memcpy(dst + 8u * j, src + 16u * j, 8);
     }
-    stats(c)[TPL_C_KV] += c->d;
+    stats(c)[TPH_C_KV] += c->d;
     row->kv_written += c->d;
-    return TPL_OK;
+    return TPH_OK;
 }
 
-static int32_t kv_append(const ctx_t *c, tpl_row *row, uint32_t layer, const float *k,
+static int32_t kv_append(const ctx_t *c, tph_row *row, uint32_t layer, const float *k,
                          const float *v)
 {
     int64_t *len = row->length;
@@ -700,7 +700,7 @@ static int32_t kv_append(const ctx_t *c, tpl_row *row, uint32_t layer, const flo
     uint32_t h, t;
     int32_t rc;
     if (len[layer] < 0 || len[layer] >= (int64_t)c->context)
-        return fail(c, TPL_E_CONTEXT, TPL_NONE, layer, 0, (uint32_t)len[layer], 0, 0, 0);
+        return fail(c, TPH_E_CONTEXT, TPH_NONE, layer, 0, (uint32_t)len[layer], 0, 0, 0);
     t = (uint32_t)len[layer];
     for (h = 0; h < c->kvh; h++) {
         if ((rc = kv_one(c, row, 0, layer, h, t, k + h * c->d, ks + layer * c->kvh + h))
@@ -708,10 +708,10 @@ static int32_t kv_append(const ctx_t *c, tpl_row *row, uint32_t layer, const flo
             return rc;
     }
     len[layer] = t + 1;
-    return TPL_OK;
+    return TPH_OK;
 }
 
-/* a little-endian 64-bit word (tpl_init refuses a big-endian host) */
+/* a little-endian 64-bit word (tph_init refuses a big-endian host) */
 static inline void put64(uint8_t *dst, uint64_t v)
 {
     memcpy(dst, &v, 8);
@@ -721,33 +721,33 @@ static inline void put64(uint8_t *dst, uint64_t v)
  * header block (golden.attention.pack_header) and q split by port into the part slots
  * (packing.split_attention_frame: port 0 the even 8-byte words, port 1 the route word and
  * the odd ones); the transfer; every frame's words checked and turned into real values */
-static int32_t attention(const ctx_t *c, const tpl_row *row, uint32_t layer, const float *q,
+static int32_t attention(const ctx_t *c, const tph_row *row, uint32_t layer, const float *q,
                          float *att, uint32_t trow)
 {
-    const uint32_t ti = kind_xfer(c, layer, TPL_ATT), *X = xfer(c, ti), *F = x_frames(X),
+    const uint32_t ti = kind_xfer(c, layer, TPH_ATT), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X), *T = c->t;
-    const uint32_t G = c->group, d = c->d, hb = T[TPL_T_HDR_BYTES], L =
+    const uint32_t G = c->group, d = c->d, hb = T[TPH_T_HDR_BYTES], L =
         (uint32_t)row->length[layer];
     const float *ks = row->k_step, *vs = row->v_step;
     uint8_t *fb = fbytes(c);
     uint32_t h, g, j, beats = (hb + G * d) / 16u;
     int32_t rc;
     for (h = 0; h < c->kvh; h++) {
-        const uint32_t tag = F[h * TPL_FRAME_WORDS];
-        uint8_t *part0 = fb + T[T[TPL_T_PART_OFF] + 2u * h];
-        uint8_t *part1 = fb + T[T[TPL_T_PART_OFF] + 2u * h + 1u];
+        const uint32_t tag = F[h * TPH_FRAME_WORDS];
+        uint8_t *part0 = fb + T[T[TPH_T_PART_OFF] + 2u * h];
+        uint8_t *part1 = fb + T[T[TPH_T_PART_OFF] + 2u * h + 1u];
         rc = tph_quantise_rows(q + h * G * d, G, d, (int8_t *)c->block + hb, c->sq);
         if (rc)
-            return value_error(c, TPL_V_QUANTISE, rc, 0.0);
+            return value_error(c, TPH_V_QUANTISE, rc, 0.0);
         for (g = 0; g < G; g++) {
             double cs = tph_score_scale(ks[layer * c->kvh + h], c->sq[g], d);
-            rc = tph_score_multiplier(cs, T[TPL_T_SPO], T[TPL_T_MAX_SHIFT], T[TPL_T_MULT_BITS],
+            rc = tph_score_multiplier(cs, T[TPH_T_SPO], T[TPH_T_MAX_SHIFT], T[TPH_T_MULT_BITS],
                                       &c->mult[g], &c->shift[g]);
             if (rc)
-                return value_error(c, TPL_V_SCORE, rc, cs);
+                return value_error(c, TPH_V_SCORE, rc, cs);
         }
         memset(c->block, 0, hb);
-        put64(c->block, (uint64_t)TPL_ATTENTION_MAGIC | (uint64_t)(L & 0xFFFFu) << 16
+        put64(c->block, (uint64_t)TPH_ATTENTION_MAGIC | (uint64_t)(L & 0xFFFFu) << 16
                         | (uint64_t)(G & 0xFFu) << 32 | (uint64_t)(d & 0xFFFFu) << 40
                         | (uint64_t)(tag & 0xFFu) << 56);
         for (g = 0; g < G; g++) {
@@ -757,7 +757,7 @@ static int32_t attention(const ctx_t *c, const tpl_row *row, uint32_t layer, con
             c->block[10 + 4 * g] = (uint8_t)(w >> 16);
             c->block[11 + 4 * g] = (uint8_t)(w >> 24);
         }
-        put64(part1, (uint64_t)TPL_ROUTE_MAGIC | (uint64_t)(L & 0xFFFFu) << 16
+        put64(part1, (uint64_t)TPH_ROUTE_MAGIC | (uint64_t)(L & 0xFFFFu) << 16
                      | (uint64_t)(tag & 0xFFu) << 56);
         {
             const uint8_t *src = c->block;
@@ -767,57 +767,57 @@ static int32_t attention(const ctx_t *c, const tpl_row *row, uint32_t layer, con
                 memcpy(d1, src + 8, 8);
             }
         }
-        stats(c)[TPL_C_PARTS] += T[TPL_T_PART0] + T[TPL_T_PART1];
+        stats(c)[TPH_C_PARTS] += T[TPH_T_PART0] + T[TPH_T_PART1];
     }
     if ((rc = run(c, ti)))
         return rc;
     for (h = 0; h < c->kvh; h++) {
-        const uint32_t *o = O + h * TPL_OUT_WORDS, aw = T[TPL_T_ATT_WORDS];
+        const uint32_t *o = O + h * TPH_OUT_WORDS, aw = T[TPH_T_ATT_WORDS];
         uint32_t n, st;
         const uint32_t *w = received(c, o, &n, trow);
         if (n == 0)
-            return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_NONE, 0, 0, aw);
+            return fail(c, TPH_E_ATT, ti, h, 0, TPH_W_NONE, 0, 0, aw);
         st = w[n - 1];
         if ((st >> 8) & 0xFFu)
-            return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_FLAGS, st, n, aw);
+            return fail(c, TPH_E_ATT, ti, h, 0, TPH_W_FLAGS, st, n, aw);
         if (n - 1 != aw || (st >> 16) != aw)
-            return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_COUNT, st, n, aw);
-        if ((st & 0xFFu) != F[h * TPL_FRAME_WORDS])
-            return fail(c, TPL_E_ATT, ti, h, 0, TPL_W_TAG, st, n, aw);
-        tph_attention_out((const int8_t *)w, w + G * d / 4u, G, d, T[TPL_T_FRAC_BITS],
+            return fail(c, TPH_E_ATT, ti, h, 0, TPH_W_COUNT, st, n, aw);
+        if ((st & 0xFFu) != F[h * TPH_FRAME_WORDS])
+            return fail(c, TPH_E_ATT, ti, h, 0, TPH_W_TAG, st, n, aw);
+        tph_attention_out((const int8_t *)w, w + G * d / 4u, G, d, T[TPH_T_FRAC_BITS],
                           vs[layer * c->kvh + h], att + h * G * d);
     }
-    return TPL_OK;
+    return TPH_OK;
 }
 
 /* DmaRuntime.begin_token: a chain left half-done restarted, the K/V descriptor lengths of
  * L = pos + 1 positions, the LM head switched in or out */
 static int32_t begin_token(const ctx_t *c, uint32_t pos, uint32_t logits)
 {
-    const uint32_t *T = c->t, *kvc = T + T[TPL_T_KVCTRL_OFF], *sw = T + T[TPL_T_SWITCH_OFF];
-    const uint32_t *seq0 = T + T[TPL_T_SEQ0_OFF], L = pos + 1u, n = L * c->kv_row;
+    const uint32_t *T = c->t, *kvc = T + T[TPH_T_KVCTRL_OFF], *sw = T + T[TPH_T_SWITCH_OFF];
+    const uint32_t *seq0 = T + T[TPH_T_SEQ0_OFF], L = pos + 1u, n = L * c->kv_row;
     volatile uint32_t *fw = fwords(c);
     int32_t *s = state(c), rc;
     uint32_t i, off = 0;
     for (i = 0; i < 4; i++)
-        off |= (uint32_t)s[TPL_S_NEXT + i] != seq0[i];
+        off |= (uint32_t)s[TPH_S_NEXT + i] != seq0[i];
     if (off) {
         for (i = 0; i < 4; i++)
-            s[TPL_S_NEXT + i] = (int32_t)seq0[i];
+            s[TPH_S_NEXT + i] = (int32_t)seq0[i];
         if ((rc = reset_all(c)))
             return rc;
     }
-    for (i = 0; i < T[TPL_T_KVCTRL_N]; i++)
-        fw[kvc[i] & 0x7FFFFFFFu] = n | (kvc[i] >> 31 ? TPL_CTRL_EOF : 0u);
-    stats(c)[TPL_C_DESC] += 4u * T[TPL_T_KVCTRL_N];
-    if ((int32_t)logits != s[TPL_S_LINK]) {
+    for (i = 0; i < T[TPH_T_KVCTRL_N]; i++)
+        fw[kvc[i] & 0x7FFFFFFFu] = n | (kvc[i] >> 31 ? TPH_CTRL_EOF : 0u);
+    stats(c)[TPH_C_DESC] += 4u * T[TPH_T_KVCTRL_N];
+    if ((int32_t)logits != s[TPH_S_LINK]) {
         for (i = 0; i < 4; i++)
-            fw[sw[3 * i]] = logits && sw[3 * i + 1] != TPL_NONE ? sw[3 * i + 1] : sw[3 * i + 2];
-        stats(c)[TPL_C_DESC] += 16u;
-        s[TPL_S_LINK] = (int32_t)logits;
+            fw[sw[3 * i]] = logits && sw[3 * i + 1] != TPH_NONE ? sw[3 * i + 1] : sw[3 * i + 2];
+        stats(c)[TPH_C_DESC] += 16u;
+        s[TPH_S_LINK] = (int32_t)logits;
     }
-    s[TPL_S_L] = (int32_t)L;
-    return TPL_OK;
+    s[TPH_S_L] = (int32_t)L;
+    return TPH_OK;
 }
 
 /* the RoPE tables' row of position pos as float32 into cosf, sinf (the image's float64
@@ -826,16 +826,16 @@ static void rope_row(const ctx_t *c, uint32_t pos, float *cosf, float *sinf)
 {
     const uint32_t half = c->d / 2u;
     uint32_t i;
-    if (c->t[TPL_T_ROPE_F64]) {
-        const double *cd = (const double *)c->p[TPL_P_COS] + pos * half;
-        const double *sd = (const double *)c->p[TPL_P_SIN] + pos * half;
+    if (c->t[TPH_T_ROPE_F64]) {
+        const double *cd = (const double *)c->p[TPH_P_COS] + pos * half;
+        const double *sd = (const double *)c->p[TPH_P_SIN] + pos * half;
         for (i = 0; i < half; i++) {
             cosf[i] = (float)cd[i];
             sinf[i] = (float)sd[i];
         }
     } else {
-        memcpy(cosf, (const float *)c->p[TPL_P_COS] + pos * half, half * sizeof(float));
-        memcpy(sinf, (const float *)c->p[TPL_P_SIN] + pos * half, half * sizeof(float));
+        memcpy(cosf, (const float *)c->p[TPH_P_COS] + pos * half, half * sizeof(float));
+        memcpy(sinf, (const float *)c->p[TPH_P_SIN] + pos * half, half * sizeof(float));
     }
 }
 
@@ -855,7 +855,7 @@ static INLINE void rows_part(void *arg, uint32_t part)
     const ctx_t *c = r->c;
     const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u, l = r->layer;
     const uint32_t m = (r->B + 1u) / 2u, j1 = part ? r->B : m;
-    const float *norms = (const float *)c->p[TPL_P_NORMS];
+    const float *norms = (const float *)c->p[TPH_P_NORMS];
     uint32_t j;
     for (j = part ? m : 0u; j < j1; j++) {
         float *x = c->x + j * H, *n = c->n + j * H, *o = c->o + j * H;
@@ -896,24 +896,24 @@ static INLINE void rows_run(const ctx_t *c, uint32_t stage, uint32_t layer, uint
  * batched = 1): the rows' vectors side by side in the work areas, each matrix transfer once
  * for all rows, attention per row; the rows' small ops between transfers shared by both cores
  * (rows_run) */
-static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t batched)
+static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t batched)
 {
     const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u;
-    const float *norms = (const float *)c->p[TPL_P_NORMS];
-    float *outs[3 * TPL_MAX_VECTORS];
+    const float *norms = (const float *)c->p[TPH_P_NORMS];
+    float *outs[3 * TPH_MAX_VECTORS];
     uint32_t l, j, any = 0, nw = 0;
     int32_t rc;
-    if (!c->p[TPL_P_COS] || !c->p[TPL_P_SIN])
-        return fail(c, TPL_E_ARG, TPL_NONE, 0, 0, rows[0].token, 0, 0, 0);
+    if (!c->p[TPH_P_COS] || !c->p[TPH_P_SIN])
+        return fail(c, TPH_E_ARG, TPH_NONE, 0, 0, rows[0].token, 0, 0, 0);
     for (j = 0; j < B; j++) {
-        tpl_row *r = &rows[j];
+        tph_row *r = &rows[j];
         r->logits = r->logits != 0;
         r->kv_written = r->kv_requantised = r->kv_clipped = 0;
-        if (r->token >= c->vocab || r->token >= c->t[TPL_T_EMBED_ROWS] || (r->logits && !r->out)
+        if (r->token >= c->vocab || r->token >= c->t[TPH_T_EMBED_ROWS] || (r->logits && !r->out)
             || !r->k_step || !r->v_step || !r->length || r->stream >= c->streams)
-            return fail(c, TPL_E_ARG, TPL_NONE, j, 0, r->token, 0, 0, 0);
+            return fail(c, TPH_E_ARG, TPH_NONE, j, 0, r->token, 0, 0, 0);
         if (r->pos >= c->context)
-            return fail(c, TPL_E_CONTEXT, TPL_NONE, 0, 0, r->pos, 0, 0, 0);
+            return fail(c, TPH_E_CONTEXT, TPH_NONE, 0, 0, r->pos, 0, 0, 0);
         any |= r->logits;
     }
     if (B > 1u)                           /* the worker's first job comes soon */
@@ -922,22 +922,22 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
         return rc;
     for (j = 0; j < B; j++) {
         rope_row(c, rows[j].pos, c->cosf + j * half, c->sinf + j * half);
-        tph_embed_q8_0((const uint8_t *)c->p[TPL_P_EMBED] + rows[j].token
-                       * c->t[TPL_T_EMBED_STRIDE], H, c->x + j * H);
+        tph_embed_q8_0((const uint8_t *)c->p[TPH_P_EMBED] + rows[j].token
+                       * c->t[TPH_T_EMBED_STRIDE], H, c->x + j * H);
     }
     for (l = 0; l < c->layers; l++) {
-        const uint32_t ti_att = kind_xfer(c, l, TPL_ATT);
+        const uint32_t ti_att = kind_xfer(c, l, TPH_ATT);
         rows_run(c, ROWS_NORM, l, B);
         for (j = 0; j < B; j++) {
             outs[j] = c->q + j * H;
             outs[B + j] = c->k + j * kvd;
             outs[2u * B + j] = c->v + j * kvd;
         }
-        if ((rc = matrices(c, l, TPL_QKV, c->n, H, H, B, outs, batched)))
+        if ((rc = matrices(c, l, TPH_QKV, c->n, H, H, B, outs, batched)))
             return rc;
         rows_run(c, ROWS_ROPE, l, B);
         for (j = 0; j < B; j++) {
-            tpl_row *r = &rows[j];
+            tph_row *r = &rows[j];
             float *q = c->q + j * H, *k = c->k + j * kvd, *v = c->v + j * kvd;
             if (r->kv_rows) {
                 memcpy(r->kv_rows + 2u * l * kvd, k, kvd * sizeof(float));
@@ -951,19 +951,19 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
                 return rc;
             outs[j] = c->o + j * H;
         }
-        if ((rc = matrices(c, l, TPL_O, c->att, H, H, B, outs, batched)))
+        if ((rc = matrices(c, l, TPH_O, c->att, H, H, B, outs, batched)))
             return rc;
         rows_run(c, ROWS_ADD_NORM, l, B);
         for (j = 0; j < B; j++) {
             outs[j] = c->g + j * I;
             outs[B + j] = c->u + j * I;
         }
-        if ((rc = matrices(c, l, TPL_GU, c->n, H, H, B, outs, batched)))
+        if ((rc = matrices(c, l, TPH_GU, c->n, H, H, B, outs, batched)))
             return rc;
         rows_run(c, ROWS_SILU, l, B);
         for (j = 0; j < B; j++)
             outs[j] = c->o + j * H;
-        if ((rc = matrices(c, l, TPL_DOWN, c->h, I, I, B, outs, batched)))
+        if ((rc = matrices(c, l, TPH_DOWN, c->h, I, I, B, outs, batched)))
             return rc;
         rows_run(c, ROWS_ADD, l, B);
     }
@@ -974,37 +974,37 @@ static int32_t rows_step(const ctx_t *c, tpl_row *rows, uint32_t B, uint32_t bat
             tph_rmsnorm(c->x + j * H, norms + (2u * c->layers) * H, H, c->eps, c->n + nw * H);
             outs[nw++] = rows[j].out;
         }
-        if ((rc = matrices(c, TPL_NONE, TPL_LM, c->n, H, H, nw, outs, batched)))
+        if ((rc = matrices(c, TPH_NONE, TPH_LM, c->n, H, H, nw, outs, batched)))
             return rc;
     }
-    return TPL_OK;
+    return TPH_OK;
 }
 
-int32_t tpl_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
+int32_t tph_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
 {
     const ctx_t *c = (const ctx_t *)mem;
-    tpl_row row;
-    memset(stats(c), 0, TPL_STATS * sizeof(uint32_t));
-    memset(errw(c), 0, TPL_ERR_WORDS * sizeof(uint32_t));
+    tph_row row;
+    memset(stats(c), 0, TPH_STATS * sizeof(uint32_t));
+    memset(errw(c), 0, TPH_ERR_WORDS * sizeof(uint32_t));
     memset(&row, 0, sizeof row);
     row.token = token;
     row.pos = pos;
     row.logits = logits;
-    row.k_step = (float *)c->p[TPL_P_KSTEP];
-    row.v_step = (float *)c->p[TPL_P_VSTEP];
-    row.length = (int64_t *)c->p[TPL_P_LENGTH];
-    row.out = (float *)c->p[TPL_P_LOGITS];
+    row.k_step = (float *)c->p[TPH_P_KSTEP];
+    row.v_step = (float *)c->p[TPH_P_VSTEP];
+    row.length = (int64_t *)c->p[TPH_P_LENGTH];
+    row.out = (float *)c->p[TPH_P_LOGITS];
     return rows_step(c, &row, 1, 0);
 }
 
-int32_t tpl_step_rows(void *mem, tpl_row *rows, uint32_t B)
+int32_t tph_step_rows(void *mem, tph_row *rows, uint32_t B)
 {
     const ctx_t *c = (const ctx_t *)mem;
     int32_t rc;
-    memset(stats(c), 0, TPL_STATS * sizeof(uint32_t));
-    memset(errw(c), 0, TPL_ERR_WORDS * sizeof(uint32_t));
+    memset(stats(c), 0, TPH_STATS * sizeof(uint32_t));
+    memset(errw(c), 0, TPH_ERR_WORDS * sizeof(uint32_t));
     if (!rows || B < 1u || B > c->vectors)
-        return fail(c, TPL_E_ARG, TPL_NONE, 0, 0, B, 0, 0, 0);
+        return fail(c, TPH_E_ARG, TPH_NONE, 0, 0, B, 0, 0, 0);
     rc = rows_step(c, rows, B, 1);
     restore_chains(c);                    /* also after an error (Python: finally) */
     return rc;
@@ -1018,15 +1018,15 @@ static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
 {
     /* V rows each: x n q att o (hidden), k v (kv dim), g u h (mlp), cos sin (d/2); sq (G),
      * sx (V), mult shift (G), block (header + G d), row (d) */
-    const uint32_t H = t[TPL_T_HIDDEN], I = t[TPL_T_MLP], d = t[TPL_T_HEAD_DIM];
-    const uint32_t G = t[TPL_T_HEADS] / t[TPL_T_KV_HEADS], kvd = t[TPL_T_KV_HEADS] * d;
-    const uint32_t V = t[TPL_T_VECTORS];
+    const uint32_t H = t[TPH_T_HIDDEN], I = t[TPH_T_MLP], d = t[TPH_T_HEAD_DIM];
+    const uint32_t G = t[TPH_T_HEADS] / t[TPH_T_KV_HEADS], kvd = t[TPH_T_KV_HEADS] * d;
+    const uint32_t V = t[TPH_T_VECTORS];
     uint32_t i, total = 0;
     const uint32_t n[17] = {4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * H * V, 4 * kvd * V,
                             4 * kvd * V, 4 * I * V, 4 * I * V, 4 * I * V, 2 * d * V, 2 * d * V,
                             4 * G,
                             4 * V, 4 * G, 4 * G,
-                            t[TPL_T_HDR_BYTES] + G * d + d};
+                            t[TPH_T_HDR_BYTES] + G * d + d};
     for (i = 0; i < 17; i++) {
         sizes[i] = ALIGN16(n[i]);
         total += sizes[i];
@@ -1043,33 +1043,33 @@ static int inside(uint32_t off, uint32_t n, uint32_t words)
 static int bad_header(const uint32_t *t, uint32_t words)
 {
     uint32_t i, G;
-    if (!t || words < TPL_T_HEADER || t[TPL_T_MAGIC] != TPL_TABLE_MAGIC || t[TPL_T_WORDS] != words)
+    if (!t || words < TPH_T_HEADER || t[TPH_T_MAGIC] != TPH_TABLE_MAGIC || t[TPH_T_WORDS] != words)
         return 1;
-    for (i = TPL_T_LAYERS; i <= TPL_T_VOCAB; i++)
+    for (i = TPH_T_LAYERS; i <= TPH_T_VOCAB; i++)
         if (t[i] == 0 || t[i] > 0x1000000u)
             return 1;
-    if (t[TPL_T_HEADS] % t[TPL_T_KV_HEADS] || t[TPL_T_HIDDEN] != t[TPL_T_HEADS] * t[TPL_T_HEAD_DIM]
-        || t[TPL_T_HEAD_DIM] % 16u || t[TPL_T_KV_ROW] * 2u != t[TPL_T_HEAD_DIM]
-        || t[TPL_T_CONTEXT] == 0 || t[TPL_T_CONTEXT] > 0xFFFFu)
+    if (t[TPH_T_HEADS] % t[TPH_T_KV_HEADS] || t[TPH_T_HIDDEN] != t[TPH_T_HEADS] * t[TPH_T_HEAD_DIM]
+        || t[TPH_T_HEAD_DIM] % 16u || t[TPH_T_KV_ROW] * 2u != t[TPH_T_HEAD_DIM]
+        || t[TPH_T_CONTEXT] == 0 || t[TPH_T_CONTEXT] > 0xFFFFu)
         return 1;
-    G = t[TPL_T_HEADS] / t[TPL_T_KV_HEADS];
-    if (t[TPL_T_HDR_BYTES] % 16u || t[TPL_T_HDR_BYTES] < 8u + 4u * G || t[TPL_T_HDR_BYTES] > 4096u
-        || t[TPL_T_PART0] * 2u != t[TPL_T_HDR_BYTES] + G * t[TPL_T_HEAD_DIM]
-        || t[TPL_T_PART1] != t[TPL_T_PART0] + 8u
-        || t[TPL_T_ATT_WORDS] != G * t[TPL_T_HEAD_DIM] / 4u + G || t[TPL_T_FRAC_BITS] > 24u
-        || t[TPL_T_EMBED_STRIDE] < (t[TPL_T_HIDDEN] + 31u) / 32u * 34u)
+    G = t[TPH_T_HEADS] / t[TPH_T_KV_HEADS];
+    if (t[TPH_T_HDR_BYTES] % 16u || t[TPH_T_HDR_BYTES] < 8u + 4u * G || t[TPH_T_HDR_BYTES] > 4096u
+        || t[TPH_T_PART0] * 2u != t[TPH_T_HDR_BYTES] + G * t[TPH_T_HEAD_DIM]
+        || t[TPH_T_PART1] != t[TPH_T_PART0] + 8u
+        || t[TPH_T_ATT_WORDS] != G * t[TPH_T_HEAD_DIM] / 4u + G || t[TPH_T_FRAC_BITS] > 24u
+        || t[TPH_T_EMBED_STRIDE] < (t[TPH_T_HIDDEN] + 31u) / 32u * 34u)
         return 1;
-    if (t[TPL_T_VECTORS] < 1u || t[TPL_T_VECTORS] > TPL_MAX_VECTORS || t[TPL_T_STREAMS] < 1u
-        || t[TPL_T_STREAMS] > 256u)
+    if (t[TPH_T_VECTORS] < 1u || t[TPH_T_VECTORS] > TPH_MAX_VECTORS || t[TPH_T_STREAMS] < 1u
+        || t[TPH_T_STREAMS] > 256u)
         return 1;
-    if (t[TPL_T_N_XFER] == 0 || !inside(t[TPL_T_XFER_OFF], t[TPL_T_N_XFER], words)
-        || !inside(t[TPL_T_KIND_OFF], t[TPL_T_LAYERS] * 5u + 1u, words)
-        || !inside(t[TPL_T_XSLOT_OFF], 5u, words)
-        || !inside(t[TPL_T_PART_OFF], 2u * t[TPL_T_KV_HEADS], words)
-        || !inside(t[TPL_T_KVCTRL_OFF], t[TPL_T_KVCTRL_N], words)
-        || !inside(t[TPL_T_SWITCH_OFF], 12u, words) || !inside(t[TPL_T_SEQ0_OFF], 4u, words)
-        || !inside(t[TPL_T_VEC_OFF], t[TPL_T_N_XFER], words)
-        || !inside(t[TPL_T_ATTX_OFF], t[TPL_T_N_XFER], words))
+    if (t[TPH_T_N_XFER] == 0 || !inside(t[TPH_T_XFER_OFF], t[TPH_T_N_XFER], words)
+        || !inside(t[TPH_T_KIND_OFF], t[TPH_T_LAYERS] * 5u + 1u, words)
+        || !inside(t[TPH_T_XSLOT_OFF], 5u, words)
+        || !inside(t[TPH_T_PART_OFF], 2u * t[TPH_T_KV_HEADS], words)
+        || !inside(t[TPH_T_KVCTRL_OFF], t[TPH_T_KVCTRL_N], words)
+        || !inside(t[TPH_T_SWITCH_OFF], 12u, words) || !inside(t[TPH_T_SEQ0_OFF], 4u, words)
+        || !inside(t[TPH_T_VEC_OFF], t[TPH_T_N_XFER], words)
+        || !inside(t[TPH_T_ATTX_OFF], t[TPH_T_N_XFER], words))
         return 1;
     return 0;
 }
@@ -1077,27 +1077,27 @@ static int bad_header(const uint32_t *t, uint32_t words)
 /* the DMA memory every index of the table points into: descriptor words, slots, the cache */
 static int bad_memory(const uint32_t *t)
 {
-    const uint32_t fw = t[TPL_T_FRAMES_BYTES] / 4u, fb = t[TPL_T_FRAMES_BYTES];
+    const uint32_t fw = t[TPH_T_FRAMES_BYTES] / 4u, fb = t[TPH_T_FRAMES_BYTES];
     uint32_t i;
-    uint64_t kv = 4u * (uint64_t)t[TPL_T_LAYERS] * t[TPL_T_KV_HEADS] * t[TPL_T_CONTEXT]
-                  * t[TPL_T_KV_ROW];
-    if (kv != t[TPL_T_KV_STREAM_BYTES] || kv * t[TPL_T_STREAMS] > t[TPL_T_KV_BYTES])
+    uint64_t kv = 4u * (uint64_t)t[TPH_T_LAYERS] * t[TPH_T_KV_HEADS] * t[TPH_T_CONTEXT]
+                  * t[TPH_T_KV_ROW];
+    if (kv != t[TPH_T_KV_STREAM_BYTES] || kv * t[TPH_T_STREAMS] > t[TPH_T_KV_BYTES])
         return 1;
     for (i = 0; i < 5; i++) {     /* V > 1: the vectors word before vector 0, V vectors */
-        const uint32_t k = i == 3 ? t[TPL_T_MLP] : t[TPL_T_HIDDEN], V = t[TPL_T_VECTORS];
-        const uint32_t off = t[t[TPL_T_XSLOT_OFF] + i];
+        const uint32_t k = i == 3 ? t[TPH_T_MLP] : t[TPH_T_HIDDEN], V = t[TPH_T_VECTORS];
+        const uint32_t off = t[t[TPH_T_XSLOT_OFF] + i];
         if (!inside(off, k, fb) || (V > 1u && (off < 8u || off % 4u
                                                 || !inside(off - 8u, 8u + V * ((k + 7u) & ~7u), fb))))
             return 1;
     }
-    for (i = 0; i < 2u * t[TPL_T_KV_HEADS]; i++)
-        if (!inside(t[t[TPL_T_PART_OFF] + i], t[i % 2 ? TPL_T_PART1 : TPL_T_PART0], fb))
+    for (i = 0; i < 2u * t[TPH_T_KV_HEADS]; i++)
+        if (!inside(t[t[TPH_T_PART_OFF] + i], t[i % 2 ? TPH_T_PART1 : TPH_T_PART0], fb))
             return 1;
-    for (i = 0; i < t[TPL_T_KVCTRL_N]; i++)
-        if ((t[t[TPL_T_KVCTRL_OFF] + i] & 0x7FFFFFFFu) >= fw)
+    for (i = 0; i < t[TPH_T_KVCTRL_N]; i++)
+        if ((t[t[TPH_T_KVCTRL_OFF] + i] & 0x7FFFFFFFu) >= fw)
             return 1;
     for (i = 0; i < 4; i++)
-        if (t[t[TPL_T_SWITCH_OFF] + 3 * i] >= fw)
+        if (t[t[TPH_T_SWITCH_OFF] + 3 * i] >= fw)
             return 1;
     return 0;
 }
@@ -1107,24 +1107,24 @@ static int bad_memory(const uint32_t *t)
  * transfer and none for the others (its CONTROL, BUFFER and NXTDESC words inside) */
 static int bad_batched(const uint32_t *t, uint32_t words)
 {
-    const uint32_t nx = t[TPL_T_N_XFER], fw = t[TPL_T_FRAMES_BYTES] / 4u;
-    const uint32_t last = fw - TPL_DESC_BYTES / 4u;   /* a descriptor's first word at most */
+    const uint32_t nx = t[TPH_T_N_XFER], fw = t[TPH_T_FRAMES_BYTES] / 4u;
+    const uint32_t last = fw - TPH_DESC_BYTES / 4u;   /* a descriptor's first word at most */
     uint32_t i, j;
     for (i = 0; i < nx; i++) {
-        const uint32_t *X = t + t[t[TPL_T_XFER_OFF] + i];
-        uint32_t off = t[t[TPL_T_VEC_OFF] + i], n;
+        const uint32_t *X = t + t[t[TPH_T_XFER_OFF] + i];
+        uint32_t off = t[t[TPH_T_VEC_OFF] + i], n;
         if (off) {
-            if (X[TPL_X_KIND] == TPL_ATT || !inside(off, 1u, words) || t[off] > 256u
-                || !inside(off + 1u, t[off] * TPL_VEC_WORDS, words))
+            if (X[TPH_X_KIND] == TPH_ATT || !inside(off, 1u, words) || t[off] > 256u
+                || !inside(off + 1u, t[off] * TPH_VEC_WORDS, words))
                 return 1;
             for (j = 0; j < t[off]; j++) {
-                const uint32_t *M = t + off + 1u + j * TPL_VEC_WORDS;
+                const uint32_t *M = t + off + 1u + j * TPH_VEC_WORDS;
                 if (M[0] > last || M[1] > last || M[4] < 8u || M[5] == 0u)
                     return 1;
             }
         }
-        off = t[t[TPL_T_ATTX_OFF] + i];
-        if ((X[TPL_X_KIND] == TPL_ATT) != (off != 0u))
+        off = t[t[TPH_T_ATTX_OFF] + i];
+        if ((X[TPH_X_KIND] == TPH_ATT) != (off != 0u))
             return 1;
         if (!off)
             continue;
@@ -1153,63 +1153,63 @@ static int bad_batched(const uint32_t *t, uint32_t words)
  * uses them, every word index inside the frames region */
 static int bad_transfers(const uint32_t *t, uint32_t words)
 {
-    const uint32_t nx = t[TPL_T_N_XFER], L = t[TPL_T_LAYERS], H = t[TPL_T_HIDDEN];
-    const uint32_t kvd = t[TPL_T_KV_HEADS] * t[TPL_T_HEAD_DIM], I = t[TPL_T_MLP];
-    const uint32_t fw = t[TPL_T_FRAMES_BYTES] / 4u;
+    const uint32_t nx = t[TPH_T_N_XFER], L = t[TPH_T_LAYERS], H = t[TPH_T_HIDDEN];
+    const uint32_t kvd = t[TPH_T_KV_HEADS] * t[TPH_T_HEAD_DIM], I = t[TPH_T_MLP];
+    const uint32_t fw = t[TPH_T_FRAMES_BYTES] / 4u;
     uint32_t i, j, ch;
     if (bad_memory(t))
         return 1;
     for (i = 0; i < nx; i++) {
-        uint32_t off = t[t[TPL_T_XFER_OFF] + i];
+        uint32_t off = t[t[TPH_T_XFER_OFF] + i];
         const uint32_t *X;
-        if (!inside(off, TPL_X_FIXED, words))
+        if (!inside(off, TPH_X_FIXED, words))
             return 1;
         X = t + off;
-        if (X[TPL_X_FRAMES] > 64 || X[TPL_X_DESC] > 4 || X[TPL_X_TAILS] > 4
-            || X[TPL_X_OUTS] > 128 || !inside(off, x_words(X), words))
+        if (X[TPH_X_FRAMES] > 64 || X[TPH_X_DESC] > 4 || X[TPH_X_TAILS] > 4
+            || X[TPH_X_OUTS] > 128 || !inside(off, x_words(X), words))
             return 1;
-        for (j = 0; j < X[TPL_X_TAILS]; j++)
-            if (x_tails(X)[j * TPL_TAIL_WORDS] > 3 || x_tails(X)[j * TPL_TAIL_WORDS + 2] >= fw)
+        for (j = 0; j < X[TPH_X_TAILS]; j++)
+            if (x_tails(X)[j * TPH_TAIL_WORDS] > 3 || x_tails(X)[j * TPH_TAIL_WORDS + 2] >= fw)
                 return 1;
-        for (j = 0; j < X[TPL_X_DESC]; j++) {
-            const uint32_t *D = x_desc(X) + j * TPL_DESC_WORDS;
-            if (D[0] > 3 || D[1] < TPL_D_STATUS || D[2] == 0 || D[2] > fw / 16u
-                || D[1] >= fw - (D[2] - 1u) * (TPL_DESC_BYTES / 4u))
+        for (j = 0; j < X[TPH_X_DESC]; j++) {
+            const uint32_t *D = x_desc(X) + j * TPH_DESC_WORDS;
+            if (D[0] > 3 || D[1] < TPH_D_STATUS || D[2] == 0 || D[2] > fw / 16u
+                || D[1] >= fw - (D[2] - 1u) * (TPH_DESC_BYTES / 4u))
                 return 1;
         }
-        for (j = 0; j < X[TPL_X_OUTS]; j++) {
-            const uint32_t *o = x_outs(X) + j * TPL_OUT_WORDS;
-            if (o[2] >= fw || o[2] < TPL_D_STATUS || o[3] >= fw)
+        for (j = 0; j < X[TPH_X_OUTS]; j++) {
+            const uint32_t *o = x_outs(X) + j * TPH_OUT_WORDS;
+            if (o[2] >= fw || o[2] < TPH_D_STATUS || o[3] >= fw)
                 return 1;
         }
         for (ch = 0; ch < 4; ch++)
-            if ((X[TPL_X_NEXT_LOGITS + ch] >= nx || X[TPL_X_NEXT_BODY + ch] >= nx)
-                && X[TPL_X_FIRST + ch])
+            if ((X[TPH_X_NEXT_LOGITS + ch] >= nx || X[TPH_X_NEXT_BODY + ch] >= nx)
+                && X[TPH_X_FIRST + ch])
                 return 1;
     }
     for (i = 0; i <= L * 5u; i++) {
-        uint32_t ti = t[t[TPL_T_KIND_OFF] + i], kind = i == L * 5u ? TPL_LM : i % 5u, nf;
+        uint32_t ti = t[t[TPH_T_KIND_OFF] + i], kind = i == L * 5u ? TPH_LM : i % 5u, nf;
         const uint32_t *X;
-        const uint32_t want[TPL_KINDS][3] = {{H, kvd, kvd}, {0, 0, 0}, {H, 0, 0}, {I, I, 0},
-                                             {H, 0, 0}, {t[TPL_T_VOCAB], 0, 0}};
-        const uint32_t frames[TPL_KINDS] = {3, t[TPL_T_KV_HEADS], 1, 2, 1, 1};
+        const uint32_t want[TPH_KINDS][3] = {{H, kvd, kvd}, {0, 0, 0}, {H, 0, 0}, {I, I, 0},
+                                             {H, 0, 0}, {t[TPH_T_VOCAB], 0, 0}};
+        const uint32_t frames[TPH_KINDS] = {3, t[TPH_T_KV_HEADS], 1, 2, 1, 1};
         if (ti >= nx)
             return 1;
-        X = t + t[t[TPL_T_XFER_OFF] + ti];
-        nf = X[TPL_X_FRAMES];
-        if (X[TPL_X_KIND] != kind || nf != frames[kind]
-            || X[TPL_X_OUTS] != (kind == TPL_ATT ? nf : 2u * nf))
+        X = t + t[t[TPH_T_XFER_OFF] + ti];
+        nf = X[TPH_X_FRAMES];
+        if (X[TPH_X_KIND] != kind || nf != frames[kind]
+            || X[TPH_X_OUTS] != (kind == TPH_ATT ? nf : 2u * nf))
             return 1;
-        for (j = 0; j < X[TPL_X_OUTS]; j++) {
-            const uint32_t *o = x_outs(X) + j * TPL_OUT_WORDS;
-            if (o[0] != (kind == TPL_ATT ? j : j / 2u) || o[1] != (kind == TPL_ATT ? 0u : j % 2u)
-                || (o[4] >= t[TPL_T_TRACE_WORDS] && t[TPL_T_TRACE_WORDS])
-                || o[5] >= t[TPL_T_TRACE_OUTS])
+        for (j = 0; j < X[TPH_X_OUTS]; j++) {
+            const uint32_t *o = x_outs(X) + j * TPH_OUT_WORDS;
+            if (o[0] != (kind == TPH_ATT ? j : j / 2u) || o[1] != (kind == TPH_ATT ? 0u : j % 2u)
+                || (o[4] >= t[TPH_T_TRACE_WORDS] && t[TPH_T_TRACE_WORDS])
+                || o[5] >= t[TPH_T_TRACE_OUTS])
                 return 1;
         }
-        if (kind != TPL_ATT)
+        if (kind != TPH_ATT)
             for (j = 0; j < nf; j++) {
-                const uint32_t *fr = x_frames(X) + j * TPL_FRAME_WORDS;
+                const uint32_t *fr = x_frames(X) + j * TPH_FRAME_WORDS;
                 if (fr[2] + fr[3] != want[kind][j])
                     return 1;
             }
@@ -1220,13 +1220,13 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
 /* every result slot inside the frames region for the length its S2MM descriptor gives */
 static int bad_slots(const uint32_t *t, const uint32_t *fw)
 {
-    const uint32_t words = t[TPL_T_FRAMES_BYTES] / 4u;
+    const uint32_t words = t[TPH_T_FRAMES_BYTES] / 4u;
     uint32_t i, j;
-    for (i = 0; i < t[TPL_T_N_XFER]; i++) {
-        const uint32_t *X = t + t[t[TPL_T_XFER_OFF] + i];
-        for (j = 0; j < X[TPL_X_OUTS]; j++) {
-            const uint32_t *o = x_outs(X) + j * TPL_OUT_WORDS;
-            uint32_t cap = (fw[o[2] - TPL_D_STATUS + TPL_D_CONTROL] & TPL_LEN_MASK) >> 2;
+    for (i = 0; i < t[TPH_T_N_XFER]; i++) {
+        const uint32_t *X = t + t[t[TPH_T_XFER_OFF] + i];
+        for (j = 0; j < X[TPH_X_OUTS]; j++) {
+            const uint32_t *o = x_outs(X) + j * TPH_OUT_WORDS;
+            uint32_t cap = (fw[o[2] - TPH_D_STATUS + TPH_D_CONTROL] & TPH_LEN_MASK) >> 2;
             if (!inside(o[3], cap, words))
                 return 1;
         }
@@ -1237,7 +1237,7 @@ static int bad_slots(const uint32_t *t, const uint32_t *fw)
 /* the worker's memory after the work areas: 64-byte aligned inside its share */
 #define WORK_BYTES (tph_worker_bytes() + 64u)
 
-uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
+uint32_t tph_ctx_bytes(const uint32_t *table, uint32_t words)
 {
     uint32_t sizes[17];
     if (bad_header(table, words))
@@ -1245,63 +1245,63 @@ uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words)
     return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes) + WORK_BYTES;
 }
 
-uint32_t tpl_threads(void *mem, uint32_t threads, uint32_t spin_us)
+uint32_t tph_threads(void *mem, uint32_t threads, uint32_t spin_us)
 {
     ctx_t *c = (ctx_t *)mem;
     tph_worker_stop(c->work);
     return tph_worker_start(c->work, threads, spin_us);
 }
 
-void tpl_free(void *mem)
+void tph_free(void *mem)
 {
     tph_worker_stop(((ctx_t *)mem)->work);
 }
 
-int32_t tpl_argmax(void *mem, const float *x, uint32_t n, uint32_t last)
+int32_t tph_argmax(void *mem, const float *x, uint32_t n, uint32_t last)
 {
     return tph_argmax_halves(((ctx_t *)mem)->work, x, n, last);
 }
 
-int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
-                 void *const *ptrs, const tpl_io *io)
+int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
+                 void *const *ptrs, const tph_io *io)
 {
     ctx_t *c = (ctx_t *)mem;
-    uint32_t sizes[17], i, need = tpl_ctx_bytes(t, words);
+    uint32_t sizes[17], i, need = tph_ctx_bytes(t, words);
     uint8_t *w;
     const uint32_t one = 1;
     if (!need || bytes < need || !mem || ((uintptr_t)mem & 15u) || !ptrs || !io
         || bad_transfers(t, words))
-        return TPL_E_ARG;
-    if (ptrs[TPL_P_FRAMES] && bad_slots(t, (const uint32_t *)ptrs[TPL_P_FRAMES]))
-        return TPL_E_ARG;
+        return TPH_E_ARG;
+    if (ptrs[TPH_P_FRAMES] && bad_slots(t, (const uint32_t *)ptrs[TPH_P_FRAMES]))
+        return TPH_E_ARG;
     if (*(const uint8_t *)&one != 1)      /* the frames' fields are little-endian */
-        return TPL_E_ARG;
+        return TPH_E_ARG;
     for (i = 0; i < 2; i++)
         if (!io->regs[i] && (!io->read || !io->write))
-            return TPL_E_ARG;
-    if (!ptrs[TPL_P_FRAMES] || !ptrs[TPL_P_KV] || !ptrs[TPL_P_EMBED] || !ptrs[TPL_P_NORMS]
-        || !ptrs[TPL_P_STATE] || !ptrs[TPL_P_STATS] || !ptrs[TPL_P_ERR] || !ptrs[TPL_P_XSTATE])
-        return TPL_E_ARG;
+            return TPH_E_ARG;
+    if (!ptrs[TPH_P_FRAMES] || !ptrs[TPH_P_KV] || !ptrs[TPH_P_EMBED] || !ptrs[TPH_P_NORMS]
+        || !ptrs[TPH_P_STATE] || !ptrs[TPH_P_STATS] || !ptrs[TPH_P_ERR] || !ptrs[TPH_P_XSTATE])
+        return TPH_E_ARG;
     memset(mem, 0, need);
     c->t = t;
     c->p = ptrs;
     c->io = io;
-    c->layers = t[TPL_T_LAYERS];
-    c->hidden = t[TPL_T_HIDDEN];
-    c->mlp = t[TPL_T_MLP];
-    c->heads = t[TPL_T_HEADS];
-    c->kvh = t[TPL_T_KV_HEADS];
-    c->d = t[TPL_T_HEAD_DIM];
-    c->vocab = t[TPL_T_VOCAB];
+    c->layers = t[TPH_T_LAYERS];
+    c->hidden = t[TPH_T_HIDDEN];
+    c->mlp = t[TPH_T_MLP];
+    c->heads = t[TPH_T_HEADS];
+    c->kvh = t[TPH_T_KV_HEADS];
+    c->d = t[TPH_T_HEAD_DIM];
+    c->vocab = t[TPH_T_VOCAB];
     c->group = c->heads / c->kvh;
     c->kvdim = c->kvh * c->d;
-    c->context = t[TPL_T_CONTEXT];
-    c->kv_row = t[TPL_T_KV_ROW];
-    c->vectors = t[TPL_T_VECTORS];
-    c->streams = t[TPL_T_STREAMS];
-    c->stream_bytes = t[TPL_T_KV_STREAM_BYTES];
-    c->nx = t[TPL_T_N_XFER];
-    memcpy(&c->eps, &t[TPL_T_EPS], sizeof c->eps);
+    c->context = t[TPH_T_CONTEXT];
+    c->kv_row = t[TPH_T_KV_ROW];
+    c->vectors = t[TPH_T_VECTORS];
+    c->streams = t[TPH_T_STREAMS];
+    c->stream_bytes = t[TPH_T_KV_STREAM_BYTES];
+    c->nx = t[TPH_T_N_XFER];
+    memcpy(&c->eps, &t[TPH_T_EPS], sizeof c->eps);
     workspace(t, sizes);
     w = (uint8_t *)mem + ALIGN16((uint32_t)sizeof(ctx_t));
     {   /* the float work areas, in workspace()'s order */
@@ -1317,9 +1317,9 @@ int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     c->shift = (uint32_t *)w;
     w += sizes[15];
     c->block = w;
-    c->row = (int8_t *)(w + t[TPL_T_HDR_BYTES] + c->group * c->d);
+    c->row = (int8_t *)(w + t[TPH_T_HDR_BYTES] + c->group * c->d);
     w += sizes[16];
     c->work = (void *)(((uintptr_t)w + 63u) & ~(uintptr_t)63u);
-    tph_worker_start(c->work, 1u, 0u);    /* serial until tpl_threads */
-    return TPL_OK;
+    tph_worker_start(c->work, 1u, 0u);    /* serial until tph_threads */
+    return TPH_OK;
 }

@@ -1,8 +1,8 @@
 /* tphloop: the decoder's per-token step in C (docs/runtime.md section 4.3, "The host loop").
  *
- * One call, tpl_step, runs one position of the decoder exactly as generators/runtime/decode/decoder.py
+ * One call, tph_step, runs one position of the decoder exactly as generators/runtime/decode/decoder.py
  * does on the runtime of generators/runtime/engines/runtime.py (the reference, which stays); one call
- * of tpl_step_rows runs B positions in one weight pass, as Decoder.step_rows does (B-vector
+ * of tph_step_rows runs B positions in one weight pass, as Decoder.step_rows does (B-vector
  * matrix frames, an attention transfer per row over its own stream's cache; docs/runtime.md
  * 4.7). A step is: the
  * embedding row, per layer RMSNorm, the activation quantised straight into its x slot, the
@@ -22,11 +22,11 @@
  * dimensions, the memory plan's offsets, every transfer's descriptors, tails, result slots
  * and chain links: generators/runtime/engines/cloop.py builds it from the runtime's own chains),
  * an array of pointers (DMA memory, the model's arrays, the decoder's KV steps, the shared
- * state, counters and error words), and a register interface (tpl_io): the DMAs' mapped
+ * state, counters and error words), and a register interface (tph_io): the DMAs' mapped
  * register pages for direct volatile access (the board: PYNQ's MMIO array), or callbacks
  * (the register models of golden, rtl and the tests; the replay device below). C99, stdint,
- * no globals, no allocation (the caller gives the context's memory: tpl_ctx_bytes); one
- * thread besides the caller's when asked (tpl_threads: the second core's half of the LM
+ * no globals, no allocation (the caller gives the context's memory: tph_ctx_bytes); one
+ * thread besides the caller's when asked (tph_threads: the second core's half of the LM
  * head and of the argmax).
  */
 #ifndef TPHLOOP_H
@@ -39,204 +39,204 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPL_ABI 4
-#define TPL_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
-#define TPL_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
-#define TPL_MAX_VECTORS 16               /* the most rows of one tpl_step_rows call (the
+#define TPH_LOOP_ABI 4
+#define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
+#define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
+#define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
                                             matrix engines' largest vectors, mv_common) */
 
 /* ---- the register interface: direct access when regs[dma] is set, else the callbacks.
  * A callback returns 0, or nonzero when it failed (the caller keeps the reason: the step
- * ends with TPL_E_IO). */
-typedef struct tpl_io {
+ * ends with TPH_E_IO). */
+typedef struct tph_io {
     void *ctx;
     int32_t (*read)(void *ctx, uint32_t dma, uint32_t offset, uint32_t *value);
     int32_t (*write)(void *ctx, uint32_t dma, uint32_t offset, uint32_t value);
     int32_t (*pl_reset)(void *ctx);                              /* may be NULL */
     int32_t (*hook)(void *ctx, uint32_t transfer, uint32_t done); /* may be NULL */
     /* may be NULL: called before the cached rows of (K 0 / V 1, layer, KV head) are
-     * requantised in a row that asks for it (tpl_row.kv_rows set: a pass that may be taken
+     * requantised in a row that asks for it (tph_row.kv_rows set: a pass that may be taken
      * back, KVCache.begin_undo keeps those rows first) */
     int32_t (*kv_save)(void *ctx, uint32_t which, uint32_t layer, uint32_t head);
     volatile uint32_t *regs[2];
-} tpl_io;
+} tph_io;
 
 /* ---- the table's header (word indices) */
 enum {
-    TPL_T_MAGIC, TPL_T_WORDS,
-    TPL_T_LAYERS, TPL_T_HIDDEN, TPL_T_MLP, TPL_T_HEADS, TPL_T_KV_HEADS, TPL_T_HEAD_DIM,
-    TPL_T_VOCAB, TPL_T_EPS,            /* float32 bits */
-    TPL_T_CONTEXT,                     /* positions of the KV cache (the plan's) */
-    TPL_T_KV_ROW,                      /* bytes of one position's K (or V) row on one port */
-    TPL_T_EMBED_ROWS, TPL_T_EMBED_STRIDE,   /* Q8_0 rows of the embedding, bytes per row */
-    TPL_T_ROPE_F64,                    /* 1: cos/sin tables are double, 0: float */
-    TPL_T_HDR_BYTES,                   /* attention header block (header word, scale words,
+    TPH_T_MAGIC, TPH_T_WORDS,
+    TPH_T_LAYERS, TPH_T_HIDDEN, TPH_T_MLP, TPH_T_HEADS, TPH_T_KV_HEADS, TPH_T_HEAD_DIM,
+    TPH_T_VOCAB, TPH_T_EPS,            /* float32 bits */
+    TPH_T_CONTEXT,                     /* positions of the KV cache (the plan's) */
+    TPH_T_KV_ROW,                      /* bytes of one position's K (or V) row on one port */
+    TPH_T_EMBED_ROWS, TPH_T_EMBED_STRIDE,   /* Q8_0 rows of the embedding, bytes per row */
+    TPH_T_ROPE_F64,                    /* 1: cos/sin tables are double, 0: float */
+    TPH_T_HDR_BYTES,                   /* attention header block (header word, scale words,
                                           padding to a 16-byte beat) */
-    TPL_T_PART0, TPL_T_PART1,          /* bytes of the header+q part slot per port */
-    TPL_T_ATT_WORDS,                   /* attention result words before the status word */
-    TPL_T_FRAC_BITS, TPL_T_SPO, TPL_T_MAX_SHIFT, TPL_T_MULT_BITS,
-    TPL_T_N_XFER,                      /* transfers of the plan */
-    TPL_T_XFER_OFF,                    /* -> N_XFER words: each transfer's record offset */
-    TPL_T_KIND_OFF,                    /* -> LAYERS * 5 + 1 transfer indices (layer-major:
+    TPH_T_PART0, TPH_T_PART1,          /* bytes of the header+q part slot per port */
+    TPH_T_ATT_WORDS,                   /* attention result words before the status word */
+    TPH_T_FRAC_BITS, TPH_T_SPO, TPH_T_MAX_SHIFT, TPH_T_MULT_BITS,
+    TPH_T_N_XFER,                      /* transfers of the plan */
+    TPH_T_XFER_OFF,                    /* -> N_XFER words: each transfer's record offset */
+    TPH_T_KIND_OFF,                    /* -> LAYERS * 5 + 1 transfer indices (layer-major:
                                           qkv, att, o, gate_up, down; then the LM head) */
-    TPL_T_XSLOT_OFF,                   /* -> 5 byte offsets in frames: x slots of qkv, o,
+    TPH_T_XSLOT_OFF,                   /* -> 5 byte offsets in frames: x slots of qkv, o,
                                           gate_up, down, lm_head */
-    TPL_T_PART_OFF,                    /* -> KV_HEADS x 2 byte offsets of the part slots */
-    TPL_T_KVCTRL_OFF, TPL_T_KVCTRL_N,  /* -> N words: CONTROL word index | TXEOF flag << 31
+    TPH_T_PART_OFF,                    /* -> KV_HEADS x 2 byte offsets of the part slots */
+    TPH_T_KVCTRL_OFF, TPH_T_KVCTRL_N,  /* -> N words: CONTROL word index | TXEOF flag << 31
                                           of every K/V descriptor */
-    TPL_T_SWITCH_OFF,                  /* -> 4 x (NXTDESC word index, LM head address or
-                                          TPL_NONE, layer 0 address): the LM head switch */
-    TPL_T_SEQ0_OFF,                    /* -> 4: each channel's first transfer */
-    TPL_T_TRACE_WORDS,                 /* words of the trace buffer (every result slot) */
-    TPL_T_TRACE_OUTS,                  /* result slots of a token (trace_n entries) */
-    TPL_T_FRAMES_BYTES,                /* bytes of the frames region (every index checked) */
-    TPL_T_KV_BYTES,                    /* bytes of the kv region */
-    TPL_T_KV_FIXED,                    /* 1: the KV steps are fixed (the model's calibrated
+    TPH_T_SWITCH_OFF,                  /* -> 4 x (NXTDESC word index, LM head address or
+                                          TPH_NONE, layer 0 address): the LM head switch */
+    TPH_T_SEQ0_OFF,                    /* -> 4: each channel's first transfer */
+    TPH_T_TRACE_WORDS,                 /* words of the trace buffer (every result slot) */
+    TPH_T_TRACE_OUTS,                  /* result slots of a token (trace_n entries) */
+    TPH_T_FRAMES_BYTES,                /* bytes of the frames region (every index checked) */
+    TPH_T_KV_BYTES,                    /* bytes of the kv region */
+    TPH_T_KV_FIXED,                    /* 1: the KV steps are fixed (the model's calibrated
                                           ones): each row quantised with its head's step and
                                           clipped to +-127, never requantised; 0: the running
                                           absmax (tph_kv_step, requantisation) */
-    TPL_T_VECTORS,                     /* the matrix engines' vectors V: the most rows of a
-                                          batched step (1..TPL_MAX_VECTORS) */
-    TPL_T_STREAMS,                     /* KV caches in the kv region (streams) */
-    TPL_T_KV_STREAM_BYTES,             /* bytes of one stream's cache */
-    TPL_T_VEC_OFF,                     /* -> N_XFER words: each transfer's B-vector record
+    TPH_T_VECTORS,                     /* the matrix engines' vectors V: the most rows of a
+                                          batched step (1..TPH_MAX_VECTORS) */
+    TPH_T_STREAMS,                     /* KV caches in the kv region (streams) */
+    TPH_T_KV_STREAM_BYTES,             /* bytes of one stream's cache */
+    TPH_T_VEC_OFF,                     /* -> N_XFER words: each transfer's B-vector record
                                           offset (0: none): its count n, then n x
-                                          TPL_VEC_WORDS */
-    TPL_T_ATTX_OFF,                    /* -> N_XFER words: each attention transfer's record
+                                          TPH_VEC_WORDS */
+    TPH_T_ATTX_OFF,                    /* -> N_XFER words: each attention transfer's record
                                           offset (0: not one): n, n K/V CONTROL words
                                           (index | TXEOF << 31); n, n x (BUFFER word index,
                                           stream 0's address); n, n x (channel, its last
                                           descriptor's NXTDESC word index, the ring's next
                                           address, the block's first) */
-    TPL_T_HEADER = 48
+    TPH_T_HEADER = 48
 };
 
 /* a transfer's record: fixed words, then its frames, descriptors, tails and result slots */
 enum {
-    TPL_X_KIND, TPL_X_LAYER, TPL_X_FRAMES,
-    TPL_X_DESC,                        /* descriptor blocks, S2MM channels first */
-    TPL_X_TAILS, TPL_X_OUTS,
-    TPL_X_FIRST,                       /* 4: the first descriptor's address per channel */
-    TPL_X_NEXT_LOGITS = TPL_X_FIRST + 4,   /* 4: each channel's next transfer, LM head on */
-    TPL_X_NEXT_BODY = TPL_X_NEXT_LOGITS + 4,  /* 4: the same with the LM head off */
-    TPL_X_FIXED = TPL_X_NEXT_BODY + 4
+    TPH_X_KIND, TPH_X_LAYER, TPH_X_FRAMES,
+    TPH_X_DESC,                        /* descriptor blocks, S2MM channels first */
+    TPH_X_TAILS, TPH_X_OUTS,
+    TPH_X_FIRST,                       /* 4: the first descriptor's address per channel */
+    TPH_X_NEXT_LOGITS = TPH_X_FIRST + 4,   /* 4: each channel's next transfer, LM head on */
+    TPH_X_NEXT_BODY = TPH_X_NEXT_LOGITS + 4,  /* 4: the same with the LM head off */
+    TPH_X_FIXED = TPH_X_NEXT_BODY + 4
 };
-#define TPL_FRAME_WORDS 5   /* tag, results are float32 (Q4_1), rows port 0, rows port 1,
+#define TPH_FRAME_WORDS 5   /* tag, results are float32 (Q4_1), rows port 0, rows port 1,
                                the matrix's first row in the scales array */
-#define TPL_DESC_WORDS 3    /* a channel's descriptors (consecutive, 64 bytes apart): the
+#define TPH_DESC_WORDS 3    /* a channel's descriptors (consecutive, 64 bytes apart): the
                                channel, the first one's STATUS word index, how many */
-#define TPL_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
-#define TPL_OUT_WORDS 6     /* frame, port, STATUS word index of its S2MM descriptor, the
+#define TPH_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
+#define TPH_OUT_WORDS 6     /* frame, port, STATUS word index of its S2MM descriptor, the
                                slot's word offset in frames, trace offset, trace index */
-#define TPL_VEC_WORDS 6     /* a matrix half of a transfer: its header descriptor's and x
+#define TPH_VEC_WORDS 6     /* a matrix half of a transfer: its header descriptor's and x
                                descriptor's first word index, the image header's address, the
                                B-vector header's, the x slot's (vector 0), x bytes per vector */
 
 /* transfer kinds (plan.KINDS, then the LM head) */
-enum { TPL_QKV, TPL_ATT, TPL_O, TPL_GU, TPL_DOWN, TPL_LM, TPL_KINDS };
+enum { TPH_QKV, TPH_ATT, TPH_O, TPH_GU, TPH_DOWN, TPH_LM, TPH_KINDS };
 
 /* ---- pointer slots */
 enum {
-    TPL_P_FRAMES,      /* uint8: the frames region (descriptors, x, part and result slots) */
-    TPL_P_KV,          /* int8: the kv region, kv[port][K|V][layer][kv_head][position][row] */
-    TPL_P_EMBED,       /* uint8: Q8_0 embedding rows */
-    TPL_P_NORMS,       /* float: (2 LAYERS + 1) x HIDDEN: input, post of each layer; final */
-    TPL_P_SCALES,      /* float: every INT8 / ternary matrix's row scales */
-    TPL_P_COS, TPL_P_SIN,   /* double or float: CONTEXT x HEAD_DIM / 2 */
-    TPL_P_KSTEP, TPL_P_VSTEP,   /* float: LAYERS x KV_HEADS (the decoder's KVCache) */
-    TPL_P_LENGTH,      /* int64: LAYERS (cached positions) */
-    TPL_P_STATE,       /* int32: TPL_STATE_WORDS, shared with the Python runtime */
-    TPL_P_STATS,       /* uint32: TPL_STATS, this step's counters */
-    TPL_P_ERR,         /* uint32: TPL_ERR_WORDS */
-    TPL_P_LOGITS,      /* float: VOCAB (the LM head's output), or NULL */
-    TPL_P_TRACE,       /* uint32: TRACE_WORDS (every result word of the step), or NULL */
-    TPL_P_TRACE_N,     /* uint32: TRACE_OUTS (words received per result slot), or NULL;
-                          tpl_step_rows: VECTORS x TRACE_WORDS and x TRACE_OUTS, row j's
+    TPH_P_FRAMES,      /* uint8: the frames region (descriptors, x, part and result slots) */
+    TPH_P_KV,          /* int8: the kv region, kv[port][K|V][layer][kv_head][position][row] */
+    TPH_P_EMBED,       /* uint8: Q8_0 embedding rows */
+    TPH_P_NORMS,       /* float: (2 LAYERS + 1) x HIDDEN: input, post of each layer; final */
+    TPH_P_SCALES,      /* float: every INT8 / ternary matrix's row scales */
+    TPH_P_COS, TPH_P_SIN,   /* double or float: CONTEXT x HEAD_DIM / 2 */
+    TPH_P_KSTEP, TPH_P_VSTEP,   /* float: LAYERS x KV_HEADS (the decoder's KVCache) */
+    TPH_P_LENGTH,      /* int64: LAYERS (cached positions) */
+    TPH_P_STATE,       /* int32: TPH_STATE_WORDS, shared with the Python runtime */
+    TPH_P_STATS,       /* uint32: TPH_STATS, this step's counters */
+    TPH_P_ERR,         /* uint32: TPH_ERR_WORDS */
+    TPH_P_LOGITS,      /* float: VOCAB (the LM head's output), or NULL */
+    TPH_P_TRACE,       /* uint32: TRACE_WORDS (every result word of the step), or NULL */
+    TPH_P_TRACE_N,     /* uint32: TRACE_OUTS (words received per result slot), or NULL;
+                          tph_step_rows: VECTORS x TRACE_WORDS and x TRACE_OUTS, row j's
                           attention words at row j's (matrix words at row 0's) */
-    TPL_P_XSTATE,      /* int32: 3 x N_XFER, shared with the Python runtime: each transfer's
+    TPH_P_XSTATE,      /* int32: 3 x N_XFER, shared with the Python runtime: each transfer's
                           vectors B, its attention stream, 1 when it links back to itself */
-    TPL_P_COUNT
+    TPH_P_COUNT
 };
 
 /* ---- shared state (int32) */
 enum {
-    TPL_S_NEXT,                        /* 4: each channel's next transfer in its chain */
-    TPL_S_LINK = TPL_S_NEXT + 4,       /* the chains run the LM head: 1, not: 0, unknown: -1 */
-    TPL_S_L,                           /* this token's context L */
-    TPL_S_TIMEOUT_US,                  /* a transfer's deadline */
-    TPL_S_RESET_TIMEOUT_US,            /* a DMA reset's and a channel start's deadline */
-    TPL_STATE_WORDS
+    TPH_S_NEXT,                        /* 4: each channel's next transfer in its chain */
+    TPH_S_LINK = TPH_S_NEXT + 4,       /* the chains run the LM head: 1, not: 0, unknown: -1 */
+    TPH_S_L,                           /* this token's context L */
+    TPH_S_TIMEOUT_US,                  /* a transfer's deadline */
+    TPH_S_RESET_TIMEOUT_US,            /* a DMA reset's and a channel start's deadline */
+    TPH_STATE_WORDS
 };
 
-/* ---- counters of one step (uint32, zeroed by tpl_step) */
+/* ---- counters of one step (uint32, zeroed by tph_step) */
 enum {
-    TPL_C_KV, TPL_C_PARTS, TPL_C_X, TPL_C_DESC, TPL_C_REQUANT,   /* CPU bytes (CPU_BYTES) */
-    TPL_C_TRANSFERS, TPL_C_TAILS, TPL_C_READS0, TPL_C_READS1, TPL_C_WRITES0, TPL_C_WRITES1,
-    TPL_C_RETRIES, TPL_C_GROWTHS,
-    TPL_C_READ,                        /* CPU bytes read from DMA memory (CPU_BYTES "read") */
-    TPL_C_CLIPPED,                     /* K/V values beyond 127 fixed steps (KVCache.clipped) */
-    TPL_STATS
+    TPH_C_KV, TPH_C_PARTS, TPH_C_X, TPH_C_DESC, TPH_C_REQUANT,   /* CPU bytes (CPU_BYTES) */
+    TPH_C_TRANSFERS, TPH_C_TAILS, TPH_C_READS0, TPH_C_READS1, TPH_C_WRITES0, TPH_C_WRITES1,
+    TPH_C_RETRIES, TPH_C_GROWTHS,
+    TPH_C_READ,                        /* CPU bytes read from DMA memory (CPU_BYTES "read") */
+    TPH_C_CLIPPED,                     /* K/V values beyond 127 fixed steps (KVCache.clipped) */
+    TPH_STATS
 };
 
-/* ---- results and errors. tpl_step returns TPL_OK or a TPL_E_* code; the error words hold
- * record 0 (the error) and the retried faults (TPL_ERR_RETRIED records from word
- * TPL_ERR_REC, their count in word TPL_ERR_NRETRIED), each TPL_REC_WORDS:
+/* ---- results and errors. tph_step returns TPH_OK or a TPH_E_* code; the error words hold
+ * record 0 (the error) and the retried faults (TPH_ERR_RETRIED records from word
+ * TPH_ERR_REC, their count in word TPH_ERR_NRETRIED), each TPH_REC_WORDS:
  *   code, transfer, channel (or frame), DMASR (or port), then a..h:
- *   TPL_E_DMA_*: ERRBIT/HALTED -; HANG a = other pending channels, then (channel, DMASR)
+ *   TPH_E_DMA_*: ERRBIT/HALTED -; HANG a = other pending channels, then (channel, DMASR)
  *     pairs; DESC a = STATUS; SHORT a = bytes moved, b = length; OVER -.
- *   TPL_E_MATRIX / TPL_E_ATT: channel = frame, DMASR = port; a = TPL_W_*, b = status word,
- *     c = words received, d = rows expected; TPL_E_MATRIX e = the frame's vectors B.
- *   TPL_E_VALUE: a = TPL_V_*, b = the kernel's TPH_* code, c, d = the score scale's bits
- *     (low, high) for TPL_V_SCORE.
- *   TPL_E_RESET: a = 1: DMACR.Reset stuck (channel = dma * 2), 2: a channel stayed halted.
- *   TPL_E_ORDER: channel, a = the channel's next transfer. */
-#define TPL_OK 0
+ *   TPH_E_MATRIX / TPH_E_ATT: channel = frame, DMASR = port; a = TPH_W_*, b = status word,
+ *     c = words received, d = rows expected; TPH_E_MATRIX e = the frame's vectors B.
+ *   TPH_E_VALUE: a = TPH_V_*, b = the kernel's TPH_* code, c, d = the score scale's bits
+ *     (low, high) for TPH_V_SCORE.
+ *   TPH_E_RESET: a = 1: DMACR.Reset stuck (channel = dma * 2), 2: a channel stayed halted.
+ *   TPH_E_ORDER: channel, a = the channel's next transfer. */
+#define TPH_OK 0
 enum {
-    TPL_E_DMA_ERRBIT = 1, TPL_E_DMA_HALTED, TPL_E_DMA_HANG, TPL_E_DMA_DESC, TPL_E_DMA_SHORT,
-    TPL_E_DMA_OVER,
-    TPL_E_MATRIX = 16, TPL_E_ATT, TPL_E_VALUE, TPL_E_RESET, TPL_E_IO, TPL_E_ORDER, TPL_E_ARG,
-    TPL_E_CONTEXT
+    TPH_E_DMA_ERRBIT = 1, TPH_E_DMA_HALTED, TPH_E_DMA_HANG, TPH_E_DMA_DESC, TPH_E_DMA_SHORT,
+    TPH_E_DMA_OVER,
+    TPH_E_MATRIX = 16, TPH_E_ATT, TPH_E_VALUE, TPH_E_RESET, TPH_E_IO, TPH_E_ORDER, TPH_E_ARG,
+    TPH_E_CONTEXT
 };
-enum { TPL_W_NONE = 1, TPL_W_FLAGS, TPL_W_COUNT, TPL_W_TAG };
-enum { TPL_V_QUANTISE = 1, TPL_V_KV_STEP, TPL_V_KV_REQUANT, TPL_V_SCORE };
-#define TPL_REC_WORDS 12
-#define TPL_ERR_RETRIED 4
-#define TPL_ERR_NRETRIED (TPL_REC_WORDS * (1 + TPL_ERR_RETRIED))
-#define TPL_ERR_REC TPL_REC_WORDS
-#define TPL_ERR_WORDS (TPL_ERR_NRETRIED + 1)
+enum { TPH_W_NONE = 1, TPH_W_FLAGS, TPH_W_COUNT, TPH_W_TAG };
+enum { TPH_V_QUANTISE = 1, TPH_V_KV_STEP, TPH_V_KV_REQUANT, TPH_V_SCORE };
+#define TPH_REC_WORDS 12
+#define TPH_ERR_RETRIED 4
+#define TPH_ERR_NRETRIED (TPH_REC_WORDS * (1 + TPH_ERR_RETRIED))
+#define TPH_ERR_REC TPH_REC_WORDS
+#define TPH_ERR_WORDS (TPH_ERR_NRETRIED + 1)
 
-int32_t tpl_abi(void);
+int32_t tph_loop_abi(void);
 /* the write barrier of the loop before its TAILDESC writes (ARMv7: DSB ST), for the Python loop */
-void tpl_wmb(void);
+void tph_wmb(void);
 /* bytes of the context (the struct and the step's vectors) for this table; 0 if it is bad */
-uint32_t tpl_ctx_bytes(const uint32_t *table, uint32_t words);
-/* check the table and lay out the context in mem (16-byte aligned, tpl_ctx_bytes long); the
+uint32_t tph_ctx_bytes(const uint32_t *table, uint32_t words);
+/* check the table and lay out the context in mem (16-byte aligned, tph_ctx_bytes long); the
  * table, the pointer array and io must outlive the context (ptrs may change between steps) */
-int32_t tpl_init(void *mem, uint32_t bytes, const uint32_t *table, uint32_t words,
-                 void *const *ptrs, const tpl_io *io);
+int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *table, uint32_t words,
+                 void *const *ptrs, const tph_io *io);
 /* one decoder position: token at position pos; logits != 0: run the LM head into
- * ptrs[TPL_P_LOGITS] (otherwise the chains skip it) */
-int32_t tpl_step(void *ctx, uint32_t token, uint32_t pos, uint32_t logits);
+ * ptrs[TPH_P_LOGITS] (otherwise the chains skip it) */
+int32_t tph_step(void *ctx, uint32_t token, uint32_t pos, uint32_t logits);
 
-/* ---- both cores (tphwork.h; docs/runtime.md section 9, "Both cores"). tpl_init lays out a
- * serial context (threads 1). tpl_threads(ctx, 2, spin_us) starts the context's worker
+/* ---- both cores (tphwork.h; docs/runtime.md section 9, "Both cores"). tph_init lays out a
+ * serial context (threads 1). tph_threads(ctx, 2, spin_us) starts the context's worker
  * thread: then the LM head's dequantisation runs port 0's results on the caller's thread and
  * port 1's on the worker (woken before the LM head's transfer, so its wake-up overlaps the
- * DMA), tpl_argmax takes each half of the logits on one core, and a batched pass of B rows
- * (tpl_step_rows) shares its rows' small ops between transfers (RMSNorm, RoPE, residuals,
+ * DMA), tph_argmax takes each half of the logits on one core, and a batched pass of B rows
+ * (tph_step_rows) shares its rows' small ops between transfers (RMSNorm, RoPE, residuals,
  * SiLU*up, the activations' quantisation: rows [0, (B + 1) / 2) here, the rest on the worker)
  * and every frame's results by port; every result the same bits as with threads 1. Returns the threads now running (2, or 1: threads 1, a build without
  * pthreads, or the thread not created). spin_us: how long an idle worker spins for its next
- * job before it sleeps. tpl_free (= tpl_threads(ctx, 1, 0)) joins the thread: call it before
+ * job before it sleeps. tph_free (= tph_threads(ctx, 1, 0)) joins the thread: call it before
  * the context's memory is freed or initialised again. */
-uint32_t tpl_threads(void *ctx, uint32_t threads, uint32_t spin_us);
-void tpl_free(void *ctx);
+uint32_t tph_threads(void *ctx, uint32_t threads, uint32_t spin_us);
+void tph_free(void *ctx);
 /* greedy sampling over both cores: numpy.argmax's index of x (tph_argmax_halves on the
  * context's worker); last != 0: the worker sleeps after it (the token's last job) */
-int32_t tpl_argmax(void *ctx, const float *x, uint32_t n, uint32_t last);
+int32_t tph_argmax(void *ctx, const float *x, uint32_t n, uint32_t last);
 
 /* ---- one row of a batched step (a position of one stream) */
-typedef struct tpl_row {
+typedef struct tph_row {
     uint32_t stream, token, pos, logits;   /* logits != 0: run the LM head for this row */
     float *k_step, *v_step;                /* the stream's KV steps (LAYERS x KV_HEADS) */
     int64_t *length;                       /* the stream's cached positions (LAYERS) */
@@ -246,13 +246,13 @@ typedef struct tpl_row {
                                               io->kv_save before a requantisation */
     uint32_t kv_written, kv_requantised, kv_clipped;   /* out: this row's KV counts */
     uint32_t reserved;
-} tpl_row;
+} tph_row;
 
 /* B = 1..VECTORS positions in one weight pass (Decoder.step_rows): a stream's rows take its
  * next positions in order; every matrix transfer carries the B rows as B-vector frames,
  * attention runs per row over its stream's cache, the LM head once for the rows that ask.
  * The chains are back to one-vector frames and stream 0 on return (restore_chains). */
-int32_t tpl_step_rows(void *ctx, tpl_row *rows, uint32_t B);
+int32_t tph_step_rows(void *ctx, tph_row *rows, uint32_t B);
 
 /* ---- the replay device: two AXI DMAs in scatter-gather mode answering with recorded engine
  * words and no compute (make host-bench's backend). A TAILDESC write to an MM2S channel marks
@@ -261,28 +261,28 @@ int32_t tpl_step_rows(void *ctx, tpl_row *rows, uint32_t B);
  * bytes), cycling through the recording. DMACR (RS, Reset), DMASR (Halted, Idle), CURDESC
  * and TAILDESC as PG021; descriptors and buffers in one DDR span (phys -> ddr + phys -
  * phys_base). */
-typedef struct tpl_replay_ch {
+typedef struct tph_replay_ch {
     uint32_t cr, halted, curdesc, next, started;
-} tpl_replay_ch;
+} tph_replay_ch;
 
-typedef struct tpl_replay {
+typedef struct tph_replay {
     uint8_t *ddr;
     uint32_t phys_base, size;
     const uint32_t *words[2];     /* per port: the recorded frames' words, back to back */
     const uint32_t *starts[2];    /* per port: packets + 1 word offsets */
     uint32_t packets[2];
     uint32_t next_packet[2];
-    tpl_replay_ch ch[2][2];       /* [dma][MM2S, S2MM] */
+    tph_replay_ch ch[2][2];       /* [dma][MM2S, S2MM] */
     uint32_t errors;              /* descriptors outside DDR or without length (never) */
-} tpl_replay;
+} tph_replay;
 
-uint32_t tpl_replay_bytes(void);
-void tpl_replay_init(tpl_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t size);
+uint32_t tph_replay_bytes(void);
+void tph_replay_init(tph_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t size);
 /* port's recording: packets frames, frame k = words[starts[k] .. starts[k + 1]) */
-void tpl_replay_record(tpl_replay *dev, uint32_t port, const uint32_t *words,
+void tph_replay_record(tph_replay *dev, uint32_t port, const uint32_t *words,
                        const uint32_t *starts, uint32_t packets);
-int32_t tpl_replay_read(void *dev, uint32_t dma, uint32_t offset, uint32_t *value);
-int32_t tpl_replay_write(void *dev, uint32_t dma, uint32_t offset, uint32_t value);
+int32_t tph_replay_read(void *dev, uint32_t dma, uint32_t offset, uint32_t *value);
+int32_t tph_replay_write(void *dev, uint32_t dma, uint32_t offset, uint32_t value);
 
 #ifdef __cplusplus
 }

@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-#include "tpl_facts.h"
+#include "tphfacts.h"
 
-void tpl_replay_init(tpl_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t size)
+void tph_replay_init(tph_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t size)
 {
     uint32_t d, k;
     memset(dev, 0, sizeof *dev);
@@ -22,9 +22,9 @@ void tpl_replay_init(tpl_replay *dev, uint8_t *ddr, uint32_t phys_base, uint32_t
             dev->ch[d][k].halted = 1;
 }
 
-uint32_t tpl_replay_bytes(void) { return (uint32_t)sizeof(tpl_replay); }
+uint32_t tph_replay_bytes(void) { return (uint32_t)sizeof(tph_replay); }
 
-void tpl_replay_record(tpl_replay *dev, uint32_t port, const uint32_t *words,
+void tph_replay_record(tph_replay *dev, uint32_t port, const uint32_t *words,
                        const uint32_t *starts, uint32_t packets)
 {
     if (port > 1)
@@ -36,7 +36,7 @@ void tpl_replay_record(tpl_replay *dev, uint32_t port, const uint32_t *words,
 }
 
 /* the bytes at physical address a (n of them inside the span), else NULL */
-static uint8_t *at(tpl_replay *dev, uint32_t a, uint32_t n)
+static uint8_t *at(tph_replay *dev, uint32_t a, uint32_t n)
 {
     uint32_t off = a - dev->phys_base;
     if (a < dev->phys_base || off > dev->size || n > dev->size - off)
@@ -57,42 +57,42 @@ static uint32_t get(const uint8_t *desc, uint32_t word)
 }
 
 /* the descriptors from the channel's position through the tail */
-static void process(tpl_replay *dev, uint32_t dma, uint32_t s2mm, uint32_t tail)
+static void process(tph_replay *dev, uint32_t dma, uint32_t s2mm, uint32_t tail)
 {
-    tpl_replay_ch *ch = &dev->ch[dma][s2mm];
-    uint32_t a = ch->started ? ch->curdesc : ch->next, guard = dev->size / TPL_DESC_BYTES + 1u;
+    tph_replay_ch *ch = &dev->ch[dma][s2mm];
+    uint32_t a = ch->started ? ch->curdesc : ch->next, guard = dev->size / TPH_DESC_BYTES + 1u;
     ch->started = 0;
     while (guard--) {
-        uint8_t *desc = at(dev, a, TPL_DESC_BYTES);
+        uint8_t *desc = at(dev, a, TPH_DESC_BYTES);
         uint32_t len;
-        if (!desc || a % TPL_DESC_BYTES) {
+        if (!desc || a % TPH_DESC_BYTES) {
             dev->errors++;
             ch->halted = 1;
             return;
         }
-        len = get(desc, TPL_D_CONTROL) & TPL_LEN_MASK;
+        len = get(desc, TPH_D_CONTROL) & TPH_LEN_MASK;
         if (!s2mm) {
-            put(desc, TPL_D_STATUS, TPL_ST_CMPLT | len);
+            put(desc, TPH_D_STATUS, TPH_ST_CMPLT | len);
         } else if (dev->packets[dma]) {
             uint32_t k = dev->next_packet[dma], n = 4u * (dev->starts[dma][k + 1]
                                                         - dev->starts[dma][k]);
             uint32_t take = n < len ? n : len;
-            uint8_t *buf = at(dev, get(desc, TPL_D_BUFFER), take);
+            uint8_t *buf = at(dev, get(desc, TPH_D_BUFFER), take);
             if (!buf) {
                 dev->errors++;
                 ch->halted = 1;
                 return;
             }
             memcpy(buf, dev->words[dma] + dev->starts[dma][k], take);
-            put(desc, TPL_D_STATUS, TPL_ST_CMPLT | TPL_ST_RXSOF | take
-                                    | (take == n ? TPL_ST_RXEOF : 0u));
+            put(desc, TPH_D_STATUS, TPH_ST_CMPLT | TPH_ST_RXSOF | take
+                                    | (take == n ? TPH_ST_RXEOF : 0u));
             dev->next_packet[dma] = k + 1 == dev->packets[dma] ? 0 : k + 1;
         }
         if (a == tail) {
-            ch->next = get(desc, TPL_D_NXTDESC) & ~0x3Fu;
+            ch->next = get(desc, TPH_D_NXTDESC) & ~0x3Fu;
             return;
         }
-        a = get(desc, TPL_D_NXTDESC) & ~0x3Fu;
+        a = get(desc, TPH_D_NXTDESC) & ~0x3Fu;
     }
     dev->errors++;                    /* a ring that never reaches the tail */
     ch->halted = 1;
@@ -100,60 +100,60 @@ static void process(tpl_replay *dev, uint32_t dma, uint32_t s2mm, uint32_t tail)
 
 /* The channel a register access names (NULL: no such DMA) and the register's offset within
  * the channel's block (*r) and whether it is the S2MM channel (*s2mm). */
-static tpl_replay_ch *channel(tpl_replay *dev, uint32_t dma, uint32_t offset, uint32_t *r,
+static tph_replay_ch *channel(tph_replay *dev, uint32_t dma, uint32_t offset, uint32_t *r,
                               uint32_t *s2mm)
 {
-    *s2mm = offset >= TPL_S2MM;
-    *r = offset - (*s2mm ? TPL_S2MM : 0u);
+    *s2mm = offset >= TPH_S2MM;
+    *r = offset - (*s2mm ? TPH_S2MM : 0u);
     return dma > 1 ? NULL : &dev->ch[dma][*s2mm];
 }
 
-int32_t tpl_replay_read(void *d, uint32_t dma, uint32_t offset, uint32_t *value)
+int32_t tph_replay_read(void *d, uint32_t dma, uint32_t offset, uint32_t *value)
 {
     uint32_t r, s2mm;
-    tpl_replay_ch *ch = channel((tpl_replay *)d, dma, offset, &r, &s2mm);
+    tph_replay_ch *ch = channel((tph_replay *)d, dma, offset, &r, &s2mm);
     if (!ch)
         return -1;
-    if (r == TPL_DMACR)
+    if (r == TPH_DMACR)
         *value = ch->cr;
-    else if (r == TPL_DMASR)
-        *value = TPL_SR_SGINCLD | (ch->halted ? TPL_SR_HALTED : TPL_SR_IDLE);
-    else if (r == TPL_CURDESC)
+    else if (r == TPH_DMASR)
+        *value = TPH_SR_SGINCLD | (ch->halted ? TPH_SR_HALTED : TPH_SR_IDLE);
+    else if (r == TPH_CURDESC)
         *value = ch->curdesc;
-    else if (r == TPL_TAILDESC || r == TPL_CURDESC_MSB || r == TPL_TAILDESC_MSB)
+    else if (r == TPH_TAILDESC || r == TPH_CURDESC_MSB || r == TPH_TAILDESC_MSB)
         *value = 0;
     else
         return -1;
     return 0;
 }
 
-int32_t tpl_replay_write(void *d, uint32_t dma, uint32_t offset, uint32_t value)
+int32_t tph_replay_write(void *d, uint32_t dma, uint32_t offset, uint32_t value)
 {
-    tpl_replay *dev = (tpl_replay *)d;
+    tph_replay *dev = (tph_replay *)d;
     uint32_t r, s2mm;
-    tpl_replay_ch *ch = channel(dev, dma, offset, &r, &s2mm);
+    tph_replay_ch *ch = channel(dev, dma, offset, &r, &s2mm);
     if (!ch)
         return -1;
-    if (r == TPL_DMACR) {
-        if (value & TPL_CR_RESET) {       /* both channels to power-on */
+    if (r == TPH_DMACR) {
+        if (value & TPH_CR_RESET) {       /* both channels to power-on */
             memset(dev->ch[dma], 0, sizeof dev->ch[dma]);
             dev->ch[dma][0].halted = dev->ch[dma][1].halted = 1;
             return 0;
         }
-        if ((value & TPL_CR_RS) && ch->halted) {
+        if ((value & TPH_CR_RS) && ch->halted) {
             ch->halted = 0;
             ch->started = 1;
-        } else if (!(value & TPL_CR_RS)) {
+        } else if (!(value & TPH_CR_RS)) {
             ch->halted = 1;
         }
-        ch->cr = value & ~TPL_CR_RESET;
-    } else if (r == TPL_CURDESC) {
+        ch->cr = value & ~TPH_CR_RESET;
+    } else if (r == TPH_CURDESC) {
         if (ch->halted)
             ch->curdesc = value & ~0x3Fu;
-    } else if (r == TPL_TAILDESC) {
+    } else if (r == TPH_TAILDESC) {
         if (!ch->halted)
             process(dev, dma, s2mm, value & ~0x3Fu);
-    } else if (r != TPL_DMASR && !((r == TPL_CURDESC_MSB || r == TPL_TAILDESC_MSB) && !value)) {
+    } else if (r != TPH_DMASR && !((r == TPH_CURDESC_MSB || r == TPH_TAILDESC_MSB) && !value)) {
         return -1;
     }
     return 0;

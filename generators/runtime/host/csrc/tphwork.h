@@ -3,7 +3,7 @@
  * A worker is one thread beside the caller's: tph_worker_run(w, fn, arg, last) hands it
  * fn(arg, 1) and runs fn(arg, 0) on the calling thread, and returns when both are done (the
  * halves must be independent: disjoint outputs, shared inputs only read). The worker's memory
- * is the caller's (tph_worker_bytes, in the C loop's context: tphloop.h tpl_threads); it is
+ * is the caller's (tph_worker_bytes, in the C loop's context: tphloop.h tph_threads); it is
  * started and joined by explicit calls (tph_worker_start, tph_worker_stop), never by a
  * global. threads = 1, a build without pthreads (TPH_NO_THREADS, or no _POSIX_THREADS), or a
  * thread that could not be created: the serial fallback, fn(arg, 0) then fn(arg, 1) on the

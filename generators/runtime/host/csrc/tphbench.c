@@ -1,7 +1,7 @@
-/* tpl_bench: the C decoder step (tphloop.c) on the replay device (tphreplay.c), no Python,
+/* tphbench: the C decoder step (tphloop.c) on the replay device (tphreplay.c), no Python,
  * for `make host-bench` (callgrind on x86-64, qemu-arm for ARMv7) and the loop's ARMv7 test.
  *
- *     tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]
+ *     tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]
  *
  * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames and
  * kv regions (placed in a DDR span at their physical offsets), the embedding row of the
@@ -11,17 +11,17 @@
  * steps at that position (the KV lengths set back before each: the same work every time;
  * "growth": the running absmax (the table's KV_FIXED word cleared: the rule of a model
  * without calibrated steps) and layer 0 KV head 0's K step set tiny before each step, so
- * every step requantises that head's cached rows once), each followed by greedy sampling (tpl_argmax: the sampling
+ * every step requantises that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
  * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
  * prints the time per step on this machine, the argmax and the last step's KV bytes
  * requantised and values clipped; out=FILE writes the last step's
- * logits (float32, raw). threads=2 starts the context's worker thread (tpl_threads: the LM
+ * logits (float32, raw). threads=2 starts the context's worker thread (tph_threads: the LM
  * head's dequantisation and the argmax by halves on two cores); threads=1, the default, the
  * same halves one after the other on this thread (what make host-bench and make a9-model
  * count: the two-core time is modelled from the halves, docs/runtime.md section 9).
  *
  * A dump of B > 1 rows (write_dump(..., tokens=[t0, t1, ...]): the embedding rows of the B
- * tokens, the engine words of one B-row pass) runs tpl_step_rows instead: B rows of stream 0
+ * tokens, the engine words of one B-row pass) runs tph_step_rows instead: B rows of stream 0
  * at positions pos .. pos + B - 1, each with its logits and greedy sampling (a batched decode
  * step: several streams' or speculation's rows); out=FILE then writes every row's logits.
  * A dump written with logits=False runs its steps without the LM head and sampling (prompt
@@ -48,7 +48,7 @@ typedef struct {
 
 static void die(const char *what)
 {
-    fprintf(stderr, "tpl_bench: %s\n", what);
+    fprintf(stderr, "tphbench: %s\n", what);
     exit(2);
 }
 
@@ -73,7 +73,7 @@ static uint8_t *section(const dump_t *d, const char *name, uint32_t *bytes, uint
             return d->data + u32at(e + NAME_BYTES);
         }
     }
-    fprintf(stderr, "tpl_bench: the dump has no section %s\n", name);
+    fprintf(stderr, "tphbench: the dump has no section %s\n", name);
     exit(2);
 }
 
@@ -90,35 +90,35 @@ static void load(dump_t *d, const char *path)
         die("cannot read the dump");
     fclose(f);
     if (memcmp(d->data, DUMP_MAGIC, 8))
-        die("not a tpl dump");
+        die("not a tph dump");
     d->sections = u32at(d->data + 8);
     d->dir = d->data + 12;
 }
 
-/* one step's host work: the step (B = 0: tpl_step; else tpl_step_rows of B rows) and greedy
+/* one step's host work: the step (B = 0: tph_step; else tph_step_rows of B rows) and greedy
  * sampling of every row (the worker sleeps after the last row's) */
-__attribute__((noinline)) int32_t bench_token(void *ctx, tpl_row *rows, uint32_t B,
+__attribute__((noinline)) int32_t bench_token(void *ctx, tph_row *rows, uint32_t B,
                                               uint32_t pos, uint32_t lm, const float *logits,
                                               uint32_t vocab, int32_t *best)
 {
     uint32_t j;
-    int32_t rc = B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, lm);
+    int32_t rc = B ? tph_step_rows(ctx, rows, B) : tph_step(ctx, 0, pos, lm);
     const uint32_t n = B ? B : 1u;
-    for (j = 0; lm && rc == TPL_OK && j < n; j++)
-        *best = tpl_argmax(ctx, logits + j * vocab, vocab, j + 1u == n);
+    for (j = 0; lm && rc == TPH_OK && j < n; j++)
+        *best = tph_argmax(ctx, logits + j * vocab, vocab, j + 1u == n);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
     dump_t d;
-    tpl_replay dev;
-    tpl_io io;
-    void *ptrs[TPL_P_COUNT], *ctx = NULL;
+    tph_replay dev;
+    tph_io io;
+    void *ptrs[TPH_P_COUNT], *ctx = NULL;
     uint32_t nb, arg, tb, i, j, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
     uint32_t B, mb, lm, threads = 1;
-    tpl_row rows[TPL_MAX_VECTORS];
-    uint32_t *table, *meta, stats_[TPL_STATS], err[TPL_ERR_WORDS];
+    tph_row rows[TPH_MAX_VECTORS];
+    uint32_t *table, *meta, stats_[TPH_STATS], err[TPH_ERR_WORDS];
     const char *out = NULL;
     uint8_t *ddr, *p;
     int64_t *length;
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     double ns;
     if (argc < 3)
-        die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]");
+        die("usage: tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     for (i = 3; i < (uint32_t)argc; i++) {
         if (!strcmp(argv[i], "growth"))
             growth = 1;
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
         else if (!strncmp(argv[i], "threads=", 8))
             threads = (uint32_t)strtoul(argv[i] + 8, NULL, 10);
         else
-            die("usage: tpl_bench DUMP TOKENS [growth] [out=FILE] [threads=N]");
+            die("usage: tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     }
     tokens = (uint32_t)strtoul(argv[2], NULL, 10);
     load(&d, argv[1]);
@@ -145,70 +145,70 @@ int main(int argc, char **argv)
     ddr_size = meta[0];
     phys_base = meta[1];
     pos = meta[2];
-    B = mb >= 20u ? meta[4] : 0u;         /* rows of a batched dump (0: one tpl_step) */
+    B = mb >= 20u ? meta[4] : 0u;         /* rows of a batched dump (0: one tph_step) */
     lm = mb >= 24u ? meta[5] != 0u : 1u;  /* the LM head and sampling (0: prompt rows) */
-    if (B > TPL_MAX_VECTORS)
+    if (B > TPH_MAX_VECTORS)
         die("too many rows in the dump");
     table = (uint32_t *)section(&d, "table", &tb, NULL);
-    vocab = table[TPL_T_VOCAB];
-    layers = table[TPL_T_LAYERS];
-    kvh = table[TPL_T_KV_HEADS];
+    vocab = table[TPH_T_VOCAB];
+    layers = table[TPH_T_LAYERS];
+    kvh = table[TPH_T_KV_HEADS];
     if (growth)                           /* the running absmax: what "growth" measures */
-        table[TPL_T_KV_FIXED] = 0;
+        table[TPH_T_KV_FIXED] = 0;
     ddr = calloc(ddr_size, 1);
     logits = malloc((B ? B : 1u) * vocab * sizeof *logits);
-    xstate = calloc(3u * table[TPL_T_N_XFER], sizeof *xstate);   /* one-vector frames */
+    xstate = calloc(3u * table[TPH_T_N_XFER], sizeof *xstate);   /* one-vector frames */
     if (!ddr || !logits || !xstate)
         die("out of memory");
     p = section(&d, "frames", &nb, &arg);
     memcpy(ddr + arg, p, nb);
     memset(ptrs, 0, sizeof ptrs);
-    ptrs[TPL_P_FRAMES] = ddr + arg;
+    ptrs[TPH_P_FRAMES] = ddr + arg;
     p = section(&d, "kv", &nb, &arg);
     memcpy(ddr + arg, p, nb);
-    ptrs[TPL_P_KV] = ddr + arg;
-    ptrs[TPL_P_EMBED] = section(&d, "embed", NULL, NULL);
-    ptrs[TPL_P_NORMS] = section(&d, "norms", NULL, NULL);
-    ptrs[TPL_P_SCALES] = section(&d, "scales", NULL, NULL);
-    ptrs[TPL_P_COS] = section(&d, "cos", NULL, NULL);
-    ptrs[TPL_P_SIN] = section(&d, "sin", NULL, NULL);
-    ptrs[TPL_P_KSTEP] = kstep = (float *)section(&d, "kstep", NULL, NULL);
-    ptrs[TPL_P_VSTEP] = section(&d, "vstep", NULL, NULL);
-    ptrs[TPL_P_LENGTH] = length = (int64_t *)section(&d, "length", NULL, NULL);
-    ptrs[TPL_P_STATE] = section(&d, "state", NULL, NULL);
-    ptrs[TPL_P_STATS] = stats_;
-    ptrs[TPL_P_ERR] = err;
-    ptrs[TPL_P_LOGITS] = logits;
-    ptrs[TPL_P_XSTATE] = xstate;
-    for (i = 0; i < table[TPL_T_N_XFER]; i++)
+    ptrs[TPH_P_KV] = ddr + arg;
+    ptrs[TPH_P_EMBED] = section(&d, "embed", NULL, NULL);
+    ptrs[TPH_P_NORMS] = section(&d, "norms", NULL, NULL);
+    ptrs[TPH_P_SCALES] = section(&d, "scales", NULL, NULL);
+    ptrs[TPH_P_COS] = section(&d, "cos", NULL, NULL);
+    ptrs[TPH_P_SIN] = section(&d, "sin", NULL, NULL);
+    ptrs[TPH_P_KSTEP] = kstep = (float *)section(&d, "kstep", NULL, NULL);
+    ptrs[TPH_P_VSTEP] = section(&d, "vstep", NULL, NULL);
+    ptrs[TPH_P_LENGTH] = length = (int64_t *)section(&d, "length", NULL, NULL);
+    ptrs[TPH_P_STATE] = section(&d, "state", NULL, NULL);
+    ptrs[TPH_P_STATS] = stats_;
+    ptrs[TPH_P_ERR] = err;
+    ptrs[TPH_P_LOGITS] = logits;
+    ptrs[TPH_P_XSTATE] = xstate;
+    for (i = 0; i < table[TPH_T_N_XFER]; i++)
         xstate[i] = 1;
-    tpl_replay_init(&dev, ddr, phys_base, ddr_size);
+    tph_replay_init(&dev, ddr, phys_base, ddr_size);
     for (i = 0; i < 2; i++) {
         char pk[NAME_BYTES], ps[NAME_BYTES];
         uint32_t frames;
         snprintf(pk, sizeof pk, "pk%u", (unsigned)i);
         snprintf(ps, sizeof ps, "ps%u", (unsigned)i);
         section(&d, ps, &frames, NULL);
-        tpl_replay_record(&dev, i, (const uint32_t *)section(&d, pk, NULL, NULL),
+        tph_replay_record(&dev, i, (const uint32_t *)section(&d, pk, NULL, NULL),
                           (const uint32_t *)section(&d, ps, NULL, NULL), frames / 4 - 1);
     }
     memset(&io, 0, sizeof io);
     io.ctx = &dev;
-    io.read = tpl_replay_read;
-    io.write = tpl_replay_write;
-    nb = tpl_ctx_bytes(table, tb / 4);
+    io.read = tph_replay_read;
+    io.write = tph_replay_write;
+    nb = tph_ctx_bytes(table, tb / 4);
     if (!nb || posix_memalign(&ctx, 16, nb))
         die("the table is refused, or out of memory");
-    if ((rc = tpl_init(ctx, nb, table, tb / 4, ptrs, &io)))
-        die("tpl_init refused the dump");
-    threads = tpl_threads(ctx, threads, 30000u);   /* cloop.SPIN_US */
+    if ((rc = tph_init(ctx, nb, table, tb / 4, ptrs, &io)))
+        die("tph_init refused the dump");
+    threads = tph_threads(ctx, threads, 30000u);   /* cloop.SPIN_US */
     memset(rows, 0, sizeof rows);
     for (j = 0; j < B; j++) {
         rows[j].token = j;                /* the dump's embedding rows, in order */
         rows[j].pos = pos + j;
         rows[j].logits = lm;
         rows[j].k_step = kstep;
-        rows[j].v_step = (float *)ptrs[TPL_P_VSTEP];
+        rows[j].v_step = (float *)ptrs[TPH_P_VSTEP];
         rows[j].length = length;
         rows[j].out = logits + j * vocab;
     }
@@ -220,9 +220,9 @@ int main(int argc, char **argv)
         if (growth)
             kstep[0] = 1e-30f;
         rc = i ? bench_token(ctx, rows, B, pos, lm, logits, vocab, &best)
-               : B ? tpl_step_rows(ctx, rows, B) : tpl_step(ctx, 0, pos, lm);
+               : B ? tph_step_rows(ctx, rows, B) : tph_step(ctx, 0, pos, lm);
         if (rc) {
-            fprintf(stderr, "tpl_bench: step %u failed: code %d (record %u %u %u %u %u %u)\n",
+            fprintf(stderr, "tphbench: step %u failed: code %d (record %u %u %u %u %u %u)\n",
                     (unsigned)i, (int)rc, (unsigned)err[0], (unsigned)err[1], (unsigned)err[2],
                     (unsigned)err[3], (unsigned)err[4], (unsigned)err[5]);
             return 1;
@@ -240,13 +240,13 @@ int main(int argc, char **argv)
     printf("tokens %u rows %u lm %u threads %u position %u ns_per_token %.0f argmax %d retries %u "
            "transfers %u reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u\n",
            (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm, (unsigned)threads,
-           (unsigned)pos, ns, (int)best, (unsigned)stats_[TPL_C_RETRIES],
-           (unsigned)stats_[TPL_C_TRANSFERS],
-           (unsigned)(stats_[TPL_C_READS0] + stats_[TPL_C_READS1]),
-           (unsigned)(stats_[TPL_C_WRITES0] + stats_[TPL_C_WRITES1]), (unsigned)kvh,
-           (unsigned)dev.errors, (unsigned)stats_[TPL_C_REQUANT],
-           (unsigned)stats_[TPL_C_CLIPPED]);
-    tpl_free(ctx);
+           (unsigned)pos, ns, (int)best, (unsigned)stats_[TPH_C_RETRIES],
+           (unsigned)stats_[TPH_C_TRANSFERS],
+           (unsigned)(stats_[TPH_C_READS0] + stats_[TPH_C_READS1]),
+           (unsigned)(stats_[TPH_C_WRITES0] + stats_[TPH_C_WRITES1]), (unsigned)kvh,
+           (unsigned)dev.errors, (unsigned)stats_[TPH_C_REQUANT],
+           (unsigned)stats_[TPH_C_CLIPPED]);
+    tph_free(ctx);
     free(ctx);
     free(ddr);
     free(logits);

@@ -1,8 +1,8 @@
-"""Write generators/runtime/host/csrc/tpl_facts.h, the C loop's facts from the Python side
-(generators.runtime.engines.cloop.c_facts: TPL's numbers, the kinds, the channels); tests check
+"""Write generators/runtime/host/csrc/tphfacts.h, the C loop's facts from the Python side
+(generators.runtime.engines.cloop.c_facts: TPH's numbers, the kinds, the channels); tests check
 the committed file against it.
 
-    python tools/tpl_facts.py
+    python tools/tphfacts.py
 """
 import sys
 from pathlib import Path

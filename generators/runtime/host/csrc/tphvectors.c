@@ -1,7 +1,7 @@
-/* tph_vectors: run every case of a vector file (generators/runtime/host/vectors.py: inputs and
+/* tphvectors: run every case of a vector file (generators/runtime/host/vectors.py: inputs and
  * the numpy reference's outputs) through tphost and compare every output bit.
  *
- *     tph_vectors FILE.tpv        -> one line per kernel, exit 1 on any mismatch
+ *     tphvectors FILE.tpv        -> one line per kernel, exit 1 on any mismatch
  *
  * Built natively and for ARMv7 (arm-linux-gnueabihf-gcc, run under qemu-arm) by
  * tests/runtime/host/test_hostops.py; on the board with its own gcc (with tphwork.c and
