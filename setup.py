@@ -5,7 +5,8 @@ an edit here; `generators.rtl` is the repository's top-level rtl/ folder (pyproj
 it with package-dir and ships its *.v as package data).
 
 `generators.runtime.host._tphost` is the host's C library (generators/runtime/host/csrc: the kernels
-tphost.c, the per-token loop tphloop.c, the replay device tphreplay.c; loaded with ctypes by
+tphost.c, the per-token loop tphloop.c, its worker thread tphwork.c (linked with -pthread), the
+replay device tphreplay.c; loaded with ctypes by
 generators/runtime/host/clib.py). It is optional: without a C compiler (or
 when the build fails) pip prints a warning and installs the package anyway, and the runtime
 runs the numpy twins of the kernels (the same bits) after one warning. The flags are part of
@@ -21,7 +22,8 @@ from setuptools.command.build_ext import build_ext
 
 CSRC = Path("generators") / "runtime" / "host" / "csrc"
 # hostlib.SOURCES: the SHA the loader checks
-SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h")
+SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
+           "tphwork.h", "tphwork.c")
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
 #: the board's build (32-bit ARM: the PYNQ-Z1's Cortex-A9): the kernels' NEON bodies, hard-float
@@ -67,7 +69,8 @@ tphost = Extension(
     sources=[str(CSRC / n) for n in SOURCES if n.endswith(".c")],
     depends=[str(CSRC / n) for n in SOURCES if n.endswith(".h")],
     define_macros=[("TPH_SOURCE_SHA", f'"{source_sha()}"')],
-    extra_compile_args=CFLAGS,
+    extra_compile_args=CFLAGS + ["-pthread"],
+    extra_link_args=["-pthread"],      # tphwork.c: the second core's worker thread
     libraries=["m"],
     optional=True,
 )

@@ -29,7 +29,8 @@ def need_arm() -> None:
 
 
 def build(cc, srcs, out, extra=()):
-    r = subprocess.run([cc, *CFLAGS, *extra, *map(str, srcs), "-lm", "-o", str(out)],
+    r = subprocess.run([cc, *CFLAGS, *extra, *map(str, srcs), "-lm", "-pthread", "-o",
+                        str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return out

@@ -111,8 +111,7 @@ class Builds:
         self.mca = am.Mca(OUT / "mca-cache.json", am.mca_attrs(am.model_flags()))
 
     def funcs(self, b):
-        lib = b["syms"]["tphost"] | b["syms"]["tphloop"] | {"bench_token"}
-        return am.symbols(b["exe"], lib)
+        return am.symbols(b["exe"], b["syms"]["tphost"] | hb.loop_symbols(b))
 
 
 def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
@@ -128,6 +127,14 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     board = blocks(B.board)
     board_instr = sum(len(b["pcs"]) * b["execs"] for b in board.values())
     core = am.core_cycles(blocks(B.model), B.dis, B.mca)
+    # both cores: the model build run with the worker thread (tphbench threads=2), each
+    # thread's blocks and each job's halves told apart
+    f = B.funcs(B.model)
+    one = am.profile_threads(B.model["exe"], [dump, 1, "threads=2"], f,
+                             OUT / f"t1.{os.getpid()}.log")
+    two = am.profile_threads(B.model["exe"], [dump, 2, "threads=2"], f,
+                             OUT / f"t2.{os.getpid()}.log")
+    both = am.two_cores(two, one, am.block_cycles(two["blocks"], B.dis, B.mca), rows)
     miss = cache_misses(B.x86["exe"], [dump, 2], "bench_token", 2 * rows)
     by, ca = counts["bytes"], counts["cache"]
     # the board build's own invalidates (tphbench under qemu-arm), which must be the
@@ -142,8 +149,13 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
     inv = am.invalidated_read_cycles(arm["invalidated"], arm["invalidates"])
     mmio = am.mmio_cycles(counts["reads"] / rows, counts["writes"] / rows)
     cache = am.cache_cycles(miss["d1"], miss["ll"])
-    total = core["cycles"] + cache + unc["read"] + unc["write"] + inv["invalidate"] \
-        + inv["fill"] + mmio
+    memory = cache + unc["read"] + unc["write"] + inv["invalidate"] + inv["fill"] + mmio
+    total = core["cycles"] + memory
+    # both cores: the core's cycles as serial + the longer half of each job + the handshakes;
+    # the memory terms as on one core (the two cores share the SCU, the L2 and the path to
+    # DDR: no overlap of theirs is assumed; the invalidates run on the caller's core, before
+    # the worker's half reads the lines)
+    total2 = both["two_cores"] + memory
     fns = core["functions"]
     small = sum(v["cycles"] for k, v in fns.items() if k in B.model["syms"]["tphost"]
                 and k != "tph_argmax")
@@ -158,7 +170,11 @@ def step_model(B: Builds, dump: Path, rows: int, counts: dict) -> dict:
             "uncached_read_bytes": unc_bytes, "cached_read_bytes": arm["read"],
             "invalidates": arm["invalidates"], "invalidated_bytes": arm["invalidated"],
             "register_reads": counts["reads"] / rows, "register_writes": counts["writes"] / rows,
-            "ms": am.ms(total)}
+            "ms": am.ms(total), "ms_2core": am.ms(total2),
+            "core_2core_ms": am.ms(both["two_cores"]), "serial_core_ms": am.ms(both["serial"]),
+            "halves_ms": [am.ms(both["halves"][0]), am.ms(both["halves"][1])],
+            "longer_halves_ms": am.ms(both["longer"]), "jobs": both["jobs"],
+            "sync_ms": am.ms(both["sync"])}
 
 
 def counts_of(dec, L: int, rows: int, lm: bool) -> dict:
@@ -363,6 +379,21 @@ def figures(results: dict, cal: dict, item4: dict):
                    "measured", f"ARMv7 instructions per {unit} of the model's build "
                    f"({' '.join(am.model_flags())}; qemu-arm): {where}"),
         ]
+        if r.get("jobs"):             # both cores: the worker's halves (issue 28 item 5)
+            out.append(figure(
+                f"{base}.ms_2core", round(r["ms_2core"], 2), "ms", "modelled",
+                f"Cortex-A9 time per {unit} on both cores (the library's worker thread: "
+                f"{r['jobs']:g} job(s) per {unit}: the results' dequantisation by port, the "
+                f"rows' small ops and quantisation by rows, the argmax by halves), MODEL: "
+                f"the caller's serial cycles + the longer half of each job + "
+                f"{am.SYNC_JOB_CYCLES} cycles a job's handshake + {am.WAKE_CYCLES} cycles a "
+                f"step's wake of the worker; the memory terms as on one core: {where}; "
+                f"one core {r['ms']:.2f} ms; {err}", one_core_ms=round(r["ms"], 4),
+                core_2core_ms=round(r["core_2core_ms"], 4),
+                serial_core_ms=round(r["serial_core_ms"], 4),
+                halves_ms=[round(v, 4) for v in r["halves_ms"]],
+                longer_halves_ms=round(r["longer_halves_ms"], 4), jobs=r["jobs"],
+                sync_ms=round(r["sync_ms"], 4), **src))
     for kern, what, unit, key in (("small", "the write-up's small ops of one SmolLM2 token",
                                    "ms", "ms"),
                                   ("attention", "the write-up's INT8 CPU attention at context "
@@ -556,14 +587,15 @@ def main(argv=None) -> int:
 def table(results: dict, cal: dict, item4: dict) -> str:
     lines = ["| path | format | context | board M instr | ARM-mode M instr | CPI | core ms | "
              "cache ms | uncached read ms | cached read ms | invalidates ms | uncached write ms "
-             "| registers ms | total ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| registers ms | total ms | 2 cores: core ms | 2 cores: total ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (p, f, c), r in results.items():
         lines.append(f"| {p} | {f} | {c} | {r['board_minstr']:.3f} | {r['model_minstr']:.3f} "
                      f"| {r['cpi']:.2f} | {r['core_ms']:.2f} | {r['cache_ms']:.2f} | "
                      f"{r['uncached_read_ms']:.2f} | {r.get('cached_read_ms', 0):.2f} | "
                      f"{r.get('invalidate_ms', 0):.2f} | {r['uncached_write_ms']:.2f} | "
-                     f"{r['mmio_ms']:.2f} | {r['ms']:.2f} |")
+                     f"{r['mmio_ms']:.2f} | {r['ms']:.2f} | {r.get('core_2core_ms', 0):.2f} | "
+                     f"{r.get('ms_2core', 0):.2f} |")
     lines.append("")
     lines.append("| write-up kernel | board | model | error | core ms | cache ms | CPI |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|")

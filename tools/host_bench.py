@@ -65,7 +65,7 @@ CSRC = REPO / "generators" / "runtime" / "host" / "csrc"
 OUT = REPO / "build" / "host"
 CFLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
           "-Werror"]
-LIB = ("tphost", "tphloop", "tphreplay")
+LIB = ("tphost", "tphloop", "tphreplay", "tphwork")
 GOAL_MINSTR = 2.0          # issue 28 item 6: at most 2.0 M ARMv7 instructions per token (ctx 512)
 ARM_CC = "arm-linux-gnueabihf-gcc"
 #: the kernels (tphost.h) the C step calls: their inclusive costs are the small ops
@@ -114,7 +114,7 @@ def build(cc: str, tag: str, extra) -> dict:
         syms[name] = {ln.split()[-1] for ln in sh([nm, "--defined-only", o]).stdout.splitlines()
                       if ln.split()[1] in "tT"}
     exe = OUT / f"tphbench.{tag}"
-    sh([cc, *extra, *objs, "-lm", "-o", exe])
+    sh([cc, *extra, *objs, "-lm", "-pthread", "-o", exe])
     return {"exe": exe, "syms": syms}
 
 
@@ -184,14 +184,20 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
 
 # --------------------------------------------------------------------------- ARMv7 path
 
+def loop_symbols(b: dict) -> set:
+    """The functions counted as the loop's own work ("frames and DMA"): the C loop's, its
+    worker's (tphwork.c: the halves' dispatch and their combination) and bench_token."""
+    return b["syms"]["tphloop"] | b["syms"]["tphwork"] | {"bench_token"}
+
+
 def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
     """ARMv7 instructions of one step (``rows`` > 1: a dump of a batched pass, per row),
     counted by qemu-arm: every translation block's
     instructions (-d in_asm) times its executions (-d exec,nochain), logged only inside the
     library's functions and bench_token (-dfilter); run with 1 and 2 steps after the warm-up,
     the difference is one step."""
-    lib = b["syms"]["tphost"] | b["syms"]["tphloop"] | {"bench_token"}
-    funcs = a9model.symbols(b["exe"], lib)
+    loop_fns = loop_symbols(b)
+    funcs = a9model.symbols(b["exe"], b["syms"]["tphost"] | loop_fns)
 
     def count(steps: int) -> dict:
         blocks = a9model.profile(b["exe"], [dump, steps], funcs,
@@ -206,7 +212,7 @@ def arm_path(b: dict, dump: Path, rows: int = 1) -> dict:
     cache = arm_invalidates(b, dump, rows)
     small = sum(v for fn, v in per.items() if fn in b["syms"]["tphost"] and fn != "tph_argmax")
     sampling = per.get("tph_argmax", 0)
-    loop = sum(v for fn, v in per.items() if fn in b["syms"]["tphloop"] or fn == "bench_token")
+    loop = sum(v for fn, v in per.items() if fn in loop_fns)
     return {"small_ops": small, "frames_dma": loop, "sampling": sampling,
             "total": small + loop + sampling, "time_ms": None, "functions": per,
             "cache": cache}

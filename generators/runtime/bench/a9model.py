@@ -39,7 +39,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 #: the PYNQ-Z1's CPU clock: 650 MHz (Digilent's PYNQ-Z1 reference manual: "650MHz dual-core
 #: Cortex-A9 processor")
@@ -134,11 +134,39 @@ SYSCALL_CYCLES = 2000
 #: 10,000 cycles (15 us) a call
 SYSCALL_BOUND_CYCLES = 10000
 
+#: both cores (issue 28 item 5; csrc/tphwork.c): the step with its worker thread takes the
+#: serial part, then per job the longer of its two halves (each counted on the ARMv7 build:
+#: qemu's blocks per thread of a run with the worker thread: profile_threads), plus
+#: the handshake of each job and one wake of the sleeping worker per step. One job with the
+#: worker spinning: the job's cache line from the caller's L1 to the worker's and the
+#: completion's line back, through the SCU; a cache-to-cache transfer stands in for a line
+#: that would otherwise come from memory, so each is bounded here by DDR_MISS_CYCLES; and the
+#: sequentially consistent stores and loads on both sides (tphwork.c: the job, the sleeping
+#: word, the completion, the waiting word; each a DMB before and after on ARMv7, 8 in all):
+#: ASSUMPTION 20 cycles per DMB (a DMB waits for the A9's 4-slot store buffer to drain; no
+#: public figure for the Zynq-7000 was retrieved)
+DMB_CYCLES = 20
+SYNC_LINES, SYNC_BARRIERS = 2, 8
+SYNC_JOB_CYCLES = SYNC_LINES * DDR_MISS_CYCLES + SYNC_BARRIERS * DMB_CYCLES
+#: waking the worker, once per step (tph_worker_wake before the LM head's transfer: the worker
+#: slept after the last step's argmax): the caller's futex wake, a system call
+#: (SYSCALL_CYCLES), and the mutex's lock and unlock (2 DMB each); the worker's own wake-up
+#: latency runs while the DMA streams the LM head (about 15 ms of Q8_0 rows at the DDR wall),
+#: so it is not on the step's path
+WAKE_CYCLES = SYSCALL_CYCLES + 4 * DMB_CYCLES
+#: a batched pass wakes the worker at its start and gives it a job almost at once (the first
+#: layer's RMSNorm): the worker's wake-up latency (the futex wake's IPI to the idle core, its
+#: exit from the idle loop, a context switch) is on the pass's path once: ASSUMPTION 50 us
+#: (no measurement of a Cortex-A9 board's thread wake-up latency was retrieved; Linux
+#: scheduling latencies on such boards are quoted in tens of microseconds)
+WAKE_LATENCY_CYCLES = 50e-6 * A9_HZ
+
 ASSUMPTIONS = {
     "L2_HIT_CYCLES": L2_HIT_CYCLES, "DDR_MISS_CYCLES": DDR_MISS_CYCLES,
     "MMIO_READ_CYCLES": MMIO_READ_CYCLES, "MMIO_WRITE_CYCLES": MMIO_WRITE_CYCLES,
     "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES,
-    "SYSCALL_BOUND_CYCLES": SYSCALL_BOUND_CYCLES}
+    "SYSCALL_BOUND_CYCLES": SYSCALL_BOUND_CYCLES, "DMB_CYCLES": DMB_CYCLES,
+    "WAKE_LATENCY_CYCLES": WAKE_LATENCY_CYCLES}
 SOURCES = [
     "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
     "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
@@ -177,16 +205,15 @@ def symbols(exe: Path, names: Iterable[str]) -> List[Tuple[int, int, str]]:
     return sorted(out)
 
 
-def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
-            log_file: Path) -> Dict[int, dict]:
-    """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
-    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
-    executions counted so far."""
+def _trace(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]], log_file: Path,
+           blocks: Dict[int, dict]) -> Iterator[Tuple[int, int]]:
+    """Run ``exe`` under qemu-arm logging the blocks inside ``funcs``; fill ``blocks`` (start
+    -> {"pcs": [...]}, a block translated again keeps its start) and yield (guest thread,
+    start) per execution of a block, in the log's order; name each block's function at the
+    end ("fn")."""
     dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
     _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
          "-D", log_file, exe, *args])
-    starts = [a for a, _, _ in funcs]
-    blocks: Dict[int, dict] = {}
     cur = None
     with open(log_file) as fh:
         for line in fh:
@@ -196,17 +223,103 @@ def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
                 pc = int(line.split(":", 1)[0], 16)
                 if cur is None:
                     cur = pc
-                    blocks[cur] = {"pcs": [], "execs": blocks.get(cur, {"execs": 0})["execs"]}
+                    blocks[cur] = {"pcs": []}
                 blocks[cur]["pcs"].append(pc)
             elif line.startswith("Trace"):
                 pc = int(line.split("[", 1)[1].split("/")[1], 16)
                 if pc in blocks:
-                    blocks[pc]["execs"] += 1
+                    yield int(line.split()[1].rstrip(":")), pc
     log_file.unlink()
+    starts = [a for a, _, _ in funcs]
     for pc, b in blocks.items():
         i = bisect.bisect_right(starts, pc) - 1
         b["fn"] = funcs[i][2] if i >= 0 and pc < funcs[i][1] else "?"
+
+
+def profile(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
+            log_file: Path) -> Dict[int, dict]:
+    """Every translation block qemu-arm ran inside ``funcs``: start -> {"pcs": [...],
+    "execs": n, "fn": name}. A block qemu translates again (the same start) keeps the
+    executions counted so far."""
+    blocks: Dict[int, dict] = {}
+    execs: Dict[int, int] = {}
+    for _, pc in _trace(exe, args, funcs, log_file, blocks):
+        execs[pc] = execs.get(pc, 0) + 1
+    for pc, b in blocks.items():
+        b["execs"] = execs.get(pc, 0)
     return blocks
+
+
+#: the functions a job of the worker runs (tphwork.h tph_half_fn: a frame's results by port,
+#: the activations' quantisation by rows, the rows' small ops, the argmax's half), the one
+#: that dispatches them on the caller's thread and the worker thread's loop (a half is over at
+#: their next block), and the spinning (tphwork.c spin_while: waiting, not work)
+JOB_FUNCTIONS = ("port_half", "quant_part", "rows_part", "argmax_half")
+DISPATCH, WORKER_LOOP, WAITING = "tph_worker_run", "worker_main", ("spin_while", "now_us")
+
+
+def profile_threads(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]],
+                    log_file: Path) -> dict:
+    """The blocks of a run with the worker thread (tphbench threads=2) under qemu-arm, per
+    thread (qemu's CPU index in each "Trace" line: 0 the caller's, 1 the worker's), with each
+    job's halves told apart in the order each thread ran its blocks: a half starts at the
+    entry block of a job function (JOB_FUNCTIONS) entered from DISPATCH (thread 0) or
+    WORKER_LOOP (thread 1), not from a direct call (a one-row step's), and ends at the next
+    block of that function; the spinning (WAITING) is left out. Returns
+    {"blocks": start -> {"pcs", "fn"}, "serial": start -> executions of thread 0 outside its
+    halves, "halves": per job, (thread 0's, thread 1's) start -> executions}."""
+    entry = {a for a, _, n in funcs if n in JOB_FUNCTIONS}
+    span = {n: (a, b) for a, b, n in funcs if n in (DISPATCH, WORKER_LOOP)}
+    if not entry or DISPATCH not in span or WORKER_LOOP not in span:
+        raise RuntimeError(f"{exe}: no job function of {JOB_FUNCTIONS}, or not {DISPATCH} and "
+                           f"{WORKER_LOOP}, in the profiled functions")
+    ends = (span[DISPATCH], span[WORKER_LOOP])
+    blocks: Dict[int, dict] = {}
+    serial: Dict[int, int] = {}
+    halves: List[Tuple[Dict[int, int], Dict[int, int]]] = []
+    where: List = [serial, None]           # per thread: the dict its blocks count in
+    jobs = [0, 0]                          # per thread: the jobs begun
+    came = [False, False]                  # per thread: its last block was the dispatcher's
+    for t, pc in _trace(exe, args, [f for f in funcs if f[2] not in WAITING], log_file,
+                        blocks):                # the spinning is not logged at all
+        if t > 1:
+            continue
+        home = serial if t == 0 else None
+        dispatcher = ends[t][0] <= pc < ends[t][1]
+        if where[t] is home and pc in entry and came[t]:
+            while len(halves) <= jobs[t]:
+                halves.append(({}, {}))
+            where[t] = halves[jobs[t]][t]
+            jobs[t] += 1
+        elif where[t] is not home and dispatcher:
+            where[t] = home
+        came[t] = dispatcher
+        if where[t] is not None:
+            where[t][pc] = where[t].get(pc, 0) + 1
+    if jobs[0] != jobs[1]:
+        raise RuntimeError(f"{exe}: {jobs[0]} jobs begun on the caller's thread, {jobs[1]} on "
+                           f"the worker's (not a run with the worker thread?)")
+    return {"blocks": blocks, "serial": serial, "halves": halves}
+
+
+def two_cores(two: dict, one: dict, cycles: Dict[int, float], per: float = 1.0) -> dict:
+    """Both cores' core time of one step: profile_threads of runs of two steps and one (the
+    last step's jobs; ``cycles``: llvm-mca's cycles per block), per ``per`` rows: the caller's
+    serial part, each job's halves, the handshakes and the wake of the worker (cycles; a
+    batched pass, ``per`` > 1, waits for the worker's wake-up once)."""
+    def cyc(execs: Dict[int, float]) -> float:
+        return sum(cycles[pc] * n for pc, n in execs.items() if n)
+
+    jobs = two["halves"][len(one["halves"]):]
+    serial = cyc({pc: n - one["serial"].get(pc, 0) for pc, n in two["serial"].items()})
+    halves = [(cyc(h0), cyc(h1)) for h0, h1 in jobs]
+    sync = len(jobs) * SYNC_JOB_CYCLES
+    if jobs:
+        sync += WAKE_CYCLES + (WAKE_LATENCY_CYCLES if per > 1 else 0.0)
+    longer = sum(max(a, b) for a, b in halves)
+    return {"serial": serial / per, "jobs": len(jobs) / per, "sync": sync / per,
+            "halves": (sum(a for a, _ in halves) / per, sum(b for _, b in halves) / per),
+            "longer": longer / per, "two_cores": (serial + longer + sync) / per}
 
 
 def difference(two: Dict[int, dict], one: Dict[int, dict], per: float = 1.0) -> Dict[int, dict]:
@@ -381,15 +494,20 @@ class Mca:
         return {pc: self.cache[self.key(ins)] for pc, ins in blocks.items()}
 
 
-def core_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> dict:
-    """Cycles (perfect caches) and instructions of a step's blocks, in all and per function."""
+def block_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> Dict[int, float]:
+    """start -> llvm-mca's cycles per execution of each block."""
     texts = {}
     for pc, b in blocks.items():
         ins = []
         for p in b["pcs"]:
             ins += mca_text(dis.get(p, "nop"))
         texts[pc] = ins
-    cyc = mca.cycles(texts)
+    return mca.cycles(texts)
+
+
+def core_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> dict:
+    """Cycles (perfect caches) and instructions of a step's blocks, in all and per function."""
+    cyc = block_cycles(blocks, dis, mca)
     per_fn: Dict[str, dict] = {}
     for pc, b in blocks.items():
         f = per_fn.setdefault(b["fn"], {"cycles": 0.0, "instructions": 0.0})

@@ -66,10 +66,11 @@ def _rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def sample(logits: np.ndarray, temperature: float, top_k: int,
-           rng: np.random.Generator) -> int:
-    """Greedy (temperature 0: the first maximum) or temperature / top-k sampling."""
+           rng: np.random.Generator, argmax: Optional[Callable[[np.ndarray], int]] = None) -> int:
+    """Greedy (temperature 0: the first maximum, ``argmax`` or ``hostops.argmax``) or
+    temperature / top-k sampling."""
     if temperature <= 0:
-        return hostops.argmax(logits)
+        return (argmax or hostops.argmax)(logits)
     z = np.asarray(logits, np.float64) / temperature
     if 0 < top_k < len(z):
         kth = np.partition(z, -top_k)[-top_k]
@@ -263,6 +264,16 @@ class Decoder:
             if hostloop.available():
                 return "c"
         return "python"
+
+    def argmax(self, logits: np.ndarray) -> int:
+        """Greedy sampling: the first maximum (numpy.argmax's index). On the C loop
+        (``loop_now() == "c"``) ``tph_loop_argmax``, each half of the logits on one core
+        (docs/runtime.md section 9); else ``hostops.argmax``. The same index either way."""
+        if self.loop_now() == "c":
+            cl = hostloop.for_runtime(self.be)
+            if cl is not None:
+                return cl.argmax(logits)
+        return hostops.argmax(logits)
 
     def step(self, token: int, logits: bool = True) -> Optional[np.ndarray]:
         """Run one position; return the logits (vocab,) of the next token (``logits=False``:
@@ -470,7 +481,7 @@ class Decoder:
         while logits:
             nxt = []
             for s in sorted(logits):
-                tok = sample(logits[s], temperature, top_k, rngs[s])
+                tok = sample(logits[s], temperature, top_k, rngs[s], self.argmax)
                 self.last_logits_streams[s] = logits[s]
                 out[s].append(tok)
                 if on_token is not None:
@@ -518,7 +529,7 @@ class Decoder:
                                          min(int(speculate), self.vectors - 1))
             return
         for i in range(max_new_tokens):
-            tok = sample(logits, temperature, top_k, rng)
+            tok = sample(logits, temperature, top_k, rng, self.argmax)
             self.last_logits = logits
             if on_token is not None:
                 on_token(i, tok, logits)
@@ -537,7 +548,7 @@ class Decoder:
         ctx = list(prompt)
         emitted = 0
         while True:
-            tok = hostops.argmax(logits)
+            tok = self.argmax(logits)
             self.last_logits = logits
             if on_token is not None:
                 on_token(emitted, tok, logits)
@@ -563,7 +574,7 @@ class Decoder:
                 self.speculation["drafted"] += len(drafts)
                 i = 0
                 while i < len(drafts):
-                    nxt = hostops.argmax(res[i])
+                    nxt = self.argmax(res[i])
                     if nxt != drafts[i]:
                         break
                     # the draft is the plain run's next token: emit it from its own logits

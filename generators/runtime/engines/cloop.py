@@ -48,7 +48,9 @@ message as the Python loop (DmaHangError, DmaError, DmaShortError, EngineError, 
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import weakref
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -60,17 +62,34 @@ from generators.golden import attention as gatt
 from ..errors import (BackendError, DmaError, DmaHangError, DmaResetError, DmaShortError,
                       EngineError)
 from ..host import clib as hostlib
+from ..host import ops as hostops
 from .faults import attention_error, matrix_error
 from . import pg021 as R
 from .plan import ATT, CHANNEL_NAMES, DOWN, GU, KINDS, LM, O, QKV
 
 __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library", "c_facts",
-           "FACTS", "TPH_LOOP_ABI", "TPH"]
+           "FACTS", "TPH_LOOP_ABI", "TPH", "THREADS_ENV", "SPIN_US", "default_threads"]
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 4                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 5                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
+#: the C step's threads (docs/runtime.md section 9, "Both cores"): 2 (the default: a worker
+#: thread of the library takes the second core's half of the LM head's dequantisation and of
+#: the argmax) or 1 (the same halves one after the other on the caller's thread)
+THREADS_ENV = "TERNARY_PYNQ_THREADS"
+#: how long (us) the idle worker spins for its next job before it sleeps: longer than the LM
+#: head's transfer on the board (30.1 MB of Q8_0 rows at the DDR wall, about 15 ms), so the
+#: worker woken before that transfer is spinning when the logits arrive
+SPIN_US = 30000
+
+
+def default_threads() -> int:
+    """The C step's threads: ``TERNARY_PYNQ_THREADS`` (1 or 2), else 2."""
+    v = os.environ.get(THREADS_ENV, "2").strip()
+    if v not in ("1", "2"):
+        raise ValueError(f"{THREADS_ENV}={v!r}: 1 or 2")
+    return int(v)
 
 
 class TPH:
@@ -174,6 +193,9 @@ _SIGNATURES = {
     "tph_init": (_I, [_P, _U, _P, _U, _P, _P]),
     "tph_step": (_I, [_P, _U, _U, _U]),
     "tph_step_rows": (_I, [_P, _P, _U]),
+    "tph_threads": (_U, [_P, _U, _U]),
+    "tph_free": (None, [_P]),
+    "tph_loop_argmax": (_I, [_P, _P, _U, _U]),
     "tph_replay_bytes": (_U, []),
     "tph_replay_init": (None, [_P, _P, _U, _U]),
     "tph_replay_record": (None, [_P, _U, _P, _P, _U]),
@@ -359,12 +381,18 @@ def build_table(rt) -> Dict[str, object]:
 
 # --------------------------------------------------------------------------- the loop
 
+def _free(lib, ctx: int, mem) -> None:
+    """The context's worker joined (tph_free) before its memory ``mem`` goes."""
+    lib.tph_free(ctx)
+
+
 class CLoop:
     """The C step of one runtime: its table, context memory, pointers and register
     interface. :meth:`step` runs one decoder position, :meth:`step_rows` B of them in one
-    weight pass."""
+    weight pass, :meth:`argmax` greedy sampling; ``threads`` (None: ``default_threads()``) 2
+    starts the context's worker thread (tph_threads), joined when the loop is collected."""
 
-    def __init__(self, rt, lib):
+    def __init__(self, rt, lib, threads: Optional[int] = None):
         self.rt, self.lib = rt, lib
         if not 1 <= rt.plan.vectors <= TPH.MAX_VECTORS:
             raise ValueError(f"the C loop takes matrix engines of 1..{TPH.MAX_VECTORS} vectors "
@@ -429,6 +457,27 @@ class CLoop:
                           ctypes.addressof(self.ptrs), ctypes.addressof(self.io))
         if rc:
             raise RuntimeError(f"the C loop refused its table or pointers (tph_init {rc})")
+        want = default_threads() if threads is None else int(threads)
+        #: the threads running the step's halves: 2, or 1 (asked, or no pthreads)
+        self.threads = int(lib.tph_threads(self.ctx, want, SPIN_US))
+        self._pid = os.getpid()
+        weakref.finalize(self, _free, lib, self.ctx, self.mem)
+
+    def _forked(self) -> None:
+        """In a child of fork() the worker thread is not there: the serial fallback."""
+        if os.getpid() != self._pid:
+            self.threads = int(self.lib.tph_threads(self.ctx, 1, 0))
+            self._pid = os.getpid()
+
+    def argmax(self, x) -> int:
+        """Greedy sampling of a row of logits on both cores (``tph_loop_argmax``: each half's
+        first maximum, then the first of the two): numpy.argmax's index, NaN rule included;
+        anything but a non-empty contiguous float32 vector goes to ``hostops.argmax``."""
+        if not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 1
+                and x.size and x.flags.c_contiguous):
+            return hostops.argmax(x)
+        self._forked()
+        return int(self.lib.tph_loop_argmax(self.ctx, x.ctypes.data, x.size, 1))
 
     def _cb(self, proto, fn) -> int:
         f = proto(fn)
@@ -510,6 +559,7 @@ class CLoop:
         buffers (``trace_rows`` rows of them; None when the decoder keeps no trace), the hook
         and the timeouts."""
         rt, p = self.rt, self.ptrs
+        self._forked()
         for a in (dec.cos, dec.sin):
             if not (a.flags.c_contiguous and a.dtype in (np.float64, np.float32)
                     and a.dtype == dec.cos.dtype):

@@ -43,7 +43,8 @@ LIB_ENV = "TERNARY_PYNQ_TPHOST"
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
 #: the library's sources (setup.py builds the .c files; the SHA covers all)
-SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h")
+SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
+           "tphwork.h", "tphwork.c")
 ABI = 3                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3

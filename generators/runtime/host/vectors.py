@@ -1,7 +1,8 @@
 """Test vectors of the host kernels: inputs with edge cases, the numpy reference's outputs.
 
     python tools/host_vectors.py build/host/vectors.tpv                # then, on any machine:
-    cc -O2 -ffp-contract=off csrc/tphvectors.c csrc/tphost.c -lm -o tphvectors
+    cc -O2 -ffp-contract=off csrc/tphvectors.c csrc/tphost.c csrc/tphwork.c -lm -pthread \
+        -o tphvectors
     ./tphvectors build/host/vectors.tpv                               # every output bit
 
 ``cases(seed)`` is the list the tests run through both paths in one process (ctypes); the
@@ -27,7 +28,8 @@ from generators.golden import attention as gatt
 from . import ops as hostops
 from .ops import F32
 
-__all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "reference", "write", "SMOLLM2"]
+__all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "argmax_split_cases", "reference", "write",
+           "SMOLLM2"]
 
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
           np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.uint16): 6,
@@ -175,6 +177,41 @@ def _ties(rng, n: int, amax: float) -> np.ndarray:
     return x
 
 
+def argmax_split_cases() -> List[np.ndarray]:
+    """Rows whose first maximum depends on how two halves' maxima are combined (the C loop's
+    argmax by halves, tphwork.c: [0, h) and [h, n), h = n / 2 rounded down to a multiple of 8):
+    equal maxima in both halves, -0 in one and +0 in the other, the maximum at either side of
+    h, NaN in one half or both, -inf only; SmolLM2's vocabulary and sizes around the smallest
+    split (16) and the vector loops' 8. No random values (the other cases' draws unchanged)."""
+    f = F32
+    out = []
+    for n in (49152, 16, 17, 23, 24, 31, 33, 15):
+        h = (n // 2) & ~7
+        base = -np.abs(np.sin(np.arange(n, dtype=np.float64))).astype(f) - f(1.0)
+        for i, j in ((0, n - 1), (h - 1, h), (max(h - 3, 0), n - 2)):
+            x = base.copy()
+            x[i] = x[j] = f(7.5)                      # a tie across the halves: i
+            out.append(x)
+        x = np.full(n, f(-1.0))
+        x[max(h - 1, 0)], x[n - 1] = f(-0.0), f(0.0)  # -0 first, +0 second: equal, the first
+        out.append(x)
+        x = np.full(n, f(-1.0))
+        x[0], x[max(h, 1)] = f(0.0), f(-0.0)
+        out.append(x)
+        x = base.copy()
+        x[max(h, 1)] = f(3.0)                         # the maximum first in the second half
+        x[max(h - 1, 0)] = f(2.0)
+        out.append(x)
+        x = base.copy()
+        x[1], x[n - 1] = f(9.0), f(np.nan)            # NaN in the second half only: the NaN
+        out.append(x)
+        x = base.copy()
+        x[n - 2], x[n - 1], x[max(h - 2, 0)] = f(np.nan), f(9.0), f(-np.nan)   # NaN in both
+        out.append(x)
+        out.append(np.full(n, f(-np.inf)))
+    return out
+
+
 def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.ndarray]]]:
     """(kernel, inputs) of every case: random values at SmolLM2's sizes and odd sizes, plus the
     edges each kernel has (zeros, ties at .5, huge and tiny values, subnormals, all-equal rows,
@@ -227,6 +264,8 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     add("argmax", x=np.array([-1] * 9 + [1e-45, 1e-40, -0.0, 1e-40, 0.0, -1, -1], f))
     add("argmax", x=np.array([1, 2, 3, 4, 5, 6, 7, -np.nan, 9, 1, 2, 3], f))
     add("argmax", x=np.full(24, -np.inf, f))
+    for x in argmax_split_cases():                           # the C loop's halves' combination
+        add("argmax", x=x)
 
     # ---- element-wise
     cos, sin = hostops.rope_tables(d, 100000.0, 2048)

@@ -110,6 +110,44 @@ def test_blocks_count_a_known_loop(tmp_path):
     assert 1000 * 3 <= sum(len(b["pcs"]) * b["execs"] for b in d.values()) <= 1000 * 8
 
 
+def test_both_cores_halves_are_told_apart(tmp_path):
+    """A run with the library's worker thread (tphwork.c) under qemu-arm: a job whose halves
+    loop 1,000 and 3,000 times, dispatched once per step, and the same function called directly
+    (not a job): per step one job, its halves on their threads in the ratio of their loops, the
+    direct call in the caller's serial part, the longer half and the handshakes in the time."""
+    armv7.need_arm()
+    src = tmp_path / "job.c"
+    src.write_text(
+        "#include <stdint.h>\n#include <stdlib.h>\n#include <stdio.h>\n"
+        "#include \"tphwork.h\"\n"
+        "static void rows_part(void *arg, uint32_t half)\n"
+        "{\n    volatile uint32_t *p = (volatile uint32_t *)arg;\n    uint32_t i;\n"
+        "    for (i = 0; i < (half ? 3000u : 1000u); i++)\n        p[half] += i;\n}\n"
+        "int main(int argc, char **argv)\n{\n    static uint32_t mem[1024] __attribute__((aligned(64)));\n"
+        "    static volatile uint32_t acc[2];\n    uint32_t k, r = (uint32_t)atoi(argv[1]);\n"
+        "    (void)argc;\n    if (tph_worker_bytes() > sizeof mem || tph_worker_start(mem, 2u, 1000u) != 2u)\n"
+        "        return 1;\n"
+        "    for (k = 0; k < r; k++) {\n        tph_worker_run(mem, rows_part, (void *)acc, 0u);\n"
+        "        rows_part((void *)acc, 0u);\n    }\n    tph_worker_stop(mem);\n"
+        "    printf(\"%u %u\\n\", acc[0], acc[1]);\n    return 0;\n}\n")
+    exe = tmp_path / "job"
+    csrc = Path(__file__).resolve().parents[3] / "generators" / "runtime" / "host" / "csrc"
+    armv7.build(armv7.ARM_CC, [src, csrc / "tphwork.c", csrc / "tphost.c"], exe,
+                [*am.model_flags(), "-static", f"-I{csrc}"])
+    f = am.symbols(exe, ["rows_part", am.DISPATCH, am.WORKER_LOOP, *am.WAITING, "main"])
+    one = am.profile_threads(exe, [1], f, tmp_path / "1.log")
+    two = am.profile_threads(exe, [2], f, tmp_path / "2.log")
+    assert len(one["halves"]) == 1 and len(two["halves"]) == 2
+    instr = {pc: float(len(b["pcs"])) for pc, b in two["blocks"].items()}
+    both = am.two_cores(two, one, instr)
+    h0, h1 = both["halves"]
+    assert both["jobs"] == 1 and 2.9 < h1 / h0 < 3.1 and both["longer"] == h1, both
+    assert 1000 * 3 <= h0 <= 1000 * 8, both
+    assert both["serial"] >= h0                   # the direct call: the caller's, serial
+    assert both["sync"] == am.SYNC_JOB_CYCLES + am.WAKE_CYCLES
+    assert both["two_cores"] == both["serial"] + h1 + both["sync"]
+
+
 def test_memory_terms_follow_their_constants():
     assert am.uncached_cycles(64e6, 0)["read"] == pytest.approx(am.A9_HZ)   # 1 s at 64 MB/s
     assert am.cache_cycles(10, 4) == 6 * am.L2_HIT_CYCLES + 4 * am.DDR_MISS_CYCLES

@@ -50,7 +50,7 @@ from engine_flags import dma_results, flag_answers  # noqa: E402
 ENG = EngineConfig(max_k=512, max_context=32)
 CSRC = hostloop.HERE / "csrc"
 LOOP_SOURCES = [CSRC / "tphbench.c", CSRC / "tphloop.c", CSRC / "tphreplay.c",
-                CSRC / "tphost.c"]
+                CSRC / "tphost.c", CSRC / "tphwork.c"]
 PROMPT = [1, 2, 3]
 
 
@@ -71,13 +71,19 @@ def _run(m, be, loop, prompt=PROMPT, tokens=6, **sampling):
         toks = list(dec.generate(prompt, tokens, on_token=lambda i, t, lg: (
             logits.append(lg.copy()), nbytes.append(dict(dec.token_bytes))), **sampling))
     rt, kv = be.runtime, dec.kv
-    return dict(toks=toks, trace=trace, logits=logits, bytes=nbytes,
+    return dict(toks=toks, trace=trace, logits=logits, bytes=nbytes, threads=_threads(rt),
                 counts=(rt.transfers_run, rt.tail_writes, [d.reads for d in rt.dmas],
                         [d.writes for d in rt.dmas], dict(rt.cpu_total)),
                 kv=dict(fixed=kv.fixed, clipped=kv.clipped, requantised=kv.requantised,
                         written=kv.written, length=kv.length.tolist(),
                         steps=(kv.k_step.copy(), kv.v_step.copy()),
                         K=np.array(kv.K), V=np.array(kv.V)))
+
+
+def _threads(rt):
+    """The threads of the runtime's C loop (None: the C loop did not run)."""
+    cl = getattr(rt, "_cloop", None)
+    return None if cl is None else cl.threads
 
 
 def _same_run(a, b):
@@ -251,6 +257,7 @@ def _run_rows(m, V, loop, what, streams=1):
                 steps=(kv.k_step.copy(), kv.v_step.copy()), K=np.array(kv.K), V=np.array(kv.V))
            for kv in dec.kvs]
     return dict(toks=toks, trace=trace, logits=logits, bytes=nbytes, kv=kvs[0], kvs=kvs,
+                threads=_threads(rt),
                 counts=(rt.transfers_run, rt.tail_writes, [d.reads for d in rt.dmas],
                         [d.writes for d in rt.dmas], dict(rt.cpu_total)),
                 xstate=rt.xstate.copy(), spec=getattr(dec, "speculation", None),
@@ -289,6 +296,34 @@ def test_batched_c_step_equals_the_python_loop(models, fmt, V, what, policy):
         if policy == "running":
             assert got["spec"]["drafted"] > got["spec"]["accepted"], got["spec"]
             assert got["kv"]["requantised"] > 0
+
+
+@pytest.mark.parametrize("what", ["generate", "speculate", "streams", "sampled"])
+def test_one_and_two_threads_give_the_same_run(models, monkeypatch, what):
+    """The C step with its worker thread (TERNARY_PYNQ_THREADS=2: the LM head's
+    dequantisation by port and the argmax by halves on two cores, one row or B rows) and
+    without it (1): the same tokens, logits, engine words, bytes and counts."""
+    m = models["q4"]
+    runs = {}
+    for n in (2, 1):
+        monkeypatch.setenv(hostloop.THREADS_ENV, str(n))
+        if what == "generate":
+            runs[n] = _run(m, make_backend("golden", m), "c")
+        elif what == "sampled":
+            runs[n] = _run(m, make_backend("golden", m), "c", temperature=1.0, top_k=20, seed=3)
+        else:
+            runs[n] = _run_rows(m, 3, "c", what, 3 if what == "streams" else 1)
+        assert runs[n]["threads"] == n
+    _same_run(runs[1], runs[2])
+    assert runs[1]["counts"] == runs[2]["counts"]
+
+
+def test_the_threads_setting_is_checked(monkeypatch):
+    monkeypatch.setenv(hostloop.THREADS_ENV, "3")
+    with pytest.raises(ValueError, match="TERNARY_PYNQ_THREADS='3': 1 or 2"):
+        hostloop.default_threads()
+    monkeypatch.delenv(hostloop.THREADS_ENV)
+    assert hostloop.default_threads() == 2
 
 
 @pytest.mark.parametrize("kind, channel, kw", [
@@ -418,18 +453,20 @@ def test_replay_backend_gives_a_recorded_batched_pass(recorded_rows, loop):
     assert all(_bits_equal(g, w) for g, w in zip(got, recorded_rows["want"]))
 
 
-def _run_bench(cmd, dump, out):
-    r = subprocess.run([*map(str, cmd), str(dump), "2", f"out={out}"], capture_output=True,
-                       text=True, timeout=600)
+def _run_bench(cmd, dump, out, threads=1):
+    r = subprocess.run([*map(str, cmd), str(dump), "2", f"out={out}", f"threads={threads}"],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
     assert " retries 0 " in r.stdout and " device_errors 0" in r.stdout, r.stdout
+    assert f" threads {threads} " in r.stdout, r.stdout
     return np.fromfile(out, np.float32), r.stdout
 
 
-def test_c_step_without_python_on_x86(recorded, tmp_path):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_c_step_without_python_on_x86(recorded, tmp_path, threads):
     exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench",
                       ["-march=x86-64"])
-    got, out = _run_bench([exe], recorded["dump"], tmp_path / "logits.bin")
+    got, out = _run_bench([exe], recorded["dump"], tmp_path / "logits.bin", threads)
     assert _bits_equal(got, recorded["want"]), out
     assert f"argmax {int(np.argmax(recorded['want']))} " in out
 
@@ -452,15 +489,18 @@ def test_batched_c_step_without_python(recorded_rows, tmp_path):
     """tphbench on a 2-row dump runs tph_step_rows: both rows' logits bit for bit, on x86-64
     and on ARMv7 under qemu-arm."""
     want = np.concatenate(recorded_rows["want"])
+    last = f"argmax {int(np.argmax(recorded_rows['want'][-1]))} "
     exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench", ["-march=x86-64"])
-    got, out = _run_bench([exe], recorded_rows["dump"], tmp_path / "logits.bin")
-    assert _bits_equal(got, want) and " rows 2 " in out, out
+    for threads in (1, 2):
+        got, out = _run_bench([exe], recorded_rows["dump"], tmp_path / "logits.bin", threads)
+        assert _bits_equal(got, want) and " rows 2 " in out and last in out, out
     armv7.need_arm()
     exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / "tph_bench_arm",
                       ["-static", "-mcpu=cortex-a9", "-mfpu=vfpv3-d16"])
-    got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded_rows["dump"],
-                          tmp_path / "logits_arm.bin")
-    assert _bits_equal(got, want), out
+    for threads in (1, 2):
+        got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded_rows["dump"],
+                              tmp_path / "logits_arm.bin", threads)
+        assert _bits_equal(got, want) and last in out, out
 
 
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
@@ -475,15 +515,18 @@ def test_c_step_on_armv7_under_qemu(recorded, tmp_path, fpu):
         assert {"tph_rmsnorm", "tph_silu_mul", "tph_dequant_f32"} <= set(neon), sorted(neon)
     else:
         assert not neon, neon
-    got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded["dump"],
-                          tmp_path / "logits.bin")
-    assert _bits_equal(got, recorded["want"]), out
-    # the results region read through the device's model of the CPU's cache: one invalidate
-    # per result slot read, whole lines covering exactly the words read
-    inv = {k: int(re.search(rf" {k} (\d+)", out).group(1))
-           for k in ("invalidates", "invalidated", "read_cached")}
-    assert inv["invalidates"] > 0 and inv["invalidated"] % 32 == 0, out
-    assert inv["read_cached"] <= inv["invalidated"] < inv["read_cached"] + 32 * inv["invalidates"]
+    for threads in (1, 2):       # the worker thread runs under qemu-arm's user mode too
+        got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded["dump"],
+                              tmp_path / "logits.bin", threads)
+        assert _bits_equal(got, recorded["want"]), out
+        assert f"argmax {int(np.argmax(recorded['want']))} " in out
+        # the results region read through the device's model of the CPU's cache: one invalidate
+        # per result slot read, whole lines covering exactly the words read
+        inv = {k: int(re.search(rf" {k} (\d+)", out).group(1))
+               for k in ("invalidates", "invalidated", "read_cached")}
+        assert inv["invalidates"] > 0 and inv["invalidated"] % 32 == 0, out
+        assert inv["read_cached"] <= inv["invalidated"] < \
+            inv["read_cached"] + 32 * inv["invalidates"]
 
 
 #: tphbench with the replay device's sync a line short (what a loop that invalidates one

@@ -334,7 +334,8 @@ def test_score_multiplier_equals_the_golden_model():
 # ------------------------------------------------------------------ builds: x86-64 and ARMv7
 
 def _build(cc, out, extra=()):
-    return armv7.build(cc, [CSRC / "tphvectors.c", CSRC / "tphost.c"], out, extra)
+    return armv7.build(cc, [CSRC / "tphvectors.c", CSRC / "tphost.c", CSRC / "tphwork.c"], out,
+                       extra)
 
 
 def _run_vectors(cmd, vec):
@@ -353,11 +354,11 @@ def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
     exe = _build("gcc", tmp_path / "tphvectors", ["-march=x86-64"])
     rc, out = _run_vectors([str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (64-bit" in out, out
-    assert "sse2 bodies" in out, out
+    assert "sse2 bodies, argmax by halves on 2 threads)" in out, out
     # the portable bodies (the VFP-only build's) on x86-64 too: NEON's flush computed in C
     port = _build("gcc", tmp_path / "tph_vectors_portable", ["-march=x86-64", "-DTPH_PORTABLE"])
     rc, out = _run_vectors([str(port)], vec)
-    assert rc == 0 and " 0 mismatches (64-bit pointers, portable bodies)" in out, out
+    assert rc == 0 and " 0 mismatches (64-bit pointers, portable bodies," in out, out
     # the check can fail: one flipped bit in the last expected float of the file
     bad = tmp_path / "bad.tpv"
     data = bytearray(vec.read_bytes())
@@ -393,6 +394,30 @@ def test_armv7_vectors_under_qemu(vectors, tmp_path, fpu):
     rc, out = _run_vectors(["qemu-arm", "-cpu", "cortex-a9", str(exe)], vec)
     assert rc == 0 and f"total {n} cases" in out and " 0 mismatches (32-bit" in out, out
     assert ("neon bodies" if fpu == "neon" else "portable-arm bodies") in out, out
+    assert "argmax by halves on 2 threads)" in out, out        # qemu-arm runs the thread
+
+
+@pytest.mark.parametrize("arm", [False, True])
+def test_a_wrong_combination_of_the_argmax_halves_is_caught(vectors, tmp_path, arm):
+    """The vectors' argmax cases (hostvectors.argmax_split_cases among them) catch a C loop
+    argmax that combines its halves wrongly: tphwork.c built with TPH_WORK_MUTANT_TIE takes the
+    second half's maximum on a tie; every mismatch is the worker's argmax by halves (tph_argmax
+    and the one-thread fallback agree), on x86-64 and on ARMv7 under qemu-arm."""
+    vec, _ = vectors
+    mutant = ["-DTPH_WORK_MUTANT_TIE"]
+    if arm:
+        armv7.need_arm()
+        exe = _build(armv7.ARM_CC, tmp_path / "tph_vectors_mutant",
+                     ["-static", "-mcpu=cortex-a9", "-mfpu=neon", "-mfloat-abi=hard", *mutant])
+        cmd = ["qemu-arm", "-cpu", "cortex-a9", str(exe)]
+    else:
+        exe = _build("gcc", tmp_path / "tph_vectors_mutant", ["-march=x86-64", *mutant])
+        cmd = [str(exe)]
+    rc, out = _run_vectors(cmd, vec)
+    assert rc == 1, out
+    bad = [ln for ln in out.splitlines() if "MISMATCH" in ln]
+    assert bad and all("argmax" in ln and "by halves (2 threads)" in ln for ln in bad), out[:3000]
+    assert "argmax by halves on 2 threads)" in out, out
 
 
 def _ieee_ops():

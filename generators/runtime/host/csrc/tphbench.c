@@ -1,7 +1,7 @@
 /* tphbench: the C decoder step (tphloop.c) on the replay device (tphreplay.c), no Python,
  * for `make host-bench` (callgrind on x86-64, qemu-arm for ARMv7) and the loop's ARMv7 test.
  *
- *     tphbench DUMP TOKENS [growth] [out=FILE]
+ *     tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]
  *
  * DUMP is written by generators.runtime.engines.replay.write_dump: the loop's table, the frames,
  * kv and results regions (placed in a DDR span at their physical offsets; the CPU reads the
@@ -13,12 +13,15 @@
  * steps at that position (the KV lengths set back before each: the same work every time;
  * "growth": the running absmax (the table's KV_FIXED word cleared: the rule of a model
  * without calibrated steps) and layer 0 KV head 0's K step set tiny before each step, so
- * every step requantises that head's cached rows once), each followed by greedy sampling (tph_argmax: the sampling
+ * every step requantises that head's cached rows once), each followed by greedy sampling (tph_loop_argmax: the sampling
  * part; bench_token: what callgrind's --toggle-collect counts, the warm-up outside it). It
  * prints the time per step on this machine, the argmax, the last step's KV bytes
  * requantised and values clipped, and its invalidates of the results region (calls, bytes
  * invalidated, bytes read); out=FILE writes the last step's
- * logits (float32, raw).
+ * logits (float32, raw). threads=2 starts the context's worker thread (tph_threads: the LM
+ * head's dequantisation and the argmax by halves on two cores); threads=1, the default, the
+ * same halves one after the other on this thread (what make host-bench and make a9-model
+ * count: the two-core time is modelled from the halves, docs/runtime.md section 9).
  *
  * A dump of B > 1 rows (write_dump(..., tokens=[t0, t1, ...]): the embedding rows of the B
  * tokens, the engine words of one B-row pass) runs tph_step_rows instead: B rows of stream 0
@@ -36,7 +39,6 @@
 #include <time.h>
 
 #include "tphloop.h"
-#include "tphost.h"
 
 #define DUMP_MAGIC "TPLDUMP1"
 #define NAME_BYTES 16
@@ -97,15 +99,16 @@ static void load(dump_t *d, const char *path)
 }
 
 /* one step's host work: the step (B = 0: tph_step; else tph_step_rows of B rows) and greedy
- * sampling of every row */
+ * sampling of every row (the worker sleeps after the last row's) */
 __attribute__((noinline)) int32_t bench_token(void *ctx, tph_row *rows, uint32_t B,
                                               uint32_t pos, uint32_t lm, const float *logits,
                                               uint32_t vocab, int32_t *best)
 {
     uint32_t j;
     int32_t rc = B ? tph_step_rows(ctx, rows, B) : tph_step(ctx, 0, pos, lm);
-    for (j = 0; lm && rc == TPH_OK && j < (B ? B : 1u); j++)
-        *best = tph_argmax(logits + j * vocab, vocab);
+    const uint32_t n = B ? B : 1u;
+    for (j = 0; lm && rc == TPH_OK && j < n; j++)
+        *best = tph_loop_argmax(ctx, logits + j * vocab, vocab, j + 1u == n);
     return rc;
 }
 
@@ -116,7 +119,7 @@ int main(int argc, char **argv)
     tph_io io;
     void *ptrs[TPH_P_COUNT], *ctx = NULL;
     uint32_t nb, arg, tb, i, j, l, tokens, growth = 0, pos, vocab, layers, kvh, ddr_size, phys_base;
-    uint32_t B, mb, lm;
+    uint32_t B, mb, lm, threads = 1;
     tph_row rows[TPH_MAX_VECTORS];
     uint32_t *table, *meta, stats_[TPH_STATS], err[TPH_ERR_WORDS];
     const char *out = NULL;
@@ -128,14 +131,16 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     double ns;
     if (argc < 3)
-        die("usage: tphbench DUMP TOKENS [growth] [out=FILE]");
+        die("usage: tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     for (i = 3; i < (uint32_t)argc; i++) {
         if (!strcmp(argv[i], "growth"))
             growth = 1;
         else if (!strncmp(argv[i], "out=", 4))
             out = argv[i] + 4;
+        else if (!strncmp(argv[i], "threads=", 8))
+            threads = (uint32_t)strtoul(argv[i] + 8, NULL, 10);
         else
-            die("usage: tphbench DUMP TOKENS [growth] [out=FILE]");
+            die("usage: tphbench DUMP TOKENS [growth] [out=FILE] [threads=N]");
     }
     tokens = (uint32_t)strtoul(argv[2], NULL, 10);
     load(&d, argv[1]);
@@ -209,6 +214,7 @@ int main(int argc, char **argv)
         die("the table is refused, or out of memory");
     if ((rc = tph_init(ctx, nb, table, tb / 4, ptrs, &io)))
         die("tph_init refused the dump");
+    threads = tph_threads(ctx, threads, 30000u);   /* cloop.SPIN_US */
     memset(rows, 0, sizeof rows);
     for (j = 0; j < B; j++) {
         rows[j].token = j;                /* the dump's embedding rows, in order */
@@ -244,10 +250,10 @@ int main(int argc, char **argv)
             || fclose(f))
             die("cannot write the logits");
     }
-    printf("tokens %u rows %u lm %u position %u ns_per_token %.0f argmax %d retries %u transfers %u "
-           "reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u invalidates %u "
-           "invalidated %u read_cached %u\n",
-           (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm,
+    printf("tokens %u rows %u lm %u threads %u position %u ns_per_token %.0f argmax %d retries %u "
+           "transfers %u reads %u writes %u kv_heads %u device_errors %u requant %u clipped %u "
+           "invalidates %u invalidated %u read_cached %u\n",
+           (unsigned)tokens, (unsigned)(B ? B : 1u), (unsigned)lm, (unsigned)threads,
            (unsigned)pos, ns, (int)best, (unsigned)stats_[TPH_C_RETRIES],
            (unsigned)stats_[TPH_C_TRANSFERS],
            (unsigned)(stats_[TPH_C_READS0] + stats_[TPH_C_READS1]),
@@ -255,6 +261,7 @@ int main(int argc, char **argv)
            (unsigned)dev.errors, (unsigned)stats_[TPH_C_REQUANT],
            (unsigned)stats_[TPH_C_CLIPPED], (unsigned)stats_[TPH_C_INVALIDATES],
            (unsigned)stats_[TPH_C_INVALIDATED], (unsigned)stats_[TPH_C_READ_CACHED]);
+    tph_free(ctx);
     free(ctx);
     free(ddr);
     free(cpu);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "tphost.h"
+#include "tphwork.h"
 #include "tphfacts.h"
 
 
@@ -40,6 +41,11 @@
 #define TPH_WMB() __asm__ __volatile__("" ::: "memory")
 #define TPH_RMB() __asm__ __volatile__("" ::: "memory")
 #endif
+
+/* a job function inlined where the one-row step calls it directly (its stage a constant
+ * there: the one-token step runs the code it ran before the worker), and out of line for the
+ * worker's function pointer */
+#define INLINE inline __attribute__((always_inline))
 
 #define KIND_XSLOT(k) ((k) == TPH_QKV ? 0u : (k) == TPH_O ? 1u : (k) == TPH_GU ? 2u \
                        : (k) == TPH_DOWN ? 3u : 4u)
@@ -56,6 +62,7 @@ typedef struct ctx {
     uint32_t *mult, *shift;
     uint8_t *block;             /* an attention frame's header block and q */
     int8_t *row;                /* one quantised K or V row */
+    void *work;                 /* the worker (tphwork.h), 64-byte aligned in the context */
 } ctx_t;
 
 int32_t tph_loop_abi(void) { return TPH_LOOP_ABI; }
@@ -519,6 +526,69 @@ static int32_t matrix_fail(const ctx_t *c, uint32_t ti, uint32_t f, uint32_t p, 
     return rc;
 }
 
+/* one port's results of frame fr (w: its words) dequantised into out[j] + the port's first
+ * row, j < B (B = 1: dequant_f32 / dequant_i32; B > 1: row r's B results together) */
+/* (INLINE: a one-vector frame's ports cost what the two calls cost before the worker) */
+static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
+                         uint32_t B, float *const *out)
+{
+    const float *scales = (const float *)c->p[TPH_P_SCALES] + fr[4];
+    const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
+    float *y[TPH_MAX_VECTORS];
+    uint32_t j;
+    if (B == 1u) {
+        if (fr[1])                        /* Q4_1 rows: float32 sums */
+            tph_dequant_f32((const float *)w, rows, c->sx[0], out[0] + first);
+        else                              /* INT8 / ternary rows: int32 sums, a scale per row */
+            tph_dequant_i32((const int32_t *)w, scales + first, rows, c->sx[0], out[0] + first);
+        return;
+    }
+    for (j = 0; j < B; j++)
+        y[j] = out[j] + first;
+    if (fr[1])
+        tph_dequant_b_f32((const float *)w, rows, B, c->sx, y);
+    else
+        tph_dequant_b_i32((const int32_t *)w, scales + first, rows, B, c->sx, y);
+}
+
+/* a frame's results, one port per core (tphwork.h: port 0 the caller's, port 1 the
+ * worker's; disjoint outputs) */
+typedef struct {
+    const ctx_t *c;
+    const uint32_t *fr, *w[2];
+    float *const *out;
+    uint32_t B;
+} port_job;
+
+static void port_half(void *arg, uint32_t port)
+{
+    const port_job *j = (const port_job *)arg;
+    dequant_port(j->c, j->fr, j->w[port], port, j->B, j->out);
+}
+
+/* the B rows of x quantised into the kind's x slot, rows [0, m) on the caller's thread and
+ * [m, B) on the worker (m = (B + 1) / 2); each row's code in rc */
+typedef struct {
+    const ctx_t *c;
+    const float *x;
+    int8_t *slot;
+    uint32_t xstride, k, xs, B;
+    int32_t rc[TPH_MAX_VECTORS];
+} quant_job;
+
+static INLINE void quant_part(void *arg, uint32_t part)
+{
+    quant_job *q = (quant_job *)arg;
+    const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
+    uint32_t j;
+    for (j = part ? m : 0u; j < j1; j++) {
+        q->rc[j] = tph_quantise_rows(q->x + j * q->xstride, 1, q->k, q->slot + j * q->xs,
+                                     &q->c->sx[j]);
+        if (!q->rc[j] && q->B > 1u && q->xs > q->k)
+            memset(q->slot + j * q->xs + q->k, 0, q->xs - q->k);
+    }
+}
+
 /* Decoder._matrices_b: B rows of x (row j at x + j * xstride) quantised into the kind's slot
  * (B > 1: the vectors word and B vectors of whole 8-byte words; batched: the transfer's
  * frames set to B vectors), the transfer, every result checked (B words per row, the count in
@@ -531,16 +601,23 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X), xs = (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
-    const float *scales = (const float *)c->p[TPH_P_SCALES];
     uint32_t f, p, j;
     int32_t rc;
-    for (j = 0; j < B; j++) {
-        rc = tph_quantise_rows(x + j * xstride, 1, k, slot + j * xs, &c->sx[j]);
-        if (rc)
-            return value_error(c, TPH_V_QUANTISE, rc, 0.0);
-        if (B > 1u && xs > k)
-            memset(slot + j * xs + k, 0, xs - k);
-    }
+    quant_job qj;                         /* (rc[j < B] written by quant_part) */
+    qj.c = c;
+    qj.x = x;
+    qj.slot = slot;
+    qj.xstride = xstride;
+    qj.k = k;
+    qj.xs = xs;
+    qj.B = B;
+    if (B > 1u)                           /* both cores: a share of the rows each */
+        tph_worker_run(c->work, quant_part, &qj, 0u);
+    else
+        quant_part(&qj, 0u);
+    for (j = 0; j < B; j++)               /* the first row's error, as one after the other */
+        if (qj.rc[j])
+            return value_error(c, TPH_V_QUANTISE, qj.rc[j], 0.0);
     if (batched)
         set_vectors(c, ti, B);
     if (B > 1u) {
@@ -550,6 +627,8 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     } else {
         stats(c)[TPH_C_X] += k;
     }
+    if (kind == TPH_LM)                   /* the worker spins by the time the logits come */
+        tph_worker_wake(c->work);
     if ((rc = run(c, ti)))
         return rc;
     for (f = 0; f < X[TPH_X_FRAMES]; f++) {
@@ -570,27 +649,12 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             if ((st & 0xFFu) != fr[0])
                 return matrix_fail(c, ti, f, p, TPH_W_TAG, st, n, rows, B);
         }
-        if (B == 1u) {
-            if (fr[1]) {                  /* Q4_1 rows: float32 sums */
-                tph_dequant_f32((const float *)w[0], fr[2], c->sx[0], out[f]);
-                tph_dequant_f32((const float *)w[1], fr[3], c->sx[0], out[f] + fr[2]);
-            } else {                      /* INT8 / ternary rows: int32 sums, a scale per row */
-                tph_dequant_i32((const int32_t *)w[0], scales + fr[4], fr[2], c->sx[0], out[f]);
-                tph_dequant_i32((const int32_t *)w[1], scales + fr[4] + fr[2], fr[3], c->sx[0],
-                                out[f] + fr[2]);
-            }
-            continue;
-        }
-        for (p = 0; p < 2; p++) {         /* B vectors: row r's B results together */
-            const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
-            float *y[TPH_MAX_VECTORS];
-            for (j = 0; j < B; j++)
-                y[j] = out[f * B + j] + first;
-            if (fr[1])
-                tph_dequant_b_f32((const float *)w[p], rows, B, c->sx, y);
-            else
-                tph_dequant_b_i32((const int32_t *)w[p], scales + fr[4] + first, rows, B, c->sx,
-                                  y);
+        if (kind == TPH_LM || B > 1u) {   /* both cores: a port each */
+            const port_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
+            tph_worker_run(c->work, port_half, (void *)&job, 0u);
+        } else {
+            for (p = 0; p < 2; p++)
+                dequant_port(c, fr, w[p], p, B, out + f * B);
         }
     }
     return TPH_OK;
@@ -804,9 +868,63 @@ static void rope_row(const ctx_t *c, uint32_t pos, float *cosf, float *sinf)
     }
 }
 
+/* the B rows' small ops between two transfers: rows [0, m) on the caller's thread, [m, B) on
+ * the worker (m = (B + 1) / 2; tphwork.h), each row's ops those of the one-row step, in its
+ * order (rows are independent: each its own vectors) */
+enum { ROWS_NORM, ROWS_ROPE, ROWS_ADD_NORM, ROWS_SILU, ROWS_ADD };
+
+typedef struct {
+    const ctx_t *c;
+    uint32_t stage, layer, B;
+} rows_job;
+
+static INLINE void rows_part(void *arg, uint32_t part)
+{
+    const rows_job *r = (const rows_job *)arg;
+    const ctx_t *c = r->c;
+    const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u, l = r->layer;
+    const uint32_t m = (r->B + 1u) / 2u, j1 = part ? r->B : m;
+    const float *norms = (const float *)c->p[TPH_P_NORMS];
+    uint32_t j;
+    for (j = part ? m : 0u; j < j1; j++) {
+        float *x = c->x + j * H, *n = c->n + j * H, *o = c->o + j * H;
+        switch (r->stage) {
+        case ROWS_NORM:
+            tph_rmsnorm(x, norms + (2u * l) * H, H, c->eps, n);
+            break;
+        case ROWS_ROPE:
+            tph_rope(c->q + j * H, c->heads, c->d, c->cosf + j * half, c->sinf + j * half,
+                     c->q + j * H);
+            tph_rope(c->k + j * kvd, c->kvh, c->d, c->cosf + j * half, c->sinf + j * half,
+                     c->k + j * kvd);
+            break;
+        case ROWS_ADD_NORM:
+            tph_add(x, o, H, x);
+            tph_rmsnorm(x, norms + (2u * l + 1u) * H, H, c->eps, n);
+            break;
+        case ROWS_SILU:
+            tph_silu_mul(c->g + j * I, c->u + j * I, I, c->h + j * I);
+            break;
+        default:
+            tph_add(x, o, H, x);
+        }
+    }
+}
+
+/* one stage for the B rows: a job of both cores when B > 1, else here */
+static INLINE void rows_run(const ctx_t *c, uint32_t stage, uint32_t layer, uint32_t B)
+{
+    const rows_job r = {c, stage, layer, B};
+    if (B > 1u)
+        tph_worker_run(c->work, rows_part, (void *)&r, 0u);
+    else
+        rows_part((void *)&r, 0u);
+}
+
 /* B rows through every layer (Decoder.step for one row, batched = 0; Decoder.step_rows,
  * batched = 1): the rows' vectors side by side in the work areas, each matrix transfer once
- * for all rows, attention per row */
+ * for all rows, attention per row; the rows' small ops between transfers shared by both cores
+ * (rows_run) */
 static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t batched)
 {
     const uint32_t H = c->hidden, I = c->mlp, kvd = c->kvdim, half = c->d / 2u;
@@ -827,6 +945,8 @@ static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t bat
             return fail(c, TPH_E_CONTEXT, TPH_NONE, 0, 0, r->pos, 0, 0, 0);
         any |= r->logits;
     }
+    if (B > 1u)                           /* the worker's first job comes soon */
+        tph_worker_wake(c->work);
     if ((rc = begin_token(c, rows[0].pos, any)))
         return rc;
     for (j = 0; j < B; j++) {
@@ -836,20 +956,18 @@ static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t bat
     }
     for (l = 0; l < c->layers; l++) {
         const uint32_t ti_att = kind_xfer(c, l, TPH_ATT);
+        rows_run(c, ROWS_NORM, l, B);
         for (j = 0; j < B; j++) {
-            tph_rmsnorm(c->x + j * H, norms + (2u * l) * H, H, c->eps, c->n + j * H);
             outs[j] = c->q + j * H;
             outs[B + j] = c->k + j * kvd;
             outs[2u * B + j] = c->v + j * kvd;
         }
         if ((rc = matrices(c, l, TPH_QKV, c->n, H, H, B, outs, batched)))
             return rc;
+        rows_run(c, ROWS_ROPE, l, B);
         for (j = 0; j < B; j++) {
             tph_row *r = &rows[j];
             float *q = c->q + j * H, *k = c->k + j * kvd, *v = c->v + j * kvd;
-            const float *cs = c->cosf + j * half, *sn = c->sinf + j * half;
-            tph_rope(q, c->heads, c->d, cs, sn, q);
-            tph_rope(k, c->kvh, c->d, cs, sn, k);
             if (r->kv_rows) {
                 memcpy(r->kv_rows + 2u * l * kvd, k, kvd * sizeof(float));
                 memcpy(r->kv_rows + (2u * l + 1u) * kvd, v, kvd * sizeof(float));
@@ -864,22 +982,19 @@ static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t bat
         }
         if ((rc = matrices(c, l, TPH_O, c->att, H, H, B, outs, batched)))
             return rc;
+        rows_run(c, ROWS_ADD_NORM, l, B);
         for (j = 0; j < B; j++) {
-            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
-            tph_rmsnorm(c->x + j * H, norms + (2u * l + 1u) * H, H, c->eps, c->n + j * H);
             outs[j] = c->g + j * I;
             outs[B + j] = c->u + j * I;
         }
         if ((rc = matrices(c, l, TPH_GU, c->n, H, H, B, outs, batched)))
             return rc;
-        for (j = 0; j < B; j++) {
-            tph_silu_mul(c->g + j * I, c->u + j * I, I, c->h + j * I);
+        rows_run(c, ROWS_SILU, l, B);
+        for (j = 0; j < B; j++)
             outs[j] = c->o + j * H;
-        }
         if ((rc = matrices(c, l, TPH_DOWN, c->h, I, I, B, outs, batched)))
             return rc;
-        for (j = 0; j < B; j++)
-            tph_add(c->x + j * H, c->o + j * H, H, c->x + j * H);
+        rows_run(c, ROWS_ADD, l, B);
     }
     if (any) {                            /* the LM head for the rows that ask, in order */
         for (j = 0; j < B; j++) {
@@ -1149,12 +1264,32 @@ static int bad_slots(const uint32_t *t, const uint32_t *fw)
     return 0;
 }
 
+/* the worker's memory after the work areas: 64-byte aligned inside its share */
+#define WORK_BYTES (tph_worker_bytes() + 64u)
+
 uint32_t tph_ctx_bytes(const uint32_t *table, uint32_t words)
 {
     uint32_t sizes[17];
     if (bad_header(table, words))
         return 0;
-    return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes);
+    return ALIGN16((uint32_t)sizeof(ctx_t)) + workspace(table, sizes) + WORK_BYTES;
+}
+
+uint32_t tph_threads(void *mem, uint32_t threads, uint32_t spin_us)
+{
+    ctx_t *c = (ctx_t *)mem;
+    tph_worker_stop(c->work);
+    return tph_worker_start(c->work, threads, spin_us);
+}
+
+void tph_free(void *mem)
+{
+    tph_worker_stop(((ctx_t *)mem)->work);
+}
+
+int32_t tph_loop_argmax(void *mem, const float *x, uint32_t n, uint32_t last)
+{
+    return tph_argmax_halves(((ctx_t *)mem)->work, x, n, last);
 }
 
 int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
@@ -1214,5 +1349,8 @@ int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *t, uint32_t words,
     w += sizes[15];
     c->block = w;
     c->row = (int8_t *)(w + t[TPH_T_HDR_BYTES] + c->group * c->d);
+    w += sizes[16];
+    c->work = (void *)(((uintptr_t)w + 63u) & ~(uintptr_t)63u);
+    tph_worker_start(c->work, 1u, 0u);    /* serial until tph_threads */
     return TPH_OK;
 }

@@ -26,7 +26,8 @@
  * register pages for direct volatile access (the board: PYNQ's MMIO array), or callbacks
  * (the register models of golden, rtl and the tests; the replay device below), and the
  * cached results region's invalidate by range (tph_io.sync). C99, stdint, no globals, no
- * allocation (the caller gives the context's memory: tph_ctx_bytes).
+ * allocation (the caller gives the context's memory: tph_ctx_bytes); one thread besides the
+ * caller's when asked (tph_threads: the second core's half of the LM head and of the argmax).
  */
 #ifndef TPHLOOP_H
 #define TPHLOOP_H
@@ -41,7 +42,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 4
+#define TPH_LOOP_ABI 5
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
@@ -248,6 +249,23 @@ int32_t tph_init(void *mem, uint32_t bytes, const uint32_t *table, uint32_t word
 /* one decoder position: token at position pos; logits != 0: run the LM head into
  * ptrs[TPH_P_LOGITS] (otherwise the chains skip it) */
 int32_t tph_step(void *ctx, uint32_t token, uint32_t pos, uint32_t logits);
+
+/* ---- both cores (tphwork.h; docs/runtime.md section 9, "Both cores"). tph_init lays out a
+ * serial context (threads 1). tph_threads(ctx, 2, spin_us) starts the context's worker
+ * thread: then the LM head's dequantisation runs port 0's results on the caller's thread and
+ * port 1's on the worker (woken before the LM head's transfer, so its wake-up overlaps the
+ * DMA), tph_loop_argmax takes each half of the logits on one core, and a batched pass of B rows
+ * (tph_step_rows) shares its rows' small ops between transfers (RMSNorm, RoPE, residuals,
+ * SiLU*up, the activations' quantisation: rows [0, (B + 1) / 2) here, the rest on the worker)
+ * and every frame's results by port; every result the same bits as with threads 1. Returns the threads now running (2, or 1: threads 1, a build without
+ * pthreads, or the thread not created). spin_us: how long an idle worker spins for its next
+ * job before it sleeps. tph_free (= tph_threads(ctx, 1, 0)) joins the thread: call it before
+ * the context's memory is freed or initialised again. */
+uint32_t tph_threads(void *ctx, uint32_t threads, uint32_t spin_us);
+void tph_free(void *ctx);
+/* greedy sampling over both cores: numpy.argmax's index of x (tph_argmax_halves on the
+ * context's worker); last != 0: the worker sleeps after it (the token's last job) */
+int32_t tph_loop_argmax(void *ctx, const float *x, uint32_t n, uint32_t last);
 
 /* ---- one row of a batched step (a position of one stream) */
 typedef struct tph_row {

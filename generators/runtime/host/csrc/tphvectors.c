@@ -4,7 +4,9 @@
  *     tphvectors FILE.tpv        -> one line per kernel, exit 1 on any mismatch
  *
  * Built natively and for ARMv7 (arm-linux-gnueabihf-gcc, run under qemu-arm) by
- * tests/runtime/host/test_hostops.py; on the board with its own gcc.
+ * tests/runtime/host/test_hostops.py; on the board with its own gcc (with tphwork.c and
+ * -pthread). Every argmax case runs three times: tph_argmax, the C loop's argmax by halves
+ * (tphwork.h tph_argmax_halves) on a worker thread, and its one-thread fallback.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "tphost.h"
+#include "tphwork.h"
 
 #define MAX_ARRAYS 12
 
@@ -77,7 +80,9 @@ static uint32_t compare(const void *out, const array_t *e, const char *kernel, u
 #define N(k) (a[k].count)
 
 /* run one case; returns the mismatching elements, or -1 on a malformed case */
-static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uint32_t *words)
+/* work[0]: a worker with its thread, work[1]: the serial fallback */
+static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uint32_t *words,
+                     void *const *work)
 {
     long bad = 0;
     int32_t rc = 0;
@@ -99,6 +104,10 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
     } else if (!strcmp(k, "argmax") && na == 2) {
         int32_t i = tph_argmax(F(0), N(0));
         CMP(&i, 1, "index");
+        i = tph_argmax_halves(work[0], F(0), N(0), 0u);
+        CMP(&i, 1, "index by halves (2 threads)");
+        i = tph_argmax_halves(work[1], F(0), N(0), 1u);
+        CMP(&i, 1, "index (1 thread)");
     } else if (!strcmp(k, "rmsnorm") && na == 4) {
         OUT(o1, 3);
         tph_rmsnorm(F(0), F(1), N(0), F(2)[0], (float *)o1);
@@ -215,12 +224,23 @@ int main(int argc, char **argv)
 {
     FILE *f;
     uint8_t magic[4];
-    uint32_t ncases, c, i, total_bad = 0, total_words = 0, ntally = 0;
+    uint32_t ncases, c, i, total_bad = 0, total_words = 0, ntally = 0, threads;
     tally_t tally[32];
+    uint8_t *mem[2];
+    void *work[2];
     if (argc != 2) {
         fprintf(stderr, "usage: %s FILE.tpv\n", argv[0]);
         return 2;
     }
+    for (i = 0; i < 2; i++) {       /* the workers' memory, 64-byte aligned */
+        mem[i] = malloc(tph_worker_bytes() + 64u);
+        if (!mem[i])
+            return 2;
+        work[i] = mem[i] + (64u - (uint32_t)((uintptr_t)mem[i] & 63u)) % 64u;
+    }
+    threads = tph_worker_start(work[0], 2u, 20000u);
+    if (tph_worker_start(work[1], 1u, 0u) != 1u)
+        return 2;
     f = fopen(argv[1], "rb");
     if (!f || fread(magic, 1, 4, f) != 4 || memcmp(magic, "TPV1", 4) || read_u32(f, &ncases)) {
         fprintf(stderr, "%s: not a tphost vector file\n", argv[1]);
@@ -244,7 +264,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "case %u (%s): array %u truncated\n", c, name, i);
                 return 2;
             }
-        bad = run_case(name, a, na, c, &words);
+        bad = run_case(name, a, na, c, &words, work);
         for (i = 0; i < na; i++)
             free(a[i].data);
         if (bad < 0)
@@ -265,10 +285,14 @@ int main(int argc, char **argv)
         total_words += words;
     }
     fclose(f);
+    tph_worker_stop(work[0]);
+    free(mem[0]);
+    free(mem[1]);
     for (i = 0; i < ntally; i++)
         printf("%-14s %5u cases %9u words %6u mismatches\n", tally[i].name, tally[i].cases,
                tally[i].words, tally[i].mismatches);
-    printf("total %u cases, %u words, %u mismatches (%u-bit pointers, %s bodies)\n", ncases,
-           total_words, total_bad, (unsigned)(8 * sizeof(void *)), tph_build());
+    printf("total %u cases, %u words, %u mismatches (%u-bit pointers, %s bodies, argmax by "
+           "halves on %u threads)\n", ncases, total_words, total_bad,
+           (unsigned)(8 * sizeof(void *)), tph_build(), (unsigned)threads);
     return total_bad ? 1 : 0;
 }
