@@ -134,8 +134,9 @@ DECODE_FIGURES = (
      "attention engine cycles of one token", {}),
     ("host_ms", "host_ms", 2, "ms", "modelled",
      "the host per token, make a9-model's Cortex-A9 model of the board's ARMv7 build of the C "
-     "step (llvm-mca cycles per block + cache misses + DMA memory (uncached; the results "
-     "cached, invalidated by range) + DMA registers; "
+     "step on both cores as the board runs it (the worker thread's halves; llvm-mca cycles per "
+     "block + cache misses + DMA memory (uncached; the results cached, invalidated by range) + "
+     "DMA registers; "
      "its error against the write-up's board figures in docs/results/a9-model.json)", {}),
     ("ms", "total_ms", 2, "ms", "modelled",
      "one token: simulated engine cycles at 142.857 MHz (each part at least its bytes at the "
