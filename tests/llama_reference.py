@@ -83,13 +83,17 @@ class Reference:
              for name, v in self.w.items()}
         return Reference(self.cfg, w)
 
-    def logits(self, ids):
+    def logits(self, ids, cache=None):
+        """The logits of every position of ``ids``; with ``cache`` (a dict, empty at first)
+        ``ids`` continue the tokens of earlier calls: their K and V rows (float64) are kept
+        there and the positions run on (an incremental pass; the same arithmetic per row)."""
         c, w = self.cfg, self.w
         T, H, KV = len(ids), c["heads"], c["kv"]
+        p0 = 0 if cache is None else cache.get("p0", 0)
         d = c["dim"] // H
         x = w["token_embd.weight"][np.asarray(ids)]
         inv = c["theta"] ** (-np.arange(0, d, 2) / d)
-        ang = np.arange(T)[:, None] * inv[None, :]
+        ang = np.arange(p0, p0 + T)[:, None] * inv[None, :]
         cos = np.cos(np.concatenate([ang, ang], 1))[:, None, :]
         sin = np.sin(np.concatenate([ang, ang], 1))[:, None, :]
 
@@ -99,13 +103,18 @@ class Reference:
         def rope(v):
             return v * cos + np.concatenate([-v[..., d // 2:], v[..., :d // 2]], -1) * sin
 
-        mask = np.triu(np.full((T, T), -np.inf), 1)
+        mask = np.triu(np.full((T, p0 + T), -np.inf), p0 + 1)
         for i in range(c["layers"]):
             p = f"blk.{i}."
             h = norm(x, w[p + "attn_norm.weight"])
             q = rope((h @ w[p + "attn_q.weight"].T).reshape(T, H, d))
             k = rope((h @ w[p + "attn_k.weight"].T).reshape(T, KV, d))
             v = (h @ w[p + "attn_v.weight"].T).reshape(T, KV, d)
+            if cache is not None:
+                if i in cache:
+                    k = np.concatenate([cache[i][0], k])
+                    v = np.concatenate([cache[i][1], v])
+                cache[i] = (k, v)
             k = np.repeat(k, H // KV, axis=1)
             v = np.repeat(v, H // KV, axis=1)
             s = np.einsum("thd,shd->hts", q, k) / np.sqrt(d) + mask
@@ -116,6 +125,8 @@ class Reference:
             h = norm(x, w[p + "ffn_norm.weight"])
             g = h @ w[p + "ffn_gate.weight"].T
             x = x + (g / (1 + np.exp(-g)) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
+        if cache is not None:
+            cache["p0"] = p0 + T
         return norm(x, w["output_norm.weight"]) @ w["output.weight"].T
 
     def greedy(self, ids, n, stop=()):

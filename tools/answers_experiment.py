@@ -452,46 +452,11 @@ class Float64:
         self.ref = Reference.from_gguf(path, "float")
 
     def greedy(self, ids, n, stop=()):
-        c, w = self.ref.cfg, self.ref.w
-        H, KV = c["heads"], c["kv"]
-        d = c["dim"] // H
-        inv = c["theta"] ** (-np.arange(0, d, 2) / d)
-        Ks = [None] * c["layers"]
-        Vs = [None] * c["layers"]
-
-        def norm(v, g):
-            return v / np.sqrt((v * v).mean(-1, keepdims=True) + c["eps"]) * g
+        cache = {}
 
         def step(toks, p0):
-            T = len(toks)
-            x = w["token_embd.weight"][np.asarray(toks)]
-            ang = np.arange(p0, p0 + T)[:, None] * inv[None, :]
-            cos = np.cos(np.concatenate([ang, ang], 1))[:, None, :]
-            sin = np.sin(np.concatenate([ang, ang], 1))[:, None, :]
-
-            def rope(v):
-                return v * cos + np.concatenate([-v[..., d // 2:], v[..., :d // 2]], -1) * sin
-            mask = np.triu(np.full((T, p0 + T), -np.inf), p0 + 1)
-            for i in range(c["layers"]):
-                p = f"blk.{i}."
-                h = norm(x, w[p + "attn_norm.weight"])
-                q = rope((h @ w[p + "attn_q.weight"].T).reshape(T, H, d))
-                k = rope((h @ w[p + "attn_k.weight"].T).reshape(T, KV, d))
-                v = (h @ w[p + "attn_v.weight"].T).reshape(T, KV, d)
-                Ks[i] = k if Ks[i] is None else np.concatenate([Ks[i], k])
-                Vs[i] = v if Vs[i] is None else np.concatenate([Vs[i], v])
-                kk = np.repeat(Ks[i], H // KV, axis=1)
-                vv = np.repeat(Vs[i], H // KV, axis=1)
-                s = np.einsum("thd,shd->hts", q, kk) / np.sqrt(d) + mask
-                s = np.exp(s - s.max(-1, keepdims=True))
-                s /= s.sum(-1, keepdims=True)
-                a = np.einsum("hts,shd->thd", s, vv).reshape(T, H * d)
-                x = x + a @ w[p + "attn_output.weight"].T
-                h = norm(x, w[p + "ffn_norm.weight"])
-                g = h @ w[p + "ffn_gate.weight"].T
-                x = x + (g / (1 + np.exp(-g)) * (h @ w[p + "ffn_up.weight"].T)) \
-                    @ w[p + "ffn_down.weight"].T
-            return norm(x[-1], w["output_norm.weight"]) @ w["output.weight"].T
+            assert cache.get("p0", 0) == p0
+            return self.ref.logits(toks, cache)[-1]
 
         ids = list(ids)
         lg = step(ids, 0)

@@ -32,13 +32,12 @@ from generators.runtime.model.synthetic import TINY, write_checkpoint
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [1, 2, 3]
 
+MODEL_SEED = 2
+
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    if not hostloop.available():
-        pytest.fail("the C loop is not available (make setup builds the library)")
-    ck = load_checkpoint(write_checkpoint(tmp_path_factory.mktemp("tiny"), TINY, seed=2), ENG)
-    return {f: convert(ck, f, ENG, notice=None) for f in ("int8", "ternary", "q4")}
+def models(c_models):
+    return c_models
 
 
 def _uncached(monkeypatch):

@@ -53,13 +53,12 @@ LOOP_SOURCES = [CSRC / "tphbench.c", CSRC / "tphloop.c", CSRC / "tphreplay.c",
                 CSRC / "tphost.c", CSRC / "tphwork.c"]
 PROMPT = [1, 2, 3]
 
+MODEL_SEED = 1
+
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    if not hostloop.available():
-        pytest.fail("the C loop is not available (make setup builds the library)")
-    ck = load_checkpoint(write_checkpoint(tmp_path_factory.mktemp("tiny"), TINY, seed=1), ENG)
-    return {f: convert(ck, f, ENG, notice=None) for f in ("int8", "ternary", "q4")}
+def models(c_models):
+    return c_models
 
 
 def _run(m, be, loop, prompt=PROMPT, tokens=6, **sampling):
