@@ -169,7 +169,8 @@ def test_the_host_term_is_a9_models_figure():
     for build, key in HOST_FIGURES.items():
         assert key.startswith("a9-model."), key
         k = key.format(fmt="q4", context=512)
-        assert host_ms("q4", 512, build=build) == figs[k]
+        # on both cores as the board runs it: the _2core figure where the step has jobs
+        assert host_ms("q4", 512, build=build) == figs.get(k + "_2core", figs[k])
     with pytest.raises(ValueError, match="host build"):
         host_ms("q4", 512, build="c")
 
