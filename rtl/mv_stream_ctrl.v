@@ -538,6 +538,24 @@ assign rrem_t2 = |rrem[16:TW+1];
 assign rrem_ge = {rrem_lo32 >= LANE_ELEMS_C, rrem_lo32 >= LANE_ELEMS_B, rrem_lo32 >= LANE_ELEMS};
 wire hi_step = rrem_hi && (rrem_t2 || (fmt_c ? rrem_ge[2] : fmt_b ? rrem_ge[1] : rrem_ge[0]));
 
+// The next row beat's flags (row_last_q, bmask_q), chosen by kept nets made of registers alone,
+// so that rrem's compares reach the flags through one LUT: a row starts with the next beat (a
+// scale beat in a grouped frame): the frame's first-beat constants (rl_const, bm_const); after
+// a scale beat: row_end_1, bmask_here; before a grouped frame's scale beat: 0 (rl_const and
+// bm_const again); else row_end_n, bmask_next. With the choice as nested ifs ABC put it after
+// the compares: rrem to row_last_q or bmask_q in 6 LUT levels (6.4 ns in the calibrated timing
+// model, docs/timing.md).
+wire rl_start = (st_x && x_last_q) || (st_row && row_last_q);
+(* keep *) wire rl_take_1;
+(* keep *) wire rl_take_n;
+(* keep *) wire rl_const;
+(* keep *) wire [BYTES-1:0] bm_const;
+assign rl_take_1 = !rl_start && st_row && scale_q;
+assign rl_take_n = !rl_start && !(st_row && scale_q) && !(st_row && grp_f && grp_end);
+assign rl_const  = rl_start && ((HAS_B && fmt_b) ? k_one_beat_b : k_one_beat);
+assign bm_const  = (rl_start && !grp_f) ? ((HAS_B && fmt_b) ? bmask_k_b : bmask_k)
+                                         : {BYTES{1'b0}};
+
 // ---------------------------------------------------------------- rows
 wire row_beat       = accept && st_row;
 // this frame's lane beat: elements per beat, and whether it reads one bank at a time
@@ -626,20 +644,9 @@ always @(posedge aclk) begin
         end
     end
     if (accept && (st_x || st_row)) begin
-        if ((st_x && x_last_q) || (st_row && row_last_q)) begin
-            // a row starts with the next beat (a scale beat in a grouped frame)
-            row_last_q <= (HAS_B && fmt_b) ? k_one_beat_b : k_one_beat;
-            bmask_q    <= grp_f ? {BYTES{1'b0}} : (HAS_B && fmt_b) ? bmask_k_b : bmask_k;
-        end else if (st_row && scale_q) begin
-            row_last_q <= row_end_1;
-            bmask_q    <= bmask_here;
-        end else if (st_row && grp_f && grp_end) begin
-            row_last_q <= 1'b0;          // a scale beat comes next
-            bmask_q    <= {BYTES{1'b0}};
-        end else begin
-            row_last_q <= row_end_n;
-            bmask_q    <= bmask_next;
-        end
+        // rl_take_n: row_end_n, bmask_next; rl_take_1: row_end_1, bmask_here; else rl_const
+        row_last_q <= rl_take_n ? row_end_n : rl_take_1 ? row_end_1 : rl_const;
+        bmask_q    <= rl_take_n ? bmask_next : rl_take_1 ? bmask_here : bm_const;
     end
 
     if (!aresetn) begin

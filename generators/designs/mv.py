@@ -37,8 +37,11 @@ class MVDualEngine(MVEngine):
     params = (
         P_MAX_K,
         P_BYTES,
-        Param("pipeline", int, 5, "INT8 lane depth as in int8-engine: x read + multiply + "
-              "adder-tree registers + accumulate; legal 3 .. 3 + log2(bytes)", min=3, max=7),
+        Param("pipeline", int, 6, "INT8 lane depth as in int8-engine: x read + multiply + "
+              "adder-tree registers + accumulate; legal 3 .. 3 + log2(bytes). Default: 3 + "
+              "log2(bytes), every tree level registered (6 at 8 bytes: the calibrated timing "
+              "model, docs/timing.md; the INT8 path is then no longer than the ternary one, so "
+              "the latency is 5's)", min=3, max=7),
         Param("reg_every", int, 2, "ternary tree: adder levels between register stages",
               min=1, max=8),
         Param("decode_bram", bool, True, "ternary trit decode table in BRAM (two cycles: read and output "
@@ -50,6 +53,13 @@ class MVDualEngine(MVEngine):
               "results, docs/q4.md); 8-byte beats only"),
         P_VECTORS,
     )
+
+    def __init__(self, values=None):
+        values = dict(values or {})
+        if "pipeline" not in values:    # the deepest legal INT8 lane for the chosen beat width
+            b = P_BYTES.convert(values.get("bytes", P_BYTES.default))
+            values["pipeline"] = 3 + tree_depth(b)
+        super().__init__(values)
 
     # ---------------------------------------------------------------- the two lanes
     def int8_tree(self):
