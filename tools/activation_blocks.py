@@ -62,6 +62,13 @@ def acc_width_q8_1(max_k: int) -> int:
     return worst.bit_length() + 1
 
 
+def acc_width_q8_0(max_k: int) -> int:
+    """Signed bits of an exact row sum in units of 2^-48 for Q8_0 rows and x: per block
+    |d_w d_x S| <= 2047^2 2^58 (32 * 128 * 128)."""
+    worst = ceil_div(max_k, QK) * 2047 ** 2 * 2 ** 58 * (QK * 128 * 128)
+    return worst.bit_length() + 1
+
+
 def figures(shape: ModelShape | None = None) -> dict:
     s = shape or ModelShape()
     out: dict = {"model": "SmolLM2-135M", "ports": PORTS, "beat_bytes": BEAT,
@@ -98,7 +105,8 @@ def figures(shape: ModelShape | None = None) -> dict:
             "added_share": (x_blk - x_now + rows_blk - rows_now) / total_now,
             "cpu_x_bytes_now": cpu_now, "cpu_x_bytes_blocks": cpu_blk,
         }
-    out["acc_w"] = {str(k): {"now": q4_acc_width(k), "q8_1": acc_width_q8_1(k)}
+    out["acc_w"] = {str(k): {"now": q4_acc_width(k), "q8_1": acc_width_q8_1(k),
+                             "q8_0": acc_width_q8_0(k)}
                     for k in (576, 1536, 2048, 65535)}
     return out
 
@@ -115,11 +123,11 @@ def table(f: dict) -> str:
             f"{g['row_bytes_now']:,} | {g['row_bytes_blocks']:,} | {g['row_bytes_added']:,} | "
             f"{g['row_added_us_at_wall']:.0f} us | {100 * g['added_share']:.2f} % | "
             f"{g['cpu_x_bytes_now']:,} | {g['cpu_x_bytes_blocks']:,} |")
-    lines += ["", "exact row accumulator of the Q4_1 lane, signed bits", "",
-              "| max_k | today (units of 2^-24) | with Q8_1 x (units of 2^-48) |",
-              "|---|---|---|"]
+    lines += ["", "exact row accumulators, signed bits", "",
+              "| max_k | Q4_1 today (units of 2^-24) | Q4_1 x Q8_1 (units of 2^-48) | "
+              "Q8_0 x Q8_0 (units of 2^-48) |", "|---|---|---|---|"]
     for k, a in f["acc_w"].items():
-        lines.append(f"| {int(k):,} | {a['now']} | {a['q8_1']} |")
+        lines.append(f"| {int(k):,} | {a['now']} | {a['q8_1']} | {a['q8_0']} |")
     return "\n".join(lines)
 
 
@@ -157,7 +165,10 @@ def recorded(f: dict) -> list:
                                "(generators.designs.q4.q4_acc_width)"),
                 results.figure("activation-blocks.acc_w.q8_1", a["q8_1"], "bits", "modelled",
                                f"an exact row accumulator at max_k = {k} with Q8_1 x "
-                               "(units of 2^-48: d_w d_x S + m_w s_x per block)")]
+                               "(units of 2^-48: d_w d_x S + m_w s_x per block)"),
+                results.figure("activation-blocks.acc_w.q8_0", a["q8_0"], "bits", "modelled",
+                               f"an exact row accumulator at max_k = {k} for Q8_0 rows and x "
+                               "(units of 2^-48: d_w d_x S per block)")]
     return out
 
 
