@@ -17,12 +17,20 @@ not from the templates or the host kernels:
   float32 d.
 * ``src/ggml-impl.h`` ``ggml_compute_fp32_to_fp16``: IEEE binary16 rounding, to nearest, ties
   to even, subnormals kept, overflow to infinity (numpy's float32 -> float16 conversion
-  computes the same; tests/generators/test_blocks.py checks it against exact rational rounding).
+  computes the same; tests/generators/golden/test_blocks.py checks it against exact rational
+  rounding).
 * ``src/ggml-cpu/quants.c`` ``ggml_vec_dot_q4_1_q8_1_generic``: per block an integer
   ``sumi`` = sum of code * qs over 32 weights (exact), then, in float32,
   ``sumf += (d_w * d_x) * sumi + m_w * s_x`` (C's order: ``sumf + (((d_w d_x) sumi) + m_w s_x)``,
-  each operation rounded once) over the blocks in order from ``sumf = 0``.
+  each operation rounded once) over the blocks in order from ``sumf = 0``. (A build that
+  contracts these into fused multiply-adds, gcc's default where the CPU has FMA, rounds fewer
+  times: ggml's bits then depend on its build; this module is the unfused C order.)
   ``ggml_vec_dot_q8_0_q8_0_generic``: ``sumf += sumi * (d_w * d_x)``.
+
+These are the ``_ref`` quantisers. ggml's CPU backend quantises activations with
+per-architecture versions that differ at ties and in the reciprocal: x86 AVX/AVX2
+(``src/ggml-cpu/arch/x86/quants.c``) ``id = 127 / amax`` and nearest-even rounding, AArch64
+NEON (``arch/arm/quants.c``) ``id = 1 / d`` and nearest-even rounding.
 
 Domain: finite x. ggml leaves the codes undefined where ``1 / d`` overflows
 (0 < amax below about 2^-121: ``roundf`` of an infinity into an int8); here such a block is a
