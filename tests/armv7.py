@@ -39,15 +39,24 @@ def build(cc, srcs, out, extra=()):
 def neon_float(exe, first_symbol: str) -> dict:
     """function -> its NEON float arithmetic instructions (vector multiply, add, subtract,
     max, min on q or d registers: the ones that flush subnormals), for the functions of
-    ``exe`` from ``first_symbol`` on. int <-> float conversions are left out (exact)."""
+    ``exe`` from ``first_symbol`` on and the parts gcc split off ``tph_`` functions wherever
+    they lie. int <-> float conversions are left out (exact)."""
     dump = subprocess.run(["arm-linux-gnueabihf-objdump", "-d", str(exe)], capture_output=True,
                           text=True).stdout
     out: dict = {}
     fn = None
-    for ln in dump[dump.index(f"<{first_symbol}>:"):].splitlines():
+    seen = False
+    for ln in dump.splitlines():
         m = re.match(r"^[0-9a-f]+ <(\S+)>:$", ln)
         if m:
-            fn = m.group(1)
+            name = m.group(1)
+            seen = seen or name == first_symbol
+            base = name.split(".")[0]
+            # a part gcc split off a library function (tph_x.part.0: partial inlining) may lie
+            # before first_symbol: it counts as tph_x
+            fn = base if "." in name and base.startswith("tph_") else name if seen else None
+            continue
+        if fn is None:
             continue
         if re.search(r"\tv(mul|add|sub|max|min|pmax|pmin|padd|neg|abs)\.f32\t[qd]\d", ln):
             out.setdefault(fn, []).append(ln.strip())

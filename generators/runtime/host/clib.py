@@ -45,7 +45,7 @@ CSRC = HERE / "csrc"
 #: the library's sources (setup.py builds the .c files; the SHA covers all)
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
            "tphwork.h", "tphwork.c")
-ABI = 3                          # tphost.h TPH_ABI
+ABI = 4                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
@@ -55,6 +55,8 @@ _cache: dict = {}
 #: the kernels' refusals, worded the same by the C library (its codes) and the numpy twins
 ERR_NONFINITE = "holds NaN or infinity"
 ERR_TINY = "max|x| is so small that the scale overflows float32"
+#: per-block quantisation (tph_quantise_q8_0 / _q8_1): TPH_TINY there
+ERR_BLOCK_TINY = "a block's max|x| is nonzero and below 2^-118"
 
 
 class HostBuildWarning(RuntimeWarning):
@@ -176,6 +178,9 @@ _SIGNATURES = {
     "tph_f16_to_f32": (None, [_P, _U, _P]),
     "tph_embed_q8_0": (None, [_P, _U, _P]),
     "tph_embed_int8": (None, [_P, _U, _F, _P]),
+    "tph_f32_to_f16": (None, [_P, _U, _P]),
+    "tph_quantise_q8_0": (_I, [_P, _U, _P, _P]),
+    "tph_quantise_q8_1": (_I, [_P, _U, _P, _P, _P]),
 }
 
 
@@ -334,3 +339,20 @@ class COps:
         y = np.empty(q.shape, np.float32)
         self.lib.tph_embed_int8(_ptr(q), q.size, scale, _ptr(y))
         return y
+
+    def f32_to_f16(self, x):
+        h = np.empty(x.shape, np.uint16)
+        self.lib.tph_f32_to_f16(_ptr(x), x.size, _ptr(h))
+        return h
+
+    def quantise_blocks(self, x, q81: bool):
+        what = "quantise_q8_1" if q81 else "quantise_q8_0"
+        q = np.empty(x.size, np.int8)
+        d = np.empty(x.size // 32, np.uint16)
+        s = np.empty(x.size // 32, np.uint16)
+        rc = (self.lib.tph_quantise_q8_1(_ptr(x), x.size, _ptr(q), _ptr(d), _ptr(s)) if q81
+              else self.lib.tph_quantise_q8_0(_ptr(x), x.size, _ptr(q), _ptr(d)))
+        if rc == TPH_TINY:
+            raise ValueError(f"{what}: {ERR_BLOCK_TINY}")
+        check_code(rc, what)
+        return (q, d, s) if q81 else (q, d)

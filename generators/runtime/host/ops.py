@@ -42,16 +42,17 @@ from typing import Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 from generators.golden import attention as gatt
+from generators.golden import blocks as gblocks
 
 from . import clib as hostlib
-from .clib import ERR_NONFINITE, ERR_TINY
+from .clib import ERR_BLOCK_TINY, ERR_NONFINITE, ERR_TINY
 
 __all__ = ["rmsnorm", "rope", "rope_tables", "silu_mul", "exp", "add", "sumsq", "absmax",
            "quantise", "dequant_i32", "dequant_f32", "kv_step", "kv_requantise", "kv_row",
            "kv_append", "score_scale",
            "score_multiplier", "attention_out", "embed_q8_0", "embed_int8", "f16_to_f32",
-           "argmax", "use", "using", "active", "dtype", "NUMPY", "NUMPY64", "HostOpsWarning",
-           "ENV"]
+           "argmax", "f32_to_f16", "quantise_q8_0", "quantise_q8_1", "use", "using", "active",
+           "dtype", "NUMPY", "NUMPY64", "HostOpsWarning", "ENV"]
 
 ENV = "TERNARY_PYNQ_HOSTOPS"
 F32 = np.float32
@@ -80,6 +81,10 @@ EXP_P = (_h("0x1.a0d2cep-13"), _h("0x1.6e879cp-10"), _h("0x1.111210p-7"),
          _h("0x1.555382p-5"), _h("0x1.555554p-3"), F32(0.5))
 
 
+
+#: the per-block quantisers' domain: a block's max|x| is 0 or at least 2^-118 (bits), where
+#: NEON's flush of a subnormal x cannot change a code (tphost.c quant_block)
+BLOCK_AMAX_MIN_BITS = 0x04800000
 
 _EXP_BITS, _SIGN_BIT = np.uint32(0x7F800000), np.uint32(0x80000000)
 FLT_MIN = float(np.finfo(F32).tiny)
@@ -393,6 +398,27 @@ class _NumpyOps:
     def embed_int8(self, q, scale):
         return self._mul(q.astype(self.F), self._fz(scale))
 
+    # per-block activations: ggml's definition (generators/golden/blocks.py) in float32 on
+    # every path (NUMPY64 included: not a per-token op yet), in the C kernels' domain
+    @staticmethod
+    def f32_to_f16(x):
+        return gblocks.f32_to_f16(x)
+
+    @staticmethod
+    def quantise_blocks(x, q81: bool):
+        what = "quantise_q8_1" if q81 else "quantise_q8_0"
+        b = x.astype(F32).reshape(-1, gblocks.QK)
+        if not np.all(np.isfinite(b)):
+            raise ValueError(f"{what}: x {ERR_NONFINITE}")
+        amax = _absmax_bits(b)
+        if np.any((amax != 0) & (amax < BLOCK_AMAX_MIN_BITS)):
+            raise ValueError(f"{what}: {ERR_BLOCK_TINY}")
+        if q81:
+            q, d, s = gblocks.quantize_q8_1(b.reshape(-1))
+            return q.reshape(-1), d, s
+        q, d = gblocks.quantize_q8_0(b.reshape(-1))
+        return q.reshape(-1), d
+
 
 NUMPY = _NumpyOps(np.float32, "numpy")
 #: the same ops in float64 (``use("float64")``): the reference precision, numpy only
@@ -682,6 +708,34 @@ def embed_q8_0(blocks, n: int) -> np.ndarray:
     if b.size % 34 or not 0 < n <= b.size // 34 * 32 or n <= (b.size // 34 - 1) * 32:
         raise ValueError(f"embed_q8_0: {b.size} bytes are not the Q8_0 blocks of {n} values")
     return _ops().embed_q8_0(b, int(n))
+
+
+def f32_to_f16(x) -> np.ndarray:
+    """float32 -> fp16 bits (uint16): nearest, ties to even, subnormals, overflow to +-inf
+    (ggml's GGML_FP32_TO_FP16)."""
+    return _ops().f32_to_f16(np.ascontiguousarray(x, dtype=F32))
+
+
+def _blocks_arg(x, what: str) -> np.ndarray:
+    arr = np.ascontiguousarray(x, dtype=F32)
+    if arr.ndim != 1 or arr.size == 0 or arr.size % gblocks.QK:
+        raise ValueError(f"{what}: expected a 1-D array whose length is a multiple of "
+                         f"{gblocks.QK}, got shape {arr.shape}")
+    return arr
+
+
+def quantise_q8_0(x) -> Tuple[np.ndarray, np.ndarray]:
+    """ggml's Q8_0 blocks of x (quantize_row_q8_0_ref; generators/golden/blocks.py): per 32
+    values ``d = max|x| / 127``, ``q = roundf(x / d)`` (ties away from zero), d as fp16.
+    Returns (q int8 (n,), d fp16 bits (n/32,)). Refuses NaN / inf and a block whose max|x| is
+    nonzero and below 2^-118. Not in the per-token path yet (docs/activations.md)."""
+    return _ops().quantise_blocks(_blocks_arg(x, "quantise_q8_0"), False)
+
+
+def quantise_q8_1(x) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ggml's Q8_1 blocks of x (quantize_row_q8_1_ref): as :func:`quantise_q8_0`, plus
+    ``s = fp16((float)sum(q) * d)`` per block (d the float32 step). Returns (q, d, s)."""
+    return _ops().quantise_blocks(_blocks_arg(x, "quantise_q8_1"), True)
 
 
 def embed_int8(q, scale) -> np.ndarray:

@@ -60,6 +60,9 @@ KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "f16_to_f32": (("h",), ("y",)),
     "embed_q8_0": (("blocks", "n"), ("y",)),
     "embed_int8": (("q", "scale"), ("y",)),
+    "f32_to_f16": (("x",), ("h",)),
+    "quantise_q8_0": (("x",), ("rc", "q", "d")),
+    "quantise_q8_1": (("x",), ("rc", "q", "d", "s")),
 }
 
 #: SmolLM2-135M's sizes (DESIGN.md section 8): hidden, MLP, heads, KV heads, head_dim, vocab
@@ -163,6 +166,22 @@ def reference(kernel: str, inp: Dict[str, np.ndarray], ops=None) -> Dict[str, np
         return {"y": NUMPY.embed_q8_0(inp["blocks"], int(inp["n"][0]))}
     if kernel == "embed_int8":
         return {"y": NUMPY.embed_int8(inp["q"], inp["scale"][0])}
+    if kernel == "f32_to_f16":
+        return {"h": _a(NUMPY.f32_to_f16(x), np.uint16)}
+    if kernel in ("quantise_q8_0", "quantise_q8_1"):
+        q81, nb = kernel == "quantise_q8_1", x.size // 32
+        zero = {"q": _a(np.zeros(x.size), np.int8), "d": _a(np.zeros(nb), np.uint16)}
+        if q81:
+            zero["s"] = _a(np.zeros(nb), np.uint16)
+        if x.size == 0 or x.size % 32:
+            return {"rc": _a(RC_BADARG, np.int32), **zero}
+        try:
+            outs = NUMPY.quantise_blocks(x, q81)
+        except ValueError as e:
+            rc = RC_NONFINITE if hostops.ERR_NONFINITE in str(e) else RC_TINY
+            return {"rc": _a(rc, np.int32), **zero}
+        return {"rc": _a(RC_OK, np.int32),
+                **{k: _a(v, v.dtype) for k, v in zip(("q", "d", "s"), outs)}}
     raise ValueError(f"unknown kernel {kernel!r}")
 
 
@@ -387,6 +406,45 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
         add("embed_q8_0", blocks=blocks, n=np.array([n], np.uint32))
         add("embed_int8", q=rng.integers(-128, 128, n).astype(np.int8),
             scale=np.array([abs(rng.standard_normal()) * 0.01], f))
+    # ---- per-block activations (ggml's Q8_0 / Q8_1)
+    h16 = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(f)      # every finite fp16
+    mid = ((h16[:-1].astype(np.float64) + h16[1:]) / 2).astype(f)            # ties: exact
+    tie = np.concatenate([mid, np.nextafter(mid, f(0)), np.nextafter(mid, f(1e9)),
+                          [65504.0, 65519.996, 65520.0, 65536.0, 1e30, 3.4e38, 1e-45, 1e-40,
+                           2.0 ** -25, 2.0 ** -24, 2.0 ** -14, 0.0, -0.0, np.inf]]).astype(f)
+    add("f32_to_f16", x=np.concatenate([tie, -tie]))
+    bits = rng.integers(0, 0x7F800000, 20000, dtype=np.int64).astype(np.uint32)
+    add("f32_to_f16", x=(bits | (rng.integers(0, 2, bits.size).astype(np.uint32) << 31)
+                        ).view(f))
+    halves = (np.arange(-127, 128) + 0.5).astype(f)                # x * id exactly k + 1/2
+    blk: List[np.ndarray] = []
+    for n in (H, I, 32, 64):
+        for scale in (1.0, 10.0 ** rng.uniform(-3, 3), 1e-5, 3e-7):  # fp16 d subnormal at last
+            x = normal(n, scale)
+            x[rng.integers(0, n, 3)] *= f(50.0)                     # outlier channels
+            blk.append(x)
+    x = np.zeros(4 * 32, f)
+    x[:31] = halves[::8][:31]
+    x[31] = 127.0                                                   # d = 1, id = 1: the ties
+    x[32:64] = -halves[120:152] * 2                                  # odd: ties at id = 1/2
+    x[63] = 254.0                                                    # d = 2 (amax 254)
+    x[96:] = np.linspace(-3, 3, 32, dtype=f)                         # block 2 all zero
+    blk.append(x)
+    edge = np.zeros(64, f)                      # the domain's edge: max|x| = 2^-118 with
+    edge[0] = 2.0 ** -118                       # subnormal x (flushed by NEON, 0 in IEEE)
+    edge[1:9] = [1e-40, -1e-40, 2.0 ** -127, -(2.0 ** -127), 1e-45, 5.8e-39, -5.8e-39, 2.0 ** -120]
+    edge[32:64] = normal(32, 1e-3)
+    edge[40] = 1e-39
+    blk += [edge, np.full(32, f(1e30)), np.full(64, f(-7.25))]    # fp16 d and s infinite
+    for x in blk:
+        add("quantise_q8_0", x=x)
+        add("quantise_q8_1", x=x)
+    for bad in (np.concatenate([np.zeros(32, f), [1e-36], np.zeros(31, f)]),    # TINY
+                np.concatenate([normal(32), [np.inf], normal(31)]),              # NONFINITE
+                np.concatenate([normal(40), [np.nan], normal(23)]),
+                normal(40)):                                                     # BADARG
+        add("quantise_q8_0", x=bad.astype(f))
+        add("quantise_q8_1", x=bad.astype(f))
     return out + ftz_cases()
 
 

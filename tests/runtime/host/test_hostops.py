@@ -119,6 +119,12 @@ def _public(kernel: str, inp: dict):
             return f.embed_q8_0(inp["blocks"], int(inp["n"][0]))
         if kernel == "embed_int8":
             return f.embed_int8(inp["q"], inp["scale"][0])
+        if kernel == "f32_to_f16":
+            return f.f32_to_f16(x)
+        if kernel == "quantise_q8_0":
+            return f.quantise_q8_0(x)
+        if kernel == "quantise_q8_1":
+            return f.quantise_q8_1(x)
     except (ValueError, OverflowError) as e:
         return ("error", type(e).__name__, str(e).split(":")[0])
     raise AssertionError(kernel)
@@ -161,6 +167,14 @@ def test_errors_are_named_on_both_paths():
                 hostops.rmsnorm([], [], 1e-5)
             with pytest.raises(ValueError, match="shapes"):
                 hostops.add(np.zeros(3), np.zeros(4))
+            for qb in (hostops.quantise_q8_0, hostops.quantise_q8_1):
+                with pytest.raises(ValueError, match="NaN or infinity"):
+                    qb(np.array([1.0, np.nan] + [0.0] * 30, np.float32))
+                with pytest.raises(ValueError, match="below 2\\^-118"):
+                    qb(np.array([0.0] * 32 + [1e-37] + [0.0] * 31, np.float32))
+                with pytest.raises(ValueError, match="multiple of 32"):
+                    qb(np.ones(40, np.float32))
+                assert not qb(np.zeros(32, np.float32))[1].any()         # a zero block: d = 0
 
 
 # ------------------------------------------------------------------ the numpy twin, checked
@@ -372,7 +386,7 @@ def test_native_vectors_and_a_flipped_bit_is_caught(vectors, tmp_path):
 #: objdump shows them (static helpers inlined into their callers)
 NEON_KERNELS = {"tph_sumsq", "tph_rmsnorm", "tph_rope", "tph_exp", "tph_silu_mul", "tph_add",
                 "tph_quantise_rows", "tph_dequant_i32", "tph_dequant_f32", "tph_dequant_b_i32",
-                "tph_dequant_b_f32", "tph_kv_requantise", "tph_kv_row"}
+                "tph_dequant_b_f32", "tph_kv_requantise", "tph_kv_row", "tph_quantise_q8_1"}
 
 
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])

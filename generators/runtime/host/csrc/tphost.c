@@ -870,6 +870,135 @@ int32_t tph_quantise_rows(const float *x, uint32_t rows, uint32_t n, int8_t *q, 
     return TPH_OK;
 }
 
+/* ------------------------------------------------------------------ per-block activations */
+
+/* ggml's quantize_row_q8_0_ref / quantize_row_q8_1_ref (ggml-org/ggml d99724f2,
+ * src/ggml-quants.c), written from their definition; the twin is generators/golden/blocks.py
+ * (through hostops.quantise_q8_0 / _q8_1). */
+#define BLK 32u
+#define BLK_AMAX_MIN_BITS 0x04800000u   /* 2^-118: the smallest nonzero block max|x| taken */
+
+/* float -> binary16 bits, nearest even (GGML_FP32_TO_FP16 computes the same): a NaN gives a
+ * quiet NaN of its sign (outside the twins' domain) */
+static inline uint16_t f32_to_f16(float f)
+{
+    const uint32_t u = f2u(f), a = u & ABS_MASK;
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t mant, shift, q, rem, half;
+    if (a > INF_BITS)
+        return (uint16_t)(sign | 0x7E00u);
+    if (a >= 0x477FF000u)                   /* >= 65520 (the tie above 65504): infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a >= 0x38800000u)                   /* >= 2^-14: normal; round at bit 13, rebias */
+        return (uint16_t)(sign | ((a + 0xFFFu + ((a >> 13) & 1u) - 0x38000000u) >> 13));
+    if (a <= 0x33000000u)                   /* <= 2^-25 (a tie with 0 at most): zero */
+        return (uint16_t)sign;
+    /* subnormal: |f| / 2^-24 = mant * 2^(e - 126), e = 102..112, rounded to nearest even */
+    mant = (a & 0x7FFFFFu) | 0x800000u;
+    shift = 126u - (a >> 23);
+    q = mant >> shift;
+    rem = mant & ((1u << shift) - 1u);
+    half = 1u << (shift - 1u);
+    q += (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
+    return (uint16_t)(sign | q);
+}
+
+void tph_f32_to_f16(const float *x, uint32_t n, uint16_t *h)
+{
+    uint32_t i;
+    for (i = 0; i < n; i++)
+        h[i] = f32_to_f16(x[i]);
+}
+
+/* C's roundf (nearest, ties away from zero) of |v| < 2^23 by truncation: v - trunc(v) is exact */
+static inline int32_t round_away(float v)
+{
+    const int32_t t = (int32_t)v;
+    const float r = v - (float)t;
+    return t + (r >= 0.5f ? 1 : 0) - (r <= -0.5f ? 1 : 0);
+}
+
+#if TPH_NEON
+static inline int32x4_t round_away4(float32x4_t v)
+{
+    int32x4_t t = vcvtq_s32_f32(v);                           /* truncates */
+    const float32x4_t r = vsubq_f32(v, vcvtq_f32_s32(t));     /* exact */
+    t = vsubq_s32(t, vreinterpretq_s32_u32(vcgeq_f32(r, vdupq_n_f32(0.5f))));
+    return vaddq_s32(t, vreinterpretq_s32_u32(vcleq_f32(r, vdupq_n_f32(-0.5f))));
+}
+#endif
+
+/* one block: q = roundf(x * id) (|x id| <= 127 (1 + u)^3 < 127.5: no clamp); returns sum(q).
+ * NEON flushes a subnormal x or a tiny product to zero where IEEE keeps it: with max|x| >=
+ * 2^-118, |x id| < 2^-126 * 127 / 2^-118 (1 + 3u) < 0.5 for such an x, so its code is 0 either
+ * way, as for a tiny product. */
+static inline int32_t quant_block(const float *x, float id, int8_t *q)
+{
+    int32_t sum = 0;
+    uint32_t j;
+#if TPH_SSE2
+    const __m128 s = _mm_set1_ps(id), half = _mm_set1_ps(0.5f), mhalf = _mm_set1_ps(-0.5f);
+    __m128i t[8];
+    for (j = 0; j < 8; j++) {
+        const __m128 v = _mm_mul_ps(_mm_loadu_ps(x + 4 * j), s);
+        __m128i i = _mm_cvttps_epi32(v);                        /* truncates */
+        const __m128 r = _mm_sub_ps(v, _mm_cvtepi32_ps(i));     /* exact */
+        i = _mm_sub_epi32(i, _mm_castps_si128(_mm_cmpge_ps(r, half)));
+        t[j] = _mm_add_epi32(i, _mm_castps_si128(_mm_cmple_ps(r, mhalf)));
+    }
+    _mm_storeu_si128((__m128i *)q, _mm_packs_epi16(_mm_packs_epi32(t[0], t[1]),
+                                                   _mm_packs_epi32(t[2], t[3])));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm_packs_epi16(_mm_packs_epi32(t[4], t[5]),
+                                                          _mm_packs_epi32(t[6], t[7])));
+#elif TPH_NEON
+    const float32x4_t s = vdupq_n_f32(id);
+    int16x8_t h[4];
+    for (j = 0; j < 4; j++)
+        h[j] = vcombine_s16(vmovn_s32(round_away4(vmulq_f32(vld1q_f32(x + 8 * j), s))),
+                            vmovn_s32(round_away4(vmulq_f32(vld1q_f32(x + 8 * j + 4), s))));
+    vst1q_s8(q, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(q + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+#else
+    for (j = 0; j < BLK; j++)
+        q[j] = (int8_t)round_away(x[j] * id);
+#endif
+    for (j = 0; j < BLK; j++)
+        sum += q[j];
+    return sum;
+}
+
+/* Q8_1 blocks of x, or Q8_0 ones when s is NULL (tph_quantise_q8_0): every block checked
+ * first. The loop is here, in an exported function, so that the NEON build's objdump check
+ * (tests/runtime/host/test_hostops.py NEON_KERNELS) finds its vector arithmetic by name. */
+int32_t tph_quantise_q8_1(const float *x, uint32_t n, int8_t *q, uint16_t *d, uint16_t *s)
+{
+    uint32_t b;
+    if (n == 0 || n % BLK)
+        return TPH_BADARG;
+    for (b = 0; b < n; b += BLK) {
+        const uint32_t m = absmax_bits(x + b, BLK);
+        if (m >= INF_BITS)
+            return TPH_NONFINITE;
+        if (m != 0 && m < BLK_AMAX_MIN_BITS)
+            return TPH_TINY;
+    }
+    for (b = 0; b < n / BLK; b++) {
+        const float amax = u2f(absmax_bits(x + b * BLK, BLK));
+        const float db = amax / 127.0f;                      /* normal or 0 (amax >= 2^-118) */
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const int32_t sum = quant_block(x + b * BLK, id, q + b * BLK);
+        d[b] = f32_to_f16(db);
+        if (s)
+            s[b] = f32_to_f16((float)sum * db);              /* |sum| <= 4064: exact */
+    }
+    return TPH_OK;
+}
+
+int32_t tph_quantise_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *d)
+{
+    return tph_quantise_q8_1(x, n, q, d, NULL);
+}
+
 #if TPH_SSE2
 /* y[0..3] = ((float)acc * scale) * c: the scalar loop's two roundings, 4 lanes */
 static inline void dequant4(const int32_t *acc, const float *scale, __m128 c, float *y)

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* bumped when a signature or a numeric definition changes (the loader checks it) */
-#define TPH_ABI 3
+#define TPH_ABI 4
 
 #define TPH_OK         0
 #define TPH_NONFINITE (-1)   /* an input holds NaN or infinity */
@@ -80,6 +80,18 @@ int32_t tph_kv_step(const float *x, uint32_t d, float *step, float *ratio);
 int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio);
 void tph_kv_row(const float *x, uint32_t d, float step, int8_t *q);
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x);
+
+/* ---- per-block activations (ggml's Q8_0 / Q8_1, generators/golden/blocks.py; docs/activations.md).
+ * Not in the per-token path yet: the matrix engines take one INT8 step per vector until their
+ * lanes take blocks. Per block b of 32 (n a multiple of 32, else TPH_BADARG): amax = max|x|,
+ * d = amax / 127, id = d ? 1 / d : 0, q = roundf(x * id) (ties away from zero), d[b] and
+ * s[b] = (float)sum(q) * d stored as fp16 (f32_to_f16). TPH_NONFINITE for NaN / inf; TPH_TINY
+ * for a block with 0 < amax < 2^-118 (there NEON's flush of a subnormal x could change a code);
+ * every block checked before anything is written. */
+/* float -> IEEE binary16 bits: nearest, ties to even, subnormals, overflow to +-inf */
+void tph_f32_to_f16(const float *x, uint32_t n, uint16_t *h);
+int32_t tph_quantise_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *d);
+int32_t tph_quantise_q8_1(const float *x, uint32_t n, int8_t *q, uint16_t *d, uint16_t *s);
 
 /* ---- attention */
 /* golden.attention.score_multiplier: r = c * steps_per_octave / ln 2; the largest SHIFT <=

@@ -207,6 +207,32 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
         OUT(o1, 2);
         tph_embed_q8_0((const uint8_t *)a[0].data, U(1)[0], (float *)o1);
         CMP(o1, 2, "y");
+    } else if (!strcmp(k, "f32_to_f16") && na == 2) {
+        OUT(o1, 1);
+        tph_f32_to_f16(F(0), N(0), (uint16_t *)o1);
+        CMP(o1, 1, "h");
+    } else if (!strcmp(k, "quantise_q8_0") && na == 4) {
+        OUT(o1, 2);
+        OUT(o2, 3);
+        rc = tph_quantise_q8_0(F(0), N(0), (int8_t *)o1, (uint16_t *)o2);
+        CMP_RC(1);
+        if (rc == TPH_OK) {
+            CMP(o1, 2, "q");
+            CMP(o2, 3, "d");
+        }
+    } else if (!strcmp(k, "quantise_q8_1") && na == 5) {
+        void *o3;
+        OUT(o1, 2);
+        OUT(o2, 3);
+        OUT(o3, 4);
+        rc = tph_quantise_q8_1(F(0), N(0), (int8_t *)o1, (uint16_t *)o2, (uint16_t *)o3);
+        CMP_RC(1);
+        if (rc == TPH_OK) {
+            CMP(o1, 2, "q");
+            CMP(o2, 3, "d");
+            CMP(o3, 4, "s");
+        }
+        free(o3);
     } else if (!strcmp(k, "embed_int8") && na == 3) {
         OUT(o1, 2);
         tph_embed_int8((const int8_t *)a[0].data, N(0), F(1)[0], (float *)o1);
