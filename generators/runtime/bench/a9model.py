@@ -617,6 +617,14 @@ def cache_cycles(d1_misses: float, ll_misses: float, streaming: bool = False) ->
     return l2_hits * L2_HIT_CYCLES + ll_misses * DDR_MISS_CYCLES
 
 
+def results_lines_paid(d1_misses: float, ll_misses: float, results_read_bytes: float) -> float:
+    """The L1 misses of a step that ``invalidated_read_cycles``' fills already pay: one per
+    line of the results read from the cached results region (on the board each was just
+    invalidated and misses both caches; the cache simulation, without the invalidate, finds
+    it in L2), at most the step's L2 hits."""
+    return min(results_read_bytes / L1D[2], max(d1_misses - ll_misses, 0.0))
+
+
 def uncached_cycles(read_bytes: float, write_bytes: float) -> dict:
     return {"read": read_bytes / UNCACHED_READ_BYTES_PER_S * A9_HZ,
             "write": write_bytes / UNCACHED_WRITE_BYTES_PER_S * A9_HZ}

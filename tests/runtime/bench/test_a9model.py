@@ -176,6 +176,14 @@ def test_streamed_lines_cost_their_throughput():
         32 / 349e6 * am.A9_HZ)
 
 
+def test_results_read_are_paid_once():
+    """The results read from the cached results region are filled from DDR (the invalidates'
+    term); the cache simulation's L2 hits on them are not paid again."""
+    assert am.results_lines_paid(100, 40, 32 * 25) == 25          # 25 lines read
+    assert am.results_lines_paid(100, 40, 32 * 90) == 60          # at most the L2 hits
+    assert am.results_lines_paid(10, 40, 32 * 5) == 0
+
+
 def memory_constants():
     """The module-level names assigned in a9model.py's memory-system section, each with the
     comment lines just above its assignment."""
