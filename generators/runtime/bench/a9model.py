@@ -26,8 +26,10 @@ A MODEL: there is no A9 here. Its parts, each with its source beside its number:
   invalidated, so every one misses both caches); the DMA registers' reads and writes (AXI GP
   port).
 
-The memory-system constants below carry their source; the ones for which no public figure was
-found are marked ASSUMPTION and listed in every result (``assumptions``).
+The memory-system constants below carry their source (``CITED``: public measurements of a
+Cortex-A9 with a PL310 L2, on Zynq-7000 boards where one was found, and the ranges they give:
+``RANGES``); the ones for which no public figure was found are marked ASSUMPTION and listed in
+every result (``assumptions``).
 """
 from __future__ import annotations
 
@@ -90,39 +92,89 @@ L1D = (32768, 4, 32)
 #: L2 (PL310 / L2C-310): 512 KiB, 8-way (UG585 v1.11 section 3.1.1: "The unified 512 KB L2
 #: cache is 8-way set-associative"), 32-byte lines (PL310 TRM r3p3, DDI0246)
 L2 = (524288, 8, 32)
-#: cycles of a load that misses L1 and hits L2: ASSUMPTION 25 CPU cycles (no public figure for
-#: the Zynq-7000 was retrieved; the PL310's programmed tag and data RAM latencies plus the SCU
-#: and the A9's L1 refill make a few tens of cycles)
-L2_HIT_CYCLES = 25
-#: cycles of a load that misses L2 (a DDR3 line fill through the PL310): ASSUMPTION 100 CPU
-#: cycles (~150 ns at 650 MHz; no public Zynq-7000 latency figure was retrieved)
-DDR_MISS_CYCLES = 100
-#: the A9 refills several lines at once (linefill buffers) when a loop streams: DDR misses of
-#: a streaming loop are taken at the cached copy rate measured on a Zynq-7020 (Zedboard):
-#: memcpy between cached DDR buffers 256 MB/s (bmartini/zynq-xdma issue #10, 2016) -> read
-#: bandwidth at least that: cycles per 32-byte line = 32 B / 256 MB/s x 650 MHz
-DDR_STREAM_LINE_CYCLES = 32 / 256e6 * A9_HZ
+#: The memory system's latencies and rates below are public measurements. No one source
+#: measured all of them on a PYNQ-Z1, so each is taken from the source closest to this board
+#: (650 MHz A9, PL310, DDR3-1050, Linux with PYNQ's settings) and the others bound it:
+#: * 7-cpu.com, "ARM Cortex-A9" (https://7-cpu.com/cpu/Cortex-A9.html): a Cortex-A9 MPCore
+#:   with a PL310-class L2 (Samsung Exynos 4210, 1200 MHz, 32-byte lines, LPDDR2/DDR3 800),
+#:   pointer-chasing and bandwidth tests in CPU cycles and ns: load-to-use 4 cycles in L1,
+#:   23 in L2 (+19), RAM +110 ns beyond; "L2->L1 B/W (Read, 32 bytes step) = 8.7 cycles per
+#:   cache line"; "RAM Read B/W (Parallel Random Read) = 68 ns / cache line = 470 MB/s";
+#:   "Data prefetcher monitors only RAM misses. It doesn't prefetch data from L2 cache";
+#: * ikwzm/udmabuf issue #120 (2024, ZYBO-Z7: Zynq-7000 at 667 MHz, DDR3-1066, Debian Linux):
+#:   memcpy of 16 MiB x 32 from a cached buffer 1.537 s (349 MB/s), from an uncached one
+#:   7.634 s (70 MB/s);
+#: * bmartini/zynq-xdma issue #10 (2016, Zedboard: Zynq-7020 at 667 MHz, Linux): memcpy between
+#:   cached buffers ~256 MB/s, out of a non-cacheable CMA buffer ~64 MB/s;
+#: * genodelabs/genode issue #4456 (2022, Zynq-7000 at 666 MHz, the Genode base-hw kernel with
+#:   the PL310's prefetch and double linefill on): "memcpy (uncached write): copied 8 GB in
+#:   7200 milliseconds (1137 MiB/sec)";
+#: * UviDTE-FPSoC/Zynq7000-time-measurements (Zedboard, Linaro Ubuntu, CPU at 667 MHz;
+#:   results/Zynq7000_HPS-FPGA.xlsx, "Linaro OS cache ON (for loop)"): a loop of 32-bit loads
+#:   (stores) through an O_SYNC /dev/mem mapping of an FPGA RAM behind M_AXI_GP1, PL at 100 MHz:
+#:   reads 24.7 MB/s, writes 27.2 MB/s at 2 KB and more (code/Linaro_OS/PS-to-PL_CPU_GP1).
+#: Whether PYNQ's Linux turns the A9's L1 data prefetcher (ACTLR bit 2) or the PL310's
+#: prefetch on is not known here (Xilinx's standalone boot.S sets ACTLR bits 1 and 2; Linux's
+#: zynq-7000.dtsi sets only the PL310's RAM latencies); the Linux measurements above run with
+#: whatever their kernels set.
+#:
+#: cycles a load that misses L1 and hits L2 waits beyond an L1 hit (llvm-mca counts the L1
+#: hit): 19 (7-cpu.com Cortex-A9: 23-cycle L2 load-to-use against 4 in L1). No Zynq-7000
+#: figure was retrieved (the PL310's tag and data RAM latencies Linux programs on Zynq,
+#: zynq-7000.dtsi arm,tag-latency <2 2 2>, arm,data-latency <3 2 2>, are of the same order as
+#: the Exynos 4210's)
+L2_HIT_CYCLES = 23 - 4
+#: an L1 miss that hits L2 in a loop that reads in order: the A9 keeps several line fills
+#: under way (two linefill buffers; "up to four outstanding data cache read misses": Cortex-A9
+#: TRM r4p1 DDI0388I 7.1), so a line costs its throughput, not its latency: 8.7 cycles per
+#: line (7-cpu.com Cortex-A9, "L2->L1 B/W (Read, 32 bytes step)")
+L2_STREAM_LINE_CYCLES = 8.7
+#: cycles of a load that misses L2 (a DDR3 line fill through the PL310) beyond an L1 hit: the L2
+#: lookup (L2_HIT_CYCLES) plus 110 ns of RAM (7-cpu.com Cortex-A9: "+ 110 ns (RAM)"), 90.5
+#: cycles at 650 MHz. Zynq cross-check: memcpy out of an uncached buffer on Linux moves 8 bytes
+#: per 114 ns (ZYBO-Z7, 70 MB/s, udmabuf #120) to 125 ns (Zedboard, 64 MB/s, zynq-xdma #10),
+#: one DDR round trip a load if its loads are 8 bytes wide: 74 to 81 cycles
+DDR_MISS_CYCLES = L2_HIT_CYCLES + 110e-9 * A9_HZ
+#: a DDR line fill in a loop that reads in order (misses under way in parallel): 68 ns a line
+#: (7-cpu.com Cortex-A9, "RAM Read B/W (Parallel Random Read) = 68 ns / cache line = 470 MB/s";
+#: a read in order does no worse than independent random lines), 44.2 cycles at 650 MHz. The
+#: Zynq-7000 measurements under Linux bound it: memcpy between cached buffers 349 MB/s
+#: (ZYBO-Z7, udmabuf #120) or 256 MB/s (Zedboard, zynq-xdma #10) copies a line per 92 to 125
+#: ns while it also writes (and, write-allocating, reads) the destination: a read-only stream
+#: is faster than 349 MB/s (59.6 cycles a line); the range taken here: 349 to 470 MB/s
+DDR_STREAM_LINE_CYCLES = 68e-9 * A9_HZ
 #: the CPU's reads of uncached DMA memory (the frames region: results, STATUS and length
 #: words): memcpy OUT of a non-cacheable CMA buffer on a Zynq-7020 (Zedboard) measured 64 MB/s
 #: (bmartini/zynq-xdma issue #10, 2016: "~64 MB/s" against 256 MB/s between cached buffers);
-#: a word loop's loads are no faster than memcpy's
+#: 70 MB/s on a ZYBO-Z7 (ikwzm/udmabuf issue #120, 2024); a word loop's loads are no faster
+#: than memcpy's (each waits for its DDR round trip: at DDR_MISS_CYCLES a 4-byte word, 29 MB/s,
+#: the figure would be 2.2x this one)
 UNCACHED_READ_BYTES_PER_S = 64e6
-#: the CPU's stores into uncached (bufferable) DMA memory: the A9's store buffer merges them;
-#: taken at the cached copy rate, 256 MB/s (bmartini/zynq-xdma issue #10; xilinx_axidma issue
-#: #69 reports the writes "fine" against slow reads)
-UNCACHED_WRITE_BYTES_PER_S = 256e6
-#: one read of an AXI DMA register through M_AXI_GP0 (PL at 100 MHz, AXI-Lite): ASSUMPTION 100
-#: CPU cycles (a strongly-ordered round trip through the central interconnect and the PL)
-MMIO_READ_CYCLES = 100
-#: one write of a DMA register (device memory, posted): ASSUMPTION 20 CPU cycles
-MMIO_WRITE_CYCLES = 20
+#: the CPU's stores into uncached (bufferable) DMA memory: the A9's store buffer merges them:
+#: memcpy into uncached memory on a Zynq-7000 at 666 MHz, 1137 MiB/s (genodelabs/genode issue
+#: #4456, 2022; not Linux: its memcpy and L2 settings tuned); the Linux figures at hand are
+#: copy rates between cached buffers (256 to 349 MB/s: zynq-xdma #10, udmabuf #120), which
+#: bound it from below
+UNCACHED_WRITE_BYTES_PER_S = 1137 * 2**20
+#: one read of an AXI DMA register through M_AXI_GP0 (PL at 100 MHz, AXI-Lite; pynq.MMIO maps
+#: /dev/mem O_SYNC): a 32-bit load through an O_SYNC /dev/mem mapping of PL memory behind
+#: M_AXI_GP1 at 100 MHz under Linux on a Zedboard, 24.7 MB/s: 162 ns a load, 105 cycles at
+#: 650 MHz (UviDTE-FPSoC/Zynq7000-time-measurements, "Linaro OS cache ON (for loop)", RD;
+#: 28.6 MB/s, 91 cycles, with the PL at 150 MHz)
+MMIO_READ_CYCLES = 4 / 24.7e6 * A9_HZ
+#: one write of a DMA register: the same measurement's stores (UviDTE-FPSoC/Zynq7000-time-
+#: measurements, "Linaro OS cache ON (for loop)", WR), 27.2 MB/s at 100 MHz: 147 ns a
+#: store, 96 cycles (an O_SYNC mapping is strongly ordered on ARMv7 Linux: each store waits
+#: for its response; the old assumption of a posted 20-cycle write does not hold for it)
+MMIO_WRITE_CYCLES = 4 / 27.2e6 * A9_HZ
 #: invalidate one 32-byte line: the kernel's dma_sync_single_for_cpu(DMA_FROM_DEVICE) on ARMv7
 #: (arch/arm/mm/dma-mapping.c __dma_page_dev_to_cpu) does, per line, one MCR DCIMVAC in L1
 #: (arch/arm/mm/cache-v7.S v7_dma_inv_range) and one write of the PL310's "Invalidate Line by
 #: PA" register (arch/arm/mm/cache-l2x0.c l2c210_inv_range; an atomic operation: PL310 TRM
 #: r3p3 DDI0246 section 3.3.10), then one cache sync for the range: ASSUMPTION 30 CPU cycles
-#: per line (the MCR a few cycles, the PL310 register write a device write like a DMA
-#: register's, MMIO_WRITE_CYCLES, plus its completion; no public per-line figure was found)
+#: per line (the MCR a few cycles; the PL310's registers sit on the SCU's private bus at
+#: 0xF8F02000, not behind the GP port, so MMIO_WRITE_CYCLES does not bound them; no public
+#: per-line figure was found)
 INVALIDATE_LINE_CYCLES = 30
 #: one invalidate by range from user space: XRT's xclSyncBO (libxrt_core's shim) ->
 #: ioctl(DRM_IOCTL_ZOCL_SYNC_BO) -> drm_ioctl (copy of the argument, the GEM object looked up
@@ -130,7 +182,7 @@ INVALIDATE_LINE_CYCLES = 30
 #: cycles (3.1 us at 650 MHz). No public measurement of this path (or of a null system call) on
 #: a Cortex-A9 was found; the figures say what the step costs at SYSCALL_BOUND_CYCLES instead
 SYSCALL_CYCLES = 2000
-#: the bound the model is also evaluated at (``invalidate_bound_ms``): 5x the assumption,
+#: the bound the model is also evaluated at (``invalidate_bound_ms``): 5x the ASSUMPTION,
 #: 10,000 cycles (15 us) a call
 SYSCALL_BOUND_CYCLES = 10000
 
@@ -161,26 +213,59 @@ WAKE_CYCLES = SYSCALL_CYCLES + 4 * DMB_CYCLES
 #: scheduling latencies on such boards are quoted in tens of microseconds)
 WAKE_LATENCY_CYCLES = 50e-6 * A9_HZ
 
+#: the memory-system constants no public figure was found for
 ASSUMPTIONS = {
-    "L2_HIT_CYCLES": L2_HIT_CYCLES, "DDR_MISS_CYCLES": DDR_MISS_CYCLES,
-    "MMIO_READ_CYCLES": MMIO_READ_CYCLES, "MMIO_WRITE_CYCLES": MMIO_WRITE_CYCLES,
     "INVALIDATE_LINE_CYCLES": INVALIDATE_LINE_CYCLES, "SYSCALL_CYCLES": SYSCALL_CYCLES,
     "SYSCALL_BOUND_CYCLES": SYSCALL_BOUND_CYCLES, "DMB_CYCLES": DMB_CYCLES,
     "WAKE_LATENCY_CYCLES": WAKE_LATENCY_CYCLES}
 SOURCES = [
     "LLVM 14 llvm-mca -mcpu=cortex-a9 (ARMScheduleA9.td, from the Cortex-A9 TRM cycle tables)",
-    "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing",
+    "ARM Cortex-A9 TRM r4p1 (DDI0388I): L1 32 KiB 4-way 32-byte lines; LDM/STM timing; "
+    "two linefill buffers, up to four outstanding data cache read misses (7.1)",
     "Xilinx UG585 Zynq-7000 TRM v1.11, section 3.1.1: L1 32 KB + 32 KB, L2 512 KB 8-way",
     "ARM PL310 (L2C-310) TRM r3p3 (DDI0246): maintenance by PA is atomic",
     "Linux arch/arm/mm (dma-mapping.c __dma_page_dev_to_cpu, cache-v7.S v7_dma_inv_range, "
     "cache-l2x0.c l2c210_inv_range): per line one L1 MCR and one PL310 register write",
     "pynq 3.0.1 pl_server/xrt_device.py XrtDevice.invalidate: xclSyncBO(handle, bo, "
     "XCL_BO_SYNC_BO_FROM_DEVICE, size, offset)",
-    "bmartini/zynq-xdma issue #10 (Zedboard, Zynq-7020): memcpy out of non-cacheable CMA "
-    "~64 MB/s, between cached buffers 256 MB/s",
+    "7-cpu.com ARM Cortex-A9 (Exynos 4210, 1200 MHz): L1 4 cycles, L2 23 cycles, RAM +110 ns; "
+    "L2->L1 read 8.7 cycles a line; RAM parallel random read 68 ns a line (470 MB/s)",
+    "ikwzm/udmabuf issue #120 (ZYBO-Z7, Zynq-7000 667 MHz, Linux, 2024): memcpy from a cached "
+    "buffer 349 MB/s, from an uncached one 70 MB/s",
+    "bmartini/zynq-xdma issue #10 (Zedboard, Zynq-7020, Linux, 2016): memcpy out of "
+    "non-cacheable CMA ~64 MB/s, between cached buffers 256 MB/s",
+    "genodelabs/genode issue #4456 (Zynq-7000 666 MHz, Genode base-hw, 2022): memcpy into "
+    "uncached memory 1137 MiB/s",
+    "UviDTE-FPSoC/Zynq7000-time-measurements (Zedboard, Linaro, PL 100 MHz, GP1): a loop of "
+    "32-bit loads through O_SYNC /dev/mem 24.7 MB/s, stores 27.2 MB/s",
     "bperez77/xilinx_axidma issue #69: reads of driver-allocated (uncached) memory slow, "
     "writes fine",
     "PYNQ-Z1 reference manual: CPU 650 MHz"]
+#: the memory-system constants with a public source: name -> the source (a part of its SOURCES
+#: entry, named in the comment beside the number)
+#: (tests/runtime/bench/test_a9model.py: every constant of the memory system is in CITED or in
+#: ASSUMPTIONS, and every CITED source is one of SOURCES)
+CITED = {
+    "L1D": "Cortex-A9 TRM r4p1", "L2": "UG585",
+    "L2_HIT_CYCLES": "7-cpu.com", "L2_STREAM_LINE_CYCLES": "7-cpu.com",
+    "DDR_MISS_CYCLES": "7-cpu.com", "DDR_STREAM_LINE_CYCLES": "7-cpu.com",
+    "UNCACHED_READ_BYTES_PER_S": "bmartini/zynq-xdma issue #10",
+    "UNCACHED_WRITE_BYTES_PER_S": "genodelabs/genode issue #4456",
+    "MMIO_READ_CYCLES": "UviDTE-FPSoC/Zynq7000-time-measurements",
+    "MMIO_WRITE_CYCLES": "UviDTE-FPSoC/Zynq7000-time-measurements"}
+#: the memory system's other constants: counts of the code's own operations and sums of the
+#: constants above (their parts cited or assumed there)
+DERIVED = {"SYNC_LINES": "tphwork.c: a job's line and its completion's",
+           "SYNC_BARRIERS": "tphwork.c: 4 sequentially consistent accesses, a DMB each side",
+           "SYNC_JOB_CYCLES": "SYNC_LINES x DDR_MISS_CYCLES + SYNC_BARRIERS x DMB_CYCLES",
+           "WAKE_CYCLES": "SYSCALL_CYCLES + 4 x DMB_CYCLES"}
+#: the ranges the sources give where they disagree or only bound a constant (value at the low
+#: and at the high end, in the constant's unit), for the figures' context
+RANGES = {
+    "DDR_STREAM_LINE_CYCLES": (68e-9 * A9_HZ, 32 / 349e6 * A9_HZ),   # 470 .. 349 MB/s
+    "UNCACHED_READ_BYTES_PER_S": (64e6, 70e6),
+    "UNCACHED_WRITE_BYTES_PER_S": (256e6, 1137 * 2**20),
+    "MMIO_READ_CYCLES": (4 / 28.6e6 * A9_HZ, 4 / 24.7e6 * A9_HZ)}
 
 
 # ------------------------------------------------------------------ the core: blocks
@@ -521,10 +606,23 @@ def core_cycles(blocks: Dict[int, dict], dis: Dict[int, str], mca: Mca) -> dict:
 # ------------------------------------------------------------------ the memory system
 
 def cache_cycles(d1_misses: float, ll_misses: float, streaming: bool = False) -> float:
-    """Cycles of the L1 misses (``d1_misses`` of them, ``ll_misses`` also missing L2)."""
+    """Cycles of the L1 misses (``d1_misses`` of them, ``ll_misses`` also missing L2; each
+    line counted once: the L2 hits are ``d1_misses - ll_misses``). ``streaming``: the loads
+    read their arrays in order (several fills under way at once), so a line costs the
+    throughput of its level (L2_STREAM_LINE_CYCLES, DDR_STREAM_LINE_CYCLES), not the latency
+    of a lone miss (L2_HIT_CYCLES, DDR_MISS_CYCLES)."""
     l2_hits = max(d1_misses - ll_misses, 0.0)
-    ddr = DDR_STREAM_LINE_CYCLES if streaming else DDR_MISS_CYCLES
-    return l2_hits * L2_HIT_CYCLES + ll_misses * ddr
+    if streaming:
+        return l2_hits * L2_STREAM_LINE_CYCLES + ll_misses * DDR_STREAM_LINE_CYCLES
+    return l2_hits * L2_HIT_CYCLES + ll_misses * DDR_MISS_CYCLES
+
+
+def results_lines_paid(d1_misses: float, ll_misses: float, results_read_bytes: float) -> float:
+    """The L1 misses of a step that ``invalidated_read_cycles``' fills already pay: one per
+    line of the results read from the cached results region (on the board each was just
+    invalidated and misses both caches; the cache simulation, without the invalidate, finds
+    it in L2), at most the step's L2 hits."""
+    return min(results_read_bytes / L1D[2], max(d1_misses - ll_misses, 0.0))
 
 
 def uncached_cycles(read_bytes: float, write_bytes: float) -> dict:

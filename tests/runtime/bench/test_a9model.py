@@ -5,6 +5,7 @@ pipeline orders them, and the host term of the figures read from a9-model's figu
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,69 @@ def test_memory_terms_follow_their_constants():
     assert am.SYSCALL_BOUND_CYCLES > am.SYSCALL_CYCLES and "SYSCALL_BOUND_CYCLES" in \
         am.ASSUMPTIONS
     assert am.ms(am.A9_HZ) == pytest.approx(1e3)
+
+
+def test_streamed_lines_cost_their_throughput():
+    """A loop that reads in order pays each line's throughput (7-cpu.com's 8.7 cycles a line
+    from L2, 68 ns a line from DDR), less than a lone miss's latency; each line once."""
+    assert am.cache_cycles(10, 4, streaming=True) == pytest.approx(
+        6 * am.L2_STREAM_LINE_CYCLES + 4 * am.DDR_STREAM_LINE_CYCLES)
+    assert am.L2_STREAM_LINE_CYCLES < am.L2_HIT_CYCLES < am.DDR_STREAM_LINE_CYCLES \
+        < am.DDR_MISS_CYCLES
+    assert am.DDR_MISS_CYCLES == pytest.approx(19 + 110e-9 * am.A9_HZ)
+    assert am.DDR_STREAM_LINE_CYCLES == pytest.approx(68e-9 * am.A9_HZ)
+    lo, hi = am.RANGES["DDR_STREAM_LINE_CYCLES"]
+    assert lo == pytest.approx(am.DDR_STREAM_LINE_CYCLES) and hi == pytest.approx(
+        32 / 349e6 * am.A9_HZ)
+
+
+def test_results_read_are_paid_once():
+    """The results read from the cached results region are filled from DDR (the invalidates'
+    term); the cache simulation's L2 hits on them are not paid again."""
+    assert am.results_lines_paid(100, 40, 32 * 25) == 25          # 25 lines read
+    assert am.results_lines_paid(100, 40, 32 * 90) == 60          # at most the L2 hits
+    assert am.results_lines_paid(10, 40, 32 * 5) == 0
+
+
+def memory_constants():
+    """The module-level names assigned in a9model.py's memory-system section, each with the
+    comment lines just above its assignment."""
+    lines = Path(am.__file__).read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines)
+                 if ln.startswith("# ---") and ln.endswith("memory-system constants"))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("ASSUMPTIONS = {"))
+    out = {}
+    for i in range(start, end):
+        m = re.match(r"^([A-Z][A-Z0-9_]*)(?:, ([A-Z][A-Z0-9_]*))? = ", lines[i])
+        if not m:
+            continue
+        j = i
+        while j > start and lines[j - 1].startswith("#:"):
+            j -= 1
+        for name in filter(None, m.groups()):
+            out[name] = " ".join(lines[j:i])
+    return out
+
+
+def test_every_memory_constant_is_cited_or_an_assumption():
+    """Each constant of the memory system has a public source named beside it (CITED, the
+    source one of SOURCES), is marked ASSUMPTION and listed in ASSUMPTIONS, or is a count or
+    sum of the others (DERIVED); nothing is both cited and assumed."""
+    consts = memory_constants()
+    assert {"L2_HIT_CYCLES", "DDR_MISS_CYCLES", "DDR_STREAM_LINE_CYCLES", "MMIO_READ_CYCLES",
+            "INVALIDATE_LINE_CYCLES", "SYSCALL_CYCLES"} <= set(consts)
+    assert set(consts) == set(am.CITED) | set(am.ASSUMPTIONS) | set(am.DERIVED), consts
+    assert not set(am.CITED) & set(am.ASSUMPTIONS)
+    for name, source in am.CITED.items():
+        assert any(source in s for s in am.SOURCES), (name, source)
+        # the source is named in the comment beside the number (a repository by its name)
+        key = source.split("/")[1].split()[0] if "/" in source else source
+        assert key in consts[name].replace("-\n#: ", "-").replace("- #: ", "-"), (name, key)
+    for name in am.ASSUMPTIONS:
+        if name in consts:
+            assert "ASSUMPTION" in consts[name], name
+    for name, (lo, hi) in am.RANGES.items():
+        assert name in am.CITED and lo <= getattr(am, name) <= hi, name
 
 
 def test_the_host_term_is_a9_models_figure():
