@@ -13,7 +13,8 @@
  *               accumulator and operands), a count down and a branch
  *   vmla_d      the same with ten on doublewords
  *   vmla_chain  five NEON multiply-accumulates on quadwords, each one's operands the result of
- *               another (q0 += q1*q1, q1 += q2*q2, q2 += q3*q3, q3 += q4*q4, q4 += q2*q2)
+ *               another (q0 += q1*q1, q1 += q2*q2, q2 += q3*q3, q3 += q4*q4, q4 += q2*q2;
+ *               the measured loop ends in BGE, this one in BNE: one predicted branch either way)
  *   chase       a pointer chase in L1: each load's address the last load's result
  *   loads       eight independent loads from one L1 line (a count down and a branch beside)
  *   fmacd       the inner loop of a double-precision VFP matrix multiply as gcc built it
