@@ -8,7 +8,7 @@ JOBS_TEST ?= 2
 SIM ?= verilator
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing timing-calibrate lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal a9-model
+.PHONY: help setup sim sim-icarus test test-long test-timed test-quick lint sim-full report timing timing-calibrate lut-calibrate fusesoc-lint clean decode prefill speculate formal results host-bench host-test board-rehearsal armhf-rehearsal a9-model a9-core-check
 
 help:
 	@echo "Main job and tests (both set up .venv, pinned packages and Icarus on a fresh machine):"
@@ -74,6 +74,9 @@ help:
 	@echo "                    uncached DMA memory + DMA registers) of the ARMv7 build's step, batched and prompt rows;"
 	@echo "                    its error on the write-up's own kernels (4.2 ms, 83 ms, 0.28 G MAC/s); item 4's read costs;"
 	@echo "                    ARGS=--build-grid: that error for each build the write-up may have had (a9-model-grid.json)"
+	@echo "  make a9-core-check  the model's core term (llvm-mca's Cortex-A9 cycles per qemu-arm block) on loops whose"
+	@echo "                    cycles were measured on real Cortex-A9 chips and published (tools/a9cal/corecheck.c,"
+	@echo "                    ARM-mode assembly): modelled against published, the error per loop (seconds)"
 	@echo "  make image        SmolLM2-135M's model image per format: file and section sizes, convert / load / one"
 	@echo "                    token's time and memory (peak RSS, tracemalloc), each in a fresh process"
 	@echo "  make chat-rtl     SmolLM2 on the rtl backend after a golden prompt: the same tokens (FORMAT=int8|q4, TOKENS=2)"
@@ -133,6 +136,9 @@ host-bench: setup
 
 a9-model: setup
 	@$(ENV) $(PY) tools/a9_model.py $(ARGS)
+
+a9-core-check: setup
+	@$(ENV) $(PY) tools/a9_core_check.py $(ARGS)
 
 formal: setup
 	@$(ENV) $(PY) -m generators.formal $(if $(DESIGN),--design $(DESIGN)) $(if $(PARAMS),--params "$(PARAMS)")
