@@ -290,13 +290,38 @@ def symbols(exe: Path, names: Iterable[str]) -> List[Tuple[int, int, str]]:
     return sorted(out)
 
 
+def text_symbols(exe: Path, exclude: Iterable[str] = ()) -> List[Tuple[int, int, str]]:
+    """(start, end, name) of every text symbol of ``exe`` but ``exclude``, sorted: a
+    program's kernels with everything they call (static helpers and gcc's clones of them,
+    libm), where the names of the kernels alone would leave their callees out."""
+    skip = set(exclude)
+    names = set()
+    for ln in _sh([ARM_NM, "-S", "--defined-only", exe]).stdout.splitlines():
+        f = ln.split()
+        if len(f) == 4 and f[2] in "tT" and f[3] not in skip:
+            names.add(f[3])
+    return symbols(exe, names)
+
+
+def merged_ranges(funcs: Iterable[Tuple[int, int, str]], gap: int = 64) -> List[Tuple[int, int]]:
+    """``funcs``' address ranges, those less than ``gap`` bytes apart joined (the padding
+    between functions is never executed): qemu's -dfilter checks its ranges one by one."""
+    out: List[List[int]] = []
+    for a, b, _ in sorted(funcs):
+        if out and a - out[-1][1] < gap:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
 def _trace(exe: Path, args: Sequence, funcs: List[Tuple[int, int, str]], log_file: Path,
            blocks: Dict[int, dict]) -> Iterator[Tuple[int, int]]:
     """Run ``exe`` under qemu-arm logging the blocks inside ``funcs``; fill ``blocks`` (start
     -> {"pcs": [...]}, a block translated again keeps its start) and yield (guest thread,
     start) per execution of a block, in the log's order; name each block's function at the
     end ("fn")."""
-    dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b, _ in funcs)
+    dfilter = ",".join(f"0x{a:x}+0x{b - a:x}" for a, b in merged_ranges(funcs))
     _sh(["qemu-arm", "-cpu", "cortex-a9", "-d", "in_asm,exec,nochain", "-dfilter", dfilter,
          "-D", log_file, exe, *args])
     cur = None

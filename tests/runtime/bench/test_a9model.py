@@ -111,6 +111,56 @@ def test_blocks_count_a_known_loop(tmp_path):
     assert 1000 * 3 <= sum(len(b["pcs"]) * b["execs"] for b in d.values()) <= 1000 * 8
 
 
+def test_merged_ranges_join_neighbours_only():
+    f = [(0x100, 0x140, "a"), (0x140, 0x180, "b"), (0x1b0, 0x1c0, "c"), (0x400, 0x420, "d")]
+    assert am.merged_ranges(f) == [(0x100, 0x1c0), (0x400, 0x420)]
+    assert am.merged_ranges(f, gap=1) == [(0x100, 0x180), (0x1b0, 0x1c0), (0x400, 0x420)]
+
+
+def test_a_kernels_callees_are_counted(tmp_path):
+    """A kernel that calls a static helper and libm's expf: profiled by its own name the
+    callees' blocks are missed (the calibration's count before); profiled over every
+    function but main (text_symbols), the difference of two runs holds them, once each per
+    call, and main's set-up is not in it."""
+    armv7.need_arm()
+    src = tmp_path / "callee.c"
+    src.write_text(
+        "#include <math.h>\n#include <stdlib.h>\n#include <stdio.h>\n"
+        "__attribute__((noinline)) static float helper(volatile float *p, int n)\n"
+        "{\n    float s = 0;\n    int i;\n    for (i = 0; i < n; i++)\n        s += p[i & 3];\n"
+        "    return s;\n}\n"
+        "__attribute__((noinline)) float kern(volatile float *p)\n"
+        "{\n    int i;\n    float s = helper(p, 500);\n"
+        "    for (i = 0; i < 100; i++)\n        s += expf(p[i & 3] * 0.25f);\n    return s;\n}\n"
+        "int main(int argc, char **argv)\n{\n    float b[4] = {0.5f, 1.0f, -1.0f, 2.0f};\n"
+        "    volatile float setup = 0;\n    int k, r = atoi(argv[1]);\n    float s = 0;\n"
+        "    (void)argc;\n    for (k = 0; k < 100000; k++)\n        setup += 1.0f;\n"
+        "    for (k = 0; k < r; k++)\n        s += kern(b);\n"
+        "    printf(\"%f\\n\", s + setup);\n    return 0;\n}\n")
+    exe = tmp_path / "callee"
+    armv7.build(armv7.ARM_CC, [src], exe, [*am.model_flags(), "-static", "-lm"])
+
+    def counted(funcs):
+        one = am.profile(exe, [1], funcs, tmp_path / "1.log")
+        two = am.profile(exe, [2], funcs, tmp_path / "2.log")
+        d = am.difference(two, one)
+        by = {}
+        for b in d.values():
+            by[b["fn"]] = by.get(b["fn"], 0) + len(b["pcs"]) * b["execs"]
+        return by
+
+    alone = counted(am.symbols(exe, ["kern"]))
+    every = counted(am.text_symbols(exe, ("main",)))
+    assert set(alone) == {"kern"}
+    assert "main" not in every                     # its 100,000-trip set-up loop is not counted
+    assert any(fn.startswith("helper") for fn in every), every
+    assert any("exp" in fn for fn in every), every
+    assert every["kern"] == alone["kern"]
+    helper = sum(v for fn, v in every.items() if fn.startswith("helper"))
+    assert 500 * 3 <= helper <= 500 * 10               # its loop, once per element
+    assert sum(every.values()) - every["kern"] >= 100 * 5    # expf's 100 calls, a few each
+
+
 def test_both_cores_halves_are_told_apart(tmp_path):
     """A run with the library's worker thread (tphwork.c) under qemu-arm: a job whose halves
     loop 1,000 and 3,000 times, dispatched once per step, and the same function called directly
