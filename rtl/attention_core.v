@@ -269,6 +269,10 @@ reg  [4:0]     flags;
 reg            ph_wait, ph_room, ph_y, ph_zw, ph_zout, ph_stat;   // finisher phase
 (* max_fanout = 24 *) reg fbank;   // the finisher's frame: bank, tag, flags, results sent
                                    // (fbank, fb: the accumulators' read address, replicated)
+// fbank's twin for every head's A and S selects (Af, Sf: about 180 loads, the Z divider's
+// numerator adder behind them): a register of its own, kept so synthesis neither merges it
+// with fbank nor rebuilds it without its MAX_FANOUT (docs/timing.md)
+(* keep = "true", max_fanout = 24 *) reg fsel;
 reg  [7:0]     ftag;
 reg  [4:0]     fflags;
 reg            fres;      // fflags[3:0] == 0: good or long frame, results are sent
@@ -446,6 +450,7 @@ always @(posedge aclk) begin
         ftag   <= ptag;
         fflags <= pflags;
         fbank  <= pbank;
+        fsel   <= pbank;
         fres   <= pres;
     end
 end
@@ -845,24 +850,38 @@ for (g = 0; g < G; g = g + 1) begin : hd
         assign fmt_mid_g[g]  = hs1 && s_hdr && (hcnt == SBEAT_W) && r0slotbad[SPOS / 4];
     end
     // captured from the header beat that carries it, in the frame's bank (the weight unit
-    // may still read the previous frame's)
+    // may still read the previous frame's); the beat's word and the per-bank loads registered
+    // first (sc_*), so the 100-odd enables are flip-flops, not three LUT levels behind hs1
+    // (docs/timing.md); the q section comes after the header, so the cycle is free
     reg  [15:0] mult [0:1];
     reg  [5:0]  shift [0:1];
     reg  [47:0] rnd_b0, rnd_b1;   // the rounding constant 2^SHIFT / 2 per bank, decoded once
+    reg         sc_ld0, sc_ld1;   // load bank 0 / bank 1 next cycle
+    reg  [21:0] sc_d;             // {shift, mult} of the header beat
+    always @(posedge aclk) begin
+        sc_ld0 <= aresetn && hs1 && s_hdr && hcnt == SBEAT_W && !ib;
+        sc_ld1 <= aresetn && hs1 && s_hdr && hcnt == SBEAT_W && ib;
+        sc_d   <= r0d[8*SPOS +: 22];
+    end
     always @(posedge aclk) begin  // per frame (flip-flops: decoded in front of their D pins)
-        if (hs1 && s_hdr && hcnt == SBEAT_W) begin
-            mult[ib]  <= r0d[8*SPOS +: 16];
-            shift[ib] <= r0d[8*SPOS+16 +: 6];
-            if (ib) begin
-                rnd_b1 <= (48'd1 << r0d[8*SPOS+16 +: 6]) >> 1;
-            end else begin
-                rnd_b0 <= (48'd1 << r0d[8*SPOS+16 +: 6]) >> 1;
-            end
+        if (sc_ld0) begin
+            mult[0]  <= sc_d[15:0];
+            shift[0] <= sc_d[21:16];
+            rnd_b0   <= (48'd1 << sc_d[21:16]) >> 1;
+        end
+        if (sc_ld1) begin
+            mult[1]  <= sc_d[15:0];
+            shift[1] <= sc_d[21:16];
+            rnd_b1   <= (48'd1 << sc_d[21:16]) >> 1;
         end
     end
     assign mu_all[16*g +: 16] = mult[wbank];
     assign sh_all[6*g +: 6]   = shift[wbank];
-    assign rnd_all[48*g +: 48] = wbank ? rnd_b1 : rnd_b0;
+    // the bank's constant as a kept net: W1's head select (into the DSP48's C register) is one
+    // LUT after it, not mapped together with it into four LUT levels (docs/timing.md)
+    (* keep *) wire [47:0] rnd_h;
+    assign rnd_h = wbank ? rnd_b1 : rnd_b0;
+    assign rnd_all[48*g +: 48] = rnd_h;
 
     // -------------------------------------------------------------- q, K pipeline
     // q: one LUTRAM of RB beats; K1: the slice of this beat registered
@@ -1026,15 +1045,26 @@ for (g = 0; g < G; g = g + 1) begin : hd
     // A, the maximum over the last row's beats, kept as a key (Ak) and as the value
     // |acc| = (key >> 1) + (key & 1) (A, per bank)
     reg  [AB-1:0]   Ak;
-    reg  [AB-1:0]   A [0:1];
-    wire [AB-1:0]   Af = A[fbank];      // the finisher's frame
-    wire [SWID-1:0] Sf = S[fbank];
+    // A per bank (flip-flops), written a cycle after the compare mx > Ak (drain_base counts
+    // the cycle): the write and its bank decode are registered, so the banks' clock enables
+    // are flip-flops, not two LUT levels and two 45-load nets behind the compare's carry chain
+    // (docs/timing.md)
+    reg  [AB-1:0]   A0, A1;
+    reg             a0_wr, a1_wr;       // write A0 / A1 with a_wd this cycle
+    reg  [AB-1:0]   a_wd;
+    wire [AB-1:0]   Af = fsel ? A1 : A0;   // the finisher's frame
+    wire [SWID-1:0] Sf = S[fsel];
     reg  [AZP-1:0]  azp;                // Af != 0 in 6-bit pieces
+    wire            a_new = mtv[MT-1] && (mtfirst[MT-1] || mx > Ak);
     always @(posedge aclk) begin
-        if (mtv[MT-1] && (mtfirst[MT-1] || mx > Ak)) begin
+        if (a_new) begin
             Ak <= mx;
-            A[mtbank[MT-1]] <= {1'b0, mx[AB-1:1]} + {{(AB-1){1'b0}}, mx[0]};
         end
+        a0_wr <= aresetn && a_new && !mtbank[MT-1];
+        a1_wr <= aresetn && a_new && mtbank[MT-1];
+        a_wd  <= {1'b0, mx[AB-1:1]} + {{(AB-1){1'b0}}, mx[0]};
+        if (a0_wr) A0 <= a_wd;
+        if (a1_wr) A1 <= a_wd;
     end
     integer ia;
     always @(posedge aclk) begin
@@ -1060,12 +1090,17 @@ for (g = 0; g < G; g = g + 1) begin : hd
     // so the addition is only as wide as A
     wire [ZN-1:0] zn;
     if (SWID > F + 1) begin : zwide
+        // one adder per bank and the bank chosen after them: the bank select (every head's
+        // A and S words, about 240 loads) is not in front of a 44-bit carry chain
         /* verilator lint_off WIDTHEXPAND */
-        wire [ZN-F-2:0] af_x = Af;                      // zero-extended
-        wire [ZN-F-2:0] shi_x = Sf[SWID-1:F+1];
+        wire [ZN-F-2:0] a0_x = A0;                      // zero-extended
+        wire [ZN-F-2:0] a1_x = A1;
+        wire [ZN-F-2:0] s0_x = S[0][SWID-1:F+1];
+        wire [ZN-F-2:0] s1_x = S[1][SWID-1:F+1];
         /* verilator lint_on WIDTHEXPAND */
-        wire [ZN-F-2:0] znh = af_x + shi_x;
-        assign zn = {znh, Sf[F:0]};
+        wire [ZN-F-2:0] znh0 = a0_x + s0_x;
+        wire [ZN-F-2:0] znh1 = a1_x + s1_x;
+        assign zn = fsel ? {znh1, S[1][F:0]} : {znh0, S[0][F:0]};
     end else begin : znarrow
         /* verilator lint_off WIDTHEXPAND */
         wire [ZN-F-2:0] af_x = Af;

@@ -61,7 +61,10 @@ wire [CW-1:0] nz = {{(CW-NW){1'b0}}, in_n};
 
 reg          v   [0:QB];
 reg [DW:0]   rem [0:QB];   // partial remainder, signed, in [-d, d)
-reg [QB-1:0] nq  [0:QB];   // numerator bits still to come (top) and quotient bits (bottom)
+// numerator bits still to come (top) and quotient bits (bottom): flip-flops, not shift-register
+// LUTs (an SRL's clock-to-out is 1.47 ns, and its output feeds each step's adder;
+// `keep` for yosys, `shreg_extract` for Vivado; docs/timing.md)
+(* shreg_extract = "no" *) reg [QB-1:0] nq  [0:QB];
 reg [DW-1:0] den [0:QB];
 reg [SW-1:0] sd  [0:QB];
 
@@ -86,7 +89,6 @@ integer i;
 always @(posedge clk) begin
     v[0]   <= in_valid;
     rem[0] <= {1'b0, nz[DW+QB-1:QB]};
-    nq[0]  <= nz[QB-1:0];
     den[0] <= in_d;
     sd[0]  <= in_side;
     for (i = 0; i < QB; i = i + 1) begin
@@ -94,12 +96,19 @@ always @(posedge clk) begin
         den[i+1] <= den[i];
         sd[i+1]  <= sd[i];
         rem[i+1] <= sum[i][DW+1:1];
-        nq[i+1]  <= {nq[i][QB-2:0], ~sum[i][DW+1]};
     end
     if (!rst_n) begin
         for (i = 0; i <= QB; i = i + 1) begin
             v[i] <= 1'b0;
         end
+    end
+end
+
+(* keep *)
+always @(posedge clk) begin
+    nq[0] <= nz[QB-1:0];
+    for (i = 0; i < QB; i = i + 1) begin
+        nq[i+1] <= {nq[i][QB-2:0], ~sum[i][DW+1]};
     end
 end
 

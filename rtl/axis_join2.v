@@ -47,12 +47,20 @@ end
 reg  drain_a;   // discarding side A up to its tlast (side B ended first)
 reg  drain_b;   // discarding side B up to its tlast (side A ended first)
 
+// a_ready, b_ready and pair each one LUT of registers (kept nets: synthesis would otherwise
+// share terms between them and put the readies, which enable the input slices' whole data
+// registers, three LUT levels deep; docs/timing.md)
 wire o_ready;
-wire pair    = a_valid && b_valid && !drain_a && !drain_b;
+(* keep *) wire pair;
+(* keep *) wire a_ready_w;
+(* keep *) wire b_ready_w;
+assign pair      = a_valid && b_valid && !drain_a && !drain_b;
+assign a_ready_w = drain_a || (!drain_b && b_valid && o_ready);
+assign b_ready_w = drain_b || (!drain_a && a_valid && o_ready);
 wire join_hs = pair && o_ready;
 
-assign a_ready = drain_a || (!drain_b && b_valid && o_ready);
-assign b_ready = drain_b || (!drain_a && a_valid && o_ready);
+assign a_ready = a_ready_w;
+assign b_ready = b_ready_w;
 
 always @(posedge clk) begin
     if (!rst_n) begin

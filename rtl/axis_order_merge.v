@@ -52,8 +52,14 @@ wire q_valid, q_tok, q_ready;     // the order FIFO's head, before the token reg
 
 wire sel_valid = tok_valid && (tok ? s1_valid : s0_valid);
 wire sel_last  = tok ? s1_last : s0_last;
-wire fwd       = sel_valid && o_ready;
-wire pop       = fwd && sel_last;
+// pop in one LUT after the token (kept nets: each input's last beat present, from registers),
+// so the token slice's enables are not four LUT levels behind the token (docs/timing.md)
+(* keep *) wire end0;
+(* keep *) wire end1;
+(* keep *) wire pop;
+assign end0 = s0_valid && s0_last;
+assign end1 = s1_valid && s1_last;
+assign pop  = tok_valid && o_ready && (tok ? end1 : end0);
 
 assign s0_ready = tok_valid && !tok && o_ready;
 assign s1_ready = tok_valid && tok && o_ready;

@@ -103,9 +103,13 @@ delay_line #(
     .q({d_nv, d_status, d_kind, d_wr, d_valid})
 );
 
-// "first beat of a row" clears every accumulator bit (VECTORS * 32 loads): its own delay, then
-// a register that synthesis may copy (MAX_FANOUT), so the clear's net is not the slow part of
-// the accumulate-and-write path (docs/timing.md)
+// "first beat of a row" clears every accumulator bit (VECTORS * 32 loads). With LANE_LAT >= 1
+// the clear is known a cycle ahead (f_pre: d_first of the next cycle), so the accumulators are
+// cleared by a synchronous reset in the cycle before a row's first beat and the adder's
+// operands are flip-flops, no select in front of its carry chain (the accumulate-and-write
+// path into the result FIFO's LUTRAM, docs/timing.md). `first` falls only after a valid beat
+// carrying it, so the sums are the same as adding the first beat to zero.
+wire acc_clr;                         // the accumulators start a row next cycle
 generate
 if (LANE_LAT >= 1) begin : g_first
     wire f_pre;
@@ -116,12 +120,10 @@ if (LANE_LAT >= 1) begin : g_first
     end else begin : g_wire
         assign f_pre = sb_first;
     end
-    (* max_fanout = 16 *) reg first_q;
-    always @(posedge aclk) begin
-        first_q <= f_pre;
-    end
-    assign d_first = first_q;
+    assign acc_clr = f_pre;
+    assign d_first = 1'b0;            // folded into the clear
 end else begin : g_first0
+    assign acc_clr = 1'b0;
     assign d_first = sb_first;
 end
 endgenerate
@@ -136,7 +138,9 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_acc
     wire signed [31:0] nxt = (d_first ? 32'sd0 : acc) + {{(32-PSUM_W){ps[PSUM_W-1]}}, ps}
                            + {31'd0, psum_ci[gv]};
     always @(posedge aclk) begin
-        if (d_valid) begin
+        if (acc_clr) begin
+            acc <= 32'sd0;
+        end else if (d_valid) begin
             acc <= nxt;
         end
     end

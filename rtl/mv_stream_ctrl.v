@@ -561,6 +561,11 @@ wire row_beat       = accept && st_row;
 // this frame's lane beat: elements per beat, and whether it reads one bank at a time
 wire [16:0] elems   = fmt_c ? ELEMS_C17 : fmt_b ? ELEMS_B17 : ELEMS_A17;
 wire        narrow  = (NBANKS > 1) && (fmt_c ? (WPB_C == 1) : fmt_b ? (WPB_B == 1) : (WPB == 1));
+// a row beat that is not the row's last nor a scale beat steps the x read address (a narrow
+// format's after its last bank): a kept net of registers, so the address's next state is one
+// LUT after it, not five LUT levels behind the format flags (docs/timing.md)
+(* keep *) wire raddr_step;
+assign raddr_step = !row_last_q && !scale_q && (!narrow || rsel[NBANKS-1]);
 wire frame_end_rows = row_beat && row_last_q && last_row_q;
 
 // ---------------------------------------------------------------- end of frame
@@ -764,7 +769,7 @@ always @(posedge aclk) begin
                 row_first_q <= 1'b0;     // a scale beat: no x read, no elements
                 scale_q     <= 1'b0;
             end else begin
-                if (!narrow || rsel[NBANKS-1]) begin
+                if (raddr_step) begin
                     raddr   <= raddr + 1'b1;
                 end
                 if (narrow) begin

@@ -17,23 +17,27 @@
 // (Inf, NaN) in a block holding a weight of index < K counts as zero and raises `bad`.
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
-// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 16
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 18
 // cycles after the lane's inputs (generators/designs/q4.py LANE_STAGES):
-//   A  scale beat held; code beat: 16 products q*x (LUTs, two shift-add levels), x registered
+//   A0 scale beat held; code beat: per weight the two pair products q0 x + 2 q1 x and
+//      q2 x + 2 q3 x (one shift-add level each), x registered
+//   A  16 products q*x (one adder level)
 //   B  sums of four          C  beat sums S_beat, X_beat
 //   D  block sums, fp16 decode          E1 d*S and m*X (2 DSP48, M register)
-//   E2 the products in the P register   F  shifted by the exponents
+//   E2 the products in the P register   F1 shifted by the exponents' low two bits
+//   F2 shifted by their high three bits (by 4s)
 //   G  the two terms added              H  row accumulator (ACC_W bits)
-//   R1 sign, magnitude                  R2 per 8-bit chunk: nonzero, top bit
+//   R1 sign, magnitude                  R2 per 8-bit chunk: nonzero, top bit, shift
 //   R3 leading-one position and the normalising shift TOP - lead
-//   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits
+//   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits, both exponents
 //   R6 rounded, packed
 // Vectors (VECTORS > 1, docs/vectors.md): the scale beat, the fp16 decode and every control
 // bit are shared; each vector has its own products, sums, two DSP48 multiplies, accumulator and
 // float32 rounding (generate block g_vec[v]), x of vector v in in_x[128*v +: 128], its word in
 // psum[32*v +: 32]. One finisher per vector: a row may end every beat (K <= 16 is one code beat
 // after its scale beat), so a shared finisher would have to stall the stream.
-// Timing (docs/timing.md): every stage is at most two adder levels or one wide shift; the
+// Timing (docs/timing.md): every stage is at most one adder level after a LUT level, two
+// adder levels of registered operands, or one 4- or 8-way shift step; the
 // products leave their DSP48s from the P register; the control bits that drive a whole word
 // (first, valid) are flip-flops of their own, never the end of a shift-register LUT.
 
@@ -96,15 +100,22 @@ end
 
 // ---------------------------------------------------------------- shared: control, scales
 // every stage's control bits and the group's scales, once for all vectors
+reg               a0_valid, a0_end, a0_second, a0_first, a0_last;
+reg  [31:0]       a0_dm;
+always @(posedge aclk) begin
+    a0_valid  <= in_code;
+    a0_end    <= cidx[0] || in_last;
+    a0_second <= cidx[0];
+    a0_first  <= newrow;
+    a0_last   <= in_last;
+    a0_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
+end
+
 reg               a_valid, a_end, a_second, a_first, a_last;
 reg  [31:0]       a_dm;
 always @(posedge aclk) begin
-    a_valid  <= in_code;
-    a_end    <= cidx[0] || in_last;
-    a_second <= cidx[0];
-    a_first  <= newrow;
-    a_last   <= in_last;
-    a_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
+    a_valid <= a0_valid; a_end <= a0_end; a_second <= a0_second; a_first <= a0_first;
+    a_last <= a0_last; a_dm <= a0_dm;
 end
 
 reg               b_valid, b_end, b_second, b_first, b_last;
@@ -161,9 +172,17 @@ wire              e_valid, e_first, e_last, e_bad;
 wire [4:0]        e_shd, e_shm;
 assign {e_valid, e_first, e_last, e_bad, e_shd, e_shm} = e_ctl;
 
+// F1: the exponents' high bits wait one cycle for F2
+reg               f1_valid, f1_first, f1_last, f1_bad;
+reg  [2:0]        f1_shd, f1_shm;
+always @(posedge aclk) begin
+    f1_valid <= e_valid; f1_first <= e_first; f1_last <= e_last; f1_bad <= e_bad;
+    f1_shd <= e_shd[4:2]; f1_shm <= e_shm[4:2];
+end
+
 reg               f_valid, f_first, f_last, f_bad;
 always @(posedge aclk) begin
-    f_valid <= e_valid; f_first <= e_first; f_last <= e_last; f_bad <= e_bad;
+    f_valid <= f1_valid; f_first <= f1_first; f_last <= f1_last; f_bad <= f1_bad;
 end
 
 reg               g_last, g_bad;
@@ -194,8 +213,8 @@ always @(posedge aclk) begin
 end
 
 // q*x for a 4-bit unsigned q as shift-add (kept out of the DSP48s), in two adder levels:
-// (q0 x + 2 q1 x) + 4 (q2 x + 2 q3 x); the two partial sums are kept apart so synthesis does
-// not fold the three additions into one deeper compressor
+// (q0 x + 2 q1 x) + 4 (q2 x + 2 q3 x); the two pair products are registered (A0) before the
+// last addition (A), so neither stage has more than one adder behind its select LUTs
 function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits signed
     reg [9:0] xe;
     begin
@@ -204,7 +223,7 @@ function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits 
     end
 endfunction
 
-localparam NCH = (PW + 7) / 8;
+localparam NCH = (PW + 15) / 16;    // 16-bit chunks of the row sum (R2)
 localparam [LZW-1:0] TOP = PW - 1;
 
 // ---------------------------------------------------------------- per vector: the datapath
@@ -213,19 +232,25 @@ generate
 for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     wire [127:0] vx = in_x[128*gv +: 128];
 
-    // ------------------------------------------------------------ A: products
+    // ------------------------------------------------------------ A0, A: products
     // flat vectors; each field kept at the width of the sum it feeds (sign-extended)
+    reg  [16*10-1:0]  a0_plo;           // q0 x + 2 q1 x, 16 fields
+    reg  [16*10-1:0]  a0_phi;           // q2 x + 2 q3 x, 16 fields
+    reg  [16*8-1:0]   a0_x;             // x, 16 fields
     reg  [16*14-1:0]  a_p;              // q*x, 16 fields
     reg  [16*10-1:0]  a_x;              // x, 16 fields
     for (gi = 0; gi < 16; gi = gi + 1) begin : g_prod
-        (* keep *) wire [9:0] plo;
-        (* keep *) wire [9:0] phi;
-        assign plo = qpair(in_w[4*gi +: 2], vx[8*gi +: 8]);
-        assign phi = qpair(in_w[4*gi + 2 +: 2], vx[8*gi +: 8]);
+        always @(posedge aclk) begin
+            a0_plo[10*gi +: 10] <= qpair(in_w[4*gi +: 2], vx[8*gi +: 8]);
+            a0_phi[10*gi +: 10] <= qpair(in_w[4*gi + 2 +: 2], vx[8*gi +: 8]);
+            a0_x[8*gi +: 8]     <= vx[8*gi +: 8];
+        end
+        wire [9:0]  plo = a0_plo[10*gi +: 10];
+        wire [9:0]  phi = a0_phi[10*gi +: 10];
         wire [11:0] p = {{2{plo[9]}}, plo} + {phi, 2'b00};
         always @(posedge aclk) begin
             a_p[14*gi +: 14] <= {{2{p[11]}}, p};
-            a_x[10*gi +: 10] <= {{2{vx[8*gi+7]}}, vx[8*gi +: 8]};
+            a_x[10*gi +: 10] <= {{2{a0_x[8*gi+7]}}, a0_x[8*gi +: 8]};
         end
     end
 
@@ -285,24 +310,29 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         e_pm    <= e1_pm;
     end
 
-    // ------------------------------------------------------------ F, G: shifted, added
+    // ------------------------------------------------------------ F1, F2, G: shifted, added
+    // the shift by 0..31 in two stages: by the exponent's low two bits (a 4-way step, one LUT
+    // level), then by its high three bits in steps of 4 (an 8-way step)
+    reg  signed [30:0] f1_td;
+    reg  signed [26:0] f1_tm;
+    always @(posedge aclk) begin
+        f1_td <= {{3{e_pd[27]}}, e_pd} <<< e_shd[1:0];
+        f1_tm <= {{3{e_pm[23]}}, e_pm} <<< e_shm[1:0];
+    end
     reg  signed [56:0] f_td;
     reg  signed [52:0] f_tm;
     always @(posedge aclk) begin
-        f_td <= {{29{e_pd[27]}}, e_pd} <<< e_shd;
-        f_tm <= {{29{e_pm[23]}}, e_pm} <<< e_shm;
+        f_td <= {{26{f1_td[30]}}, f1_td} <<< {f1_shd, 2'b00};
+        f_tm <= {{26{f1_tm[26]}}, f1_tm} <<< {f1_shm, 2'b00};
     end
 
-    // g_valid and g_first drive the whole accumulator: flip-flops of their own, not the end of
-    // a shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
-    (* shreg_extract = "no" *) reg g_valid, g_first, g_first_hi;   // g_first_hi: a copy for the
-                                                                    // upper half of the sum
+    // g_valid drives the whole accumulator: a flip-flop of its own, not the end of a
+    // shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
+    (* shreg_extract = "no" *) reg g_valid;
     reg  signed [57:0] g_t;
     (* keep *)
     always @(posedge aclk) begin
         g_valid    <= f_valid;
-        g_first    <= f_first;
-        g_first_hi <= f_first;
     end
     always @(posedge aclk) begin
         g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
@@ -312,14 +342,17 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     end
 
     // ------------------------------------------------------------ H: row accumulator
+    // acc is what G's term is added to: the row's sum so far, cleared a cycle ahead of the
+    // row's first block (f_first: `first` is high from a row's scale beat through its first
+    // block's end beat, the block's one valid term, and low after it), so the adder's operands
+    // are flip-flops and its sum goes to them without a select (a synchronous reset and an
+    // enable); docs/timing.md
     reg  signed [PW-1:0] acc;
     reg  signed [PW-1:0] h_sum;
-    localparam PLO = PW / 2;            // the low half's bits (its own copy of g_first)
-    wire signed [PW-1:0] acc_in = {g_first_hi ? {(PW-PLO){1'b0}} : acc[PW-1:PLO],
-                                   g_first ? {PLO{1'b0}} : acc[PLO-1:0]};
-    wire signed [PW-1:0] acc_next = acc_in + {{(PW-58){g_t[57]}}, g_t};
+    wire signed [PW-1:0] acc_next = acc + {{(PW-58){g_t[57]}}, g_t};
     always @(posedge aclk) begin
-        if (g_valid) acc <= acc_next;
+        if (f_first)      acc <= {PW{1'b0}};
+        else if (g_valid) acc <= acc_next;
         h_sum <= acc_next;
     end
 
@@ -331,20 +364,28 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
     end
 
-    // leading one, in two steps: per 8-bit chunk a nonzero flag and the position of its top set
-    // bit (R2), then the highest nonzero chunk and the position in it (R3)
-    wire [NCH*8-1:0]  mag_pad = {{(NCH*8-PW){1'b0}}, r1_mag};
+    // leading one, in two steps: per 16-bit chunk a nonzero flag, the position of its top set
+    // bit and the normalising shift TOP - position (R2), then the highest nonzero chunk and the
+    // position and shift of it (R3: a choice among NCH = 4 chunks at ACC_W 63, two LUT levels)
+    wire [NCH*16-1:0] mag_pad = {{(NCH*16-PW){1'b0}}, r1_mag};
     reg               r2_neg, r2_zero;
     reg  [PW-1:0]     r2_mag;
     reg  [NCH-1:0]    r2_nz;
-    reg  [NCH*3-1:0]  r2_pos;
+    reg  [NCH*4-1:0]  r2_pos;
+    reg  [NCH*LZW-1:0] r2_sh;
     for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
-        wire [7:0] ch = mag_pad[8*gi +: 8];
-        wire [2:0] pos = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
-                       : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
+        localparam [LZW-1:0] CH_TOP = TOP - 16*gi;  // the shift of the chunk's bit 0
+        wire [7:0] ch = mag_pad[16*gi +: 8];
+        wire [7:0] cu = mag_pad[16*gi + 8 +: 8];
+        wire [2:0] pos_l = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
+                         : ch[3] ? 3'd3 : ch[2] ? 3'd2 : ch[1] ? 3'd1 : 3'd0;
+        wire [2:0] pos_u = cu[7] ? 3'd7 : cu[6] ? 3'd6 : cu[5] ? 3'd5 : cu[4] ? 3'd4
+                         : cu[3] ? 3'd3 : cu[2] ? 3'd2 : cu[1] ? 3'd1 : 3'd0;
+        wire [3:0] pos = (|cu) ? {1'b1, pos_u} : {1'b0, pos_l};
         always @(posedge aclk) begin
-            r2_nz[gi]          <= |ch;
-            r2_pos[3*gi +: 3]  <= pos;
+            r2_nz[gi]             <= |{cu, ch};
+            r2_pos[4*gi +: 4]     <= pos;
+            r2_sh[LZW*gi +: LZW]  <= CH_TOP - {{(LZW-4){1'b0}}, pos};
         end
     end
     always @(posedge aclk) begin
@@ -354,16 +395,21 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     end
 
     reg  [LZW-1:0]    lead;
+    reg  [LZW-1:0]    lead_sh;          // TOP - lead
     integer j;
     always @* begin
         lead = {LZW{1'b0}};
+        lead_sh = TOP;
         for (j = 0; j < NCH; j = j + 1) begin
-            if (r2_nz[j]) lead = {j[LZW-4:0], r2_pos[3*j +: 3]};
+            if (r2_nz[j]) begin
+                lead = {j[LZW-5:0], r2_pos[4*j +: 4]};
+                lead_sh = r2_sh[LZW*j +: LZW];
+            end
         end
     end
 
     // R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
-    // barrel shift does not start behind a subtraction)
+    // barrel shift does not start behind a subtraction; chosen, not subtracted, here)
     reg               r3_neg, r3_zero;
     reg  [PW-1:0]     r3_mag;
     reg  [LZW-1:0]    r3_lead;
@@ -372,7 +418,7 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r3_neg <= r2_neg; r3_zero <= r2_zero;
         r3_mag  <= r2_mag;
         r3_lead <= lead;
-        r3_sh   <= TOP - lead;
+        r3_sh   <= lead_sh;
     end
 
     // R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT
@@ -404,18 +450,21 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     reg               r5_neg, r5_zero;
     reg  [23:0]       r5_mant;
     reg               r5_guard, r5_sticky;
-    reg  [LZW-1:0]    r5_lead;
+    // and the exponent field = lead - 24 + 127 for both outcomes of the rounding (R6 chooses,
+    // so its increment is not followed by a second adder)
+    reg  [7:0]        r5_expo0, r5_expo1;
     always @(posedge aclk) begin
         r5_neg <= r4_neg; r5_zero <= r4_zero;
         r5_mant   <= r4_norm[PW-1 -: 24];
         r5_guard  <= r4_norm[PW-25];
         r5_sticky <= |r4_norm[PW-26:0];
-        r5_lead   <= r4_lead;
+        r5_expo0  <= {1'b0, r4_lead} + 8'd103;
+        r5_expo1  <= {1'b0, r4_lead} + 8'd104;
     end
 
-    // R6: rounded to nearest even at 24 significant bits; exponent field = lead - 24 + 127
+    // R6: rounded to nearest even at 24 significant bits
     wire [24:0]       mant_r = {1'b0, r5_mant} + {24'd0, r5_guard && (r5_sticky || r5_mant[0])};
-    wire [7:0]        expo   = {1'b0, r5_lead} + 8'd103 + {7'd0, mant_r[24]};
+    wire [7:0]        expo   = mant_r[24] ? r5_expo1 : r5_expo0;
     wire [22:0]       frac   = mant_r[24] ? mant_r[23:1] : mant_r[22:0];
     reg  [31:0]       r6_word;          // the row's word in its last beat's slot, else zero
     always @(posedge aclk) begin

@@ -15,7 +15,7 @@ from ..contract import ATTENTION_MAGIC
 
 BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
 MAGIC = ATTENTION_MAGIC
-K_TREE_EVERY = 2         # the K adder tree: registered after level 1, then every 2 levels and at its output
+K_TREE_EVERY = 1         # the K adder tree: every level registered (docs/timing.md)
 
 
 def k_tree_registers(depth: int):
@@ -64,9 +64,9 @@ class AttentionTiming:
     in_reg: int = 1         # input register in front of the FSM
     score_read: int = 2     # score BRAM: read register + output register
     w_stages: int = 6       # weight unit: e, e*MULT+rnd, shift, ROM read, ROM out reg, p reg
-    drain_base: int = 5     # after the V delay: p*v operands registered (the DSP48's A and B
+    drain_base: int = 6     # after the V delay: p*v operands registered (the DSP48's A and B
                             # registers), product (M register), accumulate (P register),
-                            # order key registered, A
+                            # order key registered, the maximum's compare, A written
     y_latency: int = 12     # result path: acc read reg, divider input reg, 8 quotient
                             # stages, rounding-bit register, result register
     pending: int = 2        # drain delay line output -> pending register -> finisher take

@@ -42,8 +42,8 @@ class MVDualEngine(MVEngine):
               "log2(bytes), every tree level registered (6 at 8 bytes: the calibrated timing "
               "model, docs/timing.md; the INT8 path is then no longer than the ternary one, so "
               "the latency is 5's)", min=3, max=7),
-        Param("reg_every", int, 2, "ternary tree: adder levels between register stages",
-              min=1, max=8),
+        Param("reg_every", int, 2, "ternary tree: adder levels between register stages after "
+              "the first level's register", min=1, max=8),
         Param("decode_bram", bool, True, "ternary trit decode table in BRAM (two cycles: read and output "
               "registers) "
               "instead of LUTs"),
@@ -69,7 +69,7 @@ class MVDualEngine(MVEngine):
         return build_tree(leaves, regs)
 
     def ternary_tree(self):
-        return ternary_tree(5 * self.p["bytes"], 8, self.p["reg_every"])
+        return ternary_tree(5 * self.p["bytes"], 8, self.p["reg_every"], first=True)
 
     def int8_lane_latency(self) -> int:
         return 1 + self.int8_tree().registers

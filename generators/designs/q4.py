@@ -3,7 +3,7 @@
 
 The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
 every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
-The lane's pipeline is fixed (16 stages); the generator computes the row accumulator's width
+The lane's pipeline is fixed (18 stages); the generator computes the row accumulator's width
 from max_k and the latency once, here.
 """
 from __future__ import annotations
@@ -17,11 +17,12 @@ from ..contract import FORMAT_Q4
 
 BLOCK = 32                  # weights per Q4_1 block
 GROUP = 64                  # weights per scale beat (two blocks)
-#: lane stages (rtl/q4_lane.v): products, sums of 4, beat sums, block sums and fp16 decode,
-#: multiplies (M and P registers), shifts, term sum, row accumulator, sign/magnitude, leading
-#: one (2), normalise, mantissa/guard/sticky, round
-LANE_STAGES = ("A products", "B sums of 4", "C beat sums", "D block sums, fp16 decode",
-               "E1 d*S, m*X (M register)", "E2 P register", "F shifts", "G term sum",
+#: lane stages (rtl/q4_lane.v): pair products, products, sums of 4, beat sums, block sums and
+#: fp16 decode, multiplies (M and P registers), shifts (2), term sum, row accumulator,
+#: sign/magnitude, leading one (2), normalise (2), mantissa/guard/sticky, round
+LANE_STAGES = ("A0 pair products", "A products", "B sums of 4", "C beat sums",
+               "D block sums, fp16 decode", "E1 d*S, m*X (M register)", "E2 P register",
+               "F1 shifts by 0..3", "F2 shifts by 4s", "G term sum",
                "H accumulate", "R1 magnitude", "R2 chunk flags", "R3 leading one, shift",
                "R4a normalise (shift by 0..15)", "R4b normalise (by 16s)",
                "R5 mantissa, guard, sticky", "R6 round")

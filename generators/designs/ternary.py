@@ -15,14 +15,20 @@ TREE_MODULE = "ternary_tree"
 DECODE_BRAM_STAGES = 2
 
 
-def ternary_tree(terms: int, x_width: int, reg_every: int) -> Tree:
+def ternary_tree(terms: int, x_width: int, reg_every: int, first: bool = False) -> Tree:
     """Term select + adder tree: `terms` signed x of `x_width` bits, each passed, zeroed or
-    one's-complemented; the +1 of every negation rides on an adder's carry-in."""
+    one's-complemented; the +1 of every negation rides on an adder's carry-in. A register
+    every `reg_every` levels and at the output; with `first` (the engines' lanes) also after
+    level 1: the term select is a LUT level of its own in front of each first-level adder, so
+    that level and the next do not fit one 7.0 ns cycle by the calibrated timing model
+    (docs/timing.md)."""
     lo, hi = -(1 << (x_width - 1)), (1 << (x_width - 1)) - 1
     leaves = [(f"t{e}", lo, hi) for e in range(terms)]
     carries = [f"c{e}" for e in range(terms)]
-    tree = build_tree(leaves, cadence_registers(tree_depth(terms), reg_every), prefix="s",
-                      carries=carries)
+    regs = cadence_registers(tree_depth(terms), reg_every)
+    if first:
+        regs = regs | {1}
+    tree = build_tree(leaves, regs, prefix="s", carries=carries)
     assert len(tree.carry_out) <= 1, "a pairwise tree has n-1 adders for n carries"
     return tree
 
@@ -93,8 +99,8 @@ class TernaryEngine(MVEngine):
     params = (
         P_MAX_K,
         P_BYTES,
-        Param("reg_every", int, 2, "adder levels between register stages (the tree output is "
-              "always registered)", min=1, max=8),
+        Param("reg_every", int, 2, "adder levels between register stages after the first "
+              "level's register (the tree output is always registered)", min=1, max=8),
         Param("decode_bram", bool, True, "hold the trit decode table in BRAM (two more cycles: read and "
               "output registers, "
               "2 RAMB18 per 8 bytes) instead of LUTs (about 55 LUT per byte)"),
@@ -108,7 +114,7 @@ class TernaryEngine(MVEngine):
         return 5 * self.p["bytes"]
 
     def lane_tree(self):
-        return ternary_tree(self.terms, 8, self.p["reg_every"])
+        return ternary_tree(self.terms, 8, self.p["reg_every"], first=True)
 
     def lane_latency(self) -> int:
         return (DECODE_BRAM_STAGES if self.p["decode_bram"] else 0) + self.lane_tree().registers
