@@ -20,8 +20,9 @@
 //                 products is summed in a DSP48 cascade into its P register), K4 row
 //                 accumulate, K5 score RAM write and running maximum
 //   weight unit   TRIG_DELAY cycles after a V row's first beat: score RAM read (read and output
-//                 registers), then one head per clock: e = m - s, e*MULT + rnd (DSP), >> SHIFT,
-//                 exp table (2 cycles), weight register
+//                 registers), every head's e = m - s registered (W0), then one head per
+//                 clock: e selected, e*MULT + rnd (DSP), >> SHIFT, exp table (2 cycles),
+//                 weight register
 //   V pipeline    V beats delayed V_DELAY cycles; M0 the p.v operands registered (the
 //                 DSP48's A and B registers), M1/M2 products in its M and P registers, M3
 //                 accumulators in LUTRAM (read-modify-write at {bank, beat in row}; address
@@ -614,8 +615,13 @@ end
 
 reg  [G*SB-1:0] srd_a;    // BRAM read register
 reg  [G*SB-1:0] srd;      // BRAM output register
-reg            trv2;
-reg            trb2;
+reg            trv2, trv3;
+reg            trb2, trb3;
+// W0: every head's distance below its maximum, registered (e = m - score): the weight unit's
+// head select then feeds the DSP48's A register from flip-flops, not from behind a carry chain
+// (calibrated timing model: m -> subtract -> select -> A register 5.738 ns, docs/timing.md)
+reg  [G*SB-1:0] ed;
+integer ie;
 always @(posedge aclk) begin
     if (trv) begin
         srd_a <= score_ram[trt];
@@ -623,6 +629,11 @@ always @(posedge aclk) begin
     srd  <= srd_a;
     trv2 <= aresetn && trv;
     trb2 <= trb;
+    trv3 <= aresetn && trv2;
+    trb3 <= trb2;
+    for (ie = 0; ie < G; ie = ie + 1) begin
+        ed[SB*ie +: SB] <= m_all[SB*ie +: SB] - srd[SB*ie +: SB];
+    end
 end
 
 reg            wrun;
@@ -682,29 +693,29 @@ always @(posedge aclk) begin
                 wrun <= 1'b0;
             end
         end
-        if (trv2) begin
+        if (trv3) begin
             wrun <= 1'b1;
             wh   <= {GW{1'b0}};
         end
     end
-    if (trv2) begin
-        wbank <= trb2;
+    if (trv3) begin
+        wbank <= trb3;
     end
 end
 
 integer iw;
 always @(posedge aclk) begin
-    // W1: distance below the maximum, this head's scale and rounding constant (the row's
-    // frame bank; the constant registered, the DSP48's C operand); head wh (head 0 for any
-    // other value)
+    // W1: distance below the maximum (W0's, the head selected), this head's scale and
+    // rounding constant (the row's frame bank; the constant registered, the DSP48's C
+    // operand); head wh (head 0 for any other value)
     w1h <= wh;
-    e1  <= m_all[SB-1:0] - srd[SB-1:0];
+    e1  <= ed[SB-1:0];
     mu1 <= mu_all[15:0];
     sh1 <= sh_all[5:0];
     rnd1 <= rnd_all[47:0];
     for (iw = 1; iw < G; iw = iw + 1) begin
         if (wh == iw[GW-1:0]) begin
-            e1  <= m_all[SB*iw +: SB] - srd[SB*iw +: SB];
+            e1  <= ed[SB*iw +: SB];
             mu1 <= mu_all[16*iw +: 16];
             sh1 <= sh_all[6*iw +: 6];
             rnd1 <= rnd_all[48*iw +: 48];

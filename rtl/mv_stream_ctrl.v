@@ -241,7 +241,8 @@ reg  [NVW-1:0] nv_reg;           // B - 1
 reg         kx_last0;            // K fits one beat: a vector is one x beat
 reg  [BYTES-1:0] xmask0;         // bytes of a vector's first x beat that hold x
 // rows
-reg  [16:0] rrem;                // row elements not yet covered, before this beat
+(* max_fanout = 12 *) reg [16:0] rrem;   // row elements not yet covered, before this beat
+                                 // (its compares: 28 loads, copies of 12 at most)
 reg         rrem_hi;             // rrem >= 2^TW (above every threshold: the compares below
                                  // take rrem's TW low bits and this flag, docs/timing.md)
 reg         row_first_q;         // the next row beat starts a row

@@ -44,8 +44,8 @@ class AttentionTiming:
       cycles after the row's last beat leaves the input register.
     - weight unit: a V row's first beat, `trig_delay` cycles after the V input register,
       reads the score RAM (`score_read` cycles: BRAM read and output register), then per head,
-      one per clock, `w_pipe` stages (e, e*MULT, >>SHIFT, table read, table output register,
-      weight register).
+      one per clock, `w_pipe` stages (every head's e registered, e selected, e*MULT, >>SHIFT,
+      table read, table output register, weight register).
     - V pass: the V beats wait `v_delay` cycles so the last head's weight is there when the
       row's first beat reaches the p*v products.
     - drain: the finisher takes a frame `fin_wait` cycles after the FSM saw its tlast (A and S
@@ -63,7 +63,8 @@ class AttentionTiming:
     max_tree: int           # registered levels of the |acc| maximum tree (log2 beat bytes)
     in_reg: int = 1         # input register in front of the FSM
     score_read: int = 2     # score BRAM: read register + output register
-    w_stages: int = 6       # weight unit: e, e*MULT+rnd, shift, ROM read, ROM out reg, p reg
+    w_stages: int = 7       # weight unit: every head's e, e selected, e*MULT+rnd, shift,
+                            # ROM read, ROM out reg, p reg
     drain_base: int = 6     # after the V delay: p*v operands registered (the DSP48's A and B
                             # registers), product (M register), accumulate (P register),
                             # order key registered, the maximum's compare, A written
