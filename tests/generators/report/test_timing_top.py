@@ -37,6 +37,22 @@ def test_every_path_within_the_budget(design, params, name):
 
 
 @pytest.mark.long
+def test_the_top_closes_with_the_calibrated_bound():
+    """Issue 30 item 2: the top's worst path by the calibrated model (the delays fitted to
+    Vivado's reports) plus the model's error bound at most the 7.0 ns clock, every end cell
+    within the calibrated budget (5.595 ns)."""
+    design, params, _ = next(c for c in CONFIGS if c[2] == "top")
+    c = timing.timing_config(design, params, REPO_OUT)["timing"]["calibrated"]
+    assert c["budget_ns"] == timing.CALIBRATED_BUDGET_NS
+    assert c["bound_ns"] == timing.bound_ns(c["worst_ns"]) > 0
+    assert c["over"] == 0 and c["closes"], (
+        f"the top: {c['worst_ns']} ns + bound {c['bound_ns']} ns = {c['with_bound_ns']} ns, "
+        f"{c['over']} end cells over {c['budget_ns']} ns; the worst: "
+        f"{c['start_label']} -> {c['end_label']}")
+    assert c["with_bound_ns"] <= timing.CLOCK_NS
+
+
+@pytest.mark.long
 def test_the_top_has_synchronous_resets_only():
     """The calibration's bound is taken over Vivado's setup checks (timing_fit.BOUND_KINDS):
     right only while the top has no asynchronous clear or preset (FDCE/FDPE: recovery checks)."""
