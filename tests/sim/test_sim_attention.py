@@ -14,7 +14,6 @@ import pytest
 import generators
 from generators.cosim import runner
 
-SIMS = ["verilator", "icarus"]
 MOD = "sim.attention.test_attention"
 ALL = ["test_contexts", "test_special_values", "test_bad_frames", "test_reset_mid_frame",
        "test_reset_mid_frame_and_stall",
@@ -24,7 +23,8 @@ G1_D8 = {"heads_per_group": 1, "head_dim": 8, "macs": 8, "max_context": 40, "exp
          "exp_steps_per_octave": 32}
 
 
-@pytest.mark.parametrize("sim", SIMS)
+# Icarus, the second simulator: make test-long (make test keeps to its 15 minutes)
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.long)])
 def test_attention_full_suite(sim):
     r = runner.run("attention-engine", SMALL, sim, MOD, testcase=ALL)
     assert r["tests"] == len(ALL)
