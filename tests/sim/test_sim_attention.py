@@ -60,6 +60,7 @@ def _check_back_to_back(table, design):
 MACS48 = {"macs": 48, "max_context": 128}
 
 
+@pytest.mark.long   # make test-long; make test runs 48 MACs inside the PYNQ-Z1 overlay
 def test_attention_48_macs_full_suite(tmp_path):
     """16-byte beats (128-bit s_axis, 48 MACs per clock at G = 3): the full suite at max_context
     128 (contexts 1, 2, 63, 64, 65, 128), one beat per clock, latency as computed in Python."""
@@ -153,6 +154,7 @@ def _v_delay_minus_one(gen_dir):
     top.write_text(text.replace(m.group(0), f"localparam V_DELAY  = {int(m.group(1)) - 1};"))
 
 
+@pytest.mark.long   # a mutant of the weight unit's delay: make test-long
 def test_v_delay_one_short_is_caught():
     """The write-up's bug class: the V delay (AttentionTiming.v_delay) one cycle shorter than
     the weight unit, so a row's weight is read before it is written. The original passes
