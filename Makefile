@@ -57,7 +57,8 @@ help:
 	@echo "                    differ and answers equal: docs/results/answers.json, build/answers/answers.md (long: ~1 h)"
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
 	@echo "                    rows, fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
-	@echo "                    issue 32, printed, not recorded (long: 5-10 min per row and 46 prompts)"
+	@echo "                    issue 32 (long: 5-10 min per row and 46 prompts); RECORD=1: the rows' figures (modelled)"
+	@echo "                    and the KV formats' bytes per token in docs/results/answers-experiment.json"
 	@echo "  make ggml-check   the per-block activation arithmetic against ggml's own build (llama-cpp-python's"
 	@echo "                    libggml: reference quantisers byte for byte, the CPU kernels' dot products within"
 	@echo "                    the stated bound; builds llama-cpp-python once: 5-15 min; make test skips these)"
@@ -214,8 +215,10 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(LLAMACPP_VENV)/bin/python tools/answers_llamacpp.py build/answers/prompts.json
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
+EXPERIMENT_ROWS = $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float)
 answers-experiment: setup
-	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float) --table
+	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS)$(if $(RECORD), --record)
+	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS) --table
 
 activation-blocks: setup
 	@$(ENV) $(PY) tools/activation_blocks.py --record
