@@ -18,8 +18,19 @@ ROUTE_MAGIC = 0xA77F
 FORMAT_INT8 = 0x08
 FORMAT_TERNARY = 0x03
 FORMAT_Q4 = 0x04
+#: per-block x (issue 32, docs/activations.md section 2): Q4_1 rows with Q8_1 x blocks (the
+#: Q4_1 lane) and Q8_0 rows with Q8_0 x blocks (the INT8 lane). The golden models and the host
+#: frame builders (generators/q4.py, generators/q8.py) have them; no engine takes them yet, so
+#: no design's format list, manifest or runtime path offers them.
+FORMAT_Q4_Q8_1 = 0x05
+FORMAT_Q8_0 = 0x09
+#: the formats whose K must be a multiple of 32 (a frame with another K is BAD_SHAPE)
+BLOCK_FORMATS = (FORMAT_Q4_Q8_1, FORMAT_Q8_0)
+#: values per block of the per-block formats (ggml's QK4_1 = QK8_0 = QK8_1)
+BLOCK_K = 32
 #: format name -> format byte
-FORMAT_CODES = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY, "q4": FORMAT_Q4}
+FORMAT_CODES = {"int8": FORMAT_INT8, "ternary": FORMAT_TERNARY, "q4": FORMAT_Q4,
+                "q4_q8_1": FORMAT_Q4_Q8_1, "q8_0": FORMAT_Q8_0}
 
 #: bytes of one beat on an HP port's stream (64-bit AXI-Stream)
 HP_BEAT_BYTES = 8

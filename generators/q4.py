@@ -27,12 +27,13 @@ from __future__ import annotations
 from typing import Tuple
 
 import numpy as np
-from generators.contract import FORMAT_Q4, MATRIX_MAGIC, VECTORS_FLAG
+from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1, MATRIX_MAGIC, VECTORS_FLAG
+from generators.q8 import block_frame_header, check_block_k, decode_block_words, x_slots
 
 __all__ = ["FORMAT_Q4", "Q4_1_BLOCK_BYTES", "q4_row_beats", "q4_row_bytes",
            "q4_1_blocks_to_raw", "q4_1_raw_to_blocks", "pack_q4_rows", "pack_q4_rows_raw",
            "q4_dequantize", "build_q4_frame", "decode_q4_words", "quantize_q4_1",
-           "q4_images"]
+           "q4_images", "FORMAT_Q4_Q8_1", "build_q4_q8_1_frame", "decode_block_words"]
 
 Q4_1_BLOCK_BYTES = 20
 BLOCK = 32
@@ -181,6 +182,26 @@ def build_q4_frame(x, rows, k: int, tag: int = 0) -> bytes:
         hdr += int(len(x)).to_bytes(8, "little")
     xb = b"".join(v.astype(np.int8).tobytes() + bytes((-k) % BEAT) for v in x.reshape(-1, k))
     return hdr + xb + rows.tobytes()
+
+
+def build_q4_q8_1_frame(xq, xd, xs, rows, k: int, tag: int = 0) -> bytes:
+    """A format 0x05 frame (docs/activations.md section 2): Q8_1 x, as ``quantize_q8_1`` gives
+    it (codes, fp16 d and s per block of 32), then the Q4_1 row images (N, q4_row_bytes(k)) of
+    :func:`pack_q4_rows` / :func:`pack_q4_rows_raw`, exactly as a 0x04 frame's. K must be a
+    multiple of 32. Per vector: its K codes (K/8 beats), then its scale table
+    (``generators.q8.x_scale_table_q8_1``: ceil(K/64) beats, beat g = d(2g) s(2g) d(2g+1)
+    s(2g+1)). ``xd``, ``xs`` of shape (B, K/32) make a frame of B vectors (the flag and
+    vectors word). The results are float32 words (:func:`decode_block_words`), no host scale."""
+    k = check_block_k(k)
+    if xs is None:
+        raise ValueError("a 0x05 frame needs the x blocks' s (quantize_q8_1's third output)")
+    xb, nvec = x_slots(xq, xd, xs, k)
+    rows = np.asarray(rows)
+    n = rows.shape[0] if rows.ndim == 2 else 0
+    if rows.shape != (n, q4_row_bytes(k)) or rows.dtype != np.uint8:
+        raise ValueError(f"rows of shape {rows.shape} ({rows.dtype}), K={k} needs uint8 "
+                         f"(N, {q4_row_bytes(k)})")
+    return block_frame_header(k, n, FORMAT_Q4_Q8_1, tag, nvec) + xb + rows.tobytes()
 
 
 def decode_q4_words(words) -> np.ndarray:

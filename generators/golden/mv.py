@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
-from generators.contract import (FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY, MATRIX_MAGIC,
+from generators.contract import (BLOCK_FORMATS, BLOCK_K, FORMAT_INT8, FORMAT_Q4,
+                                 FORMAT_Q4_Q8_1, FORMAT_Q8_0, FORMAT_TERNARY, MATRIX_MAGIC,
                                  VECTORS_FLAG)
 
 MAGIC = MATRIX_MAGIC
 FMT_INT8 = FORMAT_INT8
 FMT_TERNARY = FORMAT_TERNARY
 FMT_Q4 = FORMAT_Q4
+FMT_Q4_Q8_1 = FORMAT_Q4_Q8_1
+FMT_Q8_0 = FORMAT_Q8_0
 
 BAD_MAGIC = 1 << 0
 BAD_SHAPE = 1 << 1
@@ -23,6 +26,8 @@ BAD_FORMAT = 1 << 2
 SHORT_FRAME = 1 << 3
 LONG_FRAME = 1 << 4
 BAD_TRIT = 1 << 5
+#: the same bit for the formats with fp16 scales (0x04, 0x05, 0x09): an Inf/NaN scale
+BAD_SCALE = BAD_TRIT
 
 FLAG_NAMES = {BAD_MAGIC: "BAD_MAGIC", BAD_SHAPE: "BAD_SHAPE", BAD_FORMAT: "BAD_FORMAT",
               SHORT_FRAME: "SHORT_FRAME", LONG_FRAME: "LONG_FRAME", BAD_TRIT: "BAD_TRIT"}
@@ -87,8 +92,9 @@ def header_block(raw: bytes, beat_bytes: int, accepted: Sequence[int], max_k: in
     Returns ``(k, n, code, tag, B, header beats, None)`` for a good header, or ``(..., [the
     status word])`` for a bad one. The checks, in the order the engine makes them: fewer bytes
     than a header word: SHORT_FRAME (tag 0); a wrong magic: BAD_MAGIC; from the header word,
-    BAD_SHAPE (K = 0, K > max_k, N = 0) and BAD_FORMAT (a format byte the engine does not take),
-    ORed; with the vectors flag, ``tlast`` before the end of the vectors word: SHORT_FRAME; from
+    BAD_SHAPE (K = 0, K > max_k, N = 0, or, for a format the engine takes whose rows are
+    blocks of 32 (0x05, 0x09), K not a multiple of 32) and BAD_FORMAT (a format byte the
+    engine does not take), ORed; with the vectors flag, ``tlast`` before the end of the vectors word: SHORT_FRAME; from
     the vectors word, BAD_SHAPE (B = 0 or B > vectors) and BAD_FORMAT (reserved bits [63:8] not
     zero), ORed."""
     if len(raw) < 8:
@@ -105,6 +111,8 @@ def header_block(raw: bytes, beat_bytes: int, accepted: Sequence[int], max_k: in
         flags |= BAD_SHAPE
     if f not in accepted:
         flags |= BAD_FORMAT
+    elif code in BLOCK_FORMATS and k % BLOCK_K:
+        flags |= BAD_SHAPE
     if flags:
         return k, n, code, tag, 0, 0, [(status_word(tag, flags, 0), True)]
     if not f & VECTORS_FLAG:
@@ -136,10 +144,14 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int,
     k, n, fmt, tag, nvec, hdr_beats, bad = header_block(raw, beat_bytes, accepted, max_k, vectors)
     if bad is not None:
         return bad
-    if fmt == FMT_Q4:           # llama.cpp Q4_1 rows: their own golden model (golden/q4.py)
+    if fmt in (FMT_Q4, FMT_Q4_Q8_1):   # llama.cpp Q4_1 rows: their own model (golden/q4.py)
         from .q4 import q4_frame
         assert beat_bytes == 8, "Q4_1 rows are laid out in 8-byte beats"
-        return q4_frame(frame, max_k, vectors)
+        return q4_frame(frame, max_k, vectors,
+                        [c for c in accepted if c in (FMT_Q4, FMT_Q4_Q8_1)])
+    if fmt == FMT_Q8_0:
+        assert beat_bytes == 8, "Q8_0 rows are laid out in 8-byte beats"
+        return q8_0_frame(raw[hdr_beats * 8:], k, n, tag, nvec)
 
     body = np.frombuffer(raw[hdr_beats * beat_bytes:], dtype=np.uint8)
     x_len = -(-k // beat_bytes) * beat_bytes
@@ -170,6 +182,76 @@ def mv_frame(frame: Sequence[int], beat_bytes: int, fmt, max_k: int,
             w = row[:k].view(np.int8).astype(np.int64)
         for x in xs:
             out.append((int(np.dot(w, x)) & 0xFFFFFFFF, False))
+    out.append(end_status(tag, flags, len(rows), n * row_len, complete))
+    return out
+
+
+# ----------------------------------------------------------------------------- format 0x09
+
+def q8_0_row_value(row: bytes, xq: np.ndarray, xd: Sequence[int], k: int,
+                   beats_seen: int = None) -> Tuple[int, bool]:
+    """Format 0x09: (exact integer sum in units of 2^-48, bad) of one Q8_0 row against one
+    vector's Q8_0 x (codes ``xq`` (K), fp16 bits ``xd`` per block): ``sum_b d_w d_x S_b``.
+
+    Row layout: per 128 weights a scale beat (fp16 d of its up to four blocks) then four code
+    beats per block (8 int8 weights each, in order); the last group holds only its blocks.
+    With beats_seen, only the blocks whose last code beat is among the first beats_seen beats
+    count (for the bad flag of a row cut short)."""
+    from .q4 import f16_exact           # fp16 -> value * 2^24 exactly; Inf/NaN -> (0, bad)
+    assert k % BLOCK_K == 0
+    beats_seen = len(row) // 8 if beats_seen is None else beats_seen
+    total, bad, pos = 0, False, 0
+    for g in range(-(-k // 128)):
+        nbg = min(4, k // BLOCK_K - 4 * g)
+        scale = row[pos * 8:(pos + 1) * 8]
+        pos += 1
+        for j in range(nbg):
+            last_beat = pos + 4 * j + 3
+            if last_beat >= beats_seen:
+                continue
+            dw, dwbad = f16_exact(int.from_bytes(scale[2 * j:2 * j + 2], "little"))
+            b = 4 * g + j
+            dx, dxbad = f16_exact(int(xd[b]))
+            bad |= dwbad or dxbad
+            w = np.frombuffer(row[(pos + 4 * j) * 8:(pos + 4 * j + 4) * 8], dtype=np.int8)
+            s = sum(int(a) * int(c) for a, c in zip(w, xq[32 * b:32 * b + 32]))
+            total += dw * dx * s
+        pos += 4 * nbg
+    return total, bad
+
+
+def q8_0_row_beats(k: int) -> int:
+    return -(-k // 128) + k // 8
+
+
+def q8_0_frame(body: bytes, k: int, n: int, tag: int, nvec: int) -> List[Word]:
+    """The words of a 0x09 frame whose header block was good: ``body`` is everything after
+    it. Per vector K int8 codes, then ceil(K/128) beats of fp16 d (beat g: d(4g)..d(4g+3)),
+    then N rows; each row's value rounded once to float32 (nearest even), B words per row."""
+    from .q4 import round_f32
+    slot = k + -(-k // 128) * 8
+    if len(body) < nvec * slot:
+        return [(status_word(tag, SHORT_FRAME, 0), True)]
+    xs = []
+    for v in range(nvec):
+        base = v * slot
+        xq = np.frombuffer(body[base:base + k], dtype=np.int8).astype(np.int64)
+        tb = body[base + k:base + slot]
+        xs.append((xq, [int.from_bytes(tb[2 * i:2 * i + 2], "little")
+                        for i in range(k // BLOCK_K)]))
+    rows = body[nvec * slot:]
+    row_len = q8_0_row_beats(k) * 8
+    out: List[Word] = []
+    flags = 0
+    complete = min(len(rows) // row_len, n)
+    for r in range(min(-(-len(rows) // row_len), n)):
+        row = rows[r * row_len:(r + 1) * row_len]
+        for xq, xd in xs:
+            value, bad = q8_0_row_value(row, xq, xd, k, len(row) // 8)
+            if bad:
+                flags |= BAD_SCALE
+            if r < complete:
+                out.append((round_f32(value, 48), False))
     out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 

@@ -1,4 +1,5 @@
-"""Golden model of the Q4_1 matrix-vector engine (`q4-engine`, header format 0x04).
+"""Golden model of the Q4_1 matrix-vector engine (`q4-engine`, header format 0x04; format 0x05,
+Q4_1 rows with per-block Q8_1 x, docs/activations.md sections 2 and 3).
 
 Written from the contract (docs/q4.md) alone: it shares no code with the templates, the rtl/
 files or the host packing module. It reads the raw input beats, decodes every fp16 d and m
@@ -8,6 +9,13 @@ rounds it once, to nearest even, into a float32, with integer arithmetic only.
 Row layout: per 64 weights a scale beat (fp16 d0, m0, d1, m1, little-endian) followed by
 ceil(remaining / 16) (at most 4) code beats; code beat c of a group holds weights 16c..16c+15
 of it, weight 16c+j in nibble j (byte j//2, low nibble first).
+
+Format 0x05 (K a multiple of 32, else BAD_SHAPE): per vector K int8 codes, then an x scale
+table of ceil(K/64) beats, beat g = fp16 d(2g) s(2g) d(2g+1) s(2g+1); rows as 0x04. A row's
+value is ``sum_b d_w d_x S_b + m_w s_x`` with ``S_b = sum q x`` of block b, formed exactly in
+units of 2^-48 (every product of two fp16 is an integer there) and rounded once to float32.
+An Inf/NaN d or s of x, like a row's d or m, counts as zero and raises BAD_SCALE when a block
+that uses it (a block within K whose last code beat the engine took) is computed.
 """
 from __future__ import annotations
 
@@ -17,9 +25,10 @@ import numpy as np
 
 from .mv import (BAD_FORMAT, BAD_MAGIC, BAD_SHAPE, LONG_FRAME, MAGIC, SHORT_FRAME,
                  _accepted, end_status, header_block, split_frames, status_word)
-from generators.contract import FORMAT_Q4
+from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1
 
 FMT_Q4 = FORMAT_Q4
+FMT_Q4_Q8_1 = FORMAT_Q4_Q8_1
 BAD_SCALE = 1 << 5          # an fp16 d or m with exponent 31 (Inf/NaN) in a block within K
 BEAT = 8
 
@@ -35,8 +44,9 @@ def f16_exact(h: int) -> Tuple[int, bool]:
     return (-v if s else v), False
 
 
-def round_f32(a: int) -> int:
-    """float32 bits of a * 2^-24, rounded to nearest even (a: any integer with |a| < 2^150)."""
+def round_f32(a: int, frac: int = 24) -> int:
+    """float32 bits of a * 2^-frac, rounded to nearest even (a: any integer whose value is in
+    float32's normal range once rounded; 2^-24 units for 0x04, 2^-48 for 0x05 and 0x09)."""
     if a == 0:
         return 0
     sign = 1 if a < 0 else 0
@@ -52,7 +62,7 @@ def round_f32(a: int) -> int:
             q, p = q >> 1, p + 1
     else:
         q = mag << (23 - p)
-    e = p - 24 + 127
+    e = p - frac + 127
     assert 1 <= e <= 254, "outside float32's normal range"
     return sign << 31 | e << 23 | (q & 0x7FFFFF)
 
@@ -105,21 +115,88 @@ def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tupl
     return total, bad
 
 
-def q4_frame(frame: Sequence[int], max_k: int, vectors: int = 1) -> List[Word]:
+def row_value_q8_1(row: bytes, xq: np.ndarray, xd: Sequence[int], xs: Sequence[int], k: int,
+                   beats_seen: int = None) -> Tuple[int, bool]:
+    """Format 0x05: (exact integer sum in units of 2^-48, bad) of one Q4_1 row against one
+    vector's Q8_1 x: codes ``xq`` (K), fp16 bits ``xd``, ``xs`` (one per block). Per block
+    ``d_w d_x S_b + m_w s_x``, each fp16 exact (f16_exact: value * 2^24), an Inf/NaN one zero;
+    with beats_seen, only the blocks whose last beat is among the first beats_seen beats are
+    computed and checked (the row's value then matters only for its bad flag)."""
+    assert k % 32 == 0
+    plan = _row_plan(k)
+    beats_seen = len(plan) if beats_seen is None else beats_seen
+    total, bad = 0, False
+    for b in range(k // 32):
+        g, half = divmod(b, 2)
+        idx = [i for i, (t, gg, c) in enumerate(plan) if t == "c" and gg == g and c // 2 == half]
+        if idx[-1] >= beats_seen:
+            continue
+        s_at = plan.index(("s", g, 0))
+        sb = row[s_at * BEAT:(s_at + 1) * BEAT]
+        dw, dwbad = f16_exact(int.from_bytes(sb[4 * half:4 * half + 2], "little"))
+        mw, mwbad = f16_exact(int.from_bytes(sb[4 * half + 2:4 * half + 4], "little"))
+        dx, dxbad = f16_exact(int(xd[b]))
+        sx, sxbad = f16_exact(int(xs[b]))
+        bad |= dwbad or mwbad or dxbad or sxbad
+        q = []
+        for i in idx:
+            for byte in row[i * BEAT:(i + 1) * BEAT]:
+                q += [byte & 0xF, byte >> 4]
+        s = sum(int(a) * int(c) for a, c in zip(q, xq[32 * b:32 * b + 32]))
+        total += dw * dx * s + mw * sx
+    return total, bad
+
+
+def _x_q8_1(body: bytes, k: int, nvec: int):
+    """A 0x05 frame's x part: [(codes, d bits, s bits)] per vector and its length in bytes,
+    or None when the body is shorter than that."""
+    codes_len, table_len = k, -(-k // 64) * BEAT
+    slot = codes_len + table_len
+    if len(body) < nvec * slot:
+        return None, nvec * slot
+    xs = []
+    for v in range(nvec):
+        base = v * slot
+        xq = np.frombuffer(body[base:base + k], dtype=np.int8).astype(np.int64)
+        tb = body[base + codes_len:base + slot]
+        f = [int.from_bytes(tb[2 * i:2 * i + 2], "little") for i in range(len(tb) // 2)]
+        nb = k // 32
+        xs.append((xq, f[0::2][:nb], f[1::2][:nb]))
+    return xs, nvec * slot
+
+
+def q4_frame(frame: Sequence[int], max_k: int, vectors: int = 1,
+             formats: Sequence[int] = (FMT_Q4,)) -> List[Word]:
     """Expected output words of one input frame (a list of 8-byte beat integers); a frame of
-    B vectors (docs/vectors.md) answers every row with B float32 words, vector 0 first."""
+    B vectors (docs/vectors.md) answers every row with B float32 words, vector 0 first.
+    ``formats``: the format bytes the engine takes, 0x04 (the q4-engine today) and/or 0x05
+    (Q4_1 rows with Q8_1 x); the frame's own format byte picks how it is read."""
     raw = b"".join(int(d).to_bytes(BEAT, "little") for d in frame)
-    k, n, _, tag, nvec, hdr_beats, bad = header_block(raw, BEAT, _accepted(FMT_Q4, vectors),
-                                                      max_k, vectors)
+    k, n, code, tag, nvec, hdr_beats, bad = header_block(raw, BEAT, _accepted(formats, vectors),
+                                                         max_k, vectors)
     if bad is not None:
         return bad
     body = raw[hdr_beats * BEAT:]
-    x_len = -(-k // BEAT) * BEAT
-    if len(body) < nvec * x_len:
-        return [(status_word(tag, SHORT_FRAME, 0), True)]
-    xs = [np.frombuffer(body[v * x_len:v * x_len + k], dtype=np.int8).astype(np.int64)
-          for v in range(nvec)]
-    rows = body[nvec * x_len:]
+    if code == FMT_Q4_Q8_1:
+        xs, x_total = _x_q8_1(body, k, nvec)
+        if xs is None:
+            return [(status_word(tag, SHORT_FRAME, 0), True)]
+        frac = 48
+
+        def value_of(row, x, seen):
+            return row_value_q8_1(row, x[0], x[1], x[2], k, seen)
+    else:
+        x_len = -(-k // BEAT) * BEAT
+        x_total = nvec * x_len
+        if len(body) < x_total:
+            return [(status_word(tag, SHORT_FRAME, 0), True)]
+        xs = [np.frombuffer(body[v * x_len:v * x_len + k], dtype=np.int8).astype(np.int64)
+              for v in range(nvec)]
+        frac = 24
+
+        def value_of(row, x, seen):
+            return row_value(row, x, k, seen)
+    rows = body[x_total:]
     row_len = row_beats(k) * BEAT
     out: List[Word] = []
     flags = 0
@@ -127,19 +204,20 @@ def q4_frame(frame: Sequence[int], max_k: int, vectors: int = 1) -> List[Word]:
     for r in range(min(-(-len(rows) // row_len), n)):
         row = rows[r * row_len:(r + 1) * row_len]
         for x in xs:
-            value, bad = row_value(row, x, k, len(row) // BEAT)
+            value, bad = value_of(row, x, len(row) // BEAT)
             if bad:
                 flags |= BAD_SCALE
             if r < complete:
-                out.append((round_f32(value), False))
+                out.append((round_f32(value, frac), False))
     out.append(end_status(tag, flags, len(rows), n * row_len, complete))
     return out
 
 
-def q4_stream(beats: Iterable[Tuple[int, bool]], max_k: int, vectors: int = 1) -> List[Word]:
+def q4_stream(beats: Iterable[Tuple[int, bool]], max_k: int, vectors: int = 1,
+              formats: Sequence[int] = (FMT_Q4,)) -> List[Word]:
     out: List[Word] = []
     for fr in split_frames(beats):
-        out.extend(q4_frame(fr, max_k, vectors))
+        out.extend(q4_frame(fr, max_k, vectors, formats))
     return out
 
 
