@@ -37,7 +37,8 @@
 //   E2 the products in the P register   F1 shifted by the exponents' low two bits
 //   F2 shifted by bits 3:2 (by 4s)      F3 shifted by bits 5:4 (by 16s)
 //   G  the two terms added              H  row accumulator (ACC_W bits)
-//   R1 sign, magnitude                  R2 per 16-bit chunk: nonzero, top bit, shift
+//   R1 sign, magnitude (the sign in a copy per 32 bits)
+//   R2 per 16-bit chunk: nonzero, top bit, shift
 //   R3a the leading chunk of each half  R3 leading-one position and the normalising shift
 //   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits, both exponents
 //   R6 rounded, packed
@@ -441,13 +442,26 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         else if (g_valid) acc <= acc_next;
         h_sum <= acc_next;
     end
+    // the sum's sign, once per 32 bits of R1's negation (a flip-flop each, so no net of R1
+    // drives all ACC_W bits: docs/activations.md section 3, the wider sum)
+    localparam NSG = (PW + 31) / 32;
+    (* shreg_extract = "no" *) reg [NSG-1:0] h_neg;
+    (* keep *)
+    always @(posedge aclk) begin
+        h_neg <= {NSG{acc_next[PW-1]}};
+    end
 
     // ------------------------------------------------------------ R1..R5: round to float32
+    // |sum| = (sum XOR sign) + sign, each 32 bits' sign from its own copy
     reg               r1_neg;
     reg  [PW-1:0]     r1_mag;
+    wire [PW-1:0]     h_smask;
+    for (gi = 0; gi < PW; gi = gi + 1) begin : g_smask
+        assign h_smask[gi] = h_neg[gi / 32];
+    end
     always @(posedge aclk) begin
-        r1_neg <= h_sum[PW-1];
-        r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
+        r1_neg <= h_neg[0];
+        r1_mag <= (h_sum ^ h_smask) + {{(PW-1){1'b0}}, h_neg[0]};
     end
 
     // leading one, in two steps: per 16-bit chunk a nonzero flag, the position of its top set

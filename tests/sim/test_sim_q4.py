@@ -61,7 +61,7 @@ def test_mv_engine_three_lanes_vectors(sim):
                extra_env={"TB_BEATS": beats})
 
 
-@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
 def test_q4_engine_q81_smollm(sim):
     """Format 0x05 at SmolLM2's K (576, 1536: max_k 1536), frames of 1 and 2 vectors: the 0x05
     tests, every word against generators.golden.q4."""
