@@ -106,10 +106,15 @@ def _mutate(pattern, repl, fname):
      "q4_engine.v", ["test_tready_duty_and_latency"]),
     ("round-half-up", r"r5_guard && \(r5_sticky \|\| r5_mant\[0\]\)", "r5_guard", "q4_lane.v",
      ["test_extreme_scales"]),
+    # format 0x05: s_x's exponent read as d_x's; K % 32 not checked
+    ("x-s-exponent", r"\{1'b0, c_sx\[16:12\]\}", "{1'b0, c_dx[4:0]}", "q4_lane.v",
+     ["test_q81_random_shapes"]),
+    ("k-mod-32", r"\(h_fmt_s && h_k_odd\)", "1'b0", "mv_stream_ctrl.v", ["test_q81_bad_frames"]),
 ], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
 def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
-    """A latency one cycle off, ties rounded up: the same tests fail on each (Icarus, a small
-    build; docs/q4.md lists the other mutants tried by hand)."""
+    """A latency one cycle off, ties rounded up, 0x05's s_x scaled by d_x's exponent, a 0x05
+    frame's K not checked: the same tests fail on each (Icarus, a small build; docs/q4.md
+    lists the other mutants tried by hand)."""
     with pytest.raises(AssertionError, match="cocotb tests failed"):
         runner.run("q4-engine", {"max_k": 300}, "icarus", Q4, tests, variant=name,
                    mutate=_mutate(pattern, repl, fname), extra_env={"TB_BEATS": "400"})
