@@ -14,12 +14,12 @@ from typing import Any, Dict, List, Tuple
 from ..core import ParameterError, register
 from .mv_common import (CTRL_STAGES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MV_RTL, MVEngine,
                         nv_width)
-from ..contract import FORMAT_Q4
+from ..contract import FORMAT_Q4, FORMAT_Q4_Q8_1 as CONTRACT_Q4_Q8_1
 
 BLOCK = 32                  # weights per Q4_1 block
-#: Q4_1 rows with Q8_1 x blocks (docs/activations.md section 2): the lane computes it next to
-#: 0x04 on the same datapath (the controller's FORMAT_S)
-FORMAT_Q4_Q8_1 = 0x05
+#: Q4_1 rows with Q8_1 x blocks (contract.FORMAT_Q4_Q8_1, docs/activations.md section 2): the
+#: lane computes it next to 0x04 on the same datapath (the controller's FORMAT_S)
+FORMAT_Q4_Q8_1 = CONTRACT_Q4_Q8_1
 GROUP = 64                  # weights per scale beat (two blocks)
 #: lane stages (rtl/q4_lane.v): pair products, products (and the fp16 decode), sums of 4 and
 #: P = d_w*d_x (M register), beat sums (P's P register), block sums and the multiplies'
