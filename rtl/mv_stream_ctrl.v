@@ -41,6 +41,17 @@
 // beat holds no weights: it reads no x, counts no elements, and comes to the lane with an
 // all-zero lane_bmask (a code beat always has a weight of index < K, so its mask is never zero).
 //
+// Per-block x scales (FORMAT_S != 0, docs/activations.md section 2; 8-byte beats, GROUP = 4):
+// a frame whose format byte is FORMAT_S (0x05, Q4_1 rows with Q8_1 x) is sequenced as the
+// grouped format (FORMAT_C when there is one, else FORMAT): its x codes go to the banks as
+// that format's, and each vector's codes are followed by its x scale table, ceil(K/64) beats,
+// beat g = {s(2g+1), d(2g+1), s(2g), d(2g)} (fp16), written to a scale store of its own per
+// vector (ceil(MAX_K/64) words of 64 bits). A row's scale beat of group g reads word g of every
+// vector's store (the x read address over 4: a group's scale beat comes after 4g code beats)
+// and hands it to the lane as lane_xs, registered as lane_x is, with lane_xb marking the
+// frame's beats. K not a multiple of 32 is BAD_SHAPE; a frame that ends in a scale table is
+// SHORT. The store of a vector the frame does not carry reads as zero.
+//
 // Frames of B activation vectors (VECTORS > 1, docs/vectors.md; 8-byte beats): the header
 // word's format byte with bit 7 set is followed by a vectors word (B in [7:0], [63:8] zero),
 // then B vectors of x, each starting on a beat of its own. Vector v is written to bank set v
@@ -98,7 +109,16 @@ module mv_stream_ctrl #
     // Largest number of activation vectors a frame may carry (1: no vectors word accepted)
     parameter VECTORS = 1,
     // Bits of lane_nv (B - 1)
-    parameter NVW = (VECTORS <= 2) ? 1 : $clog2(VECTORS)
+    parameter NVW = (VECTORS <= 2) ? 1 : $clog2(VECTORS),
+    // Per-block x scales: the format byte of grouped rows with a scale table per vector
+    // (8'h05: Q4_1 rows with Q8_1 x; 8'h00: none)
+    parameter FORMAT_S = 8'h00,
+    // Words of each vector's x scale store (one per 64 x elements)
+    parameter XS_DEPTH = (MAX_K + 63) / 64,
+    // Address width of the x scale store
+    parameter XS_AW = (XS_DEPTH <= 2) ? 1 : $clog2(XS_DEPTH),
+    // x scale store in block RAM (1) or distributed RAM (0)
+    parameter XS_BRAM = (XS_DEPTH > 64) ? 1 : 0
 )
 (
     input  wire             aclk,
@@ -127,13 +147,19 @@ module mv_stream_ctrl #
     // FORMAT_C frame (with lane_valid)
     output reg              lane_fmt_c,
     // the frame's number of vectors minus one (with lane_valid; 0 when VECTORS = 1)
-    output reg  [NVW-1:0]   lane_nv
+    output reg  [NVW-1:0]   lane_nv,
+    // FORMAT_S frame (with lane_valid)
+    output reg              lane_xb,
+    // FORMAT_S frames: with a scale beat of group g, word g of every vector's x scale table
+    // (vector v in [64*v +: 64]); zero for a vector the frame does not carry
+    output wire [64*VECTORS-1:0] lane_xs
 );
 
 localparam [15:0] MAGIC = 16'hB158;
 localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
 localparam HAS_V = (VECTORS > 1) ? 1 : 0;
+localparam HAS_S = (FORMAT_S != 8'h00) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -191,6 +217,17 @@ initial begin
         $display("mv_stream_ctrl: VECTORS=%0d must be 1..255, and 1 unless BYTES=8", VECTORS);
         $finish;
     end
+    if (HAS_S && (GROUP != 4 || BYTES != 8 || (HAS_C ? WPB_C : WPB) != 2
+                  || FORMAT_S == FORMAT || FORMAT_S == FORMAT_B || FORMAT_S == FORMAT_C)) begin
+        $display("mv_stream_ctrl: FORMAT_S %0h needs Q4_1 rows (GROUP 4, two weights per byte, 8-byte beats) and a code of its own",
+                 FORMAT_S);
+        $finish;
+    end
+    if (XS_DEPTH < (MAX_K + 63) / 64 || XS_DEPTH > 1024 || (1 << XS_AW) < XS_DEPTH) begin
+        $display("mv_stream_ctrl: XS_DEPTH=%0d (XS_AW=%0d) does not hold MAX_K=%0d", XS_DEPTH, XS_AW,
+                 MAX_K);
+        $finish;
+    end
     if (MAX_K < 1 || MAX_K > 65535) begin
         $display("mv_stream_ctrl: MAX_K=%0d out of range 1..65535", MAX_K);
         $finish;
@@ -200,6 +237,7 @@ end
 // one-hot state: header, x, rows; none of them set = draining to tlast
 reg         st_hdr, st_x, st_row;
 reg         st_vw;               // the vectors word (VECTORS > 1)
+reg         st_xs;               // an x scale table (FORMAT_S)
 reg  [1:0]  hdr_cnt;
 /* verilator lint_off UNUSEDSIGNAL */
 reg  [63:0] hdr_buf;   // unused when one beat holds the whole header
@@ -253,7 +291,19 @@ reg         last_row_q;          // the current row is the frame's last
 reg  [XA_W-1:0] raddr;
 reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
 reg         fmt_b;               // the frame is FORMAT_B
-reg         fmt_c;               // the frame is FORMAT_C
+reg         fmt_c;               // the frame is FORMAT_C (or FORMAT_S, sequenced as FORMAT_C)
+reg         fmt_s;               // the frame is FORMAT_S: scale tables after the x codes
+// x scale tables (FORMAT_S)
+reg  [9:0]  xs_n1;               // beats of a table less one: ceil(K/64) - 1
+reg  [9:0]  xs_left;             // beats of the current table after this one
+reg         xs_last_q;           // the next scale table beat is its table's last
+reg         xs_one;              // a table is one beat (K <= 64)
+reg  [XS_AW-1:0] xs_addr;        // the word this table beat is written to
+reg  [VECTORS-1:0] xs_voh;       // the vector whose table is being written, one-hot
+reg         xs_vl;               // that vector is the frame's last
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [VECTORS-1:0] xv_use;       // bit v: the frame carries vector v (unused without FORMAT_S)
+/* verilator lint_on UNUSEDSIGNAL */
 reg  [2:0]  xwrap;               // the frame's last x bank
 // grouped rows (GROUP != 0)
 reg         grp_f;               // the frame's rows have scale beats
@@ -263,7 +313,7 @@ localparam HAS_G = (GROUP != 0) ? 1 : 0;
 localparam [2:0] GROUP_LAST = (GROUP != 0) ? GROUP[2:0] - 3'd1 : 3'd0;
 wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
 // stage 1: the row beat's weights and sideband (registered again into the lane_* ports)
-reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c;
+reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c, s1_xb;
 reg  [DW-1:0]    s1_w;
 reg  [BYTES-1:0] s1_bmask;
 reg  [15:0]      s1_status;
@@ -318,13 +368,17 @@ assign hdr_load = accept && st_hdr && hdr_done;
 assign xv_en = (st_hdr && hdr_done) || st_vw || (st_x && x_last_q && !xv_last_q);
 wire [15:0] h_k       = hdr_word[31:16];
 wire [15:0] h_n       = hdr_word[47:32];
+/* verilator lint_off UNUSEDSIGNAL */
+wire [15:0] h_k_m1    = h_k - 16'd1;                // K - 1: bits [15:6] are ceil(K/64) - 1
+/* verilator lint_on UNUSEDSIGNAL */
 
 // the format byte's code: bit 7 is the vectors flag when VECTORS > 1 (else part of the code, so
 // a flagged frame matches no format and is BAD_FORMAT)
 wire        h_vflag   = HAS_V && hdr_word[55];
 wire [7:0]  h_code    = HAS_V ? {1'b0, hdr_word[54:48]} : hdr_word[55:48];
 wire        h_fmt_b   = HAS_B && (h_code == FORMAT_B);
-wire        h_fmt_c   = HAS_C && (h_code == FORMAT_C);
+wire        h_fmt_s   = HAS_S && (h_code == FORMAT_S);
+wire        h_fmt_c   = HAS_C && ((h_code == FORMAT_C) || h_fmt_s);
 // the frame's rows are grouped (scale beats)
 wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
 // Two or three formats: every per-format figure is computed for each format and registered, or
@@ -364,25 +418,29 @@ wire [NKC-1:0] kgt;              // bit i: K > kconst(i)
 wire           h_magic_ok;
 wire           h_n_zero;
 wire           h_k_big;
+wire           h_k_odd;          // K is not a multiple of 32
 generate
 if (DW >= 64) begin : g_hpre
     reg [NKC-1:0] kgt_r;
-    reg           kbig, magic_ok, nzero;
+    reg           kbig, magic_ok, nzero, kodd;
     always @(posedge aclk) begin
         kgt_r    <= k_tests(s_axis_tdata[31:16]);
         kbig     <= (MAX_K < 65535) && (s_axis_tdata[31:16] > MAX_K);
         magic_ok <= (s_axis_tdata[15:0] == MAGIC);
         nzero    <= (s_axis_tdata[47:32] == 16'd0);
+        kodd     <= (s_axis_tdata[20:16] != 5'd0);
     end
     assign kgt        = kgt_r;
     assign h_k_big    = kbig;
     assign h_magic_ok = magic_ok;
     assign h_n_zero   = nzero;
+    assign h_k_odd    = kodd;
 end else begin : g_hcomb
     assign kgt        = k_tests(h_k);
     assign h_k_big    = (MAX_K < 65535) && (h_k > MAX_K);
     assign h_magic_ok = (hdr_word[15:0] == MAGIC);
     assign h_n_zero   = (h_n == 16'd0);
+    assign h_k_odd    = (h_k[4:0] != 5'd0);
 end
 endgenerate
 wire [BYTES-1:0] h_bmask   = kgt[BYTES-1:0];               // byte b holds a weight: K > b * WPB
@@ -451,6 +509,56 @@ endgenerate
 wire [XA_W-1:0] rd_addr = raddr;
 
 genvar g, gv;
+
+// ---------------------------------------------------------------- x scale store (FORMAT_S)
+// xv_use_of(B): bit v set for the B vectors a frame carries
+function [VECTORS-1:0] xv_use_of(input [7:0] nb);
+    integer i;
+    begin
+        for (i = 0; i < VECTORS; i = i + 1) begin
+            xv_use_of[i] = (i < nb);
+        end
+    end
+endfunction
+// the row's group: the x read address over 4 (a scale beat of group g follows 4g code beats)
+/* verilator lint_off UNUSEDSIGNAL */
+wire [XA_W+XS_AW+1:0] raddr_w = {{(XS_AW+2){1'b0}}, raddr};
+wire [XS_AW-1:0] xs_raddr = raddr_w[XS_AW+1:2];   // unused without FORMAT_S
+/* verilator lint_on UNUSEDSIGNAL */
+generate
+if (HAS_S) begin : g_xs
+    // the table beat's write, from two registers (kept, as x_wr)
+    (* keep *) wire xs_wr;
+    assign xs_wr = in_vx && st_xs;
+    for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
+        reg [63:0] xs_q;            // stage 1: the read register
+        reg [63:0] xs_q2;           // stage 2: the output register
+        if (XS_BRAM) begin : g_bram
+            (* ram_style = "block" *) reg [63:0] store [0:XS_DEPTH-1];
+            always @(posedge aclk) begin
+                if (xs_wr && xs_voh[gv]) begin
+                    store[xs_addr] <= in_d;
+                end
+                xs_q  <= store[xs_raddr];
+                xs_q2 <= xv_use[gv] ? xs_q : 64'd0;
+            end
+        end else begin : g_lutram
+            (* ram_style = "distributed" *) reg [63:0] store [0:XS_DEPTH-1];
+            always @(posedge aclk) begin
+                if (xs_wr && xs_voh[gv]) begin
+                    store[xs_addr] <= in_d;
+                end
+                xs_q  <= store[xs_raddr];
+                xs_q2 <= xv_use[gv] ? xs_q : 64'd0;
+            end
+        end
+        assign lane_xs[64*gv +: 64] = xs_q2;
+    end
+end else begin : g_noxs
+    assign lane_xs = {64*VECTORS{1'b0}};
+end
+endgenerate
+
 generate
 for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
 for (g = 0; g < WPB; g = g + 1) begin : g_bank
@@ -595,10 +703,12 @@ always @(posedge aclk) begin
     s1_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
     s1_fmt_b  <= fmt_b;
     s1_fmt_c  <= fmt_c;
+    s1_xb     <= fmt_s;
     s1_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
-    e_in_x        <= st_x || (HAS_V && st_vw);   // x or the vectors word: short
+    e_in_x        <= st_x || (HAS_V && st_vw) || (HAS_S && st_xs);   // x, the vectors word or
+                                                                     // a scale table: short
     s1_nv         <= HAS_V ? nv_reg : {NVW{1'b0}};
     e_in_row      <= st_row;
     e_row_ok      <= frame_end_rows;
@@ -609,11 +719,16 @@ always @(posedge aclk) begin
         k_reg      <= h_k;
         n_reg      <= h_n;
         chk_magic  <= !h_magic_ok;
-        chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero);
+        chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero || (h_fmt_s && h_k_odd));
         chk_format <= h_magic_ok && (h_code != FORMAT) && !h_fmt_b
-                      && !h_fmt_c;
+                      && !h_fmt_c && !h_fmt_s;
         fmt_b      <= h_fmt_b;
         fmt_c      <= h_fmt_c;
+        fmt_s      <= h_fmt_s;
+        xs_n1      <= h_k_m1[15:6];                 // ceil(K / 64) - 1
+        xs_one     <= (h_k_m1[15:6] == 10'd0);      // K <= 64
+        xs_voh     <= 1;
+        xv_use     <= 1;
         xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
         grp_f      <= h_grp;
         k_one_beat <= h_k_le_a && !h_grp;
@@ -636,8 +751,24 @@ always @(posedge aclk) begin
         // the vectors word: B in [7:0]; its checks are made unless the header is bad already
         // and ORed into the header's (so hdr_bad stays one LUT of three flags)
         nv_reg     <= in_d[NVW-1:0] - 1'b1;
+        xv_use     <= xv_use_of(in_d[7:0]);
         chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
         chk_format <= chk_format || (!hdr_bad && (hdr_word[63:8] != 56'd0));
+    end
+    if (accept && st_x && x_last_q) begin
+        // a vector's codes end: its scale table (FORMAT_S) comes next, from word 0
+        xs_left   <= xs_n1;
+        xs_last_q <= xs_one;
+        xs_addr   <= {XS_AW{1'b0}};
+        xs_vl     <= x_vlast;
+    end
+    if (accept && st_xs) begin
+        xs_left   <= xs_left - 1'b1;
+        xs_last_q <= (xs_left == 10'd1);
+        xs_addr   <= xs_addr + 1'b1;
+        if (xs_last_q) begin
+            xs_voh <= xs_voh << 1;
+        end
     end
     if (accept && st_x) begin
         if (HAS_V && x_last_q) begin
@@ -660,6 +791,8 @@ always @(posedge aclk) begin
         st_x        <= 1'b0;
         st_row      <= 1'b0;
         st_vw       <= 1'b0;
+        st_xs       <= 1'b0;
+        fmt_s       <= 1'b0;
         xvoh        <= 1;
         xv_last_q   <= 1'b1;
         xvrem       <= 8'd0;
@@ -693,11 +826,17 @@ always @(posedge aclk) begin
         st_hdr <= (accept && in_l) || (st_hdr && !(accept && hdr_done));
         st_x   <= !(accept && in_l)
                   && ((st_hdr && accept && hdr_done && !h_vflag) || (HAS_V && st_vw && accept)
-                      || (st_x && !(accept && (hdr_bad || (x_last_q && x_vlast)))));
+                      || (st_x && !(accept && (hdr_bad || (x_last_q && (x_vlast || fmt_s)))))
+                      || (HAS_S && st_xs && accept && xs_last_q && !xs_vl));
+        // a FORMAT_S vector's codes are followed by its scale table
+        st_xs  <= HAS_S && !(accept && in_l)
+                  && ((st_x && accept && x_last_q && fmt_s && !hdr_bad)
+                      || (st_xs && !(accept && xs_last_q)));
         st_vw  <= HAS_V && !(accept && in_l)
                   && ((st_hdr && accept && hdr_done && h_vflag) || (st_vw && !accept));
         st_row <= !(accept && in_l)
-                  && ((st_x && accept && x_last_q && x_vlast && !hdr_bad)
+                  && ((st_x && accept && x_last_q && x_vlast && !hdr_bad && !fmt_s)
+                      || (HAS_S && st_xs && accept && xs_last_q && xs_vl)
                       || (st_row && !(accept && row_last_q && last_row_q)));
         if (HAS_V && accept && xv_en) begin
             if (st_hdr) begin
@@ -811,6 +950,7 @@ always @(posedge aclk) begin
     lane_status <= s1_status;
     lane_fmt_b  <= s1_fmt_b;
     lane_fmt_c  <= s1_fmt_c;
+    lane_xb     <= s1_xb;
     lane_xsel   <= s1_xsel;
     lane_nv     <= s1_nv;
     if (!aresetn) begin

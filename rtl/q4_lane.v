@@ -11,28 +11,40 @@
 //
 // Numerics (docs/q4.md): per block the exact integers S = sum q*x and X = sum x; the block's
 // d and m converted exactly (fp16 = sig * 2^(sh-24), sig 11 bits signed by the sign bit,
-// sh 0..29); d*S*2^sh_d + m*X*2^sh_m summed exactly in an ACC_W-bit integer (units of 2^-24);
-// the row's sum rounded once, to nearest even, to float32 (every sum is a float32 normal or
-// zero: |value| < 2^(ACC_W-25), the smallest nonzero 2^-24). An fp16 d or m with exponent 31
-// (Inf, NaN) in a block holding a weight of index < K counts as zero and raises `bad`.
+// sh 0..29); d*S*2^(sh_d+24) + m*X*2^(sh_m+24) summed exactly in an ACC_W-bit integer in units
+// of 2^-48; the row's sum rounded once, to nearest even, to float32 (every sum is a float32
+// normal or zero: |value| < 2^(ACC_W-49), the smallest nonzero 2^-48). An fp16 d or m with
+// exponent 31 (Inf, NaN) in a block holding a weight of index < K counts as zero and raises
+// `bad`.
+// Format 0x05 (in_xb: Q8_1 x blocks, docs/activations.md section 3): with a row's scale beat
+// comes the x scale table's word of the same group, in_xs per vector {s1, d1, s0, d0} (fp16);
+// per block P = sig_dw*sig_dx (a third DSP48 per vector, while the block's code beats pass A0..C),
+// A = P*S on the multiply of d*S and B = sig_mw*sig_sx on the multiply of m*X; A*2^(sh_dw+sh_dx)
+// + B*2^(sh_mw+sh_sx) summed in the same accumulator (units of 2^-48: the same rounding, the
+// same word). X is not used. An Inf/NaN d or s of x counts as zero and raises `bad` as d and m
+// do.
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
-// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 18
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 20
 // cycles after the lane's inputs (generators/designs/q4.py LANE_STAGES):
 //   A0 scale beat held; code beat: per weight the two pair products q0 x + 2 q1 x and
-//      q2 x + 2 q3 x (one shift-add level each), x registered
-//   A  16 products q*x (one adder level)
-//   B  sums of four          C  beat sums S_beat, X_beat
-//   D  block sums, fp16 decode          E1 d*S and m*X (2 DSP48, M register)
+//      q2 x + 2 q3 x (one shift-add level each), x registered; the block's d, m (and d_x, s_x)
+//   A  16 products q*x (one adder level); d, m, d_x, s_x decoded from fp16
+//   B  sums of four; P = sig_dw*sig_dx (DSP48, M register)
+//   C  beat sums S_beat, X_beat; P in the P register
+//   D  block sums; the multiplies' operands chosen by the format, the exponent sums
+//   E1 d*S (or P*S) and m*X (or m*s_x) (2 DSP48, M register)
 //   E2 the products in the P register   F1 shifted by the exponents' low two bits
-//   F2 shifted by their high three bits (by 4s)
+//   F2 shifted by bits 3:2 (by 4s)      F3 shifted by bits 5:4 (by 16s)
 //   G  the two terms added              H  row accumulator (ACC_W bits)
-//   R1 sign, magnitude                  R2 per 8-bit chunk: nonzero, top bit, shift
-//   R3 leading-one position and the normalising shift TOP - lead
+//   R1 sign, magnitude (the sign in a copy per 32 bits)
+//   R2 per 16-bit chunk: nonzero, top bit, shift
+//   R3a the leading chunk of each half  R3 leading-one position and the normalising shift
 //   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits, both exponents
 //   R6 rounded, packed
 // Vectors (VECTORS > 1, docs/vectors.md): the scale beat, the fp16 decode and every control
-// bit are shared; each vector has its own products, sums, two DSP48 multiplies, accumulator and
+// bit are shared; each vector has its own products, sums, x scales, three DSP48 multiplies,
+// accumulator and
 // float32 rounding (generate block g_vec[v]), x of vector v in in_x[128*v +: 128], its word in
 // psum[32*v +: 32]. One finisher per vector: a row may end every beat (K <= 16 is one code beat
 // after its scale beat), so a shared finisher would have to stall the stream.
@@ -47,9 +59,9 @@
 
 module q4_lane #
 (
-    // Row accumulator width (from the generator: the exact worst case of max_k; 63 bits
-    // at max_k = 2048)
-    parameter ACC_W = 63,
+    // Row accumulator width in units of 2^-48 (from the generator: the exact worst case of
+    // max_k over both formats; 103 bits at max_k = 2048)
+    parameter ACC_W = 103,
     // Activation vectors computed per beat
     parameter VECTORS = 1
 )
@@ -61,6 +73,10 @@ module q4_lane #
     input  wire [63:0]          in_w,
     input  wire [128*VECTORS-1:0] in_x,
     input  wire [7:0]           in_bmask,
+    // the beat is of a format 0x05 frame (x in Q8_1 blocks)
+    input  wire                 in_xb,
+    // with a 0x05 scale beat: the x scale table's word of its group, vector v in [64*v +: 64]
+    input  wire [64*VECTORS-1:0] in_xs,
     output wire [32*VECTORS-1:0] psum,
     output wire [VECTORS-1:0]   ci,
     output wire                 bad
@@ -68,10 +84,11 @@ module q4_lane #
 
 localparam PW = ACC_W;              // width of the row sum
 localparam LZW = 7;                 // bits of a position in it
+localparam GW = 99;                 // the block's term: |A| + |B| < 2^98 (0x05; 0x04 < 2^81)
 
 initial begin
-    if (ACC_W < 59 || ACC_W > 127) begin
-        $display("q4_lane: ACC_W=%0d out of range 59..127", ACC_W);
+    if (ACC_W < GW || ACC_W > 127) begin
+        $display("q4_lane: ACC_W=%0d out of range %0d..127", ACC_W, GW);
         $finish;
     end
     if (VECTORS < 1 || VECTORS > 255) begin
@@ -84,12 +101,14 @@ end
 wire        in_scale = in_valid && (in_bmask == 8'd0);
 wire        in_code  = in_valid && (in_bmask != 8'd0);
 reg  [63:0] scale_r;                // the current group's {m1, d1, m0, d0}
+reg         xb_r;                   // the row is of a 0x05 frame
 reg  [1:0]  cidx;                   // code beat index in its group
 reg         newrow;                 // the next block starts a row: the row sum resets
 
 always @(posedge aclk) begin
     if (in_scale) begin
         scale_r <= in_w;
+        xb_r    <= in_xb;
         cidx    <= 2'd0;
         if (in_first) newrow <= 1'b1;
     end else if (in_code) begin
@@ -100,38 +119,8 @@ end
 
 // ---------------------------------------------------------------- shared: control, scales
 // every stage's control bits and the group's scales, once for all vectors
-reg               a0_valid, a0_end, a0_second, a0_first, a0_last;
+reg               a0_valid, a0_end, a0_second, a0_first, a0_last, a0_xb;
 reg  [31:0]       a0_dm;
-always @(posedge aclk) begin
-    a0_valid  <= in_code;
-    a0_end    <= cidx[0] || in_last;
-    a0_second <= cidx[0];
-    a0_first  <= newrow;
-    a0_last   <= in_last;
-    a0_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
-end
-
-reg               a_valid, a_end, a_second, a_first, a_last;
-reg  [31:0]       a_dm;
-always @(posedge aclk) begin
-    a_valid <= a0_valid; a_end <= a0_end; a_second <= a0_second; a_first <= a0_first;
-    a_last <= a0_last; a_dm <= a0_dm;
-end
-
-reg               b_valid, b_end, b_second, b_first, b_last;
-reg  [31:0]       b_dm;
-always @(posedge aclk) begin
-    b_valid <= a_valid; b_end <= a_end; b_second <= a_second; b_first <= a_first;
-    b_last <= a_last; b_dm <= a_dm;
-end
-
-reg               c_valid, c_end, c_first, c_last;
-reg  [31:0]       c_dm;
-always @(posedge aclk) begin
-    c_valid <= b_valid; c_end <= b_end; c_first <= b_first;
-    c_last <= b_last; c_dm <= b_dm;
-end
-
 // fp16 h -> signed significand (12 bits) and shift: value = sig * 2^(sh - 24)
 function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
     reg [4:0]  e;
@@ -147,42 +136,78 @@ function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
     end
 endfunction
 
-reg               d_valid, d_first, d_last;
-reg  [17:0]       d_d, d_m;
+always @(posedge aclk) begin
+    a0_valid  <= in_code;
+    a0_end    <= cidx[0] || in_last;
+    a0_second <= cidx[0];
+    a0_first  <= newrow;
+    a0_last   <= in_last;
+    a0_xb     <= xb_r;
+    a0_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
+end
+
+// A: the block's d and m decoded (every beat; the block's end beat carries them on)
+reg               a_valid, a_end, a_second, a_first, a_last, a_xb;
+reg  [17:0]       a_d, a_m;
+always @(posedge aclk) begin
+    a_valid <= a0_valid; a_end <= a0_end; a_second <= a0_second; a_first <= a0_first;
+    a_last <= a0_last; a_xb <= a0_xb;
+    a_d <= f16dec(a0_dm[15:0]);
+    a_m <= f16dec(a0_dm[31:16]);
+end
+
+reg               b_valid, b_end, b_second, b_first, b_last, b_xb;
+reg  [17:0]       b_d, b_m;
+always @(posedge aclk) begin
+    b_valid <= a_valid; b_end <= a_end; b_second <= a_second; b_first <= a_first;
+    b_last <= a_last; b_xb <= a_xb; b_d <= a_d; b_m <= a_m;
+end
+
+reg               c_valid, c_end, c_first, c_last, c_xb;
+reg  [17:0]       c_d, c_m;
+always @(posedge aclk) begin
+    c_valid <= b_valid; c_end <= b_end; c_first <= b_first;
+    c_last <= b_last; c_xb <= b_xb; c_d <= b_d; c_m <= b_m;
+end
+
+
+reg               d_valid, d_first, d_last, d_bad;
+reg  [11:0]       d_sigm;           // the row's m (shared by every vector's m*X, m*s_x)
+// a vector's x scale of this block is Inf/NaN (0x05)
+wire [VECTORS-1:0] d_xbad;
 always @(posedge aclk) begin
     d_valid <= c_valid && c_end;
     d_first <= c_first;
     d_last  <= c_last;
-    d_d <= f16dec(c_dm[15:0]);
-    d_m <= f16dec(c_dm[31:16]);
+    d_bad   <= c_d[17] || c_m[17];
+    d_sigm  <= c_m[11:0];
 end
-wire signed [11:0] sig_d = d_d[11:0];
-wire signed [11:0] sig_m = d_m[11:0];
+wire signed [11:0] sig_m = d_sigm;
 
-// E1, E2: the control bits and the exponents wait out the two multiplies' registers in one
-// 2-deep delay line of the bundle {valid, first, last, bad, shd[4:0], shm[4:0]}
-localparam EW = 4 + 2*5;            // bits of the bundle: four flags, two 5-bit shifts
+// E1, E2: the control bits wait out the two multiplies' registers in one 2-deep delay line of
+// the bundle {valid, first, last, bad}
+localparam EW = 4;                  // bits of the bundle: four flags
 reg  [EW-1:0]     e1_ctl, e_ctl;
 always @(posedge aclk) begin
-    e1_ctl <= {d_valid, d_first, d_last, d_valid && (d_d[17] || d_m[17]),
-               d_d[16:12], d_m[16:12]};
+    e1_ctl <= {d_valid, d_first, d_last, d_valid && (d_bad || (|d_xbad))};
     e_ctl  <= e1_ctl;
 end
 wire              e_valid, e_first, e_last, e_bad;
-wire [4:0]        e_shd, e_shm;
-assign {e_valid, e_first, e_last, e_bad, e_shd, e_shm} = e_ctl;
+assign {e_valid, e_first, e_last, e_bad} = e_ctl;
 
-// F1: the exponents' high bits wait one cycle for F2
 reg               f1_valid, f1_first, f1_last, f1_bad;
-reg  [2:0]        f1_shd, f1_shm;
 always @(posedge aclk) begin
     f1_valid <= e_valid; f1_first <= e_first; f1_last <= e_last; f1_bad <= e_bad;
-    f1_shd <= e_shd[4:2]; f1_shm <= e_shm[4:2];
+end
+
+reg               f2_valid, f2_first, f2_last, f2_bad;
+always @(posedge aclk) begin
+    f2_valid <= f1_valid; f2_first <= f1_first; f2_last <= f1_last; f2_bad <= f1_bad;
 end
 
 reg               f_valid, f_first, f_last, f_bad;
 always @(posedge aclk) begin
-    f_valid <= f1_valid; f_first <= f1_first; f_last <= f1_last; f_bad <= f1_bad;
+    f_valid <= f2_valid; f_first <= f2_first; f_last <= f2_last; f_bad <= f2_bad;
 end
 
 reg               g_last, g_bad;
@@ -193,6 +218,7 @@ end
 reg               h_row, h_bad;
 reg               r1_row, r1_bad;
 reg               r2_row, r2_bad;
+reg               r3a_row, r3a_bad;
 reg               r3_row, r3_bad;
 reg               r4a_row, r4a_bad;
 reg               r4_row, r4_bad;
@@ -205,7 +231,8 @@ always @(posedge aclk) begin
     h_bad <= g_bad;
     r1_row <= h_row; r1_bad <= h_bad;
     r2_row <= r1_row; r2_bad <= r1_bad;
-    r3_row <= r2_row; r3_bad <= r2_bad;
+    r3a_row <= r2_row; r3a_bad <= r2_bad;
+    r3_row <= r3a_row; r3_bad <= r3a_bad;
     r4a_row <= r3_row; r4a_bad <= r3_bad;
     r4_row <= r4a_row; r4_bad <= r4a_bad;
     r5_row <= r4_row; r5_bad <= r4_bad;
@@ -224,13 +251,42 @@ function [9:0] qpair(input [1:0] q, input [7:0] x);   // q0 x + 2 q1 x, 10 bits 
 endfunction
 
 localparam NCH = (PW + 15) / 16;    // 16-bit chunks of the row sum (R2)
+localparam NLO = (NCH + 1) / 2;     // chunks of the low half (R3a): 0 .. NLO-1
 localparam [LZW-1:0] TOP = PW - 1;
+localparam PDW = 41;                // d*S (12 x 17 bits) or P*S (24 x 17 bits), signed
+localparam PMW = 25;                // m*X or m*s_x (12 x 13 bits), signed
 
 // ---------------------------------------------------------------- per vector: the datapath
 genvar gv, gi;
 generate
 for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     wire [127:0] vx = in_x[128*gv +: 128];
+
+    // ------------------------------------------------------------ x scales (0x05)
+    // the group's x scales come with its scale beat; A0 takes the block's d_x, s_x, A decodes
+    // them, B and C form P = sig_dw*sig_dx in a DSP48 (M and P registers)
+    reg  [63:0]       xs_r;             // {s1, d1, s0, d0} of the current group
+    reg  [31:0]       a0_xds;           // the block's {s, d}
+    reg  [17:0]       a_dx, a_sx, b_sx, c_sx;
+    reg  [5:0]        b_dx, c_dx;       // d_x's {bad, sh}: its significand is in P
+    always @(posedge aclk) begin
+        if (in_scale) begin
+            xs_r <= in_xs[64*gv +: 64];
+        end
+        a0_xds <= cidx[1] ? xs_r[63:32] : xs_r[31:0];
+        a_dx <= f16dec(a0_xds[15:0]);
+        a_sx <= f16dec(a0_xds[31:16]);
+        b_dx <= a_dx[17:12]; b_sx <= a_sx;
+        c_dx <= b_dx; c_sx <= b_sx;
+    end
+    wire signed [11:0] a_sigd  = a_d[11:0];
+    wire signed [11:0] a_sigdx = a_dx[11:0];
+    (* use_dsp = "yes" *) reg signed [23:0] b_pp;
+    (* use_dsp = "yes" *) reg signed [23:0] c_pp;
+    always @(posedge aclk) begin
+        b_pp <= a_sigd * a_sigdx;
+        c_pp <= b_pp;
+    end
 
     // ------------------------------------------------------------ A0, A: products
     // flat vectors; each field kept at the width of the sum it feeds (sign-extended)
@@ -284,58 +340,89 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     reg  signed [15:0] hold_s;
     reg  signed [11:0] hold_x;
     reg  signed [16:0] d_s;
-    reg  signed [12:0] d_x;
+    reg  signed [12:0] d_x;             // X (0x04) or sig_sx (0x05)
     always @(posedge aclk) begin
         if (c_valid && !c_second) begin
             hold_s <= c_s;
             hold_x <= c_x;
         end
         d_s <= (c_second ? {hold_s[15], hold_s} : 17'sd0) + {c_s[15], c_s};
-        d_x <= (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
+        d_x <= c_xb ? {c_sx[11], c_sx[11:0]}
+                    : (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
     end
+    // the multiplier of S, P (0x05) or sig_d (0x04), and the two terms' shifts in units of
+    // 2^-48: sh_dw + sh_dx and sh_mw + sh_sx (0..58), or sh_d + 24 and sh_m + 24 (24..53)
+    reg  signed [23:0] d_opa;
+    reg  [5:0]        d_sha, d_shb;
+    reg               d_xbad_r;
+    always @(posedge aclk) begin
+        d_opa    <= c_xb ? c_pp : {{12{c_d[11]}}, c_d[11:0]};
+        d_sha    <= {1'b0, c_d[16:12]} + (c_xb ? {1'b0, c_dx[4:0]} : 6'd24);
+        d_shb    <= {1'b0, c_m[16:12]} + (c_xb ? {1'b0, c_sx[16:12]} : 6'd24);
+        d_xbad_r <= c_xb && (c_dx[5] || c_sx[17]);
+    end
+    assign d_xbad[gv] = d_xbad_r;
 
     // ------------------------------------------------------------ E1, E2: the two multiplies
     // the product registered twice: in the DSP48's M register (E1) and its P register (E2), so
     // the F shift starts 0.43 ns after the clock, not 2.3 ns (docs/timing.md)
-    (* use_dsp = "yes" *) reg signed [27:0] e1_pd;
-    (* use_dsp = "yes" *) reg signed [23:0] e1_pm;
+    (* use_dsp = "yes" *) reg signed [PDW-1:0] e1_pd;
+    (* use_dsp = "yes" *) reg signed [PMW-1:0] e1_pm;
+    reg  [5:0]        e1_sha, e1_shb;
     always @(posedge aclk) begin
-        e1_pd    <= sig_d * d_s;
+        e1_pd    <= d_opa * d_s;
         e1_pm    <= sig_m * d_x;
+        e1_sha   <= d_sha;
+        e1_shb   <= d_shb;
     end
-    (* use_dsp = "yes" *) reg signed [27:0] e_pd;
-    (* use_dsp = "yes" *) reg signed [23:0] e_pm;
+    (* use_dsp = "yes" *) reg signed [PDW-1:0] e_pd;
+    (* use_dsp = "yes" *) reg signed [PMW-1:0] e_pm;
+    reg  [5:0]        e_sha, e_shb;
     always @(posedge aclk) begin
         e_pd    <= e1_pd;
         e_pm    <= e1_pm;
+        e_sha   <= e1_sha;
+        e_shb   <= e1_shb;
     end
 
-    // ------------------------------------------------------------ F1, F2, G: shifted, added
-    // the shift by 0..31 in two stages: by the exponent's low two bits (a 4-way step, one LUT
-    // level), then by its high three bits in steps of 4 (an 8-way step)
-    reg  signed [30:0] f1_td;
-    reg  signed [26:0] f1_tm;
+    // ------------------------------------------------------------ F1, F2, F3, G: shifted, added
+    // the shift by 0..63 in three 4-way steps (one LUT level each): by the exponent sum's bits
+    // 1:0, then 3:2 (by 4s), then 5:4 (by 16s); every term fits GW bits (|A| < 2^97)
+    reg  signed [PDW+2:0]  f1_td;
+    reg  signed [PMW+2:0]  f1_tm;
+    reg  [3:0]        f1_sha, f1_shb;
     always @(posedge aclk) begin
-        f1_td <= {{3{e_pd[27]}}, e_pd} <<< e_shd[1:0];
-        f1_tm <= {{3{e_pm[23]}}, e_pm} <<< e_shm[1:0];
+        f1_td  <= {{3{e_pd[PDW-1]}}, e_pd} <<< e_sha[1:0];
+        f1_tm  <= {{3{e_pm[PMW-1]}}, e_pm} <<< e_shb[1:0];
+        f1_sha <= e_sha[5:2];
+        f1_shb <= e_shb[5:2];
     end
-    reg  signed [56:0] f_td;
-    reg  signed [52:0] f_tm;
+    reg  signed [PDW+14:0] f2_td;
+    reg  signed [PMW+14:0] f2_tm;
+    reg  [1:0]        f2_sha, f2_shb;
     always @(posedge aclk) begin
-        f_td <= {{26{f1_td[30]}}, f1_td} <<< {f1_shd, 2'b00};
-        f_tm <= {{26{f1_tm[26]}}, f1_tm} <<< {f1_shm, 2'b00};
+        f2_td  <= {{12{f1_td[PDW+2]}}, f1_td} <<< {f1_sha[1:0], 2'b00};
+        f2_tm  <= {{12{f1_tm[PMW+2]}}, f1_tm} <<< {f1_shb[1:0], 2'b00};
+        f2_sha <= f1_sha[3:2];
+        f2_shb <= f1_shb[3:2];
+    end
+    reg  signed [GW-1:0] f_td;
+    reg  signed [GW-1:0] f_tm;
+    always @(posedge aclk) begin
+        f_td <= {{(GW-PDW-15){f2_td[PDW+14]}}, f2_td} <<< {f2_sha, 4'b0000};
+        f_tm <= {{(GW-PMW-15){f2_tm[PMW+14]}}, f2_tm} <<< {f2_shb, 4'b0000};
     end
 
     // g_valid drives the whole accumulator: a flip-flop of its own, not the end of a
     // shift-register LUT (`keep` for yosys, `shreg_extract` for Vivado)
     (* shreg_extract = "no" *) reg g_valid;
-    reg  signed [57:0] g_t;
+    reg  signed [GW-1:0] g_t;
     (* keep *)
     always @(posedge aclk) begin
         g_valid    <= f_valid;
     end
     always @(posedge aclk) begin
-        g_t <= {f_td[56], f_td} + {{5{f_tm[52]}}, f_tm};
+        g_t <= f_td + f_tm;
     end
     if (gv == 0) begin : g_v0
         assign g_valid0 = g_valid;
@@ -349,19 +436,32 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     // enable); docs/timing.md
     reg  signed [PW-1:0] acc;
     reg  signed [PW-1:0] h_sum;
-    wire signed [PW-1:0] acc_next = acc + {{(PW-58){g_t[57]}}, g_t};
+    wire signed [PW-1:0] acc_next = acc + {{(PW-GW){g_t[GW-1]}}, g_t};
     always @(posedge aclk) begin
         if (f_first)      acc <= {PW{1'b0}};
         else if (g_valid) acc <= acc_next;
         h_sum <= acc_next;
     end
+    // the sum's sign, once per 32 bits of R1's negation (a flip-flop each, so no net of R1
+    // drives all ACC_W bits: docs/activations.md section 3, the wider sum)
+    localparam NSG = (PW + 31) / 32;
+    (* shreg_extract = "no" *) reg [NSG-1:0] h_neg;
+    (* keep *)
+    always @(posedge aclk) begin
+        h_neg <= {NSG{acc_next[PW-1]}};
+    end
 
     // ------------------------------------------------------------ R1..R5: round to float32
+    // |sum| = (sum XOR sign) + sign, each 32 bits' sign from its own copy
     reg               r1_neg;
     reg  [PW-1:0]     r1_mag;
+    wire [PW-1:0]     h_smask;
+    for (gi = 0; gi < PW; gi = gi + 1) begin : g_smask
+        assign h_smask[gi] = h_neg[gi / 32];
+    end
     always @(posedge aclk) begin
-        r1_neg <= h_sum[PW-1];
-        r1_mag <= h_sum[PW-1] ? -h_sum : h_sum;
+        r1_neg <= h_neg[0];
+        r1_mag <= (h_sum ^ h_smask) + {{(PW-1){1'b0}}, h_neg[0]};
     end
 
     // leading one, in two steps: per 16-bit chunk a nonzero flag, the position of its top set
@@ -394,18 +494,38 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r2_mag  <= r1_mag;
     end
 
-    reg  [LZW-1:0]    lead;
-    reg  [LZW-1:0]    lead_sh;          // TOP - lead
+    // R3a: the highest nonzero chunk of each half (chunks 0 .. NLO-1 and NLO .. NCH-1), its
+    // leading one's position and normalising shift (a choice among at most 4 chunks each)
+    reg  [LZW-1:0]    lead_lo, lead_hi;
+    reg  [LZW-1:0]    sh_lo, sh_hi;     // TOP - lead
     integer j;
     always @* begin
-        lead = {LZW{1'b0}};
-        lead_sh = TOP;
-        for (j = 0; j < NCH; j = j + 1) begin
+        lead_lo = {LZW{1'b0}};
+        sh_lo = TOP;
+        lead_hi = {LZW{1'b0}};
+        sh_hi = TOP;
+        for (j = 0; j < NLO; j = j + 1) begin
             if (r2_nz[j]) begin
-                lead = {j[LZW-5:0], r2_pos[4*j +: 4]};
-                lead_sh = r2_sh[LZW*j +: LZW];
+                lead_lo = {j[LZW-5:0], r2_pos[4*j +: 4]};
+                sh_lo = r2_sh[LZW*j +: LZW];
             end
         end
+        for (j = NLO; j < NCH; j = j + 1) begin
+            if (r2_nz[j]) begin
+                lead_hi = {j[LZW-5:0], r2_pos[4*j +: 4]};
+                sh_hi = r2_sh[LZW*j +: LZW];
+            end
+        end
+    end
+    reg               r3a_neg, r3a_zero, r3a_hi;
+    reg  [PW-1:0]     r3a_mag;
+    reg  [LZW-1:0]    r3a_lead_lo, r3a_lead_hi, r3a_sh_lo, r3a_sh_hi;
+    always @(posedge aclk) begin
+        r3a_neg <= r2_neg; r3a_zero <= r2_zero;
+        r3a_mag <= r2_mag;
+        r3a_hi  <= |r2_nz[NCH-1:NLO];
+        r3a_lead_lo <= lead_lo; r3a_sh_lo <= sh_lo;
+        r3a_lead_hi <= lead_hi; r3a_sh_hi <= sh_hi;
     end
 
     // R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
@@ -415,10 +535,10 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     reg  [LZW-1:0]    r3_lead;
     reg  [LZW-1:0]    r3_sh;
     always @(posedge aclk) begin
-        r3_neg <= r2_neg; r3_zero <= r2_zero;
-        r3_mag  <= r2_mag;
-        r3_lead <= lead;
-        r3_sh   <= lead_sh;
+        r3_neg <= r3a_neg; r3_zero <= r3a_zero;
+        r3_mag  <= r3a_mag;
+        r3_lead <= r3a_hi ? r3a_lead_hi : r3a_lead_lo;
+        r3_sh   <= r3a_hi ? r3a_sh_hi : r3a_sh_lo;
     end
 
     // R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT
@@ -450,7 +570,7 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     reg               r5_neg, r5_zero;
     reg  [23:0]       r5_mant;
     reg               r5_guard, r5_sticky;
-    // and the exponent field = lead - 24 + 127 for both outcomes of the rounding (R6 chooses,
+    // and the exponent field = lead - 48 + 127 for both outcomes of the rounding (R6 chooses,
     // so its increment is not followed by a second adder)
     reg  [7:0]        r5_expo0, r5_expo1;
     always @(posedge aclk) begin
@@ -458,8 +578,8 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r5_mant   <= r4_norm[PW-1 -: 24];
         r5_guard  <= r4_norm[PW-25];
         r5_sticky <= |r4_norm[PW-26:0];
-        r5_expo0  <= {1'b0, r4_lead} + 8'd103;
-        r5_expo1  <= {1'b0, r4_lead} + 8'd104;
+        r5_expo0  <= {1'b0, r4_lead} + 8'd79;
+        r5_expo1  <= {1'b0, r4_lead} + 8'd80;
     end
 
     // R6: rounded to nearest even at 24 significant bits

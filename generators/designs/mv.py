@@ -49,13 +49,14 @@ class MVDualEngine(MVEngine):
               "instead of LUTs"),
         P_FIFO,
         P_XSTORE,
-        Param("q4", bool, False, "a third lane for llama.cpp Q4_1 rows (format 0x04, float32 "
-              "results, docs/q4.md); 8-byte beats only"),
+        Param("q4", bool, False, "a third lane for llama.cpp Q4_1 rows (format 0x04, and 0x05 "
+              "with Q8_1 x blocks; float32 results, docs/q4.md); 8-byte beats only"),
         P_VECTORS,
     )
 
     def __init__(self, values=None):
         values = dict(values or {})
+        self.fifo_explicit = "fifo_depth" in values
         if "pipeline" not in values:    # the deepest legal INT8 lane for the chosen beat width
             b = P_BYTES.convert(values.get("bytes", P_BYTES.default))
             values["pipeline"] = 3 + tree_depth(b)
@@ -109,6 +110,7 @@ class MVDualEngine(MVEngine):
         if self.p["q4"] and self.p["bytes"] != 8:
             raise ParameterError(f"design {self.name}: q4=true needs bytes=8 (a Q4_1 scale beat "
                                  f"is four fp16), not bytes={self.p['bytes']}")
+        self.fit_fifo()
         hi = 3 + tree_depth(self.p["bytes"])
         if self.p["pipeline"] > hi:
             raise ParameterError(
@@ -135,9 +137,9 @@ class MVDualEngine(MVEngine):
             format_b=0x08, sext=sext, q4=self.p["q4"], paths=p, ctrl_stages=CTRL_STAGES,
         )
         if self.p["q4"]:
-            from .q4 import q4_acc_width
-            ctx.update(psum_w=32, acc_w=q4_acc_width(self.p["max_k"]),
-                       delayq=max(p.values()) - p["q4"])
+            from .q4 import FORMAT_Q4_Q8_1, q4_lane_acc_width
+            ctx.update(psum_w=32, acc_w=q4_lane_acc_width(self.p["max_k"]),
+                       delayq=max(p.values()) - p["q4"], format_s=FORMAT_Q4_Q8_1)
         return ctx
 
     def _lane_ctx(self, kind: str) -> Dict[str, Any]:
@@ -183,5 +185,8 @@ class MVDualEngine(MVEngine):
                "bytes": self.p["bytes"], "paths": self.paths(),
                "weights_per_byte": {"8": 1, "3": 5}, "vectors": self.p["vectors"]}
         if self.p["q4"]:
+            from .q4 import FORMAT_Q4_Q8_1
             out["weights_per_byte"]["4"] = 2
+            # per-block x (docs/activations.md): Q4_1 rows with Q8_1 x on the Q4_1 lane
+            out["block_formats"] = [FORMAT_Q4_Q8_1]
         return out

@@ -21,7 +21,8 @@ def out_stages(vectors: int) -> int:
 
 P_MAX_K = Param("max_k", int, 2048, "largest K (x elements) a frame may declare", min=1, max=65535)
 P_BYTES = Param("bytes", int, 8, "bytes per input beat (64-bit AXI-Stream = 8)", choices=(4, 8, 16))
-P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries", min=16, max=4096, power_of_two=True)
+P_FIFO = Param("fifo_depth", int, 32, "result FIFO entries (left unset: 32, or the next power of two "
+               "that holds the engine's latency + 7)", min=16, max=4096, power_of_two=True)
 #: the most activation vectors a frame may carry (docs/vectors.md); the engines' default is 1
 #: (today's frames only), the PYNQ-Z1 top's is generators.designs.overlay.PYNQ_Z1_VECTORS
 MAX_VECTORS = 16
@@ -72,6 +73,15 @@ class MVEngine(Design):
         # proof uses holds stage by stage (at most two writes in the input register, one per
         # other stage: formal/props/matrix_engine.svh, docs/formal.md)
         return self.latency() + 5
+
+    def fit_fifo(self) -> None:
+        """A fifo_depth left at its default (32) grows to the smallest power of two that holds
+        the margin (the Q4_1 lane's engines at vectors > 1: latency 26 and more); one set
+        explicitly is checked as it is."""
+        if getattr(self, "fifo_explicit", True):
+            return
+        while self.fifo_margin() + 2 > self.p["fifo_depth"]:
+            self.p["fifo_depth"] *= 2
 
     def check_vectors(self) -> None:
         if self.p.get("vectors", 1) > 1 and self.p.get("bytes", 8) != 8:

@@ -165,6 +165,8 @@ class Overlay(Design):
             "matrix": {"formats": mat.formats(), "max_k": mat.p["max_k"], "bytes": mat.p["bytes"],
                        "latency": mat.latency(), "port_latency": self.port_latency(),
                        "vectors": mat.p["vectors"],
+                       # per-block x formats the Q4_1 lane takes too (0x05, docs/activations.md)
+                       "block_formats": mat.extra_manifest().get("block_formats", []),
                        "module": mat.top},
             "attention": {"heads_per_group": ap["heads_per_group"], "head_dim": ap["head_dim"],
                           "max_context": ap["max_context"], "macs": ap["macs"],

@@ -1,9 +1,10 @@
 """`q4-engine`: matrix-vector engine for llama.cpp Q4_1 rows (4-bit codes, fp16 d and m per
-32-weight block), header format 0x04, float32 results (docs/q4.md).
+32-weight block), header format 0x04 (INT8 x) and 0x05 (Q8_1 x: an fp16 d and s per 32 x
+values, docs/activations.md), float32 results (docs/q4.md).
 
 The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
 every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
-The lane's pipeline is fixed (18 stages); the generator computes the row accumulator's width
+The lane's pipeline is fixed (20 stages); the generator computes the row accumulator's width
 from max_k and the latency once, here.
 """
 from __future__ import annotations
@@ -13,17 +14,24 @@ from typing import Any, Dict, List, Tuple
 from ..core import ParameterError, register
 from .mv_common import (CTRL_STAGES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MV_RTL, MVEngine,
                         nv_width)
-from ..contract import FORMAT_Q4
+from ..contract import FORMAT_Q4, FORMAT_Q4_Q8_1 as CONTRACT_Q4_Q8_1
 
 BLOCK = 32                  # weights per Q4_1 block
+#: Q4_1 rows with Q8_1 x blocks (contract.FORMAT_Q4_Q8_1, docs/activations.md section 2): the
+#: lane computes it next to 0x04 on the same datapath (the controller's FORMAT_S)
+FORMAT_Q4_Q8_1 = CONTRACT_Q4_Q8_1
 GROUP = 64                  # weights per scale beat (two blocks)
-#: lane stages (rtl/q4_lane.v): pair products, products, sums of 4, beat sums, block sums and
-#: fp16 decode, multiplies (M and P registers), shifts (2), term sum, row accumulator,
-#: sign/magnitude, leading one (2), normalise (2), mantissa/guard/sticky, round
-LANE_STAGES = ("A0 pair products", "A products", "B sums of 4", "C beat sums",
-               "D block sums, fp16 decode", "E1 d*S, m*X (M register)", "E2 P register",
-               "F1 shifts by 0..3", "F2 shifts by 4s", "G term sum",
-               "H accumulate", "R1 magnitude", "R2 chunk flags", "R3 leading one, shift",
+#: lane stages (rtl/q4_lane.v): pair products, products (and the fp16 decode), sums of 4 and
+#: P = d_w*d_x (M register), beat sums (P's P register), block sums and the multiplies'
+#: operands, multiplies (M and P registers), shifts (3, in units of 2^-48), term sum, row
+#: accumulator, sign/magnitude, leading one (3), normalise (2), mantissa/guard/sticky, round.
+#: 18 before format 0x05: F3 (the shifts reach 58, not 29) and R3a (the leading one among 7
+#: chunks of the 103-bit sum, not 4 of 63) are the two added (docs/activations.md section 3)
+LANE_STAGES = ("A0 pair products", "A products, fp16 decode", "B sums of 4, d_w*d_x (M)",
+               "C beat sums, d_w*d_x (P)", "D block sums, operands", "E1 d*S, m*X (M register)",
+               "E2 P register", "F1 shifts by 0..3", "F2 shifts by 4s", "F3 shifts by 16s",
+               "G term sum", "H accumulate", "R1 magnitude", "R2 chunk flags",
+               "R3a leading chunk per half", "R3 leading one, shift",
                "R4a normalise (shift by 0..15)", "R4b normalise (by 16s)",
                "R5 mantissa, guard, sticky", "R6 round")
 SIG_MAX = 2047              # largest fp16 significand
@@ -38,12 +46,29 @@ def q4_acc_width(max_k: int) -> int:
     return max(59, worst.bit_length() + 1)
 
 
+#: bits of the lane's block term G (rtl/q4_lane.v GW): |A| + |B| < 2^98 for 0x05
+LANE_TERM_W = 99
+
+
+def q4_lane_acc_width(max_k: int) -> int:
+    """Bits of the lane's signed row accumulator, in units of 2^-48, for rows of up to max_k
+    weights in either format: 0x04 per block |d*S| + |m*X| <= 2047 * 2^(29+24) * (61,440 +
+    4,096); 0x05 per block |d_w*d_x*S| + |m_w*s_x| <= 2047^2 * 2^58 * (61,440 + 1)
+    (docs/activations.md section 3: 103 bits at max_k = 2048). At least the block term's
+    width (LANE_TERM_W)."""
+    blocks = -(-max_k // BLOCK)
+    w04 = blocks * SIG_MAX * 2 ** (SH_MAX + 24) * (BLOCK * 15 * 128 + BLOCK * 128)
+    w05 = blocks * SIG_MAX ** 2 * 2 ** (2 * SH_MAX) * (BLOCK * 15 * 128 + 1)
+    return max(LANE_TERM_W, max(w04, w05).bit_length() + 1)
+
+
 @register
 class Q4Engine(MVEngine):
     name = "q4-engine"
     top = "q4_engine"
     summary = ("Q4_1 matrix-vector engine: 4-bit codes with fp16 d and m per 32 weights, "
-               "exact fixed-point sums, one float32 per row")
+               "INT8 x (0x04) or Q8_1 x blocks (0x05), exact fixed-point sums, one float32 "
+               "per row")
     wpb = 2
     format_code = FORMAT_Q4
     lane_module = "q4_lane"
@@ -53,13 +78,19 @@ class Q4Engine(MVEngine):
         return len(LANE_STAGES)
 
     def lane_doc(self) -> str:
-        return ("16 4-bit x INT8 products (LUTs), beat and block sums, d*S and m*X on 2 DSP48, "
+        return ("16 4-bit x INT8 products (LUTs), beat and block sums, d*S and m*X (0x05: "
+                "d_w*d_x, P*S and m*s_x) on 3 DSP48 per vector, "
                 f"a {self.acc_w()}-bit exact row sum, rounded once to float32")
 
     def acc_w(self) -> int:
-        return q4_acc_width(self.p["max_k"])
+        return q4_lane_acc_width(self.p["max_k"])
+
+    def __init__(self, values=None):
+        self.fifo_explicit = "fifo_depth" in (values or {})
+        super().__init__(values)
 
     def check(self) -> None:
+        self.fit_fifo()
         if self.fifo_margin() + 2 > self.p["fifo_depth"]:
             raise ParameterError(
                 f"design {self.name}: fifo_depth={self.p['fifo_depth']} is too small for "
@@ -74,6 +105,7 @@ class Q4Engine(MVEngine):
             "fifo_addr_w": self.p["fifo_depth"].bit_length() - 1,
             "fifo_margin": self.fifo_margin(), "x_bram": int(self.x_bram()),
             "vectors": self.p["vectors"], "nvw": nv_width(self.p["vectors"]),
+            "format_s": FORMAT_Q4_Q8_1,
         }
 
     def rtl_files(self) -> List[str]:
@@ -84,4 +116,5 @@ class Q4Engine(MVEngine):
 
     def extra_manifest(self) -> Dict[str, Any]:
         return {"lane_latency": self.lane_latency(), "format": self.format_code, "bytes": 8,
-                "acc_w": self.acc_w(), "output": "float32", "vectors": self.p["vectors"]}
+                "acc_w": self.acc_w(), "output": "float32", "vectors": self.p["vectors"],
+                "block_formats": [FORMAT_Q4_Q8_1]}

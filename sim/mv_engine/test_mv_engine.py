@@ -26,10 +26,12 @@ class MVTB(StreamTB):
     def __init__(self, dut):
         super().__init__(dut)
         accepted = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
+        # and the per-block x formats of the Q4_1 lane (0x05, docs/activations.md)
+        accepted += [int(f) for f in self.man.get("block_formats", [])]
         self.fmt = accepted              # what the golden model accepts
         # the frames this suite builds: INT8 and ternary rows (Q4_1 rows of mv-engine q4=true
         # have a suite of their own, sim/q4_engine, which also mixes them with these)
-        self.formats = [f for f in accepted if f != golden.FMT_Q4]
+        self.formats = [f for f in accepted if f not in (golden.FMT_Q4, golden.FMT_Q4_Q8_1)]
         self.ternary = golden.FMT_TERNARY in self.formats   # some frames are ternary
         self.max_k = int(self.man["parameters"]["max_k"])
         self.latency = int(self.man["latency"])
@@ -196,7 +198,7 @@ def bad_frames(tb, fmt=None):
     row = tb.row_beats(k, fmt) * tb.bytes
     xlen = -(-k // tb.bytes) * tb.bytes
     pad = lambda b: bytes(b) + bytes((-len(b)) % tb.bytes)
-    other_fmt = [f for f in (0x03, 0x08, 0x04, 0x05) if f not in tb.fmt][0]
+    other_fmt = [f for f in (0x03, 0x08, 0x04, 0x05, 0x06) if f not in tb.fmt][0]
     cases = {
         "BAD_MAGIC": pad(header_bytes(k, n, fmt, 0x11, magic=0x1234, beat_bytes=tb.bytes))
                      + bytes(xlen),

@@ -266,7 +266,9 @@ def bad_cases(tb):
     good = tb.matrix(k, 3, b=None)
     L = min(tb.max_l, 3)
     h0, h1 = tb.attention(L)
-    bad_fmt = [f for f in (4, 5) if f not in tb.formats][0]
+    # a format byte no matrix lane takes (0x05 is the Q4_1 lane's with Q8_1 x: block_formats)
+    takes = tb.formats + [int(f) for f in tb.man["matrix"].get("block_formats", [])]
+    bad_fmt = [f for f in (4, 5, 6) if f not in takes][0]
     cases = [
         ("bad magic on port 0", [bytes(header_bytes(k, 2, 8, 0x21, magic=0x1234)) + bytes(8)], []),
         ("bad magic on port 1", [], [bytes(header_bytes(k, 2, 3, 0x22, magic=0x0000)) + bytes(8)]),

@@ -6,6 +6,11 @@ float32, no code shared with the RTL or the host packing module; reached through
 generators.golden.mv for the frames of every format); the frames are built with the host
 functions of generators.q4 from llama.cpp-layout Q4_1 blocks. An engine of `vectors` V >= 2
 gets frames of B = 1 .. V activation vectors (docs/vectors.md) mixed with one-vector frames.
+
+Format 0x05 (Q4_1 rows with Q8_1 x blocks, docs/activations.md; the manifest's
+`block_formats`): the `test_q81_*` tests, frames from generators.q4.build_q4_q8_1_frame with x
+quantised by generators.golden.blocks.quantize_q8_1 (an outlier channel) or random codes and
+fp16 scales (subnormal, negative, the largest), against the same golden model.
 """
 from __future__ import annotations
 
@@ -15,12 +20,13 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, with_timeout
 
+from generators.golden import blocks as gblocks
 from generators.golden import q4 as golden
 from generators.golden import mv as golden_mv
 from generators.golden.mv import decode_status
 from generators.packing import build_frame
-from generators.q4 import (build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_1_blocks_to_raw,
-                           q4_row_beats)
+from generators.q4 import (build_q4_frame, build_q4_q8_1_frame, pack_q4_rows, pack_q4_rows_raw,
+                           q4_1_blocks_to_raw, q4_row_beats)
 from sim.common.axis_tb import StreamTB, compare_words
 
 BEAT_BUDGET = int(os.environ.get("TB_BEATS", "3000"))
@@ -36,6 +42,9 @@ class Q4TB(StreamTB):
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
         self.accepted = [int(f) for f in self.man.get("formats", [self.man.get("format")])]
         assert golden.FMT_Q4 in self.accepted
+        # the per-block x formats the engine takes too (0x05 with the Q4_1 lane)
+        self.accepted += [int(f) for f in self.man.get("block_formats", [])]
+        self.q81 = golden.FMT_Q4_Q8_1 in self.accepted
         self.vectors = int(self.man.get("vectors", 1))
 
     def pick_b(self):
@@ -83,6 +92,57 @@ class Q4TB(StreamTB):
 
     def frame_beats(self, k, n, b=None):
         return (1 if b is None else 2) + (b or 1) * -(-k // 8) + n * q4_row_beats(k)
+
+    # ---------------------------------------------------------------- format 0x05
+    def x_q81(self, k, b=None, xkind="quantised"):
+        """Q8_1 x of one vector (b None) or b vectors: (codes, d, s fp16 bits). 'quantised':
+        float x (normal, one outlier channel of 100x, some zero blocks) through ggml's
+        quantize_row_q8_1_ref; 'wild': random codes and fp16 d and s of any finite exponent,
+        either sign, subnormals; 'extreme': the largest |code| and fp16 of the extremes."""
+        r = self.np_rng
+        shape = (k,) if b is None else (b, k)
+        nb = k // 32
+        sshape = shape[:-1] + (nb,)
+        if xkind == "quantised":
+            x = r.normal(0, 1, size=shape).astype(np.float32)
+            x[..., r.integers(0, k)] *= 100                 # an outlier channel
+            if nb > 1 and r.random() < 0.3:
+                z = r.integers(0, nb)
+                x[..., 32 * z:32 * z + 32] = 0              # a zero block: d = s = 0
+            q, d, s = gblocks.quantize_q8_1(x)
+            return q.reshape(shape), d, s
+        if xkind == "wild":
+            return (r.integers(-128, 128, size=shape, dtype=np.int8), self.scales(sshape, "wild"),
+                    self.scales(sshape, "wild"))
+        ext = np.array([F16_MAX, F16_MAX | 0x8000, F16_MIN_SUB, 0x8001, 0x03FF, 0, 0x8000,
+                        0x0400, 0x3C00, 0xBC00], dtype=np.uint16)
+        return (r.choice(np.array([-128, 127, -1, 0], np.int8), size=shape),
+                r.choice(ext, size=sshape).astype(np.uint16),
+                r.choice(ext, size=sshape).astype(np.uint16))
+
+    def frame_q81(self, k, n, tag=None, x=None, q=None, d=None, m=None, kind="mixed",
+                  xkind=None, b=None):
+        """A 0x05 frame (K a multiple of 32); `x` (codes, d, s) or drawn by x_q81(xkind);
+        `b` as frame()'s."""
+        r = self.np_rng
+        nb = k // 32
+        b = self.pick_b() if b == "pick" else b
+        xkind = self.rng.choice(["quantised", "quantised", "wild"]) if xkind is None else xkind
+        xq, xd, xs = self.x_q81(k, b, xkind) if x is None else x
+        if b is not None and np.asarray(xd).ndim == 1:
+            xd, xs = np.asarray(xd)[None], np.asarray(xs)[None]
+        q = r.integers(0, 16, size=(n, nb, 32), dtype=np.uint8) if q is None else q
+        d = self.scales((n, nb), kind) if d is None else d
+        m = self.scales((n, nb), kind) if m is None else m
+        tag = self.rng.randrange(256) if tag is None else tag
+        if self.rng.random() < 0.5:
+            rows = pack_q4_rows_raw(q4_1_blocks_to_raw(q, d, m), n, k)
+        else:
+            rows = pack_q4_rows(q, d, m, k)
+        return build_q4_q8_1_frame(xq, xd, xs, rows, k, tag)
+
+    def frame_beats_q81(self, k, n, b=None):
+        return (1 if b is None else 2) + (b or 1) * (k // 8 + -(-k // 64)) + n * q4_row_beats(k)
 
     def other_frame(self, k, n, fmt, b=None):
         """An INT8 (0x08) or ternary (0x03) frame, for an engine that computes those too."""
@@ -240,7 +300,7 @@ def bad_frames(tb):
         "BAD_SHAPE K=0": hdr(0, n, 4, 0x12) + bytes(xlen),
         "BAD_SHAPE K>max": hdr(min(tb.max_k + 1, 65535), n, 4, 0x13) + bytes(xlen),
         "BAD_SHAPE N=0": hdr(k, 0, 4, 0x14) + bytes(xlen),
-        "BAD_FORMAT": hdr(k, n, [f for f in (8, 3, 5) if f not in tb.accepted][0], 0x15)
+        "BAD_FORMAT": hdr(k, n, [f for f in (8, 3, 5, 6) if f not in tb.accepted][0], 0x15)
                       + bytes(xlen),
         "BAD_FORMAT 0x00": hdr(k, n, 0, 0x16) + bytes(xlen),
         "SHORT in rows": good[:8 + xlen + 2 * row + 16],
@@ -370,3 +430,236 @@ async def test_summary(dut):
     await tb.reset()
     await tb.summary(lambda budget: random_frames(tb, budget),
                      tb.expected, lambda: tb.frame(tb.max_k, 1))
+
+
+# ---------------------------------------------------------------- format 0x05 (Q8_1 x blocks)
+def q81_ks(tb):
+    """K of 0x05 frames: multiples of 32 up to max_k, a last group of one block (K = 32 mod
+    64) among them, SmolLM2's 576 and 1536 where max_k allows."""
+    ks = [k for k in (32, 64, 96, 128, 160, 288, 576, 1536, tb.max_k // 32 * 32)
+          if 32 <= k <= tb.max_k]
+    return sorted(set(ks))
+
+
+def q81_random_frames(tb, budget, big=False):
+    frames, used, edges = [], 0, q81_ks(tb)
+    while used < budget and tb.max_k >= 32:
+        k = edges.pop(0) if edges else 32 * tb.rng.randint(1, tb.max_k // 32)
+        if not big and k > 320 and edges:
+            continue
+        n = tb.rng.randint(1, max(1, min(12, (budget - used) // q4_row_beats(k))))
+        b = tb.pick_b()
+        frames.append(tb.frame_q81(k, n, b=b))
+        used += tb.frame_beats_q81(k, n, b)
+    return frames
+
+
+def need_q81(tb):
+    assert tb.q81, "the engine's manifest lists no format 0x05 (block_formats)"
+
+
+@cocotb.test()
+async def test_q81_random_shapes(dut):
+    """0x05 frames: K multiples of 32 (a last group of one block among them), random N,
+    x quantised from float x with an outlier channel or random codes and wild fp16 d and s,
+    rows of typical and wild scales; free output, then pauses; B-vector frames mixed in."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    await tb.run_check(q81_random_frames(tb, BEAT_BUDGET // 2))
+    tb.set_pauses(idle=0.3, backpressure=0.3)
+    await tb.run_check(q81_random_frames(tb, BEAT_BUDGET // 2))
+
+
+@cocotb.test()
+async def test_q81_smollm_shapes(dut):
+    """SmolLM2-135M's K (576, 1536) where max_k allows, else the largest multiple of 32:
+    quantised x with an outlier channel, typical Q4_1 scales, and one frame of B vectors."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    ks = [k for k in (576, 1536) if k <= tb.max_k] or [tb.max_k // 32 * 32]
+    frames = []
+    for k in ks:
+        frames.append(tb.frame_q81(k, 3, kind="typical", xkind="quantised"))
+        if tb.vectors > 1:
+            frames.append(tb.frame_q81(k, 2, kind="typical", xkind="quantised", b=tb.vectors))
+    await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_q81_extreme_scales(dut):
+    """0x05 at K = the largest multiple of 32: the largest |S| (q = 15, x = -128 / 127) with
+    the largest, subnormal and negative fp16 d and s of x and of the row, zero scales; every
+    block a different extreme; a float32 rounding tie both ways."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    k = tb.max_k // 32 * 32
+    nb = k // 32
+    b = tb.vectors if tb.vectors > 1 else None
+    full = lambda v, shape=(1, nb): np.full(shape, v, dtype=np.uint16)
+    xshape = lambda v: (np.full(k if b is None else (b, k), v, np.int8))
+    q15 = np.full((1, nb, 32), 15, dtype=np.uint8)
+    frames = []
+    for xv in (-128, 127):
+        for dx, sx in [(F16_MAX, F16_MAX), (F16_MAX | 0x8000, F16_MAX), (F16_MIN_SUB, 0x8001),
+                       (0x03FF, F16_MIN_SUB), (0, F16_MAX | 0x8000)]:
+            for d, m in [(F16_MAX, F16_MAX), (F16_MAX | 0x8000, F16_MAX | 0x8000),
+                         (F16_MIN_SUB, 0x8001), (0x3C00, 0xCB80)]:
+                xs_shape = (nb,) if b is None else (b, nb)
+                frames.append(tb.frame_q81(k, 1, x=(xshape(xv), full(dx, xs_shape),
+                                                     full(sx, xs_shape)),
+                                           q=q15, d=full(d), m=full(m)))
+    for _ in range(6):
+        frames.append(tb.frame_q81(k, 4, kind="wild", xkind="extreme", b=b))
+    # a tie of float32 rounding at units of 2^-48: one block A = 2^24 (d_w = d_x = 2^12 / 2^12
+    # ... as P*S*2^(sh-48) with S = 1) plus B = 2^0 (half an ulp of 2^24: stays, even), and
+    # with a second block adding 2^1 (an odd significand plus half: rounds up)
+    if nb >= 2:
+        for sign in (0, 0x8000):
+            xq = np.zeros(k, np.int8)
+            xq[0] = 1
+            q = np.zeros((1, nb, 32), np.uint8)
+            q[0, 0, 0] = 1
+            one = 0x3C00                                    # fp16 1.0
+            d = np.zeros((1, nb), np.uint16)
+            m = np.zeros((1, nb), np.uint16)
+            xd = np.zeros(nb, np.uint16)
+            xsv = np.zeros(nb, np.uint16)
+            d[0, 0] = sign | (15 + 12) << 10                # 2^12
+            xd[0] = (15 + 12) << 10                         # 2^12: A = +-2^24
+            m[0, 0] = sign | one                            # B = +-1 (s_x = 1)
+            xsv[0] = one
+            frames.append(tb.frame_q81(k, 1, x=(xq, xd, xsv), q=q, d=d, m=m))
+            m2, xs2 = m.copy(), xsv.copy()
+            m2[0, 1] = sign | 0x4000                        # +-2 in block 1: 2^24 + 3
+            xs2[1] = one
+            frames.append(tb.frame_q81(k, 1, x=(xq, xd, xs2), q=q, d=d, m=m2))
+    await tb.run_check(frames)
+
+
+def q81_bad_frames(tb):
+    k = 96 if tb.max_k >= 96 else 32
+    n = 3
+    nb = k // 32
+    good = tb.frame_q81(k, n)
+    hdr = lambda kk, nn, fmt, tag: (0xB158 | kk << 16 | nn << 32 | fmt << 48
+                                    | tag << 56).to_bytes(8, "little")
+    xq, xd, xs = tb.x_q81(k, None, "quantised")
+    xd_inf = xd.copy(); xd_inf[nb - 1] = F16_INF
+    xs_nan = xs.copy(); xs_nan[0] = F16_NAN
+    codes_end = 8 + k
+    cases = {
+        "0x05 BAD_SHAPE K%32": hdr(45, n, 5, 0x31) + bytes(48),
+        "0x05 BAD_SHAPE K=16": hdr(16, n, 5, 0x32) + bytes(24),
+        "0x05 SHORT in codes": good[:8 + 8],
+        "0x05 SHORT at the table": good[:codes_end],
+        "0x05 SHORT in the table": good[:codes_end + 8] if k > 64 else good[:codes_end],
+        "0x05 SHORT in rows": good[:codes_end + 8 * -(-k // 64) + 8 * q4_row_beats(k) + 16],
+        "0x05 LONG": good + bytes(16),
+        "0x05 BAD_SCALE inf d_x": tb.frame_q81(k, n, x=(xq, xd_inf, xs)),
+        "0x05 BAD_SCALE nan s_x": tb.frame_q81(k, n, x=(xq, xd, xs_nan)),
+    }
+    if k % 64 == 32:     # the table's unused half of its last beat: never read, no flag
+        fr = bytearray(tb.frame_q81(k, n, x=(xq, xd, xs)))
+        last = 8 + k + 8 * (-(-k // 64) - 1)
+        fr[last + 4:last + 8] = bytes.fromhex("007e007c")     # NaN d, Inf s past K
+        cases["0x05 NaN past K (no flag)"] = bytes(fr)
+    if tb.vectors > 1:
+        V = tb.vectors
+        bx = tb.x_q81(k, V, "quantised")
+        bd = bx[1].copy(); bd[V - 1, 0] = F16_NAN
+        gv = tb.frame_q81(k, n, b=V)
+        slot = k + 8 * -(-k // 64)
+        cases.update({
+            "0x05 vectors BAD_SCALE (last vector's d_x)": tb.frame_q81(k, n, x=(bx[0], bd, bx[2]),
+                                                                      b=V),
+            # the last vector's store still holds that NaN: a frame of fewer vectors never reads it
+            "0x05 vectors B=1 after": tb.frame_q81(k, n, b=1),
+            "0x05 vectors SHORT in vector 2's table": gv[:16 + slot + k + (8 if k > 64 else 0)],
+            "0x05 vectors bad K": (hdr(40, n, 5 | 0x80, 0x33) + (V).to_bytes(8, "little")
+                                   + bytes(V * 48)),
+        })
+    return cases
+
+
+@cocotb.test()
+async def test_q81_bad_frames(dut):
+    """0x05 error classes (K not a multiple of 32, short in the codes, at and in the scale
+    table, in the rows, long, Inf d_x, NaN s_x, a NaN and an Inf past K that must not flag;
+    B-vector frames: a NaN in the last vector's table, then a frame of fewer vectors), each
+    followed by a good frame of either format, with and without pauses."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        for name, fr in q81_bad_frames(tb).items():
+            kk = 32 * tb.rng.randint(1, max(1, tb.max_k // 32))
+            good = (tb.frame_q81(kk, tb.rng.randint(1, 4)) if tb.rng.random() < 0.5
+                    else tb.frame(tb.rng.randint(1, tb.max_k), tb.rng.randint(1, 4)))
+            got = await tb.run_check([fr, good])
+            status = [w for w, last in got if last][0]
+            dut._log.info("%-40s -> status flags %s", name,
+                          golden.flag_names(decode_status(status)[1]))
+
+
+@cocotb.test()
+async def test_q81_mixed_with_0x04(dut):
+    """0x04 and 0x05 frames back to back (and the engine's other formats), the same K and
+    random ones, B-vector frames among them, with and without pauses."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    others = [f for f in tb.accepted if f not in (golden.FMT_Q4, golden.FMT_Q4_Q8_1)]
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        frames = []
+        for _ in range(18):
+            k = 32 * tb.rng.randint(1, max(1, tb.max_k // 32))
+            n = tb.rng.randint(1, 5)
+            b = tb.pick_b()
+            pick = tb.rng.random()
+            if pick < 0.4:
+                frames.append(tb.frame_q81(k, n, b=b))
+            elif pick < 0.8 or not others:
+                frames.append(tb.frame(k if tb.rng.random() < 0.5 else tb.rng.randint(1, tb.max_k),
+                                       n, b=b))
+            else:
+                frames.append(tb.other_frame(tb.rng.randint(1, tb.max_k), n,
+                                             tb.rng.choice(others), b))
+        await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_q81_tready_duty_and_latency(dut):
+    """0x05 with a free output: s_axis_tready high on every cycle of a frame (the scale table
+    beats too) and the first result `latency` cycles after the last beat of its row."""
+    tb = Q4TB(dut)
+    need_q81(tb)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    bs = [None] + ([tb.vectors] if tb.vectors > 1 else [])
+    kmax = tb.max_k // 32 * 32
+    for (k, n), b in [(s, b) for s in [(kmax, 4), (32, 3), (96, 6), (64, 5)] for b in bs]:
+        k = min(k, kmax)
+        nb = b or 1
+        if q4_row_beats(k) < nb and n > 3:
+            continue
+        tb.mon.clear()
+        await tb.run_check([tb.frame_q81(k, n, b=b)])
+        beats = tb.frame_beats_q81(k, n, b)
+        hs = tb.mon.in_hs
+        assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
+        span = hs[-1] - hs[0] + 1
+        assert span == beats, f"K={k} N={n}: {beats} beats took {span} cycles"
+        assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
+        row0_last = hs[tb.frame_beats_q81(k, 0, b) + q4_row_beats(k) - 1]
+        out = tb.mon.out_hs
+        assert out[0] - row0_last == tb.latency, (
+            f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
+            f"{tb.latency}")
+        assert out[-1] == max(hs[-1] + tb.latency + nb, out[0] + n * nb)
+        dut._log.info("0x05 K=%d N=%d B=%s: %d beats in %d cycles, latency %d",
+                      k, n, b, beats, span, tb.latency)

@@ -25,11 +25,13 @@ def test_manifest_contract(pynq):
         {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
     # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
     assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
-    # latency: 3 controller stages + 19 (the Q4_1 path and the select) + 1 (docs/timing.md)
+    # latency: 3 controller stages + 21 (the Q4_1 path and the select) + 1 (docs/timing.md)
     # + 2 (the back end's entry register and output slice of B-vector engines); two vectors per
     # frame (PYNQ_Z1_VECTORS, docs/vectors.md "The PYNQ-Z1 default")
     assert man["matrix"]["vectors"] == PYNQ_Z1_VECTORS == 2
-    assert man["matrix"]["latency"] == 25 and man["matrix"]["port_latency"] == [28, 27]
+    assert man["matrix"]["latency"] == 27 and man["matrix"]["port_latency"] == [30, 29]
+    # and format 0x05 (Q4_1 rows with Q8_1 x blocks) on the Q4_1 lane
+    assert man["matrix"]["block_formats"] == [5]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
     assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
@@ -107,14 +109,14 @@ def test_split_attention_frame():
 
 
 def test_vectors_one_is_todays_top(tmp_path):
-    """vectors=1: the matrix engines of before (latency 23, 32-entry FIFO, one vector);
+    """vectors=1: the matrix engines of before (latency 25, 32-entry FIFO, one vector);
     vectors=2 (the default): 64 FIFO entries, the back end's entry registers and output slice
-    (latency 25)."""
+    (latency 27)."""
     man = generators.render("overlay", {"vectors": 1}, tmp_path / "o")
     assert man["matrix"]["vectors"] == 1
-    assert man["matrix"]["latency"] == 23 and man["matrix"]["port_latency"] == [26, 25]
+    assert man["matrix"]["latency"] == 25 and man["matrix"]["port_latency"] == [28, 27]
     assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 32
     man = generators.render("overlay", {"vectors": 2}, tmp_path / "o2")
     assert man["matrix"]["vectors"] == 2
-    assert man["matrix"]["latency"] == 25 and man["matrix"]["port_latency"] == [28, 27]
+    assert man["matrix"]["latency"] == 27 and man["matrix"]["port_latency"] == [30, 29]
     assert generators.core.build("overlay", {"vectors": 2}).matrix().p["fifo_depth"] == 64

@@ -117,6 +117,24 @@ def test_acc_width():
     assert [q4_acc_width(k) for k in (32, 2048, 65535)] == [59, 63, 68]
 
 
+def test_lane_acc_width():
+    """The lane's accumulator (units of 2^-48) holds the worst row of either format: 0x04's
+    every block at max shifted by 24 more, 0x05's |d_w d_x S| + |m_w s_x| at the largest fp16
+    (docs/activations.md section 3: 103 bits at max_k = 2048, tools/activation_blocks.py's
+    figure), and at least the lane's block term (99 bits)."""
+    from generators.designs.q4 import LANE_TERM_W, q4_acc_width, q4_lane_acc_width
+    from tools.activation_blocks import acc_width_q8_1
+    for k in (1, 32, 300, 1536, 2048, 65535):
+        w = q4_lane_acc_width(k)
+        nb = -(-k // 32)
+        w04 = nb * 2047 * 2**(29 + 24) * (32 * 15 * 128 + 32 * 128)
+        w05 = nb * 2047**2 * 2**58 * (32 * 15 * 128 + 1)
+        worst = max(w04, w05)
+        assert worst < 2**(w - 1) and (w == LANE_TERM_W or worst >= 2**(w - 2))
+        assert w >= q4_acc_width(k) + 24 and w == max(LANE_TERM_W, acc_width_q8_1(k))
+    assert [q4_lane_acc_width(k) for k in (32, 2048, 65535)] == [99, 103, 108]
+
+
 def test_decoder_model_weight_formats():
     """SmolLM2-135M per token: Q4_1 streams 5 bits per weight (every K is a multiple of 64),
     INT8 8, ternary 8/5 padded to beats; the wall decides the order of the tok/s."""

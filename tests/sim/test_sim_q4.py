@@ -10,6 +10,10 @@ Q4 = "sim.q4_engine.test_q4_engine"
 ALL_Q4 = ["test_random_shapes", "test_extreme_scales", "test_tready_duty_and_latency",
           "test_bad_frames", "test_output_stall", "test_reset_mid_frame",
           "test_reset_mid_frame_and_stall", "test_mixed_formats"]
+#: format 0x05 (Q4_1 rows with Q8_1 x blocks, docs/activations.md), on every build of the lane
+Q81 = ["test_q81_random_shapes", "test_q81_smollm_shapes", "test_q81_extreme_scales",
+       "test_q81_bad_frames", "test_q81_mixed_with_0x04", "test_q81_tready_duty_and_latency"]
+ALL_Q4 = ALL_Q4 + Q81
 MV = "sim.mv_engine.test_mv_engine"
 ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
           "test_output_stall", "test_reset_mid_frame", "test_reset_mid_frame_and_stall",
@@ -28,7 +32,8 @@ def test_q4_engine_suite(sim):
     r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
                    extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
     assert r["tests"] == len(ALL_Q4)
-    assert r["manifest"]["latency"] == 22   # 3 controller stages + 18 lane stages + 1
+    assert r["manifest"]["latency"] == 24   # 3 controller stages + 20 lane stages + 1
+    assert r["manifest"]["block_formats"] == [5]
 
 
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
@@ -38,7 +43,7 @@ def test_mv_engine_three_lanes(sim):
     params = {"max_k": 300, "q4": True}
     beats = "2400" if sim == "verilator" else "800"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
-    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 23   # + the select register
+    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 25   # + the select register
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
@@ -51,9 +56,20 @@ def test_mv_engine_three_lanes_vectors(sim):
     beats = "1200" if sim == "verilator" else "600"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
     # + the entry register and the output slice (out_stages)
-    assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 25
+    assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 27
     runner.run("mv-engine", params, sim, MV, ALL_MV + ["test_output_bound"],
                extra_env={"TB_BEATS": beats})
+
+
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
+def test_q4_engine_q81_smollm(sim):
+    """Format 0x05 at SmolLM2's K (576, 1536: max_k 1536), frames of 1 and 2 vectors: the 0x05
+    tests, every word against generators.golden.q4."""
+    r = runner.run("q4-engine", {"max_k": 1536, "vectors": 2}, sim, Q4,
+                   ["test_q81_smollm_shapes", "test_q81_random_shapes", "test_q81_bad_frames",
+                    "test_q81_tready_duty_and_latency"],
+                   extra_env={"TB_BEATS": "3000" if sim == "verilator" else "1500"})
+    assert r["manifest"]["latency"] == 26 and r["manifest"]["block_formats"] == [5]
 
 
 @LONG
@@ -90,10 +106,15 @@ def _mutate(pattern, repl, fname):
      "q4_engine.v", ["test_tready_duty_and_latency"]),
     ("round-half-up", r"r5_guard && \(r5_sticky \|\| r5_mant\[0\]\)", "r5_guard", "q4_lane.v",
      ["test_extreme_scales"]),
+    # format 0x05: s_x's exponent read as d_x's; K % 32 not checked
+    ("x-s-exponent", r"\{1'b0, c_sx\[16:12\]\}", "{1'b0, c_dx[4:0]}", "q4_lane.v",
+     ["test_q81_random_shapes"]),
+    ("k-mod-32", r"\(h_fmt_s && h_k_odd\)", "1'b0", "mv_stream_ctrl.v", ["test_q81_bad_frames"]),
 ], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
 def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
-    """A latency one cycle off, ties rounded up: the same tests fail on each (Icarus, a small
-    build; docs/q4.md lists the other mutants tried by hand)."""
+    """A latency one cycle off, ties rounded up, 0x05's s_x scaled by d_x's exponent, a 0x05
+    frame's K not checked: the same tests fail on each (Icarus, a small build; docs/q4.md
+    lists the other mutants tried by hand)."""
     with pytest.raises(AssertionError, match="cocotb tests failed"):
         runner.run("q4-engine", {"max_k": 300}, "icarus", Q4, tests, variant=name,
                    mutate=_mutate(pattern, repl, fname), extra_env={"TB_BEATS": "400"})
