@@ -32,7 +32,7 @@ def test_q4_engine_suite(sim):
     r = runner.run("q4-engine", {"max_k": 300}, sim, Q4, ALL_Q4,
                    extra_env={"TB_BEATS": "2400" if sim == "verilator" else "1200"})
     assert r["tests"] == len(ALL_Q4)
-    assert r["manifest"]["latency"] == 24   # 3 controller stages + 20 lane stages + 1
+    assert r["manifest"]["latency"] == 25   # 3 controller stages + 21 lane stages + 1
     assert r["manifest"]["block_formats"] == [5]
 
 
@@ -43,7 +43,7 @@ def test_mv_engine_three_lanes(sim):
     params = {"max_k": 300, "q4": True}
     beats = "2400" if sim == "verilator" else "800"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
-    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 25   # + the select register
+    assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 26   # + the select register
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
@@ -56,7 +56,7 @@ def test_mv_engine_three_lanes_vectors(sim):
     beats = "1200" if sim == "verilator" else "600"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
     # + the entry register and the output slice (out_stages)
-    assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 27
+    assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 28
     runner.run("mv-engine", params, sim, MV, ALL_MV + ["test_output_bound"],
                extra_env={"TB_BEATS": beats})
 
@@ -69,7 +69,7 @@ def test_q4_engine_q81_smollm(sim):
                    ["test_q81_smollm_shapes", "test_q81_random_shapes", "test_q81_bad_frames",
                     "test_q81_tready_duty_and_latency"],
                    extra_env={"TB_BEATS": "3000" if sim == "verilator" else "1500"})
-    assert r["manifest"]["latency"] == 26 and r["manifest"]["block_formats"] == [5]
+    assert r["manifest"]["latency"] == 27 and r["manifest"]["block_formats"] == [5]
 
 
 @LONG
