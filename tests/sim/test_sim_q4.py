@@ -107,7 +107,7 @@ def _mutate(pattern, repl, fname):
     ("round-half-up", r"r5_guard && \(r5_sticky \|\| r5_mant\[0\]\)", "r5_guard", "q4_lane.v",
      ["test_extreme_scales"]),
     # format 0x05: s_x's exponent read as d_x's; K % 32 not checked
-    ("x-s-exponent", r"\{1'b0, c_sx\[16:12\]\}", "{1'b0, c_dx[4:0]}", "q4_lane.v",
+    ("x-s-exponent", r"\{1'b0, c_sx\[4:0\]\}", "{1'b0, c_dx[4:0]}", "q4_lane.v",
      ["test_q81_random_shapes"]),
     ("k-mod-32", r"\(h_fmt_s && h_k_odd\)", "1'b0", "mv_stream_ctrl.v", ["test_q81_bad_frames"]),
 ], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
