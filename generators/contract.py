@@ -22,7 +22,8 @@ FORMAT_Q4 = 0x04
 #: Q4_1 lane) and Q8_0 rows with Q8_0 x blocks (the INT8 lane). The golden models and the host
 #: frame builders (generators/q4.py, generators/q8.py) have them; the Q4_1 lane takes 0x05 (the
 #: manifests' `block_formats`, docs/q4.md "Format 0x05"), no engine 0x09 yet; no design's
-#: `formats` list or runtime path offers them.
+#: `formats` list offers them. The runtime sends 0x05 for `--format q4`'s layer matrices
+#: (docs/activations.md section 6, step 6) and checks a top's `block_formats` for it.
 FORMAT_Q4_Q8_1 = 0x05
 FORMAT_Q8_0 = 0x09
 #: the formats whose K must be a multiple of 32 (a frame with another K is BAD_SHAPE)

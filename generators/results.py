@@ -36,7 +36,7 @@ __all__ = ["LABELS", "TARGETS", "figure", "record", "load", "render", "display",
 LABELS = ("simulated", "synthesised (yosys)", "modelled", "measured")
 #: the targets that write figures, in the order docs/results.md shows them
 TARGETS = ("sim", "report", "timing", "timing-calibration", "formal", "decode", "host-bench", "a9-model", "a9-core-check", "image",
-           "quality", "answers", "activation-blocks", "test")
+           "quality", "answers", "answers-experiment", "activation-blocks", "test")
 
 _PKG = Path(__file__).resolve().parent
 REPO = _PKG.parent

@@ -545,7 +545,12 @@ def main(argv=None) -> int:
                     "cached rows (no run)")
     ap.add_argument("--vs", default="B-f16-float", help="the row the table compares with as "
                     "llama.cpp's modelled numerics")
+    ap.add_argument("--record", action="store_true", help="record the rows' figures (modelled) "
+                    "and the KV formats' bytes per token in docs/results/answers-experiment.json "
+                    "(needs --subset all)")
     args = ap.parse_args(argv)
+    if args.record and args.subset != "all":
+        ap.error("--record needs --subset all: the figures are over every shipped prompt")
     if args.list:
         for k, v in ROWS.items():
             print(f"{k:22s} {v.what}")
@@ -611,7 +616,65 @@ def main(argv=None) -> int:
     old.setdefault(args.subset, {})["float64"] = dict(france=frr,
                                                      secs=sum(ref["secs"][str(i)] for i in idx))
     out.write_text(json.dumps(old, indent=1))
+    if args.record:
+        from generators.runtime.model.gguf import config_from_metadata, open_reader, read_metadata
+        cfg = config_from_metadata(read_metadata(open_reader(path)), path)
+        rec = record_figures(results, ref, cfg, len(idx), args.tokens)
+        log(f"recorded {rec}")
     return 0
+
+
+#: the KV formats of the rows: bytes per stored value (Q8_0-like blocks: an fp16 step per 32)
+KV_BYTES = {"cal": ("INT8, a calibrated step per (layer, KV head)", 1.0),
+            "blk": ("INT8 per block of 32 of each row, an fp16 step per block (Q8_0-like)",
+                    34 / 32),
+            "f16": ("fp16 (llama.cpp's F16 KV cache)", 2.0)}
+
+
+def kv_costs(cfg: dict, contexts=(512, 2048)) -> List[dict]:
+    """Bytes of the KV cache per token of context (K and V of every layer and KV head), and the
+    bytes the attention reads per generated token at each context, at the DDR wall."""
+    from generators.contract import DDR_WALL_BYTES_PER_S
+    from generators.results import figure
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    values = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * hd
+    figs = []
+    for kv, (what, per) in KV_BYTES.items():
+        b = int(round(values * per))
+        figs.append(figure(f"answers-experiment.kv.{kv}.bytes_per_token", b, "B", "modelled",
+                           f"KV cache {what}: bytes per token of context (K and V, "
+                           f"{cfg['num_hidden_layers']} layers x {cfg['num_key_value_heads']} KV "
+                           f"heads x {hd}: {values} values)", values=values))
+        for c in contexts:
+            ms = round(b * c / DDR_WALL_BYTES_PER_S * 1e3, 2)
+            figs.append(figure(f"answers-experiment.kv.{kv}.read_ms_{c}", ms, "ms", "modelled",
+                               f"KV cache {what}: the cache the attention reads per generated "
+                               f"token at context {c} ({b * c} B), at the DDR wall "
+                               f"(generators.contract.DDR_WALL_BYTES_PER_S)", context=c))
+    return figs
+
+
+def record_figures(results: Dict, ref: Dict, cfg: dict, n_prompts: int, tokens: int):
+    from generators.results import figure, record
+    figs = []
+    for r, v in results.items():
+        key = r.lower()
+        what = f"{ROWS[r].what} (numpy model of the step, tools/answers_experiment.py)"
+        figs.append(figure(f"answers-experiment.{key}.follow_pct",
+                           round(100 * v["fraction"], 1), "%", "modelled",
+                           f"{what}: tokens of its greedy answers before they leave the float64 "
+                           f"pass's ({v['tokens']} of {v['of']})", tokens=v["tokens"], of=v["of"]))
+        figs.append(figure(f"answers-experiment.{key}.equal", v["equal"], "answers", "modelled",
+                           f"{what}: answers equal to the float64 pass's in full, of "
+                           f"{v['prompts']}"))
+    figs += kv_costs(cfg)
+    return record("answers-experiment", figs,
+                  command="make answers-experiment RECORD=1 (tools/answers_experiment.py)",
+                  note=f"SmolLM2-135M-Instruct, {n_prompts} prompts of "
+                       f"docs/data/answers-prompts.txt, chat template, greedy, up to {tokens} "
+                       f"tokens; a numpy model of the decoder step with numerics switches (its "
+                       f"rows A are the golden backend bit for bit); the float64 pass is "
+                       f"tests/llama_reference.py's")
 
 
 if __name__ == "__main__":

@@ -298,3 +298,68 @@ def int64_safe(D: np.ndarray, M: np.ndarray) -> bool:
     """True when no row's sum (or partial sum) can leave int64, for any INT8 x."""
     bound = (np.abs(D).astype(np.float64) * 61440 + np.abs(M).astype(np.float64) * 4096)
     return bool(bound.sum(axis=1).max(initial=0) < 2.0 ** 62)
+
+
+# ----------------------------------------------------------------- whole matrices, format 0x05
+
+def f16_exact_array(h) -> Tuple[np.ndarray, np.ndarray]:
+    """fp16 bits (any shape, uint16) -> (values * 2^24 as exact int64, bad): :func:`f16_exact`
+    element by element (an Inf/NaN one is 0 and bad)."""
+    h = np.asarray(h, dtype=np.int64)
+    s, e, f = h >> 15 & 1, h >> 10 & 0x1F, h & 0x3FF
+    sh = np.where((e == 0) | (e == 31), 0, e - 1)
+    v = np.where(e == 31, 0, np.where(e == 0, f, 1024 + f) << sh)
+    return np.where(s == 1, -v, v), e == 31
+
+
+#: 2^-48, the unit of a 0x05 row's exact sum
+_U48 = 2.0 ** -48
+
+
+def matrix_words_q8_1(ct: np.ndarray, D: np.ndarray, M: np.ndarray, xq: np.ndarray, xd,
+                      xs) -> np.ndarray:
+    """Format 0x05 for a whole matrix: float32 bits (uint32) of every row's exact
+    ``sum_b d_w d_x S_b + m_w s_x`` rounded once to nearest even, the words of
+    :func:`q4_frame` (``formats`` with 0x05) for the same rows and x.
+
+    ``ct``, ``D``, ``M``: :func:`block_codes` of :func:`decode_rows` and its scales (rows
+    without Inf/NaN scales; K a multiple of 32); ``xq``: the Q8_1 codes, (K,) for one vector or
+    (P, K) for P vectors; ``xd``, ``xs``: their fp16 bits, (K/32,) or (P, K/32), all finite
+    (an Inf/NaN x scale is the frame model's: it flags). Returns (N,) or (P, N).
+
+    The exact sum needs about 103 bits (units of 2^-48), more than int64. Every block term is
+    exact in float64: ``d_w d_x`` is a product of two 11-bit significands and ``S_b`` (at most
+    15 x 128 x 32 in magnitude) adds 16 bits, 38 in all; ``m_w s_x`` is 22 bits. Their float64
+    sum ``s`` (any order) is within ``E = gamma(2 nb - 1) sum |t|`` of the exact sum; when
+    ``s - 2E`` and ``s + 2E`` round to the same float32 bits, so does the exact sum (rounding is
+    monotonic), and that is the word. Otherwise (an exact sum within about 2^-29 of a float32
+    rounding boundary, or zero) the row is summed again in Python integers and rounded by
+    :func:`round_f32`."""
+    nb, n, _ = ct.shape
+    xq = np.asarray(xq)
+    one = xq.ndim == 1
+    X = xq.reshape(1, -1) if one else xq
+    P, k = X.shape
+    if k != nb * 32:
+        raise ValueError(f"x of {k} codes, the rows have {nb} blocks of 32")
+    Dx, bdx = f16_exact_array(np.asarray(xd).reshape(P, nb))
+    Sx, bsx = f16_exact_array(np.asarray(xs).reshape(P, nb))
+    if bdx.any() or bsx.any():
+        raise ValueError("an Inf/NaN x scale: the frame model's (it flags BAD_SCALE)")
+    xb = X.astype(np.float32).reshape(P, nb, 32).transpose(1, 2, 0)        # (nb, 32, P)
+    S = np.matmul(ct, xb)                                   # (nb, n, P): exact, |S| < 2^16
+    S = S.transpose(2, 1, 0).astype(np.float64)             # (P, n, nb)
+    Df, Mf = D.astype(np.float64), M.astype(np.float64)     # exact: < 2^41, 11 bits each
+    A = (Df[None] * Dx.astype(np.float64)[:, None, :]) * S  # exact: 38 significant bits
+    Bt = Mf[None] * Sx.astype(np.float64)[:, None, :]       # exact: 22 significant bits
+    s = A.sum(axis=2) + Bt.sum(axis=2)                      # (P, n) in units of 2^-48
+    E = (np.abs(A).sum(axis=2) + np.abs(Bt).sum(axis=2)) * ((2 * nb + 2) * 2.0 ** -52)
+    out = (s * _U48).astype(np.float32).view(np.uint32)
+    lo = ((s - 2 * E) * _U48).astype(np.float32).view(np.uint32)
+    hi = ((s + 2 * E) * _U48).astype(np.float32).view(np.uint32)
+    for p, r in zip(*np.nonzero(lo != hi)):
+        Si = S[p, r].astype(np.int64)
+        a = sum(int(d) * int(dx) * int(sv) + int(m) * int(sx)
+                for d, dx, sv, m, sx in zip(D[r], Dx[p], Si, M[r], Sx[p]))
+        out[p, r] = round_f32(a, 48)
+    return out[0] if one else out

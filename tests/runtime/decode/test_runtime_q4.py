@@ -6,19 +6,23 @@ lane, a GGUF without Q4_1 tensors, Inf scales)."""
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from generators.golden import blocks as gblocks
 from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
-from generators.q4 import build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_dequantize
+from generators.q4 import (build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_1_raw_to_blocks,
+                           q4_dequantize)
+from generators.q8 import x_slots
 from generators.runtime import (CheckpointError, Decoder, EngineError, Model, convert,
                                 load_checkpoint, make_backend)
 from generators.runtime.engines.runtime import BackendError
 from generators.runtime.model.checkpoint import EngineConfig
-from generators.runtime.model.model import q4_matrix_float
+from generators.runtime.model.model import QMatrix, q4_matrix_float, q4_matrix_raw
 from generators.runtime.engines.rtl import check_formats
 from generators.runtime.model.synthetic import TINY, write_checkpoint
 
@@ -94,6 +98,38 @@ def q4_gguf(tmp_path_factory):
     return load_checkpoint(p, engines=ENG)
 
 
+def _fabric_words(be, qm, x_slot: bytes):
+    """Both port frames of ``qm`` sent to the golden fabric with ``x_slot`` as their x."""
+    xa, _ = be._item("frames", ("x", "qkv"))
+    be.memory.write(xa, np.frombuffer(x_slot, np.uint8))
+    words = []
+    for p in (0, 1):
+        a = be._image_addr[(qm.name, p)]
+        words.append(be.fabric._matrix(p, [(a, 8), (xa, qm.x_bytes),
+                                           (a + 8 + qm.x_bytes, len(qm.images[p]) - 8
+                                            - qm.x_bytes)]))
+    tag = next(f.tag for t in be.plan.transfers for f in t.frames if f.name == qm.name)
+    assert all(int(w[-1]) == gmv.status_word(tag, 0, r) for w, r in zip(words, qm.rows))
+    return np.concatenate([w[:-1] for w in words])
+
+
+def _f32_of(v: Fraction) -> np.float32:
+    """The float32 nearest exact v (ties to even), from Fraction arithmetic alone."""
+    if v == 0:
+        return np.float32(0)
+    a = abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    ulp = Fraction(2) ** (e - 23)
+    n, r = divmod(a, ulp)
+    if r > ulp / 2 or (r == ulp / 2 and n % 2):
+        n += 1
+    return np.float32(float(n * ulp) * (1 if v > 0 else -1))
+
+
 def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
     m = convert(q4_gguf, "q4", ENG)
     assert m.fmt == "q4" and {q.fmt for q in m.matrices.values()} == {"q4"}
@@ -102,27 +138,39 @@ def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
     n, k = raw.shape
     rows = pack_q4_rows_raw(raw.blocks, n, k)
     qm = m.matrices["layers.1.q"]
+    assert qm.block_x and qm.code == 0x05
     for p, (a, b) in enumerate(((0, qm.rows[0]), (qm.rows[0], n))):
         img = qm.images[p]
-        assert img[6] == 0x04
+        assert img[6] == 0x05                   # format 0x05: x as Q8_1 blocks
+        assert qm.x_bytes == k + -(-k // 64) * 8
         assert np.array_equal(img[8 + qm.x_bytes:].reshape(b - a, -1), rows[a:b])
-    # the engine's result is the float32 nearest to sum(w x) with w the gguf package's own
-    # dequantisation (the checkpoint's float tensor) and x the INT8 activations
     be = make_backend("golden", m)
-    x = np.random.default_rng(0).integers(-128, 128, k).astype(np.int8)
-    xa, _ = be._item("frames", ("x", "qkv"))
-    be.memory.write(xa, x.view(np.uint8))
-    words = []
-    for p in (0, 1):
-        a = be._image_addr[(qm.name, p)]
-        words.append(be.fabric._matrix(p, [(a, 8), (xa, qm.x_bytes),
-                                           (a + 8 + qm.x_bytes, len(qm.images[p]) - 8
-                                            - qm.x_bytes)]))
-    y = np.concatenate([w[:-1].view(np.float32) for w in words])
+    rng = np.random.default_rng(0)
+    # format 0x05: x as ggml's Q8_1 blocks (generators.golden.blocks, ggml's reference
+    # quantiser); the engine's word is the float32 nearest the block formula
+    # sum_b d_w d_x S_b + m_w s_x, with (q, d_w, m_w) the file's own blocks
+    xf = (rng.standard_normal(k) * 3).astype(np.float32)
+    xq, xd, xs = gblocks.quantize_q8_1(xf)
+    xq = xq.reshape(-1)
+    y = _fabric_words(be, qm, x_slots(xq, xd, xs, k)[0]).view(np.float32)
+    q, d, mm = q4_1_raw_to_blocks(raw.blocks, n, k)
+    f16 = lambda h: Fraction(float(np.uint16(h).view(np.float16)))      # noqa: E731
+    for r in range(0, n, 11):
+        v = sum(f16(d[r, b]) * f16(xd[b]) * int(np.dot(q[r, b].astype(np.int64),
+                                                         xq[32 * b:32 * b + 32]))
+                + f16(mm[r, b]) * f16(xs[b]) for b in range(k // 32))
+        assert y[r] == _f32_of(v), r
+    # format 0x04 (a model converted with block_x=False): the float32 nearest sum(w x) with
+    # w the gguf package's own dequantisation (the checkpoint's float tensor), x INT8
+    q04 = q4_matrix_raw(qm.name, raw.blocks, k, n, block_x=False)
+    assert q04.images[0][6] == 0x04 and q04.x_bytes == k
+    m4 = _as_0x04(m)
+    assert all(np.array_equal(a, b) for a, b in zip(m4.matrices[qm.name].images, q04.images))
+    be4 = make_backend("golden", m4, formats=(8, 3, 4))
+    x = rng.integers(-128, 128, k).astype(np.int8)
+    y4 = _fabric_words(be4, q04, x.tobytes()).view(np.float32)
     ref = q4_gguf.tensors[name].astype(np.float64) @ x.astype(np.float64)
-    assert np.array_equal(y, ref.astype(np.float32))
-    tag = next(f.tag for t in be.plan.transfers for f in t.frames if f.name == qm.name)
-    assert all(int(w[-1]) == gmv.status_word(tag, 0, r) for w, r in zip(words, qm.rows))
+    assert np.array_equal(y4, ref.astype(np.float32))
 
 
 def test_gguf_other_types_run_as_int8(tmp_path):
@@ -226,16 +274,49 @@ def test_decoder_q4_fast_path_equals_the_exact_frame_model(q4_model):
 
 
 def test_overlay_without_the_q4_lane_is_a_clear_error(q4_model):
+    """A q4 model's layer matrices are format 0x05 (Q8_1 x): an overlay without the Q4_1
+    lane, or whose lane takes 0x04 only, answers BAD_FORMAT and the decoder says so; the rtl
+    backend's manifest check refuses before any frame (its block_formats list 0x05)."""
     m = q4_model
-    be = make_backend("dma-model", m, formats=(8, 3))
-    with pytest.raises(EngineError, match=r"BAD_FORMAT \(layer 0, matrix q, port 0.*no Q4_1 "
-                                          r"lane \(format 0x04\): render it with q4=true"):
-        list(Decoder(m, be).generate([1], 2))
+    for formats in ((8, 3), (8, 3, 4)):
+        be = make_backend("dma-model", m, formats=formats)
+        with pytest.raises(EngineError, match=r"BAD_FORMAT \(layer 0, matrix q, port 0.*do "
+                                              r"not take format 0x05 \(Q4_1 rows with Q8_1 "
+                                              r"x.*q4=true, or convert the model to int8"):
+            list(Decoder(m, be).generate([1], 2))
     man = {"matrix": {"formats": [8, 3]}}
     with pytest.raises(BackendError, match=r"formats \['0x08', '0x03'\], the model needs "
-                                           r"\['q4'\] \(0x04\); render the overlay with q4=true"):
+                                           r"\['q4'\] \(0x04, 0x05\); render the overlay with "
+                                           r"q4=true"):
         check_formats(man, m)
-    check_formats({"matrix": {"formats": [8, 3, 4]}}, m)
+    with pytest.raises(BackendError, match=r"formats \['0x08', '0x03', '0x04'\], the model "
+                                           r"needs \['q4'\] \(0x05\); its Q4_1 lane does not "
+                                           r"take format 0x05"):
+        check_formats({"matrix": {"formats": [8, 3, 4]}}, m)
+    check_formats({"matrix": {"formats": [8, 3, 4], "block_formats": [5]}}, m)
+    # a model with 0x04 frames (block_x=False) on the lane without 0x05, and the BAD_FORMAT of
+    # an overlay without the Q4_1 lane for it
+    m4 = _as_0x04(m)
+    check_formats({"matrix": {"formats": [8, 3, 4]}}, m4)
+    with pytest.raises(EngineError, match=r"no Q4_1 lane \(format 0x04\): render it with "
+                                          r"q4=true"):
+        list(Decoder(m4, make_backend("dma-model", m4, formats=(8, 3))).generate([1], 2))
+
+
+def _as_0x04(m):
+    """A copy of q4 model ``m`` whose Q4_1 matrices are format 0x04 frames (INT8 x)."""
+    import copy
+    m4 = copy.copy(m)
+    m4.matrices = {}
+    for name, q in m.matrices.items():
+        if q.block_x:
+            rows = np.concatenate([np.asarray(img[8 + q.x_bytes:]).reshape(r, -1)
+                                   for img, r in zip(q.images, q.rows)])
+            q = QMatrix(name, "q4", q.k, q.n, q.scale, [
+                np.frombuffer(build_q4_frame(np.zeros(q.k, np.int8), part, q.k), np.uint8).copy()
+                for part in (rows[:q.rows[0]], rows[q.rows[0]:])], q.rows, False)
+        m4.matrices[name] = q
+    return m4
 
 
 def test_inf_scale_in_an_image_is_reported(q4_model):

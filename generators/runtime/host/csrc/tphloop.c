@@ -536,6 +536,19 @@ static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32
     const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
     float *y[TPH_MAX_VECTORS];
     uint32_t j;
+    if (fr[1] == TPH_RES_VALUE) {         /* 0x05: each word the row's whole value */
+        if (B == 1u) {
+            memcpy(out[0] + first, w, rows * sizeof(float));
+            return;
+        }
+        for (j = 0; j < B; j++) {
+            float *yj = out[j] + first;
+            uint32_t r;
+            for (r = 0; r < rows; r++)
+                memcpy(yj + r, w + r * B + j, sizeof(float));
+        }
+        return;
+    }
     if (B == 1u) {
         if (fr[1])                        /* Q4_1 rows: float32 sums */
             tph_dequant_f32((const float *)w, rows, c->sx[0], out[0] + first);
@@ -572,9 +585,34 @@ typedef struct {
     const ctx_t *c;
     const float *x;
     int8_t *slot;
-    uint32_t xstride, k, xs, B;
+    uint32_t xstride, k, xs, B, blocks;
     int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
+
+/* one row of x as Q8_1 blocks of 32 (format 0x05, docs/activations.md section 2): its K
+ * codes at slot, then its scale table (ceil(K/64) beats of fp16 d(2g) s(2g) d(2g+1) s(2g+1),
+ * little-endian; a missing last block's fields zero) */
+static int32_t quant_q8_1_row(const float *x, uint32_t k, int8_t *slot)
+{
+    uint16_t d[TPH_MAX_BLOCKS], s[TPH_MAX_BLOCKS];
+    const uint32_t nb = k / 32u;
+    uint8_t *tab = (uint8_t *)slot + k;
+    uint32_t b;
+    int32_t rc;
+    if (k % 32u || nb > TPH_MAX_BLOCKS)
+        return TPH_BADARG;
+    if ((rc = tph_quantise_q8_1(x, k, slot, d, s)))
+        return rc;
+    for (b = 0; b < nb; b++) {
+        tab[4u * b] = (uint8_t)d[b];
+        tab[4u * b + 1u] = (uint8_t)(d[b] >> 8);
+        tab[4u * b + 2u] = (uint8_t)s[b];
+        tab[4u * b + 3u] = (uint8_t)(s[b] >> 8);
+    }
+    if (nb & 1u)
+        memset(tab + 4u * nb, 0, 4);
+    return TPH_OK;
+}
 
 static INLINE void quant_part(void *arg, uint32_t part)
 {
@@ -582,6 +620,10 @@ static INLINE void quant_part(void *arg, uint32_t part)
     const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
     uint32_t j;
     for (j = part ? m : 0u; j < j1; j++) {
+        if (q->blocks) {
+            q->rc[j] = quant_q8_1_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs);
+            continue;
+        }
         q->rc[j] = tph_quantise_rows(q->x + j * q->xstride, 1, q->k, q->slot + j * q->xs,
                                      &q->c->sx[j]);
         if (!q->rc[j] && q->B > 1u && q->xs > q->k)
@@ -599,7 +641,11 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
                         uint32_t batched)
 {
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
-                   *O = x_outs(X), xs = (k + 7u) & ~7u;
+                   *O = x_outs(X);
+    /* x as Q8_1 blocks (every frame of the transfer 0x05: cloop.py checks they agree): K
+     * codes and ceil(K/64) scale beats per vector; else K INT8 values in whole beats */
+    const uint32_t blocks = X[TPH_X_FRAMES] && F[1] == TPH_RES_VALUE;
+    const uint32_t xs = blocks ? k + (k + 63u) / 64u * 8u : (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
@@ -611,13 +657,15 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     qj.k = k;
     qj.xs = xs;
     qj.B = B;
+    qj.blocks = blocks;
     if (B > 1u)                           /* both cores: a share of the rows each */
         tph_worker_run(c->work, quant_part, &qj, 0u);
     else
         quant_part(&qj, 0u);
     for (j = 0; j < B; j++)               /* the first row's error, as one after the other */
         if (qj.rc[j])
-            return value_error(c, TPH_V_QUANTISE, qj.rc[j], 0.0);
+            return value_error(c, blocks ? TPH_V_QUANTISE_Q8_1 : TPH_V_QUANTISE, qj.rc[j],
+                               0.0);
     if (batched)
         set_vectors(c, ti, B);
     if (B > 1u) {
@@ -625,7 +673,7 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
         memcpy(slot - 8, vw, 8);
         stats(c)[TPH_C_X] += 8u + B * xs;
     } else {
-        stats(c)[TPH_C_X] += k;
+        stats(c)[TPH_C_X] += blocks ? xs : k;
     }
     if (kind == TPH_LM)                   /* the worker spins by the time the logits come */
         tph_worker_wake(c->work);
@@ -1236,12 +1284,23 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
                 || o[5] >= t[TPH_T_TRACE_OUTS])
                 return 1;
         }
-        if (kind != TPH_ATT)
+        if (kind != TPH_ATT) {
+            /* x as Q8_1 blocks (0x05): every frame of the transfer, K a multiple of 32, the
+             * slot inside the frames region with its scale tables (V vectors) */
+            const uint32_t blocks = x_frames(X)[1] == TPH_RES_VALUE;
+            const uint32_t k = kind == TPH_DOWN ? I : H, V = t[TPH_T_VECTORS];
+            const uint32_t off = t[t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
             for (j = 0; j < nf; j++) {
                 const uint32_t *fr = x_frames(X) + j * TPH_FRAME_WORDS;
-                if (fr[2] + fr[3] != want[kind][j])
+                if (fr[2] + fr[3] != want[kind][j] || fr[1] > TPH_RES_VALUE
+                    || (fr[1] == TPH_RES_VALUE) != blocks)
                     return 1;
             }
+            if (blocks && (k % 32u || k / 32u > TPH_MAX_BLOCKS
+                           || !inside(off, (V > 1u ? V : 1u) * (k + (k + 63u) / 64u * 8u),
+                                      t[TPH_T_FRAMES_BYTES])))
+                return 1;
+        }
     }
     return bad_batched(t, words);
 }

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 5
+#define TPH_LOOP_ABI 6
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
@@ -145,8 +145,14 @@ enum {
     TPH_X_NEXT_BODY = TPH_X_NEXT_LOGITS + 4,  /* 4: the same with the LM head off */
     TPH_X_FIXED = TPH_X_NEXT_BODY + 4
 };
-#define TPH_FRAME_WORDS 5   /* tag, results are float32 (Q4_1), rows port 0, rows port 1,
+#define TPH_FRAME_WORDS 5   /* tag, the results (TPH_RES_*), rows port 0, rows port 1,
                                the matrix's first row in the scales array */
+/* a matrix frame's results (its record's second word) */
+#define TPH_RES_INT32 0u    /* INT8 / ternary rows: int32 sums, a row scale and 1 / s_x */
+#define TPH_RES_F32 1u      /* Q4_1 rows, format 0x04: float32 sums times 1 / s_x */
+#define TPH_RES_VALUE 2u    /* Q4_1 rows, format 0x05: each float32 the row's whole value;
+                               the transfer's x goes as Q8_1 blocks (codes, scale table) */
+#define TPH_MAX_BLOCKS 2048u   /* the most Q8_1 blocks of one x (K <= 65535) */
 #define TPH_DESC_WORDS 3    /* a channel's descriptors (consecutive, 64 bytes apart): the
                                channel, the first one's STATUS word index, how many */
 #define TPH_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
@@ -230,7 +236,8 @@ enum {
     TPH_E_CONTEXT, TPH_E_SYNC
 };
 enum { TPH_W_NONE = 1, TPH_W_FLAGS, TPH_W_COUNT, TPH_W_TAG };
-enum { TPH_V_QUANTISE = 1, TPH_V_KV_STEP, TPH_V_KV_REQUANT, TPH_V_SCORE };
+enum { TPH_V_QUANTISE = 1, TPH_V_KV_STEP, TPH_V_KV_REQUANT, TPH_V_SCORE,
+       TPH_V_QUANTISE_Q8_1 };
 #define TPH_REC_WORDS 12
 #define TPH_ERR_RETRIED 4
 #define TPH_ERR_NRETRIED (TPH_REC_WORDS * (1 + TPH_ERR_RETRIED))
