@@ -755,8 +755,11 @@ always @(posedge aclk) begin
         chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
         chk_format <= chk_format || (!hdr_bad && (hdr_word[63:8] != 56'd0));
     end
-    if (accept && st_x && x_last_q) begin
-        // a vector's codes end: its scale table (FORMAT_S) comes next, from word 0
+    if (st_x) begin
+        // a vector's scale table (FORMAT_S) comes after its codes, from word 0: loaded on
+        // every x beat (the last one's values are the table's), so the loads are one register
+        // (st_x), not behind the accept and the last-beat flag (make timing: in_v -> xs_addr
+        // at 5.99 ns)
         xs_left   <= xs_n1;
         xs_last_q <= xs_one;
         xs_addr   <= {XS_AW{1'b0}};

@@ -25,7 +25,7 @@
 // do.
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
-// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 20
+// every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 21
 // cycles after the lane's inputs (generators/designs/q4.py LANE_STAGES):
 //   A0 scale beat held; code beat: per weight the two pair products q0 x + 2 q1 x and
 //      q2 x + 2 q3 x (one shift-add level each), x registered; the block's d, m (and d_x, s_x)
@@ -36,9 +36,10 @@
 //   E1 d*S (or P*S) and m*X (or m*s_x) (2 DSP48, M register)
 //   E2 the products in the P register   F1 shifted by the exponents' low two bits
 //   F2 shifted by bits 3:2 (by 4s)      F3 shifted by bits 5:4 (by 16s)
-//   G  the two terms added              H  row accumulator (ACC_W bits)
+//   G  the two terms added              H  row accumulator, low half (ACC_W/2 bits)
+//   H2 its high half, with the low half's carry
 //   R1 sign, magnitude (the sign in a copy per 32 bits)
-//   R2 per 16-bit chunk: nonzero, top bit, shift
+//   R2 per 16-bit chunk: nonzero, its top bit
 //   R3a the leading chunk of each half  R3 leading-one position and the normalising shift
 //   R4a, R4b normalised (two stages)    R5 mantissa, guard and sticky bits, both exponents
 //   R6 rounded, packed
@@ -216,6 +217,7 @@ always @(posedge aclk) begin
 end
 
 reg               h_row, h_bad;
+reg               h2_row, h2_bad;
 reg               r1_row, r1_bad;
 reg               r2_row, r2_bad;
 reg               r3a_row, r3a_bad;
@@ -229,7 +231,8 @@ wire              g_valid0;
 always @(posedge aclk) begin
     h_row <= g_valid0 && g_last;
     h_bad <= g_bad;
-    r1_row <= h_row; r1_bad <= h_bad;
+    h2_row <= h_row; h2_bad <= h_bad;
+    r1_row <= h2_row; r1_bad <= h2_bad;
     r2_row <= r1_row; r2_bad <= r1_bad;
     r3a_row <= r2_row; r3a_bad <= r2_bad;
     r3_row <= r3a_row; r3_bad <= r3a_bad;
@@ -266,18 +269,22 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     // the group's x scales come with its scale beat; A0 takes the block's d_x, s_x, A decodes
     // them, B and C form P = sig_dw*sig_dx in a DSP48 (M and P registers)
     reg  [63:0]       xs_r;             // {s1, d1, s0, d0} of the current group
+    // the row is 0x05: its x is not summed (X is not used), a copy of xb_r per vector
+    (* shreg_extract = "no" *) reg xb_v;
     reg  [31:0]       a0_xds;           // the block's {s, d}
-    reg  [17:0]       a_dx, a_sx, b_sx, c_sx;
+    reg  [17:0]       a_dx, a_sx, b_sx;
     reg  [5:0]        b_dx, c_dx;       // d_x's {bad, sh}: its significand is in P
+    reg  [5:0]        c_sx;             // s_x's {bad, sh}: its significand goes by hold_x
     always @(posedge aclk) begin
         if (in_scale) begin
             xs_r <= in_xs[64*gv +: 64];
+            xb_v <= in_xb;
         end
         a0_xds <= cidx[1] ? xs_r[63:32] : xs_r[31:0];
         a_dx <= f16dec(a0_xds[15:0]);
         a_sx <= f16dec(a0_xds[31:16]);
         b_dx <= a_dx[17:12]; b_sx <= a_sx;
-        c_dx <= b_dx; c_sx <= b_sx;
+        c_dx <= b_dx; c_sx <= b_sx[17:12];
     end
     wire signed [11:0] a_sigd  = a_d[11:0];
     wire signed [11:0] a_sigdx = a_dx[11:0];
@@ -299,7 +306,7 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         always @(posedge aclk) begin
             a0_plo[10*gi +: 10] <= qpair(in_w[4*gi +: 2], vx[8*gi +: 8]);
             a0_phi[10*gi +: 10] <= qpair(in_w[4*gi + 2 +: 2], vx[8*gi +: 8]);
-            a0_x[8*gi +: 8]     <= vx[8*gi +: 8];
+            a0_x[8*gi +: 8]     <= xb_v ? 8'd0 : vx[8*gi +: 8];
         end
         wire [9:0]  plo = a0_plo[10*gi +: 10];
         wire [9:0]  phi = a0_phi[10*gi +: 10];
@@ -324,31 +331,43 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         end
     end
 
-    (* shreg_extract = "no" *) reg c_second;   // selects two sums: a flip-flop, not an SRL's end
+    (* shreg_extract = "no" *) reg c_second;   // a flip-flop, not an SRL's end
     (* keep *)
     always @(posedge aclk) begin
         c_second <= b_second;
     end
     reg  signed [15:0] c_s;
-    reg  signed [11:0] c_x;
+    reg  signed [11:0] c_x;             // the beat's sum of x (0 for 0x05: zeroed at A0)
     always @(posedge aclk) begin
         c_s <= b_p[15:0] + b_p[31:16] + b_p[47:32] + b_p[63:48];
         c_x <= b_x[11:0] + b_x[23:12] + b_x[35:24] + b_x[47:36];
     end
 
     // ------------------------------------------------------------ D: block sums
-    reg  signed [15:0] hold_s;
-    reg  signed [11:0] hold_x;
+    // d_s = add_s + c_s and d_x = add_x + c_x, the adders' operands flip-flops (the DSP48s'
+    // inputs one carry chain after them; make timing: with a select by c_second in front,
+    // c_second -> the DSP48 at 6.06 ns calibrated): add_s holds a block's first beat's sum for
+    // its second beat and is cleared by a first beat entering C; 0x05: add_x takes sig_sx from
+    // B every beat (a block's beats share it) and c_x is 0, so d_x = sig_sx.
+    reg  signed [15:0] add_s;
+    reg  signed [11:0] add_x;
     reg  signed [16:0] d_s;
     reg  signed [12:0] d_x;             // X (0x04) or sig_sx (0x05)
     always @(posedge aclk) begin
-        if (c_valid && !c_second) begin
-            hold_s <= c_s;
-            hold_x <= c_x;
+        if (b_valid && !b_second) begin
+            add_s <= 16'sd0;
+        end else if (c_valid && !c_second) begin
+            add_s <= c_s;
         end
-        d_s <= (c_second ? {hold_s[15], hold_s} : 17'sd0) + {c_s[15], c_s};
-        d_x <= c_xb ? {c_sx[11], c_sx[11:0]}
-                    : (c_second ? {hold_x[11], hold_x} : 13'sd0) + {c_x[11], c_x};
+        if (b_xb) begin
+            add_x <= b_sx[11:0];
+        end else if (b_valid && !b_second) begin
+            add_x <= 12'sd0;
+        end else if (c_valid && !c_second && !c_xb) begin
+            add_x <= c_x;
+        end
+        d_s <= {add_s[15], add_s} + {c_s[15], c_s};
+        d_x <= {add_x[11], add_x} + {c_x[11], c_x};
     end
     // the multiplier of S, P (0x05) or sig_d (0x04), and the two terms' shifts in units of
     // 2^-48: sh_dw + sh_dx and sh_mw + sh_sx (0..58), or sh_d + 24 and sh_m + 24 (24..53)
@@ -358,8 +377,8 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     always @(posedge aclk) begin
         d_opa    <= c_xb ? c_pp : {{12{c_d[11]}}, c_d[11:0]};
         d_sha    <= {1'b0, c_d[16:12]} + (c_xb ? {1'b0, c_dx[4:0]} : 6'd24);
-        d_shb    <= {1'b0, c_m[16:12]} + (c_xb ? {1'b0, c_sx[16:12]} : 6'd24);
-        d_xbad_r <= c_xb && (c_dx[5] || c_sx[17]);
+        d_shb    <= {1'b0, c_m[16:12]} + (c_xb ? {1'b0, c_sx[4:0]} : 6'd24);
+        d_xbad_r <= c_xb && (c_dx[5] || c_sx[5]);
     end
     assign d_xbad[gv] = d_xbad_r;
 
@@ -434,13 +453,40 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     // block's end beat, the block's one valid term, and low after it), so the adder's operands
     // are flip-flops and its sum goes to them without a select (a synchronous reset and an
     // enable); docs/timing.md
-    reg  signed [PW-1:0] acc;
-    reg  signed [PW-1:0] h_sum;
-    wire signed [PW-1:0] acc_next = acc + {{(PW-GW){g_t[GW-1]}}, g_t};
+    // In two halves (make timing: the whole ACC_W-bit carry chain, 26 CARRY4 at 103 bits, was
+    // 6.2 ns): H adds the low LW bits and registers their carry and the term's high half; H2
+    // adds those to the high half a cycle later, its clear and enable a cycle later too.
+    localparam LW = PW / 2;             // bits of the low half
+    localparam UW = PW - LW;            // bits of the high half
+    wire [PW-1:0]     g_te = {{(PW-GW){g_t[GW-1]}}, g_t};
+    reg  [LW-1:0]     acc_lo;
+    wire [LW:0]       lo_next = {1'b0, acc_lo} + {1'b0, g_te[LW-1:0]};
+    reg  [LW-1:0]     h_lo;             // the low half of the sum so far
+    reg               h_cy;             // its carry into the high half
+    reg  [UW-1:0]     h_t;              // the term's high half
     always @(posedge aclk) begin
-        if (f_first)      acc <= {PW{1'b0}};
-        else if (g_valid) acc <= acc_next;
-        h_sum <= acc_next;
+        if (f_first)      acc_lo <= {LW{1'b0}};
+        else if (g_valid) acc_lo <= lo_next[LW-1:0];
+        h_lo <= lo_next[LW-1:0];
+        h_cy <= lo_next[LW];
+        h_t  <= g_te[PW-1:LW];
+    end
+    // the high half's clear and enable: flip-flops of their own (they drive UW bits)
+    (* shreg_extract = "no" *) reg h_first, h_valid;
+    (* keep *)
+    always @(posedge aclk) begin
+        h_first <= f_first;
+        h_valid <= g_valid;
+    end
+    reg  [UW-1:0]     acc_hi;
+    wire [UW-1:0]     hi_next = acc_hi + h_t + {{(UW-1){1'b0}}, h_cy};
+    reg  [PW-1:0]     h_sum;            // H2: the row's sum, when h2_row
+    reg               h_lz;             // its low half is zero (R1: the negation's carry)
+    always @(posedge aclk) begin
+        if (h_first)      acc_hi <= {UW{1'b0}};
+        else if (h_valid) acc_hi <= hi_next;
+        h_sum <= {hi_next, h_lo};
+        h_lz  <= (h_lo == {LW{1'b0}});
     end
     // the sum's sign, once per 32 bits of R1's negation (a flip-flop each, so no net of R1
     // drives all ACC_W bits: docs/activations.md section 3, the wider sum)
@@ -448,33 +494,36 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     (* shreg_extract = "no" *) reg [NSG-1:0] h_neg;
     (* keep *)
     always @(posedge aclk) begin
-        h_neg <= {NSG{acc_next[PW-1]}};
+        h_neg <= {NSG{hi_next[UW-1]}};
     end
 
     // ------------------------------------------------------------ R1..R5: round to float32
-    // |sum| = (sum XOR sign) + sign, each 32 bits' sign from its own copy
+    // |sum| = (sum XOR sign) + sign, each 32 bits' sign from its own copy, in the two halves
+    // of the accumulator: the high half's carry in is sign AND (low half zero), known from H2,
+    // so the two carry chains are LW and UW bits long, not ACC_W (make timing: 5.9 ns whole)
     reg               r1_neg;
     reg  [PW-1:0]     r1_mag;
     wire [PW-1:0]     h_smask;
     for (gi = 0; gi < PW; gi = gi + 1) begin : g_smask
         assign h_smask[gi] = h_neg[gi / 32];
     end
+    wire [PW-1:0]     h_inv = h_sum ^ h_smask;
     always @(posedge aclk) begin
         r1_neg <= h_neg[0];
-        r1_mag <= (h_sum ^ h_smask) + {{(PW-1){1'b0}}, h_neg[0]};
+        r1_mag[LW-1:0]  <= h_inv[LW-1:0] + {{(LW-1){1'b0}}, h_neg[0]};
+        r1_mag[PW-1:LW] <= h_inv[PW-1:LW] + {{(UW-1){1'b0}}, h_neg[NSG-1] && h_lz};
     end
 
-    // leading one, in two steps: per 16-bit chunk a nonzero flag, the position of its top set
-    // bit and the normalising shift TOP - position (R2), then the highest nonzero chunk and the
-    // position and shift of it (R3: a choice among NCH = 4 chunks at ACC_W 63, two LUT levels)
+    // leading one, in three steps: per 16-bit chunk a nonzero flag and the position of its top
+    // set bit (R2), then the highest nonzero chunk of each half of the chunks (R3a: a choice
+    // among at most 4, two LUT levels), then of the two and the normalising shift TOP - lead
+    // (R3: both subtractions beside the choice)
     wire [NCH*16-1:0] mag_pad = {{(NCH*16-PW){1'b0}}, r1_mag};
     reg               r2_neg, r2_zero;
     reg  [PW-1:0]     r2_mag;
     reg  [NCH-1:0]    r2_nz;
     reg  [NCH*4-1:0]  r2_pos;
-    reg  [NCH*LZW-1:0] r2_sh;
     for (gi = 0; gi < NCH; gi = gi + 1) begin : g_chunk
-        localparam [LZW-1:0] CH_TOP = TOP - 16*gi;  // the shift of the chunk's bit 0
         wire [7:0] ch = mag_pad[16*gi +: 8];
         wire [7:0] cu = mag_pad[16*gi + 8 +: 8];
         wire [2:0] pos_l = ch[7] ? 3'd7 : ch[6] ? 3'd6 : ch[5] ? 3'd5 : ch[4] ? 3'd4
@@ -485,7 +534,6 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         always @(posedge aclk) begin
             r2_nz[gi]             <= |{cu, ch};
             r2_pos[4*gi +: 4]     <= pos;
-            r2_sh[LZW*gi +: LZW]  <= CH_TOP - {{(LZW-4){1'b0}}, pos};
         end
     end
     always @(posedge aclk) begin
@@ -494,42 +542,38 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r2_mag  <= r1_mag;
     end
 
-    // R3a: the highest nonzero chunk of each half (chunks 0 .. NLO-1 and NLO .. NCH-1), its
-    // leading one's position and normalising shift (a choice among at most 4 chunks each)
+    // R3a: the highest nonzero chunk of each half (chunks 0 .. NLO-1 and NLO .. NCH-1) and
+    // its leading one's position (0 when the half is zero)
     reg  [LZW-1:0]    lead_lo, lead_hi;
-    reg  [LZW-1:0]    sh_lo, sh_hi;     // TOP - lead
     integer j;
     always @* begin
         lead_lo = {LZW{1'b0}};
-        sh_lo = TOP;
         lead_hi = {LZW{1'b0}};
-        sh_hi = TOP;
         for (j = 0; j < NLO; j = j + 1) begin
             if (r2_nz[j]) begin
                 lead_lo = {j[LZW-5:0], r2_pos[4*j +: 4]};
-                sh_lo = r2_sh[LZW*j +: LZW];
             end
         end
         for (j = NLO; j < NCH; j = j + 1) begin
             if (r2_nz[j]) begin
                 lead_hi = {j[LZW-5:0], r2_pos[4*j +: 4]};
-                sh_hi = r2_sh[LZW*j +: LZW];
             end
         end
     end
     reg               r3a_neg, r3a_zero, r3a_hi;
     reg  [PW-1:0]     r3a_mag;
-    reg  [LZW-1:0]    r3a_lead_lo, r3a_lead_hi, r3a_sh_lo, r3a_sh_hi;
+    reg  [LZW-1:0]    r3a_lead_lo, r3a_lead_hi;
     always @(posedge aclk) begin
         r3a_neg <= r2_neg; r3a_zero <= r2_zero;
         r3a_mag <= r2_mag;
         r3a_hi  <= |r2_nz[NCH-1:NLO];
-        r3a_lead_lo <= lead_lo; r3a_sh_lo <= sh_lo;
-        r3a_lead_hi <= lead_hi; r3a_sh_hi <= sh_hi;
+        r3a_lead_lo <= lead_lo;
+        r3a_lead_hi <= lead_hi;
     end
 
     // R3: the leading one's position and the normalising shift TOP - lead (registered, so R4's
-    // barrel shift does not start behind a subtraction; chosen, not subtracted, here)
+    // barrel shift does not start behind a subtraction; both halves' shifts subtracted from
+    // registers, then chosen)
     reg               r3_neg, r3_zero;
     reg  [PW-1:0]     r3_mag;
     reg  [LZW-1:0]    r3_lead;
@@ -538,7 +582,7 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         r3_neg <= r3a_neg; r3_zero <= r3a_zero;
         r3_mag  <= r3a_mag;
         r3_lead <= r3a_hi ? r3a_lead_hi : r3a_lead_lo;
-        r3_sh   <= r3a_hi ? r3a_sh_hi : r3a_sh_lo;
+        r3_sh   <= r3a_hi ? TOP - r3a_lead_hi : TOP - r3a_lead_lo;
     end
 
     // R4a, R4b: normalised, the leading one at bit PW-1: a barrel shift in 4-way steps, one LUT

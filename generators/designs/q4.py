@@ -4,7 +4,7 @@ values, docs/activations.md), float32 results (docs/q4.md).
 
 The shared stream controller (rtl/mv_stream_ctrl.v with WPB=2, GROUP=4: a scale beat ahead of
 every four code beats) and back end (rtl/mv_backend.v), and the hand-written lane rtl/q4_lane.v.
-The lane's pipeline is fixed (20 stages); the generator computes the row accumulator's width
+The lane's pipeline is fixed (21 stages); the generator computes the row accumulator's width
 from max_k and the latency once, here.
 """
 from __future__ import annotations
@@ -25,12 +25,14 @@ GROUP = 64                  # weights per scale beat (two blocks)
 #: P = d_w*d_x (M register), beat sums (P's P register), block sums and the multiplies'
 #: operands, multiplies (M and P registers), shifts (3, in units of 2^-48), term sum, row
 #: accumulator, sign/magnitude, leading one (3), normalise (2), mantissa/guard/sticky, round.
-#: 18 before format 0x05: F3 (the shifts reach 58, not 29) and R3a (the leading one among 7
-#: chunks of the 103-bit sum, not 4 of 63) are the two added (docs/activations.md section 3)
+#: 18 before format 0x05: F3 (the shifts reach 58, not 29), H2 (the 103-bit accumulator in two
+#: halves, not one 63-bit carry chain) and R3a (the leading one among 7 chunks, not 4) are the
+#: three added (docs/activations.md section 3)
 LANE_STAGES = ("A0 pair products", "A products, fp16 decode", "B sums of 4, d_w*d_x (M)",
                "C beat sums, d_w*d_x (P)", "D block sums, operands", "E1 d*S, m*X (M register)",
                "E2 P register", "F1 shifts by 0..3", "F2 shifts by 4s", "F3 shifts by 16s",
-               "G term sum", "H accumulate", "R1 magnitude", "R2 chunk flags",
+               "G term sum", "H accumulate (low half)", "H2 accumulate (high half)",
+               "R1 magnitude", "R2 chunk flags",
                "R3a leading chunk per half", "R3 leading one, shift",
                "R4a normalise (shift by 0..15)", "R4b normalise (by 16s)",
                "R5 mantissa, guard, sticky", "R6 round")

@@ -25,11 +25,11 @@ def test_manifest_contract(pynq):
         {"port": 1, "s_axis": "s1_axis", "s_axis_width": 64, "m_axis": "m1_axis", "m_axis_width": 32}]
     # the Q4_1 lane by default (q4=true, docs/q4.md): INT8, ternary and Q4_1 rows
     assert man["matrix"]["formats"] == [8, 3, 4] and man["matrix"]["max_k"] == 2048
-    # latency: 3 controller stages + 21 (the Q4_1 path and the select) + 1 (docs/timing.md)
+    # latency: 3 controller stages + 22 (the Q4_1 path and the select) + 1 (docs/timing.md)
     # + 2 (the back end's entry register and output slice of B-vector engines); two vectors per
     # frame (PYNQ_Z1_VECTORS, docs/vectors.md "The PYNQ-Z1 default")
     assert man["matrix"]["vectors"] == PYNQ_Z1_VECTORS == 2
-    assert man["matrix"]["latency"] == 27 and man["matrix"]["port_latency"] == [30, 29]
+    assert man["matrix"]["latency"] == 28 and man["matrix"]["port_latency"] == [31, 30]
     # and format 0x05 (Q4_1 rows with Q8_1 x blocks) on the Q4_1 lane
     assert man["matrix"]["block_formats"] == [5]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
@@ -109,14 +109,14 @@ def test_split_attention_frame():
 
 
 def test_vectors_one_is_todays_top(tmp_path):
-    """vectors=1: the matrix engines of before (latency 25, 32-entry FIFO, one vector);
-    vectors=2 (the default): 64 FIFO entries, the back end's entry registers and output slice
-    (latency 27)."""
+    """vectors=1: the matrix engines of before (latency 26, one vector; 64 FIFO entries since
+    the Q4_1 lane's format 0x05: the 32-entry FIFO no longer holds latency + 7); vectors=2 (the
+    default): 64 FIFO entries, the back end's entry registers and output slice (latency 28)."""
     man = generators.render("overlay", {"vectors": 1}, tmp_path / "o")
     assert man["matrix"]["vectors"] == 1
-    assert man["matrix"]["latency"] == 25 and man["matrix"]["port_latency"] == [28, 27]
-    assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 32
+    assert man["matrix"]["latency"] == 26 and man["matrix"]["port_latency"] == [29, 28]
+    assert generators.core.build("overlay", {"vectors": 1}).matrix().p["fifo_depth"] == 64
     man = generators.render("overlay", {"vectors": 2}, tmp_path / "o2")
     assert man["matrix"]["vectors"] == 2
-    assert man["matrix"]["latency"] == 27 and man["matrix"]["port_latency"] == [30, 29]
+    assert man["matrix"]["latency"] == 28 and man["matrix"]["port_latency"] == [31, 30]
     assert generators.core.build("overlay", {"vectors": 2}).matrix().p["fifo_depth"] == 64

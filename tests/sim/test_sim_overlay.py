@@ -59,7 +59,7 @@ def test_overlay_vectors_one():
     r = runner.run("overlay", dict(PARAMS, vectors=1), "verilator", MOD,
                    testcase=["test_mixed_traffic", "test_bad_frames"],
                    extra_env={"TB_BEATS": "900"})
-    assert r["manifest"]["matrix"]["vectors"] == 1 and r["manifest"]["matrix"]["latency"] == 25
+    assert r["manifest"]["matrix"]["vectors"] == 1 and r["manifest"]["matrix"]["latency"] == 26
 
 
 def _swap_halves(gen_dir):
