@@ -1178,29 +1178,36 @@ for (k = 0; k < 4; k = k + 1) begin : yk
     wire [AB+7:0] x2    = {{7{yneg}}, x, 1'b0};
     wire [AB+7:0] ynum  = (yneg ? x2 : x256) - (yneg ? x256 : x2);
     wire [7:0]    yq;
-    wire [AB-1:0] yr;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [AB-1:0] yr;     // R itself is not needed: its 6-bit pieces' "!= 0" are (yrza, yrzr)
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [AZP-1:0] yrza, yrzr;
+    wire          yrneg;
     wire [1:0]    ys;
-    attention_div_pipe #(.NW(AB + 8), .DW(AB), .QB(8), .SW(2)) ydiv (
+    attention_div_pipe #(.NW(AB + 8), .DW(AB), .QB(8), .SW(2), .ZP(6)) ydiv (
         .clk(aclk), .rst_n(aresetn),
         .in_valid(y1v), .in_n(ynum), .in_d(yden), .in_side({yazp == {AZP{1'b0}}, yneg}),
-        .out_valid(yvk[k]), .out_q(yq), .out_r(yr), .out_side(ys)
+        .out_valid(yvk[k]), .out_q(yq), .out_r(yr), .out_rza(yrza), .out_rzr(yrzr),
+        .out_rneg(yrneg), .out_side(ys)
     );
     // y = RNE(Qt / 2) = h + rb with h = Qt >> 1 and rb = Qt odd and (R != 0 or h odd); with
-    // the sign s: y = (h ^ s) + (rb ^ s) (two's complement). R1: R != 0 in 6-bit pieces, and
-    // h, s and Qt's low bit cleared when A = 0 (so y = 0); R2: the rounding bit and the 8-bit
-    // addition.
-    reg  [AZP-1:0] yrz;
+    // the sign s: y = (h ^ s) + (rb ^ s) (two's complement). R1: R != 0 in 6-bit pieces (of
+    // r + d and of r, and r's sign: R is r + d when r < 0, else r; the choice is made in R2, so
+    // R1 is the divider's carry chain and one LUT, docs/timing.md), and h, s and Qt's low bit
+    // cleared when A = 0 (so y = 0); R2: the rounding bit and the 8-bit addition.
+    reg  [AZP-1:0] yrza_q, yrzr_q;
+    reg           yrneg_q;
     reg  [6:0]    yh;
     reg           yq0;
     reg           yq1;
     reg           ysn;
     reg  [7:0]    yb;
-    wire          yrb = yq0 & ((yrz != {AZP{1'b0}}) | yq1);
-    integer ir;
+    wire          yrnz = yrneg_q ? (yrza_q != {AZP{1'b0}}) : (yrzr_q != {AZP{1'b0}});
+    wire          yrb = yq0 & (yrnz | yq1);
     always @(posedge aclk) begin
-        for (ir = 0; ir < AZP; ir = ir + 1) begin
-            yrz[ir] <= |((yr >> (6 * ir)) & SIX1);
-        end
+        yrza_q  <= yrza;
+        yrzr_q  <= yrzr;
+        yrneg_q <= yrneg;
         yh  <= ys[1] ? 7'd0 : yq[7:1];
         yq0 <= yq[0] & ~ys[1];
         yq1 <= yq[1];
