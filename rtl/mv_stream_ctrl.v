@@ -20,6 +20,7 @@
 //   lane_valid  a row beat: lane_w holds BYTES weight bytes, lane_x the BYTES*WPB x elements
 //   lane_first  first beat of a row        lane_last   last beat of a row
 //   lane_bmask  bit b: weight byte b holds at least one weight of index < K
+//   lane_bzero  lane_bmask is all zero
 //   lane_eof    end-of-frame token (never together with lane_valid); lane_status = {flags, tag}
 // x past K reads as zero: the last x beat is masked and, for WPB > 1, the banks after it are
 // zeroed at the same address, so no stale x of an earlier frame can leak into a row.
@@ -139,6 +140,9 @@ module mv_stream_ctrl #
     output reg  [DW-1:0]    lane_w,
     output wire [XW*VECTORS-1:0] lane_x,
     output reg  [BYTES-1:0] lane_bmask,
+    // lane_bmask is all zero (a grouped row's scale beat when lane_valid): registered, so a lane
+    // takes it from one flip-flop, not through a compare of lane_bmask
+    output reg              lane_bzero,
     output reg  [15:0]      lane_status,
     // FORMAT_B frame (with lane_valid)
     output reg              lane_fmt_b,
@@ -316,6 +320,7 @@ wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
 reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c, s1_xb;
 reg  [DW-1:0]    s1_w;
 reg  [BYTES-1:0] s1_bmask;
+reg              s1_bzero;
 reg  [15:0]      s1_status;
 reg  [NBANKS-1:0] s1_xsel;
 // end of frame, registered causes
@@ -698,6 +703,7 @@ always @(posedge aclk) begin
     // datapath registers (no reset)
     s1_w      <= in_d;
     s1_bmask  <= bmask_q;
+    s1_bzero  <= (bmask_q == {BYTES{1'b0}});
     s1_first  <= row_first_q;
     s1_last   <= row_last_q;
     s1_status <= {3'b000, eof_flags, e_partial_hdr ? 8'd0 : tag_reg};
@@ -948,6 +954,7 @@ end
 always @(posedge aclk) begin
     lane_w      <= s1_w;
     lane_bmask  <= s1_bmask;
+    lane_bzero  <= s1_bzero;
     lane_first  <= s1_first;
     lane_last   <= s1_last;
     lane_status <= s1_status;
