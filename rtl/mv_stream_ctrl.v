@@ -424,28 +424,45 @@ wire           h_magic_ok;
 wire           h_n_zero;
 wire           h_k_big;
 wire           h_k_odd;          // K is not a multiple of 32
+// the vectors word's tests (VECTORS > 1): B = 0 or B > VECTORS; a bit set in [63:8]
+wire           vw_nb_bad;
+wire           vw_hi_nz;
 generate
 if (DW >= 64) begin : g_hpre
     reg [NKC-1:0] kgt_r;
-    reg           kbig, magic_ok, nzero, kodd;
+    reg           kbig, magic_ok, nzero, kodd, nb_bad;
+    reg  [9:0]    hi_nz;         // bit i: a bit set in [8+6i +: 6] of the word (the last: 2 bits)
+    integer       p;
     always @(posedge aclk) begin
         kgt_r    <= k_tests(s_axis_tdata[31:16]);
         kbig     <= (MAX_K < 65535) && (s_axis_tdata[31:16] > MAX_K);
         magic_ok <= (s_axis_tdata[15:0] == MAGIC);
         nzero    <= (s_axis_tdata[47:32] == 16'd0);
         kodd     <= (s_axis_tdata[20:16] != 5'd0);
+        // the vectors word's tests as the header's (make timing: the 56-bit test of [63:8]
+        // made from in_d was five LUT levels and a carry in front of chk_format, 5.77 ns; as
+        // one register, five LUT2 levels from the port's register, 5.61 ns): [63:8] in 6-bit
+        // pieces, one LUT each, ORed where the flag is used
+        nb_bad   <= (s_axis_tdata[7:0] == 8'd0) || (s_axis_tdata[7:0] > VECTORS);
+        for (p = 0; p < 10; p = p + 1) begin
+            hi_nz[p] <= |((s_axis_tdata[63:8] >> (6 * p)) & 56'h3f);
+        end
     end
     assign kgt        = kgt_r;
     assign h_k_big    = kbig;
     assign h_magic_ok = magic_ok;
     assign h_n_zero   = nzero;
     assign h_k_odd    = kodd;
+    assign vw_nb_bad  = nb_bad;
+    assign vw_hi_nz   = |hi_nz;
 end else begin : g_hcomb
     assign kgt        = k_tests(h_k);
     assign h_k_big    = (MAX_K < 65535) && (h_k > MAX_K);
     assign h_magic_ok = (hdr_word[15:0] == MAGIC);
     assign h_n_zero   = (h_n == 16'd0);
     assign h_k_odd    = (h_k[4:0] != 5'd0);
+    assign vw_nb_bad  = (in_d[7:0] == 8'd0) || (in_d[7:0] > VECTORS);
+    assign vw_hi_nz   = (hdr_word[63:8] != 56'd0);
 end
 endgenerate
 wire [BYTES-1:0] h_bmask   = kgt[BYTES-1:0];               // byte b holds a weight: K > b * WPB
@@ -763,8 +780,8 @@ always @(posedge aclk) begin
         // and ORed into the header's (so hdr_bad stays one LUT of three flags)
         nv_reg     <= in_d[NVW-1:0] - 1'b1;
         xv_use     <= xv_use_of(in_d[7:0]);
-        chk_shape  <= chk_shape || (!hdr_bad && (in_d[7:0] == 8'd0 || in_d[7:0] > VECTORS));
-        chk_format <= chk_format || (!hdr_bad && (hdr_word[63:8] != 56'd0));
+        chk_shape  <= chk_shape || (!hdr_bad && vw_nb_bad);
+        chk_format <= chk_format || (!hdr_bad && vw_hi_nz);
     end
     if (st_x) begin
         // a vector's scale table (FORMAT_S) comes after its codes, from word 0: loaded on
