@@ -1201,26 +1201,26 @@ for (k = 0; k < 4; k = k + 1) begin : yk
         .out_rneg(yrneg), .out_side(ys)
     );
     // y = RNE(Qt / 2) = h + rb with h = Qt >> 1 and rb = Qt odd and (R != 0 or h odd); with
-    // the sign s: y = (h ^ s) + (rb ^ s) (two's complement). R1: R != 0 in 6-bit pieces (of
-    // r + d and of r, and r's sign: R is r + d when r < 0, else r; the choice is made in R2, so
-    // R1 is the divider's carry chain and one LUT, docs/timing.md), and h, s and Qt's low bit
-    // cleared when A = 0 (so y = 0); R2: the rounding bit and the 8-bit addition.
-    reg  [AZP-1:0] yrza_q, yrzr_q;
-    reg           yrneg_q;
+    // the sign s: y = (h ^ s) + (rb ^ s) (two's complement). R is r + d when the divider's r
+    // < 0, else r, so with q0 = Qt odd (0 when A = 0): rb = q0 & (q1 | (r >= 0 & r != 0)) |
+    // q0 & r < 0 & (r + d != 0). R1: the terms of registers (yt_one, yt_a: r's pieces tested
+    // in the divider, from registers) and the 6-bit pieces of r + d tested for zero, one LUT
+    // after the divider's carry chain; h and s, cleared when A = 0 (so y = 0). R2: rb and the
+    // 8-bit addition. (make timing: R != 0 chosen in R1, a LUT after the piece tests, 5.69 ns
+    // calibrated; the choice made in R2, five LUT levels in front of the addition, 6.25 ns.)
+    reg  [AZP-1:0] yrza_q;     // pieces of r + d that are nonzero
+    reg           yt_one;     // rb whatever r + d: q0 & (q1 | (r >= 0 & r != 0))
+    reg           yt_a;       // rb if r + d != 0: q0 & r < 0
     reg  [6:0]    yh;
-    reg           yq0;
-    reg           yq1;
     reg           ysn;
     reg  [7:0]    yb;
-    wire          yrnz = yrneg_q ? (yrza_q != {AZP{1'b0}}) : (yrzr_q != {AZP{1'b0}});
-    wire          yrb = yq0 & (yrnz | yq1);
+    wire          yq0w = yq[0] & ~ys[1];
+    wire          yrb = yt_one | (yt_a & (yrza_q != {AZP{1'b0}}));
     always @(posedge aclk) begin
         yrza_q  <= yrza;
-        yrzr_q  <= yrzr;
-        yrneg_q <= yrneg;
+        yt_one  <= yq0w & (yq[1] | (!yrneg & (yrzr != {AZP{1'b0}})));
+        yt_a    <= yq0w & yrneg;
         yh  <= ys[1] ? 7'd0 : yq[7:1];
-        yq0 <= yq[0] & ~ys[1];
-        yq1 <= yq[1];
         ysn <= ys[0] & ~ys[1];
         yb  <= ({1'b0, yh} ^ {8{ysn}}) + {7'd0, yrb ^ ysn};
     end
