@@ -195,8 +195,9 @@ def build_q4_q8_1_frame(xq, xd, xs, rows, k: int, tag: int = 0) -> bytes:
 
 
 def decode_q4_words(words) -> np.ndarray:
-    """The result words of a Q4 frame (status word excluded) -> float32 values."""
-    return np.asarray(words, dtype=np.uint32).view(np.float32)
+    """The result words of a Q4 frame (status word excluded) -> float32 values (the same words
+    as a 0x05 / 0x09 frame's)."""
+    return decode_block_words(words)
 
 
 def q4_images(raw, names=None):

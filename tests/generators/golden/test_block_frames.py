@@ -12,6 +12,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from block_cases import activations as _activations  # noqa: E402
+
 from exact import f32_bits  # noqa: E402  (tests/ is on sys.path)
 
 from generators.golden import blocks as gb
@@ -70,11 +72,6 @@ def exact_q8_0(wq, wd, xq, xd) -> list:
         out.append(_f32(t))
     return out
 
-
-def _activations(rng, n: int) -> np.ndarray:
-    x = rng.standard_normal(n).astype(F32)
-    x[rng.integers(0, n, 3)] *= 40
-    return x
 
 
 def _run(frame: bytes, formats=ENGINE, vectors: int = 1):

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from block_cases import activations as _activations, hand_x as _hand_x  # noqa: E402
+
 from generators.contract import FORMAT_Q4_Q8_1, FORMAT_Q8_0
 from generators.golden import blocks as gb
 from generators.golden import mv as golden_mv
@@ -56,21 +58,6 @@ def ggml():
     return ggml_lib.load()
 
 
-def _activations(rng, n: int) -> np.ndarray:
-    """SmolLM2-like hidden state: normal values and a few large channels."""
-    x = rng.standard_normal(n).astype(F32)
-    x[rng.integers(0, n, 3)] *= 40
-    return x
-
-
-def _hand_x() -> np.ndarray:
-    """Blocks with ties of x * id (roundf goes away from zero, round-half-even does not), a zero
-    block and a step whose fp16 is a tie."""
-    x = np.zeros(4 * 32, F32)
-    x[0:9] = [127, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -127, 63.49]
-    x[32:37] = [254, 1, 4, -4, 6]
-    x[96] = 127.06201171875
-    return x
 
 
 def _smollm2_tensors(names):
