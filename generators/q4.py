@@ -28,7 +28,7 @@ from typing import Tuple
 
 import numpy as np
 from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1, MATRIX_MAGIC, VECTORS_FLAG
-from generators.q8 import block_frame_header, check_block_k, decode_block_words, x_slots
+from generators.q8 import block_frame, check_block_k, decode_block_words, f16_bits, x_slots
 
 __all__ = ["FORMAT_Q4", "Q4_1_BLOCK_BYTES", "q4_row_beats", "q4_row_bytes",
            "q4_1_blocks_to_raw", "q4_1_raw_to_blocks", "pack_q4_rows", "pack_q4_rows_raw",
@@ -54,12 +54,7 @@ def q4_row_bytes(k: int) -> int:
 
 def _as_f16_bits(a) -> np.ndarray:
     """fp16 values (float16 array) or their bits (uint16 array) -> uint16 bits."""
-    a = np.asarray(a)
-    if a.dtype == np.float16:
-        return a.view(np.uint16)
-    if a.dtype == np.uint16:
-        return a
-    raise TypeError(f"d and m must be float16 values or uint16 bit patterns, not {a.dtype}")
+    return f16_bits(a, "d and m")
 
 
 def q4_1_blocks_to_raw(q, d, m) -> np.ndarray:
@@ -196,17 +191,13 @@ def build_q4_q8_1_frame(xq, xd, xs, rows, k: int, tag: int = 0) -> bytes:
     if xs is None:
         raise ValueError("a 0x05 frame needs the x blocks' s (quantize_q8_1's third output)")
     xb, nvec = x_slots(xq, xd, xs, k)
-    rows = np.asarray(rows)
-    n = rows.shape[0] if rows.ndim == 2 else 0
-    if rows.shape != (n, q4_row_bytes(k)) or rows.dtype != np.uint8:
-        raise ValueError(f"rows of shape {rows.shape} ({rows.dtype}), K={k} needs uint8 "
-                         f"(N, {q4_row_bytes(k)})")
-    return block_frame_header(k, n, FORMAT_Q4_Q8_1, tag, nvec) + xb + rows.tobytes()
+    return block_frame(k, FORMAT_Q4_Q8_1, tag, xb, nvec, rows, q4_row_bytes(k))
 
 
 def decode_q4_words(words) -> np.ndarray:
-    """The result words of a Q4 frame (status word excluded) -> float32 values."""
-    return np.asarray(words, dtype=np.uint32).view(np.float32)
+    """The result words of a Q4 frame (status word excluded) -> float32 values (the same words
+    as a 0x05 / 0x09 frame's)."""
+    return decode_block_words(words)
 
 
 def q4_images(raw, names=None):

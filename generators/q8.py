@@ -68,7 +68,7 @@ def check_block_k(k) -> int:
     return k
 
 
-def _f16_bits(a, what: str) -> np.ndarray:
+def f16_bits(a, what: str) -> np.ndarray:
     """fp16 values (float16) or their bits (uint16) -> uint16 bits."""
     a = np.asarray(a)
     if a.dtype == np.float16:
@@ -91,7 +91,7 @@ def x_scale_table_q8_1(d, s) -> bytes:
     """A 0x05 frame's x scale table of one vector: fp16 d, s (nb,) -> ceil(nb/2) beats,
     beat g = d(2g) s(2g) d(2g+1) s(2g+1), little-endian (a Q4_1 row's scale beat, byte for
     byte); the fields of a block past the last are zero."""
-    d, s = _f16_bits(d, "d"), _f16_bits(s, "s")
+    d, s = f16_bits(d, "d"), f16_bits(s, "s")
     if d.ndim != 1 or d.shape != s.shape or d.size == 0:
         raise ValueError(f"d and s must be two (nb,) arrays, got {d.shape} and {s.shape}")
     return _scale_fields(np.stack([d, s], axis=1), 2)
@@ -100,7 +100,7 @@ def x_scale_table_q8_1(d, s) -> bytes:
 def x_scale_table_q8_0(d) -> bytes:
     """A 0x09 frame's x scale table of one vector: fp16 d (nb,) -> ceil(nb/4) beats,
     beat g = d(4g) d(4g+1) d(4g+2) d(4g+3); the fields past the last block are zero."""
-    d = _f16_bits(d, "d")
+    d = f16_bits(d, "d")
     if d.ndim != 1 or d.size == 0:
         raise ValueError(f"d must be a (nb,) array, got {d.shape}")
     return _scale_fields(d[:, None], 4)
@@ -115,7 +115,7 @@ def x_slots(xq, xd, xs, k: int) -> Tuple[bytes, Optional[int]]:
     hostops' (K,), (B, K), (B, nb, 32))."""
     k = check_block_k(k)
     nb = k // BLOCK
-    xd = _f16_bits(xd, "x d")
+    xd = f16_bits(xd, "x d")
     multi = xd.ndim == 2
     if xd.shape[-1:] != (nb,) or xd.ndim not in (1, 2) or (multi and not 1 <= len(xd) <= 255):
         raise ValueError(f"x d of shape {xd.shape}: K={k} needs ({nb},) or (B, {nb}) with "
@@ -123,7 +123,7 @@ def x_slots(xq, xd, xs, k: int) -> Tuple[bytes, Optional[int]]:
     nvec = len(xd) if multi else 1
     xd = xd.reshape(nvec, nb)
     if xs is not None:
-        xs = _f16_bits(xs, "x s")
+        xs = f16_bits(xs, "x s")
         if xs.shape != (xd.shape if multi else (nb,)):
             raise ValueError(f"x s of shape {xs.shape}, x d of shape "
                              f"{xd.shape if multi else (nb,)}: they must match")
@@ -177,7 +177,7 @@ def q8_0_blocks_to_raw(q, d) -> np.ndarray:
     if q.shape[-1:] != (BLOCK,) or q.dtype.kind not in "iu" or (
             q.size and (q.min() < -128 or q.max() > 127)):
         raise ValueError("q must be (..., blocks, 32) integers in -128..127")
-    d = _f16_bits(d, "d")
+    d = f16_bits(d, "d")
     if d.shape != q.shape[:-1]:
         raise ValueError(f"d of shape {d.shape}, codes of shape {q.shape}")
     out = np.concatenate([d.astype("<u2")[..., None].view(np.uint8),
@@ -212,7 +212,7 @@ def pack_q8_0_rows(q, d, k: int) -> np.ndarray:
         raise ValueError(f"codes of shape {q.shape}, K={k} needs (N, {nb}, {BLOCK}) or (N, {k})")
     if q.dtype.kind not in "iu" or q.min() < -128 or q.max() > 127:
         raise ValueError("codes must be integers in -128..127")
-    d = _f16_bits(d, "d")
+    d = f16_bits(d, "d")
     if d.shape != (n, nb):
         raise ValueError(f"d of shape {d.shape}, needs ({n}, {nb})")
     codes = q.reshape(n, k).astype(np.int8).view(np.uint8)
@@ -244,12 +244,18 @@ def build_q8_0_frame(xq, xd, rows, k: int, tag: int = 0) -> bytes:
     its own scale table)."""
     k = check_block_k(k)
     xb, nvec = x_slots(xq, xd, None, k)
+    return block_frame(k, FORMAT_Q8_0, tag, xb, nvec, rows, q8_row_bytes(k))
+
+
+def block_frame(k: int, code: int, tag: int, xb: bytes, nvec: Optional[int], rows,
+                row_bytes: int) -> bytes:
+    """A 0x05 / 0x09 frame from its x slots (:func:`x_slots`) and row images (N, row_bytes)."""
     rows = np.asarray(rows)
     n = rows.shape[0] if rows.ndim == 2 else 0
-    if rows.shape != (n, q8_row_bytes(k)) or rows.dtype != np.uint8:
+    if rows.shape != (n, row_bytes) or rows.dtype != np.uint8:
         raise ValueError(f"rows of shape {rows.shape} ({rows.dtype}), K={k} needs uint8 "
-                         f"(N, {q8_row_bytes(k)})")
-    return block_frame_header(k, n, FORMAT_Q8_0, tag, nvec) + xb + rows.tobytes()
+                         f"(N, {row_bytes})")
+    return block_frame_header(k, n, code, tag, nvec) + xb + rows.tobytes()
 
 
 def decode_block_words(words) -> np.ndarray:

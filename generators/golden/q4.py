@@ -81,17 +81,14 @@ def _row_plan(k: int) -> List[Tuple[str, int, int]]:
     return plan
 
 
-def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tuple[int, bool]:
-    """(exact integer sum in units of 2^-24, bad) of one row; with beats_seen, only the blocks
-    whose last beat is among the first beats_seen beats are checked for bad scales."""
+def _row_blocks(row: bytes, k: int, beats_seen: int = None):
+    """The blocks of 32 weights of one row whose last code beat is among the first beats_seen
+    beats (all of them without beats_seen): (block index, fp16 d bits, fp16 m bits, codes)."""
     plan = _row_plan(k)
     beats_seen = len(plan) if beats_seen is None else beats_seen
-    xs = np.zeros(64 * -(-k // 64), dtype=np.int64)
-    xs[:k] = x[:k]
-    total, bad = 0, False
     for b in range(-(-k // 32)):
         g, half = divmod(b, 2)
-        # index in the plan of this block's last code beat
+        # index in the plan of this block's code beats (the last one ends the block)
         idx = [i for i, (t, gg, c) in enumerate(plan) if t == "c" and gg == g and c // 2 == half]
         if idx[-1] >= beats_seen:
             continue
@@ -101,11 +98,19 @@ def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tupl
         m = int.from_bytes(sb[4 * half + 2:4 * half + 4], "little")
         q = []
         for i in idx:
-            cb = row[i * BEAT:(i + 1) * BEAT]
-            for byte in cb:
+            for byte in row[i * BEAT:(i + 1) * BEAT]:
                 q += [byte & 0xF, byte >> 4]
-        base = 64 * g + 32 * half
-        xb = xs[base:base + len(q)]
+        yield b, d, m, q
+
+
+def row_value(row: bytes, x: np.ndarray, k: int, beats_seen: int = None) -> Tuple[int, bool]:
+    """(exact integer sum in units of 2^-24, bad) of one row; with beats_seen, only the blocks
+    whose last beat is among the first beats_seen beats are checked for bad scales."""
+    xs = np.zeros(64 * -(-k // 64), dtype=np.int64)
+    xs[:k] = x[:k]
+    total, bad = 0, False
+    for b, d, m, q in _row_blocks(row, k, beats_seen):
+        xb = xs[32 * b:32 * b + len(q)]
         s = int(np.dot(np.array(q, dtype=np.int64), xb))
         xsum = int(xb.sum())
         dv, dbad = f16_exact(d)
@@ -123,25 +128,13 @@ def row_value_q8_1(row: bytes, xq: np.ndarray, xd: Sequence[int], xs: Sequence[i
     with beats_seen, only the blocks whose last beat is among the first beats_seen beats are
     computed and checked (the row's value then matters only for its bad flag)."""
     assert k % 32 == 0
-    plan = _row_plan(k)
-    beats_seen = len(plan) if beats_seen is None else beats_seen
     total, bad = 0, False
-    for b in range(k // 32):
-        g, half = divmod(b, 2)
-        idx = [i for i, (t, gg, c) in enumerate(plan) if t == "c" and gg == g and c // 2 == half]
-        if idx[-1] >= beats_seen:
-            continue
-        s_at = plan.index(("s", g, 0))
-        sb = row[s_at * BEAT:(s_at + 1) * BEAT]
-        dw, dwbad = f16_exact(int.from_bytes(sb[4 * half:4 * half + 2], "little"))
-        mw, mwbad = f16_exact(int.from_bytes(sb[4 * half + 2:4 * half + 4], "little"))
+    for b, d, m, q in _row_blocks(row, k, beats_seen):
+        dw, dwbad = f16_exact(d)
+        mw, mwbad = f16_exact(m)
         dx, dxbad = f16_exact(int(xd[b]))
         sx, sxbad = f16_exact(int(xs[b]))
         bad |= dwbad or mwbad or dxbad or sxbad
-        q = []
-        for i in idx:
-            for byte in row[i * BEAT:(i + 1) * BEAT]:
-                q += [byte & 0xF, byte >> 4]
         s = sum(int(a) * int(c) for a, c in zip(q, xq[32 * b:32 * b + 32]))
         total += dw * dx * s + mw * sx
     return total, bad

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2] / PKG
 #: bottom to top; a part may import its own layer and those below it
 LAYERS = (
     ("version", "contract", "results", "adder_tree", "attention_tables", "board_image"),
-    ("packing", "q4", "golden", "host"),         # the formats, the numpy models, the board
+    ("packing", "q4", "q8", "golden", "host"),   # the formats, the numpy models, the board
     ("core",),                                   # Design, Param, rendering, the registry
     ("designs",),                                # every design; importing it registers them
     ("",),                                       # generators/__init__: the public API

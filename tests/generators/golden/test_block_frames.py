@@ -12,6 +12,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from block_cases import activations as _activations  # noqa: E402
+
+from exact import f32_bits  # noqa: E402  (tests/ is on sys.path)
+
 from generators.golden import blocks as gb
 from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
@@ -43,21 +47,7 @@ def _f16(h: int) -> Fraction:
 
 def _f32(v: Fraction) -> int:
     """float32 bits of the exact v, rounded to nearest, ties to even (v in the normal range)."""
-    if v == 0:
-        return 0
-    sign = 1 << 31 if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    assert -126 <= e <= 127
-    ulp = Fraction(2) ** (e - 23)
-    n, r = divmod(a, ulp)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2):
-        n += 1
-    return sign | int(np.float32(float(n * ulp)).view(np.uint32))   # exact: 24 bits
+    return f32_bits(v)
 
 
 def exact_q4_q8_1(wq, wd, wm, xq, xd, xs) -> list:
@@ -82,11 +72,6 @@ def exact_q8_0(wq, wd, xq, xd) -> list:
         out.append(_f32(t))
     return out
 
-
-def _activations(rng, n: int) -> np.ndarray:
-    x = rng.standard_normal(n).astype(F32)
-    x[rng.integers(0, n, 3)] *= 40
-    return x
 
 
 def _run(frame: bytes, formats=ENGINE, vectors: int = 1):

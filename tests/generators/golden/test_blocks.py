@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from block_cases import activations as _activations, hand_x as _hand_x  # noqa: E402
+
 from generators import q4 as hostq4
 from generators.golden import blocks as gb
 
@@ -78,18 +80,6 @@ def test_round_away_is_roundf():
 
 # ------------------------------------------------------------------ hand-worked blocks
 
-def _hand_x() -> np.ndarray:
-    x = np.zeros(4 * 32, F32)
-    # block 0: amax 127, so d = 1 and id = 1; the ties go away from zero (rint would give 0, 2)
-    x[0:9] = [127, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -127, 63.49]
-    # block 1: amax 254, d = 2, id = 0.5
-    x[32:37] = [254, 1, 4, -4, 6]
-    # block 2: all zero: d = 0, id = 0, codes 0
-    # block 3: d = 1 + 2^-11 in float32 (exact: 127.06201171875 / 127); its fp16 is the tie
-    # 1.0 (to even), while s = fp16(127 * d) uses the float32 d: 127.0620..., fp16 127.0625
-    x[96] = 127.06201171875
-    return x
-
 
 def test_q8_1_and_q8_0_of_hand_worked_blocks():
     q, d, s = gb.quantize_q8_1(_hand_x())
@@ -155,12 +145,6 @@ def test_domain():
 
 
 # ------------------------------------------------------------------ against float64
-
-def _activations(rng, n: int) -> np.ndarray:
-    """SmolLM2-like hidden state: normal values and a few large channels."""
-    x = rng.standard_normal(n).astype(F32)
-    x[rng.integers(0, n, 3)] *= 40
-    return x
 
 
 def test_quantisation_error_is_within_half_a_step():

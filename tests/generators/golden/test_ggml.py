@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from block_cases import activations as _activations, hand_x as _hand_x  # noqa: E402
+
 from generators.contract import FORMAT_Q4_Q8_1, FORMAT_Q8_0
 from generators.golden import blocks as gb
 from generators.golden import mv as golden_mv
@@ -41,6 +43,7 @@ from generators.packing import frame_beats
 from generators.q4 import build_q4_q8_1_frame, pack_q4_rows_raw, q4_1_raw_to_blocks
 from generators.q8 import build_q8_0_frame, decode_block_words, pack_q8_0_rows_raw
 import ggml_lib  # noqa: E402  (tests/ is on sys.path)
+from exact import f32_nearest  # noqa: E402
 
 F32 = np.float32
 U = 2.0 ** -24                    # float32 unit roundoff
@@ -55,21 +58,6 @@ def ggml():
     return ggml_lib.load()
 
 
-def _activations(rng, n: int) -> np.ndarray:
-    """SmolLM2-like hidden state: normal values and a few large channels."""
-    x = rng.standard_normal(n).astype(F32)
-    x[rng.integers(0, n, 3)] *= 40
-    return x
-
-
-def _hand_x() -> np.ndarray:
-    """Blocks with ties of x * id (roundf goes away from zero, round-half-even does not), a zero
-    block and a step whose fp16 is a tie."""
-    x = np.zeros(4 * 32, F32)
-    x[0:9] = [127, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -127, 63.49]
-    x[32:37] = [254, 1, 4, -4, 6]
-    x[96] = 127.06201171875
-    return x
 
 
 def _smollm2_tensors(names):
@@ -117,28 +105,23 @@ def test_cpu_quantisers_differ_from_the_reference_only_at_ties(ggml):
     x = np.concatenate([_activations(rng, 4096), _hand_x(),
                         np.round(rng.standard_normal(1024) * 8).astype(F32) / 2]).astype(F32)
     ref_q, ref_d = gb.quantize_q8_0(x)
-    out = np.zeros(x.size // 32 * 34, np.uint8)
-    ggml.from_float(ggml_lib.GGML_TYPE_Q8_0)(x.ctypes.data, out.ctypes.data, x.size)
-    blk = out.reshape(-1, 34)
-    d = blk[:, :2].copy().view("<u2")[:, 0]
-    q = blk[:, 2:].copy().view(np.int8)
-    assert np.array_equal(d, ref_d)
-    diff = q.astype(int) - ref_q.astype(int)
-    assert np.abs(diff).max() <= 1
-    assert np.all(_ties(x, ref_d)[diff != 0])
-    assert (diff != 0).sum() > 0            # the hand-made ties do differ (half-even vs away)
-    # Q8_1: the same codes rule, and s = fp16(d * sum q) of the backend's own codes
-    out = np.zeros(x.size // 32 * 36, np.uint8)
-    ggml.from_float(ggml_lib.GGML_TYPE_Q8_1)(x.ctypes.data, out.ctypes.data, x.size)
-    blk = out.reshape(-1, 36)
-    d1 = blk[:, :2].copy().view("<u2")[:, 0]
-    q1 = blk[:, 4:].copy().view(np.int8)
-    assert np.array_equal(d1, ref_d)
-    diff1 = q1.astype(int) - ref_q.astype(int)
-    assert np.abs(diff1).max() <= 1 and np.all(_ties(x, ref_d)[diff1 != 0])
+    d32 = (np.abs(x.reshape(-1, 32)).max(axis=1) / F32(127)).astype(F32)    # float32 d
+    for ggml_type, size, at in ((ggml_lib.GGML_TYPE_Q8_0, 34, 2), (ggml_lib.GGML_TYPE_Q8_1, 36, 4)):
+        out = np.zeros(x.size // 32 * size, np.uint8)
+        ggml.from_float(ggml_type)(x.ctypes.data, out.ctypes.data, x.size)
+        blk = out.reshape(-1, size)
+        d = blk[:, :2].copy().view("<u2")[:, 0]
+        q = blk[:, at:].copy().view(np.int8)
+        assert np.array_equal(d, ref_d), ggml_type
+        diff = q.astype(int) - ref_q.astype(int)
+        assert np.abs(diff).max() <= 1, ggml_type
+        assert np.all(_ties(x, ref_d)[diff != 0]), ggml_type
+        assert (diff != 0).sum() > 0, ggml_type   # the hand-made ties differ (half-even vs away)
+        if ggml_type == ggml_lib.GGML_TYPE_Q8_1:  # s = fp16(d * sum q) of the backend's own codes
+            sums = q.astype(np.int64).sum(axis=1).astype(F32)
+            s16 = blk[:, 2:4].copy().view("<u2")[:, 0]
+            assert np.array_equal(s16, gb.f32_to_f16((d32 * sums).astype(F32)))
 
-
-# ------------------------------------------------------------------ the dot products
 
 def _f16(h) -> Fraction:
     a, bad = golden_q4.f16_exact(int(h))
@@ -179,21 +162,8 @@ def _magnitude_q8_0(wq, wd, xq, xd) -> float:
 
 def _round_once(v: Fraction) -> np.float32:
     """The project's rule, computed here from rationals: the exact value rounded once to the
-    nearest float32, ties to even (normal range)."""
-    if v == 0:
-        return F32(0.0)
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    assert -126 <= e <= 127
-    ulp = Fraction(2) ** (e - 23)
-    n, r = divmod(a, ulp)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2):
-        n += 1
-    return F32(float(n * ulp) * (1 if v > 0 else -1))    # exact: n has at most 25 bits
+    nearest float32, ties to even."""
+    return f32_nearest(v)
 
 
 def _q8_0_raw_to_blocks(raw, n_rows: int, k: int):
