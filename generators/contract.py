@@ -21,8 +21,9 @@ FORMAT_Q4 = 0x04
 #: per-block x (issue 32, docs/activations.md section 2): Q4_1 rows with Q8_1 x blocks (the
 #: Q4_1 lane) and Q8_0 rows with Q8_0 x blocks (the INT8 lane). The golden models and the host
 #: frame builders (generators/q4.py, generators/q8.py) have them; the Q4_1 lane takes 0x05 (the
-#: manifests' `block_formats`, docs/q4.md "Format 0x05"), no engine 0x09 yet; no design's
-#: `formats` list offers them. The runtime sends 0x05 for `--format q4`'s layer matrices
+#: manifests' `block_formats`, docs/q4.md "Format 0x05"), mv-engine q4=true (and so the PL top)
+#: 0x09 too, the INT8 lane's products finished on the Q4_1 lane (docs/activations.md section 3);
+#: no design's `formats` list offers them. The runtime sends 0x05 for `--format q4`'s layer matrices
 #: (docs/activations.md section 6, step 6) and checks a top's `block_formats` for it.
 FORMAT_Q4_Q8_1 = 0x05
 FORMAT_Q8_0 = 0x09

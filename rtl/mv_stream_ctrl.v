@@ -53,6 +53,17 @@
 // frame's beats. K not a multiple of 32 is BAD_SHAPE; a frame that ends in a scale table is
 // SHORT. The store of a vector the frame does not carry reads as zero.
 //
+// Per-block x scales of one-weight-per-byte rows (FORMAT_SB != 0, docs/activations.md section 2;
+// needs FORMAT_S, and FORMAT_B with WPB_B = 1): a frame whose format byte is FORMAT_SB (0x09,
+// Q8_0 rows with Q8_0 x) is sequenced as FORMAT_B (x to the banks as its x, one bank read per
+// row beat, lane_fmt_b set) in groups of 16 code beats (128 weights) behind a scale beat
+// {d3, d2, d1, d0}, the last group only as long as its blocks; each vector's codes are followed
+// by its x scale table, ceil(K/128) beats {d(4g+3), d(4g+2), d(4g+1), d(4g)}, written to the
+// same scale store as FORMAT_S's. A row's scale beat of group g reads word g, counted by a group
+// counter of its own (rgrp: the x read address of a one-bank-at-a-time row is not 16g). lane_xb
+// marks both per-block formats' beats and lane_xb9 FORMAT_SB's. K not a multiple of 32 is
+// BAD_SHAPE, as for FORMAT_S.
+//
 // Frames of B activation vectors (VECTORS > 1, docs/vectors.md; 8-byte beats): the header
 // word's format byte with bit 7 set is followed by a vectors word (B in [7:0], [63:8] zero),
 // then B vectors of x, each starting on a beat of its own. Vector v is written to bank set v
@@ -114,7 +125,11 @@ module mv_stream_ctrl #
     // Per-block x scales: the format byte of grouped rows with a scale table per vector
     // (8'h05: Q4_1 rows with Q8_1 x; 8'h00: none)
     parameter FORMAT_S = 8'h00,
-    // Words of each vector's x scale store (one per 64 x elements)
+    // Per-block x scales of FORMAT_B rows: the format byte of one-weight-per-byte rows in groups
+    // of 16 code beats with a scale table per vector (8'h09: Q8_0 rows with Q8_0 x; 8'h00: none)
+    parameter FORMAT_SB = 8'h00,
+    // Words of each vector's x scale store (one per 64 x elements: FORMAT_S's table; FORMAT_SB's
+    // takes one per 128)
     parameter XS_DEPTH = (MAX_K + 63) / 64,
     // Address width of the x scale store
     parameter XS_AW = (XS_DEPTH <= 2) ? 1 : $clog2(XS_DEPTH),
@@ -152,8 +167,10 @@ module mv_stream_ctrl #
     output reg              lane_fmt_c,
     // the frame's number of vectors minus one (with lane_valid; 0 when VECTORS = 1)
     output reg  [NVW-1:0]   lane_nv,
-    // FORMAT_S frame (with lane_valid)
+    // FORMAT_S or FORMAT_SB frame (with lane_valid): x in blocks, a scale table per vector
     output reg              lane_xb,
+    // FORMAT_SB frame (with lane_valid)
+    output reg              lane_xb9,
     // FORMAT_S frames: with a scale beat of group g, word g of every vector's x scale table
     // (vector v in [64*v +: 64]); zero for a vector the frame does not carry
     output wire [64*VECTORS-1:0] lane_xs
@@ -164,6 +181,7 @@ localparam HAS_B = (FORMAT_B != 8'h00) ? 1 : 0;
 localparam HAS_C = (FORMAT_C != 8'h00) ? 1 : 0;
 localparam HAS_V = (VECTORS > 1) ? 1 : 0;
 localparam HAS_S = (FORMAT_S != 8'h00) ? 1 : 0;
+localparam HAS_SB = (FORMAT_SB != 8'h00) ? 1 : 0;
 localparam LANE_ELEMS_C = BYTES * WPB_C;
 localparam [16:0] ELEMS_C17 = LANE_ELEMS_C;
 localparam [2:0] WRAP_A = NBANKS - 1;
@@ -225,6 +243,12 @@ initial begin
                   || FORMAT_S == FORMAT || FORMAT_S == FORMAT_B || FORMAT_S == FORMAT_C)) begin
         $display("mv_stream_ctrl: FORMAT_S %0h needs Q4_1 rows (GROUP 4, two weights per byte, 8-byte beats) and a code of its own",
                  FORMAT_S);
+        $finish;
+    end
+    if (HAS_SB && (!HAS_S || !HAS_B || WPB_B != 1 || FORMAT_SB == FORMAT || FORMAT_SB == FORMAT_B
+                   || FORMAT_SB == FORMAT_C || FORMAT_SB == FORMAT_S)) begin
+        $display("mv_stream_ctrl: FORMAT_SB %0h needs FORMAT_S, one-weight-per-byte FORMAT_B rows and a code of its own",
+                 FORMAT_SB);
         $finish;
     end
     if (XS_DEPTH < (MAX_K + 63) / 64 || XS_DEPTH > 1024 || (1 << XS_AW) < XS_DEPTH) begin
@@ -296,7 +320,9 @@ reg  [XA_W-1:0] raddr;
 reg  [NBANKS-1:0] rsel;          // one-hot read bank of a one-weight-per-byte frame
 reg         fmt_b;               // the frame is FORMAT_B
 reg         fmt_c;               // the frame is FORMAT_C (or FORMAT_S, sequenced as FORMAT_C)
-reg         fmt_s;               // the frame is FORMAT_S: scale tables after the x codes
+reg         fmt_s;               // the frame is FORMAT_S or FORMAT_SB: scale tables after the
+                                 // x codes
+reg         fmt_sb;              // the frame is FORMAT_SB (sequenced as FORMAT_B, groups of 16)
 // x scale tables (FORMAT_S)
 reg  [9:0]  xs_n1;               // beats of a table less one: ceil(K/64) - 1
 reg  [9:0]  xs_left;             // beats of the current table after this one
@@ -312,12 +338,13 @@ reg  [2:0]  xwrap;               // the frame's last x bank
 // grouped rows (GROUP != 0)
 reg         grp_f;               // the frame's rows have scale beats
 reg         scale_q;             // the next row beat is a scale beat
-reg  [2:0]  gcnt;                // code beats of the current group before this beat
+reg  [3:0]  gcnt;                // code beats of the current group before this beat
 localparam HAS_G = (GROUP != 0) ? 1 : 0;
-localparam [2:0] GROUP_LAST = (GROUP != 0) ? GROUP[2:0] - 3'd1 : 3'd0;
-wire        grp_end = (gcnt == GROUP_LAST);   // this code beat ends its group
+localparam [3:0] GROUP_LAST = (GROUP != 0) ? {1'b0, GROUP[2:0]} - 4'd1 : 4'd0;
+// this code beat ends its group (a FORMAT_SB frame's groups are 16 code beats)
+wire        grp_end = (HAS_SB && fmt_sb) ? (gcnt == 4'd15) : (gcnt == GROUP_LAST);
 // stage 1: the row beat's weights and sideband (registered again into the lane_* ports)
-reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c, s1_xb;
+reg              s1_valid, s1_first, s1_last, s1_eof, s1_fmt_b, s1_fmt_c, s1_xb, s1_xb9;
 reg  [DW-1:0]    s1_w;
 reg  [BYTES-1:0] s1_bmask;
 reg              s1_bzero;
@@ -381,11 +408,12 @@ wire [15:0] h_k_m1    = h_k - 16'd1;                // K - 1: bits [15:6] are ce
 // a flagged frame matches no format and is BAD_FORMAT)
 wire        h_vflag   = HAS_V && hdr_word[55];
 wire [7:0]  h_code    = HAS_V ? {1'b0, hdr_word[54:48]} : hdr_word[55:48];
-wire        h_fmt_b   = HAS_B && (h_code == FORMAT_B);
+wire        h_fmt_sb  = HAS_SB && (h_code == FORMAT_SB);
+wire        h_fmt_b   = HAS_B && ((h_code == FORMAT_B) || h_fmt_sb);
 wire        h_fmt_s   = HAS_S && (h_code == FORMAT_S);
 wire        h_fmt_c   = HAS_C && ((h_code == FORMAT_C) || h_fmt_s);
 // the frame's rows are grouped (scale beats)
-wire        h_grp     = HAS_G && (HAS_C ? h_fmt_c : !h_fmt_b);
+wire        h_grp     = HAS_G && ((HAS_C ? h_fmt_c : !h_fmt_b) || h_fmt_sb);
 // Two or three formats: every per-format figure is computed for each format and registered, or
 // held in a per-frame register, so no compare's operand is chosen by a mux in front of its
 // carry chain (synthesis merges exclusive compares into one compare of a muxed operand).
@@ -483,7 +511,7 @@ always @* begin
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
         h_bthr[TW*b +: TW] = thr[TW-1:0];
-        thr = h_fmt_c ? b * WPB_C : b * WPB;
+        thr = h_fmt_c ? b * WPB_C : h_fmt_sb ? b * WPB_B : b * WPB;
         h_hthr[TW*b +: TW] = thr[TW-1:0];
     end
 end
@@ -492,6 +520,7 @@ localparam [TW-1:0] RTHR_B = 2 * LANE_ELEMS_B;
 localparam [TW-1:0] RTHR_C = 2 * LANE_ELEMS_C;
 // after a scale beat (grouped rows): the next code beat ends the row if rrem <= one beat
 localparam [TW-1:0] R1THR_A = LANE_ELEMS;
+localparam [TW-1:0] R1THR_B = LANE_ELEMS_B;
 localparam [TW-1:0] R1THR_C = LANE_ELEMS_C;
 
 // flags of the header, from the registered checks (valid from the beat after the header)
@@ -542,11 +571,35 @@ function [VECTORS-1:0] xv_use_of(input [7:0] nb);
         end
     end
 endfunction
-// the row's group: the x read address over 4 (a scale beat of group g follows 4g code beats)
+// the row's group: the x read address over 4 (a scale beat of group g follows 4g code beats);
+// with FORMAT_SB a counter of the row's scale beats (rgrp), for both per-block formats
 /* verilator lint_off UNUSEDSIGNAL */
-wire [XA_W+XS_AW+1:0] raddr_w = {{(XS_AW+2){1'b0}}, raddr};
-wire [XS_AW-1:0] xs_raddr = raddr_w[XS_AW+1:2];   // unused without FORMAT_S
+wire [XS_AW-1:0] xs_raddr;          // unused without FORMAT_S
 /* verilator lint_on UNUSEDSIGNAL */
+generate
+if (HAS_SB) begin : g_rgrp
+    // cleared by every x beat and a row's last beat, stepped by a scale beat: its enables one
+    // LUT each from the input register, kept apart (as rrem's)
+    (* keep *) wire rg_clr;
+    (* keep *) wire rg_step;
+    assign rg_clr  = in_vr && (st_x || (st_row && row_last_q));
+    assign rg_step = in_vr && st_row && scale_q && !row_last_q;
+    reg  [XS_AW-1:0] rgrp;          // the row's groups before this beat
+    always @(posedge aclk) begin    // no reset: cleared by every x beat before a row reads it
+        if (rg_clr) begin
+            rgrp <= {XS_AW{1'b0}};
+        end else if (rg_step) begin
+            rgrp <= rgrp + 1'b1;
+        end
+    end
+    assign xs_raddr = rgrp;
+end else begin : g_raddr4
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [XA_W+XS_AW+1:0] raddr_w = {{(XS_AW+2){1'b0}}, raddr};
+    /* verilator lint_on UNUSEDSIGNAL */
+    assign xs_raddr = raddr_w[XS_AW+1:2];
+end
+endgenerate
 generate
 if (HAS_S) begin : g_xs
     // the table beat's write, from two registers (kept, as x_wr)
@@ -732,6 +785,7 @@ always @(posedge aclk) begin
     s1_fmt_b  <= fmt_b;
     s1_fmt_c  <= fmt_c;
     s1_xb     <= fmt_s;
+    s1_xb9    <= fmt_sb;
     s1_xsel   <= narrow ? rsel : {NBANKS{1'b1}};
     e_partial_hdr <= st_hdr && !hdr_done;
     e_hdr_now     <= st_hdr && hdr_done;
@@ -747,25 +801,28 @@ always @(posedge aclk) begin
         k_reg      <= h_k;
         n_reg      <= h_n;
         chk_magic  <= !h_magic_ok;
-        chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero || (h_fmt_s && h_k_odd));
+        chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero
+                                     || ((h_fmt_s || h_fmt_sb) && h_k_odd));
         chk_format <= h_magic_ok && (h_code != FORMAT) && !h_fmt_b
                       && !h_fmt_c && !h_fmt_s;
         fmt_b      <= h_fmt_b;
         fmt_c      <= h_fmt_c;
-        fmt_s      <= h_fmt_s;
-        xs_n1      <= h_k_m1[15:6];                 // ceil(K / 64) - 1
-        xs_one     <= (h_k_m1[15:6] == 10'd0);      // K <= 64
+        fmt_s      <= h_fmt_s || h_fmt_sb;
+        fmt_sb     <= h_fmt_sb;
+        // beats of a table less one: ceil(K / 64) - 1, FORMAT_SB's ceil(K / 128) - 1
+        xs_n1      <= h_fmt_sb ? {1'b0, h_k_m1[15:7]} : h_k_m1[15:6];
+        xs_one     <= h_fmt_sb ? (h_k_m1[15:7] == 9'd0) : (h_k_m1[15:6] == 10'd0);
         xs_voh     <= 1;
         xv_use     <= 1;
         xwrap      <= h_fmt_c ? WRAP_C : WRAP_A;
         grp_f      <= h_grp;
         k_one_beat <= h_k_le_a && !h_grp;
-        k_one_beat_b <= h_k_le_b;
+        k_one_beat_b <= h_k_le_b && !h_fmt_sb;
         bmask_k_b  <= h_bmask_b;
         bthr_q     <= h_bthr;
         hthr_q     <= h_hthr;
         rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
-        r1thr_q    <= h_fmt_c ? R1THR_C : R1THR_A;
+        r1thr_q    <= h_fmt_c ? R1THR_C : h_fmt_sb ? R1THR_B : R1THR_A;
         n_one      <= (h_n == 1);
         bmask_k    <= h_bmask;
         xmask_q    <= h_xmask;
@@ -824,6 +881,7 @@ always @(posedge aclk) begin
         st_vw       <= 1'b0;
         st_xs       <= 1'b0;
         fmt_s       <= 1'b0;
+        fmt_sb      <= 1'b0;
         xvoh        <= 1;
         xv_last_q   <= 1'b1;
         xvrem       <= 8'd0;
@@ -848,7 +906,7 @@ always @(posedge aclk) begin
         fmt_b       <= 1'b0;
         fmt_c       <= 1'b0;
         scale_q     <= 1'b0;
-        gcnt        <= 3'd0;
+        gcnt        <= 4'd0;
     end else begin
         s1_valid <= row_beat;
         eof_d      <= accept && in_l;
@@ -917,7 +975,7 @@ always @(posedge aclk) begin
             rows_left   <= n_reg - 1'b1;
             last_row_q  <= n_one;
             scale_q     <= grp_f;
-            gcnt        <= 3'd0;
+            gcnt        <= 4'd0;
         end
         if (HAS_V && x_clr) begin
             // a vector ends: the next one starts at bank 0, address 0 of its bank set (a
@@ -935,7 +993,7 @@ always @(posedge aclk) begin
                 rows_left   <= rows_left - 1'b1;
                 last_row_q  <= (rows_left == 1);
                 scale_q     <= grp_f;
-                gcnt        <= 3'd0;
+                gcnt        <= 4'd0;
             end else if (scale_q) begin
                 row_first_q <= 1'b0;     // a scale beat: no x read, no elements
                 scale_q     <= 1'b0;
@@ -949,7 +1007,7 @@ always @(posedge aclk) begin
                 row_first_q <= 1'b0;
                 if (grp_f) begin
                     scale_q <= grp_end;
-                    gcnt    <= grp_end ? 3'd0 : gcnt + 1'b1;
+                    gcnt    <= grp_end ? 4'd0 : gcnt + 1'b1;
                 end
             end
         end
@@ -983,6 +1041,7 @@ always @(posedge aclk) begin
     lane_fmt_b  <= s1_fmt_b;
     lane_fmt_c  <= s1_fmt_c;
     lane_xb     <= s1_xb;
+    lane_xb9    <= s1_xb9;
     lane_xsel   <= s1_xsel;
     lane_nv     <= s1_nv;
     if (!aresetn) begin

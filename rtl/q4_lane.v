@@ -24,6 +24,18 @@
 // + B*2^(sh_mw+sh_sx) summed in the same accumulator (units of 2^-48: the same rounding, the
 // same word). X is not used. An Inf/NaN d or s of x counts as zero and raises `bad` as d and m
 // do.
+// Format 0x09 (Q8_0 = 1 and in_x9: Q8_0 rows with Q8_0 x blocks on the INT8 lane's products,
+// docs/activations.md section 3): a scale beat {d3, d2, d1, d0} (fp16) ahead of up to 16 code
+// beats of 8 INT8 weights, block j of the group in code beats 4j .. 4j+3, with the x scale
+// table's word {dx3, dx2, dx1, dx0}. The INT8 lane multiplies the code beat's weights by x and
+// sums them (in_s8: the beat's sum s, exact, at stage D); here P = sig_dw*sig_dx of the beat's
+// block (the third DSP48, as 0x05's), and the beat's term P*s in two parts on the two
+// multiplies, s = 32*hi + lo (hi = s >>> 5, lo = s[4:0] >= 0): P*hi shifted by
+// sh_dw + sh_dx + 5 on the multiply of d*S, P*lo shifted by sh_dw + sh_dx on the multiply of
+// m*X (the shifts stay within 0..63), both into the same accumulator: every code beat is a
+// term, their exact sum is sum_b d_w*d_x*S_b, rounded once as 0x04's and 0x05's. An Inf/NaN d
+// of the row or of x counts as zero and raises `bad` on the block's last code beat (a block
+// cut short by tlast raises nothing, as 0x05's).
 //
 // Out: psum carries the row's float32 bits in the slot of the row's last beat and zero in
 // every other slot (the shared back end's accumulator then holds the word), LANE_LAT = 21
@@ -65,7 +77,12 @@ module q4_lane #
     // max_k over both formats; 103 bits at max_k = 2048)
     parameter ACC_W = 103,
     // Activation vectors computed per beat
-    parameter VECTORS = 1
+    parameter VECTORS = 1,
+    // Format 0x09 on this lane's multiplies and finisher (1: in_x9 and in_s8 are used; 0: they
+    // are ignored and the lane is the 0x04 / 0x05 lane alone)
+    parameter Q8_0 = 0,
+    // Bits of an INT8 beat's sum (in_s8, per vector): 8 products of int8 x int8, 19 bits
+    parameter S8W = 19
 )
 (
     input  wire                 aclk,
@@ -81,8 +98,17 @@ module q4_lane #
     input  wire                 in_bzero,
     // the beat is of a format 0x05 frame (x in Q8_1 blocks)
     input  wire                 in_xb,
-    // with a 0x05 scale beat: the x scale table's word of its group, vector v in [64*v +: 64]
+    // with a 0x05 / 0x09 scale beat: the x scale table's word of its group, vector v in
+    // [64*v +: 64]
     input  wire [64*VECTORS-1:0] in_xs,
+    /* verilator lint_off UNUSEDSIGNAL */
+    // the beat is of a format 0x09 frame (Q8_0 rows, Q8_0 x; in_xb is set too; unused when
+    // Q8_0 = 0)
+    input  wire                 in_x9,
+    // the INT8 lane's sum of the code beat's 8 products, vector v in [S8W*v +: S8W], at stage
+    // D (5 cycles after the beat's in_* inputs; unused when Q8_0 = 0)
+    input  wire [S8W*VECTORS-1:0] in_s8,
+    /* verilator lint_on UNUSEDSIGNAL */
     output wire [32*VECTORS-1:0] psum,
     output wire [VECTORS-1:0]   ci,
     output wire                 bad
@@ -90,7 +116,8 @@ module q4_lane #
 
 localparam PW = ACC_W;              // width of the row sum
 localparam LZW = 7;                 // bits of a position in it
-localparam GW = 99;                 // the block's term: |A| + |B| < 2^98 (0x05; 0x04 < 2^81)
+localparam GW = 99;                 // the block's term: |A| + |B| < 2^98 (0x05; 0x04 < 2^81;
+                                    // a 0x09 beat's < 2^97)
 
 initial begin
     if (ACC_W < GW || ACC_W > 127) begin
@@ -101,31 +128,47 @@ initial begin
         $display("q4_lane: VECTORS=%0d out of range 1..255", VECTORS);
         $finish;
     end
+    if (Q8_0 != 0 && Q8_0 != 1) begin
+        $display("q4_lane: Q8_0=%0d must be 0 or 1", Q8_0);
+        $finish;
+    end
+    if (S8W < 6 || S8W > 22) begin
+        $display("q4_lane: S8W=%0d out of range 6..22 (s >>> 5 must fit the 17-bit operand)", S8W);
+        $finish;
+    end
 end
 
 // ---------------------------------------------------------------- stage 1 bookkeeping
 wire        in_scale = in_valid && in_bzero;
 wire        in_code  = in_valid && !in_bzero;
-reg  [63:0] scale_r;                // the current group's {m1, d1, m0, d0}
-reg         xb_r;                   // the row is of a 0x05 frame
-reg  [1:0]  cidx;                   // code beat index in its group
-reg         newrow;                 // the next block starts a row: the row sum resets
+reg  [63:0] scale_r;                // the current group's {m1, d1, m0, d0} (0x09: {d3 .. d0})
+reg         xb_r;                   // the row is of a 0x05 or 0x09 frame
+/* verilator lint_off UNUSEDSIGNAL */
+reg         x9_q;                   // the row is of a 0x09 frame (unused when Q8_0 = 0)
+/* verilator lint_on UNUSEDSIGNAL */
+wire        x9_r = (Q8_0 != 0) && x9_q;
+reg  [3:0]  cidx;                   // code beat index in its group (0x04, 0x05: bits 1:0)
+reg         newrow;                 // the next term starts a row: the row sum resets
 
 always @(posedge aclk) begin
     if (in_scale) begin
         scale_r <= in_w;
         xb_r    <= in_xb;
-        cidx    <= 2'd0;
+        x9_q    <= in_x9;
+        cidx    <= 4'd0;
         if (in_first) newrow <= 1'b1;
     end else if (in_code) begin
-        cidx <= cidx + 2'd1;
-        if (cidx[0] || in_last) newrow <= 1'b0;
+        cidx <= cidx + 4'd1;
+        // 0x04, 0x05: a block (two code beats) is the row's first term; 0x09: a code beat
+        if (cidx[0] || in_last || x9_r) newrow <= 1'b0;
     end
 end
+// 0x09: the row's d of the code beat's block (block cidx[3:2] of the group)
+wire [15:0] d9_sel = scale_r[16*cidx[3:2] +: 16];
 
 // ---------------------------------------------------------------- shared: control, scales
 // every stage's control bits and the group's scales, once for all vectors
-reg               a0_valid, a0_end, a0_second, a0_first, a0_last, a0_xb;
+reg               a0_valid, a0_end, a0_bend, a0_second, a0_first, a0_last, a0_xb, a0_x9;
 reg  [31:0]       a0_dm;
 // fp16 h -> signed significand (12 bits) and shift: value = sig * 2^(sh - 24)
 function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
@@ -142,31 +185,37 @@ function [17:0] f16dec(input [15:0] h);   // {bad, sh[4:0], sig[11:0]}
     end
 endfunction
 
+// a0_end: the beat carries a term (0x04, 0x05: a block's last code beat; 0x09: every code
+// beat); a0_bend: the block's last code beat (its scales' Inf/NaN flag counts)
 always @(posedge aclk) begin
     a0_valid  <= in_code;
-    a0_end    <= cidx[0] || in_last;
+    a0_end    <= cidx[0] || in_last || x9_r;
+    a0_bend   <= x9_r ? ((cidx[1:0] == 2'd3) || in_last) : (cidx[0] || in_last);
     a0_second <= cidx[0];
     a0_first  <= newrow;
     a0_last   <= in_last;
     a0_xb     <= xb_r;
-    a0_dm     <= cidx[1] ? scale_r[63:32] : scale_r[31:0];
+    a0_x9     <= x9_r;
+    // 0x09: the block's d in both halves (decoded as d and as m: the m multiply's exponent sum
+    // is then sh_dw + sh_dx, and an Inf/NaN d is seen by both)
+    a0_dm     <= x9_r ? {d9_sel, d9_sel} : cidx[1] ? scale_r[63:32] : scale_r[31:0];
 end
 
 // A: the block's d and m decoded (every beat; the block's end beat carries them on)
-reg               a_valid, a_end, a_second, a_first, a_last, a_xb;
+reg               a_valid, a_end, a_bend, a_second, a_first, a_last, a_xb, a_x9;
 reg  [17:0]       a_d, a_m;
 always @(posedge aclk) begin
-    a_valid <= a0_valid; a_end <= a0_end; a_second <= a0_second; a_first <= a0_first;
-    a_last <= a0_last; a_xb <= a0_xb;
+    a_valid <= a0_valid; a_end <= a0_end; a_bend <= a0_bend; a_second <= a0_second;
+    a_first <= a0_first; a_last <= a0_last; a_xb <= a0_xb; a_x9 <= a0_x9;
     a_d <= f16dec(a0_dm[15:0]);
     a_m <= f16dec(a0_dm[31:16]);
 end
 
-reg               b_valid, b_end, b_first, b_last, b_xb;
+reg               b_valid, b_end, b_bend, b_first, b_last, b_xb, b_x9;
 reg  [17:0]       b_d, b_m;
 always @(posedge aclk) begin
-    b_valid <= a_valid; b_end <= a_end; b_first <= a_first;
-    b_last <= a_last; b_xb <= a_xb; b_d <= a_d; b_m <= a_m;
+    b_valid <= a_valid; b_end <= a_end; b_bend <= a_bend; b_first <= a_first;
+    b_last <= a_last; b_xb <= a_xb; b_x9 <= a_x9; b_d <= a_d; b_m <= a_m;
 end
 // b_second selects add_s and add_x (D): a flip-flop of its own, not the end of a shift-register
 // LUT (make timing: its SRL's 1.47 ns clock-to-out started the top's worst path, 6.02 ns)
@@ -176,33 +225,42 @@ always @(posedge aclk) begin
     b_second <= a_second;
 end
 
-reg               c_valid, c_end, c_first, c_last, c_xb;
+reg               c_valid, c_end, c_bend, c_first, c_last, c_xb;
+/* verilator lint_off UNUSEDSIGNAL */
+reg               c_x9;             // unused when Q8_0 = 0
+/* verilator lint_on UNUSEDSIGNAL */
 reg  [17:0]       c_d, c_m;
 always @(posedge aclk) begin
-    c_valid <= b_valid; c_end <= b_end; c_first <= b_first;
-    c_last <= b_last; c_xb <= b_xb; c_d <= b_d; c_m <= b_m;
+    c_valid <= b_valid; c_end <= b_end; c_bend <= b_bend; c_first <= b_first;
+    c_last <= b_last; c_xb <= b_xb; c_x9 <= b_x9; c_d <= b_d; c_m <= b_m;
 end
 
 
-reg               d_valid, d_first, d_last, d_bad;
-reg  [11:0]       d_sigm;           // the row's m (shared by every vector's m*X, m*s_x)
-// a vector's x scale of this block is Inf/NaN (0x05)
+reg               d_valid, d_bend, d_first, d_last, d_bad;
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [11:0]       d_sigm;           // the row's m (shared by every vector's m*X, m*s_x; unused
+                                    // with Q8_0: each vector's d_opm)
+/* verilator lint_on UNUSEDSIGNAL */
+// a vector's x scale of this block is Inf/NaN (0x05, 0x09)
 wire [VECTORS-1:0] d_xbad;
 always @(posedge aclk) begin
     d_valid <= c_valid && c_end;
+    d_bend  <= c_valid && c_bend;
     d_first <= c_first;
     d_last  <= c_last;
     d_bad   <= c_d[17] || c_m[17];
     d_sigm  <= c_m[11:0];
 end
+/* verilator lint_off UNUSEDSIGNAL */
 wire signed [11:0] sig_m = d_sigm;
+/* verilator lint_on UNUSEDSIGNAL */
 
 // E1, E2: the control bits wait out the two multiplies' registers in one 2-deep delay line of
 // the bundle {valid, first, last, bad}
 localparam EW = 4;                  // bits of the bundle: four flags
 reg  [EW-1:0]     e1_ctl, e_ctl;
 always @(posedge aclk) begin
-    e1_ctl <= {d_valid, d_first, d_last, d_valid && (d_bad || (|d_xbad))};
+    e1_ctl <= {d_valid, d_first, d_last, d_bend && (d_bad || (|d_xbad))};
     e_ctl  <= e1_ctl;
 end
 wire              e_valid, e_first, e_last, e_bad;
@@ -269,7 +327,8 @@ localparam NCH = (PW + 15) / 16;    // 16-bit chunks of the row sum (R2)
 localparam NLO = (NCH + 1) / 2;     // chunks of the low half (R3a): 0 .. NLO-1
 localparam [LZW-1:0] TOP = PW - 1;
 localparam PDW = 41;                // d*S (12 x 17 bits) or P*S (24 x 17 bits), signed
-localparam PMW = 25;                // m*X or m*s_x (12 x 13 bits), signed
+// m*X or m*s_x (12 x 13 bits), signed; with 0x09 also P*lo (|P| < 2^22, 0 <= lo < 32)
+localparam PMW = (Q8_0 != 0) ? 28 : 25;
 
 // ---------------------------------------------------------------- per vector: the datapath
 genvar gv, gi;
@@ -283,20 +342,23 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
     reg  [63:0]       xs_r;             // {s1, d1, s0, d0} of the current group
     // the row is 0x05: its x is not summed (X is not used), a copy of xb_r per vector
     (* shreg_extract = "no" *) reg xb_v;
-    reg  [31:0]       a0_xds;           // the block's {s, d}
+    reg  [31:0]       a0_xds;           // the block's {s, d} (0x09: {d, d})
     reg  [17:0]       a_dx, a_sx, b_sx;
-    reg  [5:0]        b_dx, c_dx;       // d_x's {bad, sh}: its significand is in P
+    reg  [5:0]        b_dx;             // d_x's {bad, sh}: its significand is in P
+    reg  [6:0]        c_dx;             // d_x's {bad, sh + 5 (0x09) or sh}
     reg  [5:0]        c_sx;             // s_x's {bad, sh}: its significand goes by hold_x
     always @(posedge aclk) begin
         if (in_scale) begin
             xs_r <= in_xs[64*gv +: 64];
             xb_v <= in_xb;
         end
-        a0_xds <= cidx[1] ? xs_r[63:32] : xs_r[31:0];
+        a0_xds <= x9_r ? {2{xs_r[16*cidx[3:2] +: 16]}} : cidx[1] ? xs_r[63:32] : xs_r[31:0];
         a_dx <= f16dec(a0_xds[15:0]);
         a_sx <= f16dec(a0_xds[31:16]);
         b_dx <= a_dx[17:12]; b_sx <= a_sx;
-        c_dx <= b_dx; c_sx <= b_sx[17:12];
+        // 0x09: the P*hi term's exponent sum is 5 more (hi = s >>> 5)
+        c_dx <= {b_dx[5], {1'b0, b_dx[4:0]} + ((Q8_0 != 0 && b_x9) ? 6'd5 : 6'd0)};
+        c_sx <= b_sx[17:12];
     end
     wire signed [11:0] a_sigd  = a_d[11:0];
     wire signed [11:0] a_sigdx = a_dx[11:0];
@@ -385,28 +447,54 @@ for (gv = 0; gv < VECTORS; gv = gv + 1) begin : g_vec
         d_s <= {add_s[15], add_s} + {c_s[15], c_s};
         d_x <= {add_x[11], add_x} + {c_x[11], c_x};
     end
-    // the multiplier of S, P (0x05) or sig_d (0x04), and the two terms' shifts in units of
-    // 2^-48: sh_dw + sh_dx and sh_mw + sh_sx (0..58), or sh_d + 24 and sh_m + 24 (24..53)
+    // the multiplier of S, P (0x05, 0x09) or sig_d (0x04), and the two terms' shifts in units
+    // of 2^-48: sh_dw + sh_dx and sh_mw + sh_sx (0..58), or sh_d + 24 and sh_m + 24 (24..53);
+    // 0x09: sh_dw + sh_dx + 5 (P*hi) and sh_dw + sh_dx (P*lo), 0..63
     reg  signed [23:0] d_opa;
     reg  [5:0]        d_sha, d_shb;
     reg               d_xbad_r;
     always @(posedge aclk) begin
         d_opa    <= c_xb ? c_pp : {{12{c_d[11]}}, c_d[11:0]};
-        d_sha    <= {1'b0, c_d[16:12]} + (c_xb ? {1'b0, c_dx[4:0]} : 6'd24);
+        d_sha    <= {1'b0, c_d[16:12]} + (c_xb ? c_dx[5:0] : 6'd24);
         d_shb    <= {1'b0, c_m[16:12]} + (c_xb ? {1'b0, c_sx[4:0]} : 6'd24);
-        d_xbad_r <= c_xb && (c_dx[5] || c_sx[5]);
+        d_xbad_r <= c_xb && (c_dx[6] || c_sx[5]);
     end
     assign d_xbad[gv] = d_xbad_r;
 
     // ------------------------------------------------------------ E1, E2: the two multiplies
     // the product registered twice: in the DSP48's M register (E1) and its P register (E2), so
     // the F shift starts 0.43 ns after the clock, not 2.3 ns (docs/timing.md)
+    // 0x09: the operands are P (both) and the INT8 lane's beat sum s = 32*hi + lo, chosen in
+    // front of the DSP48s' ports from flip-flops (d_x9: this vector's copy of the format flag)
     (* use_dsp = "yes" *) reg signed [PDW-1:0] e1_pd;
     (* use_dsp = "yes" *) reg signed [PMW-1:0] e1_pm;
+    if (Q8_0 != 0) begin : g_q80
+        wire [S8W-1:0] s8 = in_s8[S8W*gv +: S8W];
+        (* shreg_extract = "no" *) reg d_x9;
+        reg signed [23:0] d_opm;        // sig_m, or P (0x09)
+        (* keep *)
+        always @(posedge aclk) begin
+            d_x9 <= c_x9;
+        end
+        always @(posedge aclk) begin
+            d_opm <= c_x9 ? c_pp : {{12{c_m[11]}}, c_m[11:0]};
+        end
+        wire signed [16:0] s_hi = {{(22-S8W){s8[S8W-1]}}, s8[S8W-1:5]};
+        wire signed [12:0] s_lo = {8'd0, s8[4:0]};
+        wire signed [16:0] op_s = d_x9 ? s_hi : d_s;    // d*S's multiplicand: S, or hi
+        wire signed [12:0] op_x = d_x9 ? s_lo : d_x;    // m*X's: X or sig_sx, or lo
+        always @(posedge aclk) begin
+            e1_pd <= d_opa * op_s;
+            e1_pm <= d_opm * op_x;
+        end
+    end else begin : g_q4
+        always @(posedge aclk) begin
+            e1_pd <= d_opa * d_s;
+            e1_pm <= sig_m * d_x;
+        end
+    end
     reg  [5:0]        e1_sha, e1_shb;
     always @(posedge aclk) begin
-        e1_pd    <= d_opa * d_s;
-        e1_pm    <= sig_m * d_x;
         e1_sha   <= d_sha;
         e1_shb   <= d_shb;
     end

@@ -20,7 +20,7 @@ from .int8 import PROD_LO, PROD_HI
 from .mv_common import (CTRL_STAGES, P_BYTES, P_FIFO, P_MAX_K, P_VECTORS, P_XSTORE, MVEngine,
                         nv_width)
 from .ternary import DECODE_BRAM_STAGES, TREE_MODULE, ternary_tree, trit_decode_table
-from ..contract import FORMAT_INT8, FORMAT_Q4, FORMAT_TERNARY
+from ..contract import FORMAT_INT8, FORMAT_Q4, FORMAT_Q8_0, FORMAT_TERNARY
 
 FORMATS = (FORMAT_INT8, FORMAT_TERNARY)   # INT8 rows, ternary rows
 # with q4=true: llama.cpp Q4_1 rows (FORMAT_Q4) on a third lane (docs/q4.md)
@@ -50,7 +50,9 @@ class MVDualEngine(MVEngine):
         P_FIFO,
         P_XSTORE,
         Param("q4", bool, False, "a third lane for llama.cpp Q4_1 rows (format 0x04, and 0x05 "
-              "with Q8_1 x blocks; float32 results, docs/q4.md); 8-byte beats only"),
+              "with Q8_1 x blocks; float32 results, docs/q4.md), whose multiplies and finisher "
+              "also take the INT8 lane's Q8_0 rows with Q8_0 x blocks (format 0x09, "
+              "docs/activations.md); 8-byte beats only"),
         P_VECTORS,
     )
 
@@ -110,6 +112,12 @@ class MVDualEngine(MVEngine):
         if self.p["q4"] and self.p["bytes"] != 8:
             raise ParameterError(f"design {self.name}: q4=true needs bytes=8 (a Q4_1 scale beat "
                                  f"is four fp16), not bytes={self.p['bytes']}")
+        if self.p["q4"]:
+            from .q4 import D_STAGE
+            if self.paths()["int8"] > D_STAGE:    # pipeline is at most 3 + log2(8) = 6: 5
+                raise ParameterError(f"design {self.name}: the INT8 path ({self.paths()['int8']} "
+                                     f"cycles) is longer than the Q4_1 lane's stage D "
+                                     f"({D_STAGE}), where format 0x09 takes its beat sums")
         self.fit_fifo()
         hi = 3 + tree_depth(self.p["bytes"])
         if self.p["pipeline"] > hi:
@@ -137,9 +145,10 @@ class MVDualEngine(MVEngine):
             format_b=0x08, sext=sext, q4=self.p["q4"], paths=p, ctrl_stages=CTRL_STAGES,
         )
         if self.p["q4"]:
-            from .q4 import FORMAT_Q4_Q8_1, q4_lane_acc_width
-            ctx.update(psum_w=32, acc_w=q4_lane_acc_width(self.p["max_k"]),
-                       delayq=max(p.values()) - p["q4"], format_s=FORMAT_Q4_Q8_1)
+            from .q4 import D_STAGE, FORMAT_Q4_Q8_1, q4_lane_acc_width
+            ctx.update(psum_w=32, acc_w=q4_lane_acc_width(self.p["max_k"], q8_0=True),
+                       delayq=max(p.values()) - p["q4"], format_s=FORMAT_Q4_Q8_1,
+                       format_sb=FORMAT_Q8_0, delay_s8=D_STAGE - p["int8"])
         return ctx
 
     def _lane_ctx(self, kind: str) -> Dict[str, Any]:
@@ -187,6 +196,7 @@ class MVDualEngine(MVEngine):
         if self.p["q4"]:
             from .q4 import FORMAT_Q4_Q8_1
             out["weights_per_byte"]["4"] = 2
-            # per-block x (docs/activations.md): Q4_1 rows with Q8_1 x on the Q4_1 lane
-            out["block_formats"] = [FORMAT_Q4_Q8_1]
+            # per-block x (docs/activations.md): Q4_1 rows with Q8_1 x on the Q4_1 lane, Q8_0 rows
+            # with Q8_0 x on the INT8 lane's products and the Q4_1 lane's finisher
+            out["block_formats"] = [FORMAT_Q4_Q8_1, FORMAT_Q8_0]
         return out

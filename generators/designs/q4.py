@@ -36,6 +36,9 @@ LANE_STAGES = ("A0 pair products", "A products, fp16 decode", "B sums of 4, d_w*
                "R3a leading chunk per half", "R3 leading one, shift",
                "R4a normalise (shift by 0..15)", "R4b normalise (by 16s)",
                "R5 mantissa, guard, sticky", "R6 round")
+#: the stage whose registers the multiplies take (D): the INT8 lane's beat sums of format 0x09
+#: (in_s8) are due this many cycles after the beat's lane inputs (rtl/q4_lane.v)
+D_STAGE = 1 + next(i for i, s in enumerate(LANE_STAGES) if s.startswith("D "))
 SIG_MAX = 2047              # largest fp16 significand
 SH_MAX = 29                 # largest fp16 exponent shift (value = sig * 2^(sh - 24))
 
@@ -52,16 +55,19 @@ def q4_acc_width(max_k: int) -> int:
 LANE_TERM_W = 99
 
 
-def q4_lane_acc_width(max_k: int) -> int:
+def q4_lane_acc_width(max_k: int, q8_0: bool = False) -> int:
     """Bits of the lane's signed row accumulator, in units of 2^-48, for rows of up to max_k
     weights in either format: 0x04 per block |d*S| + |m*X| <= 2047 * 2^(29+24) * (61,440 +
     4,096); 0x05 per block |d_w*d_x*S| + |m_w*s_x| <= 2047^2 * 2^58 * (61,440 + 1)
-    (docs/activations.md section 3: 103 bits at max_k = 2048). At least the block term's
-    width (LANE_TERM_W)."""
+    (docs/activations.md section 3: 103 bits at max_k = 2048). With ``q8_0`` (the lane also
+    finishes format 0x09, the INT8 lane's Q8_0 rows: mv-engine q4=true) per block
+    |d_w*d_x*S_b| <= 2047^2 * 2^58 * 128*128*32 (106 bits at max_k = 2048). At least the block
+    term's width (LANE_TERM_W)."""
     blocks = -(-max_k // BLOCK)
     w04 = blocks * SIG_MAX * 2 ** (SH_MAX + 24) * (BLOCK * 15 * 128 + BLOCK * 128)
     w05 = blocks * SIG_MAX ** 2 * 2 ** (2 * SH_MAX) * (BLOCK * 15 * 128 + 1)
-    return max(LANE_TERM_W, max(w04, w05).bit_length() + 1)
+    w09 = blocks * SIG_MAX ** 2 * 2 ** (2 * SH_MAX) * (BLOCK * 128 * 128) if q8_0 else 0
+    return max(LANE_TERM_W, max(w04, w05, w09).bit_length() + 1)
 
 
 @register

@@ -30,8 +30,9 @@ def test_manifest_contract(pynq):
     # frame (PYNQ_Z1_VECTORS, docs/vectors.md "The PYNQ-Z1 default")
     assert man["matrix"]["vectors"] == PYNQ_Z1_VECTORS == 2
     assert man["matrix"]["latency"] == 28 and man["matrix"]["port_latency"] == [31, 30]
-    # and format 0x05 (Q4_1 rows with Q8_1 x blocks) on the Q4_1 lane
-    assert man["matrix"]["block_formats"] == [5]
+    # and format 0x05 (Q4_1 rows with Q8_1 x blocks) on the Q4_1 lane, 0x09 (Q8_0 rows with
+    # Q8_0 x blocks) on the INT8 lane's products and the Q4_1 lane's finisher
+    assert man["matrix"]["block_formats"] == [5, 9]
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
     assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
@@ -47,6 +48,7 @@ def test_q4_false_leaves_two_formats(tmp_path):
     # mv-engine's 11 (the ternary path the longer: decode ROM 2 + 4 tree registers) + 2
     # (vectors 2: docs/vectors.md)
     assert man["matrix"]["formats"] == [8, 3] and man["matrix"]["latency"] == 13
+    assert man["matrix"]["block_formats"] == []     # neither 0x05 nor 0x09 without the lane
     assert "q4_lane.v" not in man["sources"]
 
 

@@ -135,6 +135,23 @@ def test_lane_acc_width():
     assert [q4_lane_acc_width(k) for k in (32, 2048, 65535)] == [99, 103, 108]
 
 
+def test_lane_acc_width_q8_0():
+    """With format 0x09 on the lane (mv-engine q4=true) the accumulator also holds the worst
+    Q8_0 row: |d_w d_x S_b| = 2047^2 2^58 * 128*128*32 per block (docs/activations.md section
+    3: 106 bits at max_k = 2048, tools/activation_blocks.py's acc_width_q8_0), and the engine
+    renders that width."""
+    from generators.designs.q4 import q4_lane_acc_width
+    from tools.activation_blocks import acc_width_q8_0
+    for k in (1, 32, 300, 1536, 2048, 65535):
+        w = q4_lane_acc_width(k, q8_0=True)
+        worst = -(-k // 32) * 2047**2 * 2**58 * (32 * 128 * 128)
+        assert worst < 2**(w - 1) <= 2 * worst
+        assert w == max(q4_lane_acc_width(k), acc_width_q8_0(k))
+    assert [q4_lane_acc_width(k, q8_0=True) for k in (32, 2048, 65535)] == [100, 106, 111]
+    ctx = generators.build("mv-engine", {"q4": True}).context()
+    assert ctx["acc_w"] == 106 and ctx["format_sb"] == 0x09 and ctx["delay_s8"] == 0
+
+
 def test_decoder_model_weight_formats():
     """SmolLM2-135M per token: Q4_1 streams 5 bits per weight (every K is a multiple of 64),
     INT8 8, ternary 8/5 padded to beats; the wall decides the order of the tok/s."""

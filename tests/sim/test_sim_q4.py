@@ -44,6 +44,7 @@ def test_mv_engine_three_lanes(sim):
     beats = "2400" if sim == "verilator" else "800"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
     assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 26   # + the select register
+    assert r["manifest"]["block_formats"] == [5, 9]
     runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
 
 
@@ -109,7 +110,8 @@ def _mutate(pattern, repl, fname):
     # format 0x05: s_x's exponent read as d_x's; K % 32 not checked
     ("x-s-exponent", r"\{1'b0, c_sx\[4:0\]\}", "{1'b0, c_dx[4:0]}", "q4_lane.v",
      ["test_q81_random_shapes"]),
-    ("k-mod-32", r"\(h_fmt_s && h_k_odd\)", "1'b0", "mv_stream_ctrl.v", ["test_q81_bad_frames"]),
+    ("k-mod-32", r"\(\(h_fmt_s \|\| h_fmt_sb\) && h_k_odd\)", "1'b0", "mv_stream_ctrl.v",
+     ["test_q81_bad_frames"]),
 ], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
 def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
     """A latency one cycle off, ties rounded up, 0x05's s_x scaled by d_x's exponent, a 0x05
