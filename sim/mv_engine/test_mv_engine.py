@@ -6,6 +6,11 @@ today's one-vector frames and the bad frames of the vectors word.
 The design under test is described by the manifest in $TB_MANIFEST. Every output word is
 compared with the numpy golden model in generators.golden.mv, which shares no code with the
 templates.
+
+Format 0x09 (Q8_0 rows with Q8_0 x blocks on the INT8 lane, docs/activations.md; the manifest's
+`block_formats`, mv-engine q4=true): the `test_q80_*` tests, frames from generators.q8 (x
+quantised by ggml's reference quantiser or drawn codes and fp16 scales: sim/common/q80.py),
+every word against generators.golden.mv (q8_0_frame: exact sums, one rounding to float32).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from cocotb.triggers import ClockCycles, with_timeout
 
 from generators.golden import mv as golden
 from generators.packing import build_frame, header_bytes
+from sim.common import q80
 from sim.common.axis_tb import StreamTB, compare_words
 
 BEAT_BUDGET = int(os.environ.get("TB_BEATS", "4000"))
@@ -30,8 +36,11 @@ class MVTB(StreamTB):
         accepted += [int(f) for f in self.man.get("block_formats", [])]
         self.fmt = accepted              # what the golden model accepts
         # the frames this suite builds: INT8 and ternary rows (Q4_1 rows of mv-engine q4=true
-        # have a suite of their own, sim/q4_engine, which also mixes them with these)
-        self.formats = [f for f in accepted if f not in (golden.FMT_Q4, golden.FMT_Q4_Q8_1)]
+        # have a suite of their own, sim/q4_engine, which also mixes them with these; Q8_0 rows,
+        # format 0x09, the test_q80_* tests below)
+        self.formats = [f for f in accepted
+                        if f not in (golden.FMT_Q4, golden.FMT_Q4_Q8_1, golden.FMT_Q8_0)]
+        self.q80 = golden.FMT_Q8_0 in accepted
         self.ternary = golden.FMT_TERNARY in self.formats   # some frames are ternary
         self.max_k = int(self.man["parameters"]["max_k"])
         self.latency = int(self.man["latency"])
@@ -77,6 +86,12 @@ class MVTB(StreamTB):
         """Beats of a frame; `b` None: no vectors flag (one vector)."""
         hdr = -(-8 // self.bytes) if b is None else -(-16 // self.bytes)
         return hdr + (b or 1) * -(-k // self.bytes) + n * self.row_beats(k, fmt)
+
+    # ---------------------------------------------------------------- format 0x09
+    def frame_q80(self, k, n, b=0, **kw):
+        """A 0x09 frame (sim/common/q80.frame_q80); ``b`` as frame()'s."""
+        b = self.pick_b() if b == 0 else b
+        return q80.frame_q80(self.rng, self.np_rng, k, n, b=b, **kw)
 
     # ---------------------------------------------------------------- checking
     async def run_check(self, frames, timeout_us=200_000):
@@ -198,7 +213,7 @@ def bad_frames(tb, fmt=None):
     row = tb.row_beats(k, fmt) * tb.bytes
     xlen = -(-k // tb.bytes) * tb.bytes
     pad = lambda b: bytes(b) + bytes((-len(b)) % tb.bytes)
-    other_fmt = [f for f in (0x03, 0x08, 0x04, 0x05, 0x06) if f not in tb.fmt][0]
+    other_fmt = [f for f in (0x03, 0x08, 0x04, 0x05, 0x09, 0x06) if f not in tb.fmt][0]
     cases = {
         "BAD_MAGIC": pad(header_bytes(k, n, fmt, 0x11, magic=0x1234, beat_bytes=tb.bytes))
                      + bytes(xlen),
@@ -214,6 +229,9 @@ def bad_frames(tb, fmt=None):
     }
     if tb.max_k == 65535:
         del cases["BAD_SHAPE K>max"]
+    if not tb.q80 and tb.bytes == 8 and tb.max_k >= 32:
+        # a well-formed 0x09 frame to an engine without the format: BAD_FORMAT alone
+        cases["BAD_FORMAT 0x09"] = q80.frame_q80(tb.rng, tb.np_rng, 32, 2, tag=0x16)
     if fmt == golden.FMT_TERNARY:
         bad = bytearray(good)
         bad[hb + xlen + row + 1] = 250      # a bad byte in row 1, within K
@@ -352,3 +370,243 @@ async def test_summary(dut):
     await tb.reset()
     await tb.summary(lambda budget: random_frames(tb, budget),
                      tb.expected, lambda: tb.frame(tb.max_k, 1, b=None))
+
+
+# ---------------------------------------------------------------- format 0x09 (Q8_0 x blocks)
+def need_q80(tb):
+    assert tb.q80, "the engine's manifest lists no format 0x09 (block_formats)"
+
+
+def q80_random_frames(tb, budget, big=False):
+    frames, used, edges = [], 0, q80.q80_ks(tb.max_k)
+    while used < budget and tb.max_k >= 32:
+        k = edges.pop(0) if edges else 32 * tb.rng.randint(1, tb.max_k // 32)
+        if not big and k > 320 and edges:
+            continue
+        n = tb.rng.randint(1, max(1, min(12, (budget - used) // q80.q8_row_beats(k))))
+        b = tb.pick_b()
+        frames.append(tb.frame_q80(k, n, b=b))
+        used += q80.frame_beats_q80(k, n, b)
+    return frames
+
+
+@cocotb.test()
+async def test_q80_random_shapes(dut):
+    """0x09 frames: K multiples of 32 (last groups of one to four blocks), random N, x
+    quantised from float x with an outlier channel or random codes with wild fp16 d, rows of
+    typical and wild d, straight and through llama.cpp's block_q8_0 bytes; free output, then
+    pauses; B-vector frames mixed in."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    await tb.run_check(q80_random_frames(tb, BEAT_BUDGET // 2))
+    tb.set_pauses(idle=0.3, backpressure=0.3)
+    await tb.run_check(q80_random_frames(tb, BEAT_BUDGET // 2))
+
+
+@cocotb.test()
+async def test_q80_smollm_shapes(dut):
+    """SmolLM2-135M's K (576, 1536) where max_k allows, else the largest multiple of 32:
+    quantised x with an outlier channel, typical Q8_0 rows, and a frame of B vectors."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    ks = [k for k in (576, 1536) if k <= tb.max_k] or [tb.max_k // 32 * 32]
+    frames = []
+    for k in ks:
+        frames.append(tb.frame_q80(k, 3, kind="typical", xkind="quantised", b=None))
+        if tb.vectors > 1:
+            frames.append(tb.frame_q80(k, 2, kind="typical", xkind="quantised", b=tb.vectors))
+    await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_q80_extreme_scales(dut):
+    """0x09 at K = the largest multiple of 32: the largest |S_b| (codes -128 and 127 in rows and
+    x) with the largest, subnormal, zero and negative fp16 d of x and of the row; every block a
+    different extreme; float32 rounding ties both ways and both signs (normal and subnormal
+    scales); rows whose blocks cancel to zero."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    k = tb.max_k // 32 * 32
+    nb = k // 32
+    b = tb.vectors if tb.vectors > 1 else None
+    xs_shape = (nb,) if b is None else (b, nb)
+    full = lambda v, shape=(1, nb): np.full(shape, v, dtype=np.uint16)
+    frames = []
+    for xv in (-128, 127):
+        xq = np.full(k if b is None else (b, k), xv, np.int8)
+        for wv in (-128, 127):
+            q = np.full((1, nb, 32), wv, np.int8)
+            for dx, d in [(q80.F16_MAX, q80.F16_MAX), (q80.F16_MAX | 0x8000, q80.F16_MAX),
+                          (q80.F16_MAX, q80.F16_MAX | 0x8000), (q80.F16_MIN_SUB, 0x8001),
+                          (0x03FF, 0x3C00), (0x8000, q80.F16_MAX)]:
+                frames.append(tb.frame_q80(k, 1, x=(xq, full(dx, xs_shape)), q=q, d=full(d),
+                                           b=b))
+    for _ in range(6):
+        frames.append(tb.frame_q80(k, 4, kind="extreme", xkind="extreme", b=b))
+    # float32 ties: block 0 gives +-2^24 u, block 1 adds +-1 u (half an ulp of 2^24: stays, even)
+    # or +-3 u (2^24 + 3 is half way between 2^24 + 2, odd, and 2^24 + 4: rounds up); u = 1 with
+    # normal scales (d_w = d_x = 2^12, then 1.0), u = 2^-48 with subnormal ones (2^-12, then the
+    # smallest subnormal 2^-24)
+    if nb >= 2:
+        for big, small in ((27 << 10, 0x3C00), (3 << 10, 0x0001)):
+            for sign in (1, -1):
+                for add in (1, 3):
+                    xq = np.zeros(k, np.int8)
+                    xq[0] = 1
+                    xq[32] = 1
+                    q = np.zeros((1, nb, 32), np.int8)
+                    q[0, 0, 0] = sign
+                    q[0, 1, 0] = sign * add
+                    d = np.zeros((1, nb), np.uint16)
+                    xd = np.zeros(nb, np.uint16)
+                    d[0, 0], xd[0] = big, big
+                    d[0, 1], xd[1] = small, small
+                    frames.append(tb.frame_q80(k, 1, x=(xq, xd), q=q, d=d, b=None))
+        # exact cancellation: block 0 = -block 1 (the word is +0)
+        xq = np.ones(k, np.int8)
+        q = np.zeros((1, nb, 32), np.int8)
+        q[0, 0, :] = 5
+        q[0, 1, :] = -5
+        frames.append(tb.frame_q80(k, 1, x=(xq, full(0x4400, (nb,))), q=q, d=full(0x3800), b=None))
+    await tb.run_check(frames)
+
+
+def q80_bad_frames(tb):
+    k = 160 if tb.max_k >= 160 else (96 if tb.max_k >= 96 else 32)
+    n = 3
+    nb = k // 32
+    tbl = -(-k // 128)
+    row = 8 * q80.q8_row_beats(k)
+    xq, xd = q80.x_q80(tb.np_rng, k, None, "quantised")
+    q = tb.np_rng.integers(-128, 128, size=(n, nb, 32), dtype=np.int8)
+    d = q80.f16_scales(tb.np_rng, (n, nb), "typical")
+    good = tb.frame_q80(k, n, x=(xq, xd), q=q, d=d, b=None)
+    hdr = lambda kk, nn, fmt, tag: (0xB158 | kk << 16 | nn << 32 | fmt << 48
+                                    | tag << 56).to_bytes(8, "little")
+    codes_end = 8 + k
+    rows_at = codes_end + 8 * tbl
+    xd_inf = xd.copy(); xd_inf[nb - 1] = q80.F16_INF
+    xd_nan = xd.copy(); xd_nan[0] = q80.F16_NAN | 0x8000          # a negative NaN
+    d_inf = d.copy(); d_inf[1, nb - 1] = q80.F16_INF               # row 1's last block
+    d_nan = d.copy(); d_nan[2, 0] = q80.F16_NAN                    # row 2's first block
+    bad_row1 = tb.frame_q80(k, n, x=(xq, xd), q=q, d=d_inf, b=None)
+    cases = {
+        "0x09 BAD_SHAPE K%32": hdr(45, n, 9, 0x41) + bytes(48),
+        "0x09 BAD_SHAPE K=16": hdr(16, n, 9, 0x42) + bytes(24),
+        "0x09 SHORT in codes": good[:8 + 8],
+        "0x09 SHORT at the table": good[:codes_end],
+        "0x09 SHORT in the table": good[:codes_end + 8] if tbl > 1 else good[:codes_end],
+        "0x09 SHORT in rows": good[:rows_at + row + 8 * 7],
+        "0x09 SHORT after a block": good[:rows_at + row + 8 * 5],
+        "0x09 LONG": good + bytes(16),
+        "0x09 BAD_SCALE inf d_x": tb.frame_q80(k, n, x=(xq, xd_inf), q=q, d=d, b=None),
+        "0x09 BAD_SCALE nan d_x": tb.frame_q80(k, n, x=(xq, xd_nan), q=q, d=d, b=None),
+        "0x09 BAD_SCALE inf row d": bad_row1,
+        "0x09 BAD_SCALE nan row d": tb.frame_q80(k, n, x=(xq, xd), q=q, d=d_nan, b=None),
+        # row 1's last block (Inf d) cut before its last code beat: no flag
+        "0x09 SHORT before a bad block ends": bad_row1[:rows_at + 2 * row - 8],
+    }
+    if nb % 4:      # the fields past K of the table's and a row's last scale beat: never read
+        fr = bytearray(good)
+        last_t = codes_end + 8 * (tbl - 1)
+        last_s = rows_at + row - 8 * (1 + 4 * (nb % 4))
+        for j in range(nb % 4, 4):
+            fr[last_t + 2 * j:last_t + 2 * j + 2] = (0x7E00 | 0x8000 * (j % 2)).to_bytes(2, "little")
+            fr[last_s + 2 * j:last_s + 2 * j + 2] = (0x7C00).to_bytes(2, "little")
+        cases["0x09 NaN past K (no flag)"] = bytes(fr)
+    if tb.vectors > 1:
+        V = tb.vectors
+        bq, bd = q80.x_q80(tb.np_rng, k, V, "quantised")
+        bd = bd.copy(); bd[V - 1, nb - 1] = q80.F16_NAN
+        gv = tb.frame_q80(k, n, b=V)
+        slot = k + 8 * tbl
+        cases.update({
+            "0x09 vectors BAD_SCALE (last vector's d_x)": tb.frame_q80(k, n, x=(bq, bd), q=q, d=d,
+                                                                      b=V),
+            # the last vector's store still holds that NaN: a frame of fewer vectors never reads it
+            "0x09 vectors B=1 after": tb.frame_q80(k, n, b=1),
+            "0x09 vectors SHORT in vector 2's table": gv[:16 + slot + k + (8 if tbl > 1 else 0)],
+            "0x09 vectors bad K": (hdr(40, n, 9 | 0x80, 0x43) + (V).to_bytes(8, "little")
+                                   + bytes(V * 48)),
+        })
+    return cases
+
+
+@cocotb.test()
+async def test_q80_bad_frames(dut):
+    """0x09 error classes (K not a multiple of 32, short in the codes, at and in the scale table,
+    in the rows, long, Inf / NaN d of x and of a row, a bad block cut short, NaN and Inf past K
+    that must not flag; B-vector frames: a NaN in the last vector's table, then a frame of fewer
+    vectors), each followed by a good frame of 0x09 or 0x08, with and without pauses."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        for name, fr in q80_bad_frames(tb).items():
+            kk = 32 * tb.rng.randint(1, max(1, tb.max_k // 32))
+            good = (tb.frame_q80(kk, tb.rng.randint(1, 4)) if tb.rng.random() < 0.5
+                    else tb.frame(tb.rng.randint(1, tb.max_k), tb.rng.randint(1, 4)))
+            got = await tb.run_check([fr, good])
+            status = [w for w, last in got if last][0]
+            dut._log.info("%-44s -> status flags %s", name,
+                          golden.flag_names(golden.decode_status(status)[1]))
+
+
+@cocotb.test()
+async def test_q80_mixed_with_0x08(dut):
+    """0x09 and 0x08 frames back to back (the same K and random ones; ternary frames too), B-vector
+    frames among them, with and without pauses."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    for pauses in ((0, 0), (0.3, 0.3)):
+        tb.set_pauses(*pauses)
+        frames = []
+        for _ in range(24):
+            k = 32 * tb.rng.randint(1, max(1, tb.max_k // 32))
+            n = tb.rng.randint(1, 5)
+            b = tb.pick_b()
+            pick = tb.rng.random()
+            if pick < 0.45:
+                frames.append(tb.frame_q80(k, n, b=b))
+            elif pick < 0.85:
+                frames.append(tb.frame(k if tb.rng.random() < 0.5 else tb.rng.randint(1, tb.max_k),
+                                       n, fmt=golden.FMT_INT8, b=b))
+            else:
+                frames.append(tb.frame(tb.rng.randint(1, tb.max_k), n, b=b))
+        await tb.run_check(frames)
+
+
+@cocotb.test()
+async def test_q80_tready_duty_and_latency(dut):
+    """0x09 with a free output: s_axis_tready high on every cycle of a frame (the scale table
+    beats too) and the first result `latency` cycles after the last beat of its row."""
+    tb = MVTB(dut)
+    need_q80(tb)
+    await tb.reset()
+    tb.set_pauses(0, 0)
+    bs = [None] + ([tb.vectors] if tb.vectors > 1 else [])
+    kmax = tb.max_k // 32 * 32
+    for (k, n), b in [(s, b) for s in [(kmax, 4), (32, 3), (96, 6), (160, 5)] for b in bs]:
+        k = min(k, kmax)
+        nb = b or 1
+        tb.mon.clear()
+        await tb.run_check([tb.frame_q80(k, n, b=b)])
+        beats = q80.frame_beats_q80(k, n, b)
+        hs = tb.mon.in_hs
+        assert len(hs) == beats, f"{len(hs)} input handshakes, frame has {beats} beats"
+        span = hs[-1] - hs[0] + 1
+        assert span == beats, f"K={k} N={n}: {beats} beats took {span} cycles"
+        assert not tb.mon.in_refused, f"tready low while tvalid high at {tb.mon.in_refused[:5]}"
+        row0_last = hs[q80.frame_beats_q80(k, 0, b) + q80.q8_row_beats(k) - 1]
+        out = tb.mon.out_hs
+        assert out[0] - row0_last == tb.latency, (
+            f"first result {out[0] - row0_last} cycles after its last beat, manifest latency "
+            f"{tb.latency}")
+        assert out[-1] == max(hs[-1] + tb.latency + nb, out[0] + n * nb)
+        dut._log.info("0x09 K=%d N=%d B=%s: %d beats in %d cycles, latency %d",
+                      k, n, b, beats, span, tb.latency)

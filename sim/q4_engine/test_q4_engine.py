@@ -27,6 +27,7 @@ from generators.golden.mv import decode_status
 from generators.packing import build_frame
 from generators.q4 import (build_q4_frame, build_q4_q8_1_frame, pack_q4_rows, pack_q4_rows_raw,
                            q4_1_blocks_to_raw, q4_row_beats)
+from sim.common import q80
 from sim.common.axis_tb import StreamTB, compare_words
 
 BEAT_BUDGET = int(os.environ.get("TB_BEATS", "3000"))
@@ -145,8 +146,13 @@ class Q4TB(StreamTB):
         return (1 if b is None else 2) + (b or 1) * (k // 8 + -(-k // 64)) + n * q4_row_beats(k)
 
     def other_frame(self, k, n, fmt, b=None):
-        """An INT8 (0x08) or ternary (0x03) frame, for an engine that computes those too."""
+        """An INT8 (0x08), ternary (0x03) or Q8_0 (0x09: K rounded down to a multiple of 32,
+        at least 32) frame, for an engine that computes those too."""
         r = self.np_rng
+        if fmt == q80.FORMAT:
+            return q80.frame_q80(self.rng, r, max(32, k // 32 * 32), n, b=b)
+        if fmt == golden.FMT_Q4_Q8_1:
+            return self.frame_q81(max(32, k // 32 * 32), n, b=b)
         x = self.xs(k, b)
         if fmt == 0x03:
             return build_frame(x, r.integers(-1, 2, size=(n, k), dtype=np.int8), "ternary",

@@ -18,6 +18,10 @@ MV = "sim.mv_engine.test_mv_engine"
 ALL_MV = ["test_random_shapes", "test_tready_duty_and_latency", "test_bad_frames",
           "test_output_stall", "test_reset_mid_frame", "test_reset_mid_frame_and_stall",
           "test_worst_case_sums"]
+#: format 0x09 (Q8_0 rows with Q8_0 x blocks, docs/activations.md: the INT8 lane's products into
+#: the Q4_1 lane's finisher), on every mv-engine q4=true build
+Q80 = ["test_q80_random_shapes", "test_q80_smollm_shapes", "test_q80_extreme_scales",
+       "test_q80_bad_frames", "test_q80_mixed_with_0x08", "test_q80_tready_duty_and_latency"]
 
 
 # The lane on both simulators: the standalone q4-engine on Icarus, the three-lane mv-engine on
@@ -38,27 +42,27 @@ def test_q4_engine_suite(sim):
 
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
 def test_mv_engine_three_lanes(sim):
-    """mv-engine q4=true: the Q4_1 suite (with INT8/ternary frames mixed in) and the INT8 and
-    ternary suite, on one build."""
+    """mv-engine q4=true: the Q4_1 suite (with INT8/ternary/0x09 frames mixed in) and the INT8,
+    ternary and 0x09 suite, on one build."""
     params = {"max_k": 300, "q4": True}
     beats = "2400" if sim == "verilator" else "800"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
     assert r["manifest"]["formats"] == [8, 3, 4] and r["manifest"]["latency"] == 26   # + the select register
     assert r["manifest"]["block_formats"] == [5, 9]
-    runner.run("mv-engine", params, sim, MV, ALL_MV, extra_env={"TB_BEATS": beats})
+    runner.run("mv-engine", params, sim, MV, ALL_MV + Q80, extra_env={"TB_BEATS": beats})
 
 
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=LONG)])
 def test_mv_engine_three_lanes_vectors(sim):
-    """mv-engine q4=true at vectors 2 (docs/vectors.md): the Q4_1 suite and the INT8/ternary
-    suite with B-vector frames mixed with one-vector frames and bad frames of the vectors
+    """mv-engine q4=true at vectors 2 (docs/vectors.md): the Q4_1 suite and the INT8/ternary/
+    0x09 suite with B-vector frames mixed with one-vector frames and bad frames of the vectors
     word: every lane's B results per row against the golden models, latency unchanged."""
     params = {"max_k": 150, "q4": True, "vectors": 2}
     beats = "1200" if sim == "verilator" else "600"
     r = runner.run("mv-engine", params, sim, Q4, ALL_Q4, extra_env={"TB_BEATS": beats})
     # + the entry register and the output slice (out_stages)
     assert r["manifest"]["vectors"] == 2 and r["manifest"]["latency"] == 28
-    runner.run("mv-engine", params, sim, MV, ALL_MV + ["test_output_bound"],
+    runner.run("mv-engine", params, sim, MV, ALL_MV + ["test_output_bound"] + Q80,
                extra_env={"TB_BEATS": beats})
 
 
@@ -71,6 +75,18 @@ def test_q4_engine_q81_smollm(sim):
                     "test_q81_tready_duty_and_latency"],
                    extra_env={"TB_BEATS": "3000" if sim == "verilator" else "1500"})
     assert r["manifest"]["latency"] == 27 and r["manifest"]["block_formats"] == [5]
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=LONG)])
+def test_mv_engine_q80_smollm(sim):
+    """Format 0x09 at SmolLM2's K (576, 1536: max_k 1536) on the top's matrix engine (q4=true,
+    vectors 2): frames of 1 and 2 vectors, random K, extremes, ties, bad frames, the latency;
+    every word against generators.golden.mv."""
+    r = runner.run("mv-engine", {"max_k": 1536, "q4": True, "vectors": 2}, sim, MV,
+                   ["test_q80_smollm_shapes", "test_q80_random_shapes", "test_q80_bad_frames",
+                    "test_q80_extreme_scales", "test_q80_tready_duty_and_latency"],
+                   extra_env={"TB_BEATS": "3000" if sim == "verilator" else "1500"})
+    assert r["manifest"]["latency"] == 28 and r["manifest"]["block_formats"] == [5, 9]
 
 
 @LONG
@@ -120,3 +136,30 @@ def test_q4_tests_can_fail(name, pattern, repl, fname, tests):
     with pytest.raises(AssertionError, match="cocotb tests failed"):
         runner.run("q4-engine", {"max_k": 300}, "icarus", Q4, tests, variant=name,
                    mutate=_mutate(pattern, repl, fname), extra_env={"TB_BEATS": "400"})
+
+
+@pytest.mark.parametrize("name,pattern,repl,fname,test", [
+    # the P*hi term's exponent sum 4 more, not 5 (hi = s >>> 5)
+    ("hi-shift", r"6'd5 : 6'd0", "6'd4 : 6'd0", "q4_lane.v", "test_q80_random_shapes"),
+    # an Inf/NaN scale flagged on every code beat of its block, not its last: a block cut short
+    # by tlast would raise BAD_SCALE
+    ("bad-every-beat", r"x9_r \? \(\(cidx\[1:0\] == 2'd3\) \|\| in_last\)", "x9_r ? 1'b1",
+     "q4_lane.v", "test_q80_bad_frames"),
+    # the row end after a scale beat compared with an INT8 beat of five banks (40 elements):
+    # a last group of one block ends a beat early
+    ("row-end-after-scale", r"h_fmt_sb \? R1THR_B", "h_fmt_sb ? R1THR_A", "mv_stream_ctrl.v",
+     "test_q80_random_shapes"),
+    # a 0x09 frame's K % 32 not checked
+    ("k-mod-32-q80", r"\(h_fmt_s \|\| h_fmt_sb\) && h_k_odd", "h_fmt_s && h_k_odd",
+     "mv_stream_ctrl.v", "test_q80_bad_frames"),
+    # the scale store read at half the row's group count (the x table word of another group)
+    ("x-table-address", r"assign xs_raddr = rgrp;", "assign xs_raddr = rgrp >> 1;",
+     "mv_stream_ctrl.v", "test_q80_random_shapes"),
+], ids=lambda v: v if isinstance(v, str) and " " not in v and len(v) < 24 else "")
+def test_q80_tests_can_fail(name, pattern, repl, fname, test):
+    """Format 0x09's mutants, one at a time: the engine as generated passes `test`, the mutant
+    fails it on a word compared with generators.golden.mv (Icarus, the three-lane mv-engine at
+    max_k 300)."""
+    runner.run_mutant("mv-engine", {"max_k": 300, "q4": True}, "icarus", MV, test,
+                      _mutate(pattern, repl, fname), name, extra_env={"TB_BEATS": "400"},
+                      match=r"^word \d+: got 0x[0-9a-f]+ tlast=\w+, expected")
