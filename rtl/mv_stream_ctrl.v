@@ -285,6 +285,10 @@ reg  [TW*BYTES-1:0] bthr_q;      // byte b of the next beat holds weights if rre
 reg  [TW-1:0] rthr_q;            // the next beat ends the row if rrem <= rthr
 reg  [TW*BYTES-1:0] hthr_q;      // grouped rows: thresholds of a code beat after a scale beat
 reg  [TW-1:0] r1thr_q;           // grouped rows: the same for the row end
+// three formats: each threshold plus the frame's elements per beat (rrem after a step is above
+// a threshold if rrem before it is above this)
+reg  [(TW+1)*BYTES-1:0] bthr_e_q, hthr_e_q;
+reg  [TW:0] rthr_e_q, r1thr_e_q;
 /* verilator lint_on UNUSEDSIGNAL */
 reg         n_one;               // one row
 reg  [BYTES-1:0] bmask_k;        // byte mask of a row's first beat
@@ -361,6 +365,7 @@ assign s_axis_tready = room;
 reg            in_v;               // a beat was accepted (tvalid && room) in the cycle before
 reg            in_vx;              // copies of in_v for the x write and for rrem alone (small
 reg            in_vr;              // fanouts; all kept, or synthesis merges them)
+reg            in_vv;              // and for the one-hot vector xvoh alone
 reg  [DW-1:0]  in_d;
 reg            in_l;
 always @(posedge aclk) begin
@@ -372,6 +377,7 @@ always @(posedge aclk) begin
     in_v  <= aresetn && s_axis_tvalid && room;
     in_vx <= aresetn && s_axis_tvalid && room;
     in_vr <= aresetn && s_axis_tvalid && room;
+    in_vv <= aresetn && s_axis_tvalid && room;
 end
 wire accept = in_v;
 
@@ -398,20 +404,37 @@ assign hdr_load = accept && st_hdr && hdr_done;
 // a vector's last x beat with another vector to come)
 (* keep *) wire xv_en;
 assign xv_en = (st_hdr && hdr_done) || st_vw || (st_x && x_last_q && !xv_last_q);
+// the one-hot vector xvoh: set to vector 0 by the header's last beat, shifted by a vector's last
+// x beat with another to come; each a kept net of registers, so xvoh's set and enable are one
+// LUT each, from a copy of the input register's valid of their own (in_vv) (make timing: through
+// xv_en and the reset ABC put four LUT levels from x_last_q to xvoh[0], 5.777 ns calibrated in
+// the top with format 0x09; from in_v itself it shared their terms with the controller's other
+// enables: in_v -> xv_last_q 6.56 ns)
+(* keep *) wire xv_first;
+(* keep *) wire xv_next;
+assign xv_first = in_vv && st_hdr && hdr_done;
+assign xv_next  = in_vv && st_x && x_last_q && !xv_last_q;
 wire [15:0] h_k       = hdr_word[31:16];
 wire [15:0] h_n       = hdr_word[47:32];
 /* verilator lint_off UNUSEDSIGNAL */
-wire [15:0] h_k_m1    = h_k - 16'd1;                // K - 1: bits [15:6] are ceil(K/64) - 1
+wire [15:0] h_k_m1;                                 // K - 1: bits [15:6] are ceil(K/64) - 1,
+                                                    // [15:7] ceil(K/128) - 1 (g_hpre, g_hcomb)
 /* verilator lint_on UNUSEDSIGNAL */
 
 // the format byte's code: bit 7 is the vectors flag when VECTORS > 1 (else part of the code, so
-// a flagged frame matches no format and is BAD_FORMAT)
+// a flagged frame matches no format and is BAD_FORMAT). Its tests against each format's code
+// (h_is_*) are registered at stage 0 with a one-beat header, as K's (g_hpre: made from in_d,
+// the per-format choices of the per-frame registers were four to six LUT levels behind them,
+// make timing: h_code -> chk_shape 6.10 ns calibrated with format 0x09's code among them)
 wire        h_vflag   = HAS_V && hdr_word[55];
-wire [7:0]  h_code    = HAS_V ? {1'b0, hdr_word[54:48]} : hdr_word[55:48];
-wire        h_fmt_sb  = HAS_SB && (h_code == FORMAT_SB);
-wire        h_fmt_b   = HAS_B && ((h_code == FORMAT_B) || h_fmt_sb);
-wire        h_fmt_s   = HAS_S && (h_code == FORMAT_S);
-wire        h_fmt_c   = HAS_C && ((h_code == FORMAT_C) || h_fmt_s);
+/* verilator lint_off UNUSEDSIGNAL */
+wire [7:0]  h_code    = HAS_V ? {1'b0, hdr_word[54:48]} : hdr_word[55:48];   // g_hcomb's
+/* verilator lint_on UNUSEDSIGNAL */
+wire        h_is_a, h_is_b, h_is_c, h_is_s, h_is_sb;     // the code is FORMAT, FORMAT_B, ...
+wire        h_fmt_sb  = HAS_SB && h_is_sb;
+wire        h_fmt_b   = HAS_B && (h_is_b || h_fmt_sb);
+wire        h_fmt_s   = HAS_S && h_is_s;
+wire        h_fmt_c   = HAS_C && (h_is_c || h_fmt_s);
 // the frame's rows are grouped (scale beats)
 wire        h_grp     = HAS_G && ((HAS_C ? h_fmt_c : !h_fmt_b) || h_fmt_sb);
 // Two or three formats: every per-format figure is computed for each format and registered, or
@@ -460,9 +483,18 @@ if (DW >= 64) begin : g_hpre
     reg [NKC-1:0] kgt_r;
     reg           kbig, magic_ok, nzero, kodd, nb_bad;
     reg  [9:0]    hi_nz;         // bit i: a bit set in [8+6i +: 6] of the word (the last: 2 bits)
+    reg  [15:0]   km1;
+    reg           is_a, is_b, is_c, is_s, is_sb;
+    wire [7:0]    code_in = HAS_V ? {1'b0, s_axis_tdata[54:48]} : s_axis_tdata[55:48];
     integer       p;
     always @(posedge aclk) begin
         kgt_r    <= k_tests(s_axis_tdata[31:16]);
+        km1      <= s_axis_tdata[31:16] - 16'd1;
+        is_a     <= (code_in == FORMAT);
+        is_b     <= (code_in == FORMAT_B);
+        is_c     <= (code_in == FORMAT_C);
+        is_s     <= (code_in == FORMAT_S);
+        is_sb    <= (code_in == FORMAT_SB);
         kbig     <= (MAX_K < 65535) && (s_axis_tdata[31:16] > MAX_K);
         magic_ok <= (s_axis_tdata[15:0] == MAGIC);
         nzero    <= (s_axis_tdata[47:32] == 16'd0);
@@ -477,6 +509,8 @@ if (DW >= 64) begin : g_hpre
         end
     end
     assign kgt        = kgt_r;
+    assign h_k_m1     = km1;
+    assign {h_is_a, h_is_b, h_is_c, h_is_s, h_is_sb} = {is_a, is_b, is_c, is_s, is_sb};
     assign h_k_big    = kbig;
     assign h_magic_ok = magic_ok;
     assign h_n_zero   = nzero;
@@ -485,6 +519,12 @@ if (DW >= 64) begin : g_hpre
     assign vw_hi_nz   = |hi_nz;
 end else begin : g_hcomb
     assign kgt        = k_tests(h_k);
+    assign h_k_m1     = h_k - 16'd1;
+    assign h_is_a     = (h_code == FORMAT);
+    assign h_is_b     = (h_code == FORMAT_B);
+    assign h_is_c     = (h_code == FORMAT_C);
+    assign h_is_s     = (h_code == FORMAT_S);
+    assign h_is_sb    = (h_code == FORMAT_SB);
     assign h_k_big    = (MAX_K < 65535) && (h_k > MAX_K);
     assign h_magic_ok = (hdr_word[15:0] == MAGIC);
     assign h_n_zero   = (h_n == 16'd0);
@@ -502,18 +542,34 @@ wire             h_k_le_b  = !kgt[3*BYTES+2];              // K <= LANE_ELEMS_B
 wire             h_k_le_x  = !kgt[3*BYTES+3];              // K <= BYTES: x is one beat
 reg  [TW*BYTES-1:0] h_bthr;
 reg  [TW*BYTES-1:0] h_hthr;
+// the same plus the frame's elements per beat (three formats: the compares one step ahead)
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [(TW+1)*BYTES-1:0] h_bthr_e;
+reg  [(TW+1)*BYTES-1:0] h_hthr_e;
+reg  [TW:0] h_rthr_e, h_r1thr_e;
+/* verilator lint_on UNUSEDSIGNAL */
 integer b;
 /* verilator lint_off UNUSEDSIGNAL */
 integer thr;   // bits [TW-1:0] used: every threshold is below 2^TW
+integer el;    // the frame's elements per beat
 /* verilator lint_on UNUSEDSIGNAL */
 always @* begin
+    el = h_fmt_c ? LANE_ELEMS_C : h_fmt_b ? LANE_ELEMS_B : LANE_ELEMS;
     for (b = 0; b < BYTES; b = b + 1) begin
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
         h_bthr[TW*b +: TW] = thr[TW-1:0];
+        thr = thr + el;
+        h_bthr_e[(TW+1)*b +: TW+1] = thr[TW:0];
         thr = h_fmt_c ? b * WPB_C : h_fmt_sb ? b * WPB_B : b * WPB;
         h_hthr[TW*b +: TW] = thr[TW-1:0];
+        thr = thr + el;
+        h_hthr_e[(TW+1)*b +: TW+1] = thr[TW:0];
     end
+    thr = (h_fmt_c ? 2 * LANE_ELEMS_C : h_fmt_b ? 2 * LANE_ELEMS_B : 2 * LANE_ELEMS) + el;
+    h_rthr_e = thr[TW:0];
+    thr = (h_fmt_c ? LANE_ELEMS_C : h_fmt_sb ? LANE_ELEMS_B : LANE_ELEMS) + el;
+    h_r1thr_e = thr[TW:0];
 end
 localparam [TW-1:0] RTHR_A = 2 * LANE_ELEMS;
 localparam [TW-1:0] RTHR_B = 2 * LANE_ELEMS_B;
@@ -698,10 +754,19 @@ wire [31:0] rrem_lo32 = {{(32 - TW){1'b0}}, rrem_lo};
 (* keep *) wire [BYTES-1:0] bmask_here;   // mask of a code beat that follows a scale beat
 genvar gb;
 generate
+// Three formats: each compare is a register of its own, loaded with rrem, one step ahead (rrem is
+// above a threshold after its load if K is, after a step if rrem is above the threshold plus the
+// frame's elements per beat), so the flags are one LUT from registers (make timing: against the
+// threshold registers ABC put two LUT levels in front of the compares' carry chains, rrem ->
+// bmask_q and row_last_q 5.599 ns calibrated in the top with format 0x09).
+/* verilator lint_off UNUSEDSIGNAL */
+reg  [BYTES-1:0] bmn_r, bmh_r;      // rrem > bthr_q[b], rrem > hthr_q[b] (unused without
+reg              ren_r, re1_r;      // rrem <= rthr_q, rrem <= r1thr_q     FORMAT_C)
+/* verilator lint_on UNUSEDSIGNAL */
 for (gb = 0; gb < BYTES; gb = gb + 1) begin : g_bm
     if (HAS_C) begin : g_three
-        assign bmask_next[gb] = rrem_hi || (rrem_lo > bthr_q[TW*gb +: TW]);
-        assign bmask_here[gb] = rrem_hi || (rrem_lo > hthr_q[TW*gb +: TW]);
+        assign bmask_next[gb] = bmn_r[gb];
+        assign bmask_here[gb] = bmh_r[gb];
     end else if (HAS_B) begin : g_two
         (* keep *) wire cmp_a, cmp_b;
         assign cmp_a = (rrem_lo32 > gb * WPB + LANE_ELEMS);
@@ -717,9 +782,9 @@ endgenerate
 // the row ends with the next beat: rrem <= the threshold
 (* keep *) wire row_end_1;
 (* keep *) wire row_end_n;
-assign row_end_1 = !rrem_hi && (HAS_C ? (rrem_lo <= r1thr_q) : (rrem_lo <= R1THR_A));
-assign row_end_n = !rrem_hi && (HAS_C ? (rrem_lo <= rthr_q)
-                               : (HAS_B && fmt_b) ? (rrem_lo <= RTHR_B) : (rrem_lo <= RTHR_A));
+assign row_end_1 = HAS_C ? re1_r : (!rrem_hi && (rrem_lo <= R1THR_A));
+assign row_end_n = HAS_C ? ren_r
+                 : (!rrem_hi && ((HAS_B && fmt_b) ? (rrem_lo <= RTHR_B) : (rrem_lo <= RTHR_A)));
 // rrem_hi after a step: rrem - elems >= 2^TW, i.e. rrem >= 2^(TW+1) or rrem's low bits >= elems
 (* keep *) wire rrem_t2;
 (* keep *) wire [2:0] rrem_ge;
@@ -803,7 +868,7 @@ always @(posedge aclk) begin
         chk_magic  <= !h_magic_ok;
         chk_shape  <= h_magic_ok && (h_k_zero || h_k_big || h_n_zero
                                      || ((h_fmt_s || h_fmt_sb) && h_k_odd));
-        chk_format <= h_magic_ok && (h_code != FORMAT) && !h_fmt_b
+        chk_format <= h_magic_ok && !h_is_a && !h_fmt_b
                       && !h_fmt_c && !h_fmt_s;
         fmt_b      <= h_fmt_b;
         fmt_c      <= h_fmt_c;
@@ -823,6 +888,10 @@ always @(posedge aclk) begin
         hthr_q     <= h_hthr;
         rthr_q     <= h_fmt_c ? RTHR_C : h_fmt_b ? RTHR_B : RTHR_A;
         r1thr_q    <= h_fmt_c ? R1THR_C : h_fmt_sb ? R1THR_B : R1THR_A;
+        bthr_e_q   <= h_bthr_e;
+        hthr_e_q   <= h_hthr_e;
+        rthr_e_q   <= h_rthr_e;
+        r1thr_e_q  <= h_r1thr_e;
         n_one      <= (h_n == 1);
         bmask_k    <= h_bmask;
         xmask_q    <= h_xmask;
@@ -882,7 +951,6 @@ always @(posedge aclk) begin
         st_xs       <= 1'b0;
         fmt_s       <= 1'b0;
         fmt_sb      <= 1'b0;
-        xvoh        <= 1;
         xv_last_q   <= 1'b1;
         xvrem       <= 8'd0;
         hdr_cnt     <= 0;
@@ -930,14 +998,12 @@ always @(posedge aclk) begin
         if (HAS_V && accept && xv_en) begin
             if (st_hdr) begin
                 // a frame without the flag has one vector
-                xvoh       <= 1;
                 xv_last_q  <= 1'b1;
             end else if (st_vw) begin
                 xv_last_q  <= (in_d[7:0] <= 8'd1);
                 xvrem      <= in_d[7:0] - 8'd1;
             end else begin
-                // the next vector: its bank set, x from its start
-                xvoh      <= xvoh << 1;
+                // the next vector: x from its start (xvoh: its bank set, below)
                 xvrem     <= xvrem - 8'd1;
                 xv_last_q <= (xvrem == 8'd1);
             end
@@ -1014,6 +1080,15 @@ always @(posedge aclk) begin
     end
 end
 
+// the vector being captured (xvoh: one-hot; VECTORS = 1: always vector 0)
+always @(posedge aclk) begin
+    if (!aresetn || !HAS_V || xv_first) begin
+        xvoh <= 1;
+    end else if (xv_next) begin
+        xvoh <= xvoh << 1;
+    end
+end
+
 // row elements still to cover: its two enables are one LUT each from the input register, kept
 // apart from the controller's other enables (their shared terms have large fanouts)
 (* keep *) wire rrem_load;          // a row starts with the next beat
@@ -1029,6 +1104,37 @@ always @(posedge aclk) begin   // no reset: loaded by every x beat before a row 
         rrem_hi <= hi_step;
     end
 end
+// three formats: rrem's compares, one step ahead (g_bm above)
+generate
+if (HAS_C) begin : g_cmp_ahead
+    wire [16:0] kr = {1'b0, k_reg};
+    integer c;
+    always @(posedge aclk) begin
+        if (rrem_load) begin
+            for (c = 0; c < BYTES; c = c + 1) begin
+                bmn_r[c] <= (kr > {{(17-TW){1'b0}}, bthr_q[TW*c +: TW]});
+                bmh_r[c] <= (kr > {{(17-TW){1'b0}}, hthr_q[TW*c +: TW]});
+            end
+            ren_r <= (kr <= {{(17-TW){1'b0}}, rthr_q});
+            re1_r <= (kr <= {{(17-TW){1'b0}}, r1thr_q});
+        end else if (rrem_step) begin
+            for (c = 0; c < BYTES; c = c + 1) begin
+                bmn_r[c] <= (rrem > {{(16-TW){1'b0}}, bthr_e_q[(TW+1)*c +: TW+1]});
+                bmh_r[c] <= (rrem > {{(16-TW){1'b0}}, hthr_e_q[(TW+1)*c +: TW+1]});
+            end
+            ren_r <= (rrem <= {{(16-TW){1'b0}}, rthr_e_q});
+            re1_r <= (rrem <= {{(16-TW){1'b0}}, r1thr_e_q});
+        end
+    end
+end else begin : g_cmp_now
+    always @(posedge aclk) begin    // unused: the compares are made on rrem itself
+        bmn_r <= {BYTES{1'b0}};
+        bmh_r <= {BYTES{1'b0}};
+        ren_r <= 1'b0;
+        re1_r <= 1'b0;
+    end
+end
+endgenerate
 
 // ---------------------------------------------------------------- stage 2
 always @(posedge aclk) begin
