@@ -256,6 +256,81 @@ def q8_0_frame(body: bytes, k: int, n: int, tag: int, nvec: int) -> List[Word]:
     return out
 
 
+def decode_q8_0_rows(rows: np.ndarray, k: int):
+    """0x09 row images (N, q8_0_row_beats(k)*8) uint8 -> (codes (N, K/32, 32) int8, D (N, K/32)
+    int64: each row's fp16 d times 2^24, exactly, bad (N,) bool: an Inf/NaN d in a block
+    within K). The layout as :func:`q8_0_row_value` reads it, done once per matrix with numpy
+    (the golden backend's whole-matrix path, :func:`matrix_words_q8_0`)."""
+    from .q4 import f16_exact_array
+    rows = np.asarray(rows, dtype=np.uint8)
+    n = rows.shape[0]
+    if k % BLOCK_K or rows.shape != (n, q8_0_row_beats(k) * 8):
+        raise ValueError(f"rows of shape {rows.shape}, K={k} needs K a multiple of 32 and "
+                         f"(N, {q8_0_row_beats(k) * 8})")
+    nb = k // BLOCK_K
+    codes = np.empty((n, k), dtype=np.int8)
+    dbits = np.empty((n, nb), dtype=np.uint16)
+    pos = 0
+    for g in range(-(-k // 128)):
+        nbg = min(4, nb - 4 * g)
+        sb = rows[:, pos * 8:pos * 8 + 2 * nbg].copy().view("<u2")
+        dbits[:, 4 * g:4 * g + nbg] = sb
+        pos += 1
+        codes[:, 128 * g:128 * g + 32 * nbg] = rows[:, pos * 8:(pos + 4 * nbg) * 8].view(np.int8)
+        pos += 4 * nbg
+    D, bad = f16_exact_array(dbits)
+    return codes.reshape(n, nb, BLOCK_K), D, bad.any(axis=1)
+
+
+#: 2^-48, the unit of a 0x09 row's exact sum
+_U48 = 2.0 ** -48
+
+
+def matrix_words_q8_0(ct: np.ndarray, D: np.ndarray, xq: np.ndarray, xd) -> np.ndarray:
+    """Format 0x09 for a whole matrix: float32 bits (uint32) of every row's exact
+    ``sum_b d_w d_x S_b`` rounded once to nearest even, the words of :func:`q8_0_frame` for the
+    same rows and x.
+
+    ``ct``: ``golden.q4.block_codes`` of :func:`decode_q8_0_rows`'s codes ((K/32, N, 32) float32,
+    kept by the caller), ``D`` its scales (rows without an Inf/NaN d); ``xq``: the Q8_0
+    codes, (K,) for one vector or (P, K) for P vectors; ``xd``: their fp16 bits, (K/32,) or
+    (P, K/32), all finite (an Inf/NaN x scale is the frame model's: it flags). Returns (N,) or
+    (P, N).
+
+    The exact sum needs up to 106 bits (units of 2^-48), more than int64. Every block term is
+    exact in float64: ``d_w d_x`` is a product of two 11-bit significands and ``S_b`` (at most
+    128 x 128 x 32 in magnitude) adds 20 bits, 42 in all. Their float64 sum ``s`` (any order) is
+    within ``E = gamma(nb - 1) sum |t|`` of the exact sum; when ``s - 2E`` and ``s + 2E`` round
+    to the same float32 bits, so does the exact sum (rounding is monotonic), and that is the
+    word. Otherwise (an exact sum within about 2^-29 of a float32 rounding boundary, or zero)
+    the row is summed again in Python integers and rounded by :func:`round_f32`."""
+    from .q4 import f16_exact_array, round_f32
+    nb, n, _ = ct.shape
+    xq = np.asarray(xq)
+    one = xq.ndim == 1
+    X = xq.reshape(1, -1) if one else xq
+    P, k = X.shape
+    if k != nb * BLOCK_K:
+        raise ValueError(f"x of {k} codes, the rows have {nb} blocks of 32")
+    Dx, bdx = f16_exact_array(np.asarray(xd).reshape(P, nb))
+    if bdx.any():
+        raise ValueError("an Inf/NaN x scale: the frame model's (it flags BAD_SCALE)")
+    # S_b by a batched float32 product: every partial sum an integer below 2^24, so exact
+    # in any order (|S_b| <= 2^19)
+    xb = X.astype(np.float32).reshape(P, nb, BLOCK_K).transpose(1, 2, 0)      # (nb, 32, P)
+    S = np.matmul(ct, xb).transpose(2, 1, 0).astype(np.float64)               # (P, n, nb)
+    A = (D.astype(np.float64)[None] * Dx.astype(np.float64)[:, None, :]) * S  # exact: 42 bits
+    s = A.sum(axis=2) + 0.0                                 # (P, n) in units of 2^-48; no -0
+    E = np.abs(A).sum(axis=2) * ((2 * nb + 2) * 2.0 ** -52)
+    out = (s * _U48).astype(np.float32).view(np.uint32)
+    lo = ((s - 2 * E) * _U48).astype(np.float32).view(np.uint32)
+    hi = ((s + 2 * E) * _U48).astype(np.float32).view(np.uint32)
+    for p, r in zip(*np.nonzero(lo != hi)):
+        a = sum(int(d) * int(dx) * int(sv) for d, dx, sv in zip(D[r], Dx[p], S[p, r].astype(np.int64)))
+        out[p, r] = round_f32(a, 48)
+    return out[0] if one else out
+
+
 def mv_stream(beats: Iterable[Tuple[int, bool]], beat_bytes: int, fmt, max_k: int,
               vectors: int = 1) -> List[Word]:
     """Expected output words for a whole stream of frames (`fmt`: a code or a collection)."""
