@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from generators.contract import FORMAT_CODES, MATRIX_MAGIC
+from generators.contract import MATRIX_MAGIC
 
 from ..decode.decoder import Decoder
 from ..engines import make_backend
@@ -39,7 +39,7 @@ from ..host import ops as hostops
 from ..host.ops import rope_tables
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
 from ..model.conversion import default_image, load_model
-from ..model.model import EmbeddingRows, Model, QMatrix
+from ..model.model import EmbeddingRows, Model, QMatrix, format_code
 from ..model.synthetic import SMOLLM2_135M
 
 REPO = Path(__file__).resolve().parents[3]
@@ -315,10 +315,11 @@ def shape_model(fmt: str):
         imgs = []
         for p in (0, 1):
             a = np.zeros(s.image_bytes[p], np.uint8)
-            hdr = MATRIX_MAGIC | s.k << 16 | s.rows[p] << 32 | FORMAT_CODES[s.fmt] << 48
+            hdr = (MATRIX_MAGIC | s.k << 16 | s.rows[p] << 32
+                   | format_code(s.fmt, s.block_x) << 48)
             a[:8] = np.frombuffer(hdr.to_bytes(8, "little"), np.uint8)
             imgs.append(a)
-        mats[n] = QMatrix(n, s.fmt, s.k, s.n, np.full(s.n, 0.01), imgs, s.rows)
+        mats[n] = QMatrix(n, s.fmt, s.k, s.n, np.full(s.n, 0.01), imgs, s.rows, s.block_x)
     norms = {"final": np.ones(cfg.hidden_size)}
     for i in range(cfg.num_hidden_layers):
         norms[f"layers.{i}.input"] = norms[f"layers.{i}.post"] = np.ones(cfg.hidden_size)

@@ -22,6 +22,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
+from generators.contract import FORMAT_Q8_0
 from generators.golden import attention as gatt
 
 from ..engines import cloop as hostloop
@@ -195,8 +196,9 @@ class Decoder:
         B = X.shape[0]
         rt = self.be.runtime
         blocks = rt.block_x(layer, kind)
-        if blocks:                  # format 0x05: Q8_1 blocks of 32, no host scale after
-            qb = [hostops.quantise_q8_1(X[j]) for j in range(B)]
+        if blocks:                  # formats 0x05 / 0x09: blocks of 32, no host scale after
+            quant = hostops.quantise_q8_0 if blocks == FORMAT_Q8_0 else hostops.quantise_q8_1
+            qb = [quant(X[j]) for j in range(B)]
             qs = [(None, None)] * B
             rt.set_vectors(layer, kind, B)
             if B == 1:
@@ -219,7 +221,7 @@ class Decoder:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
             y = np.concatenate(acc)                    # (N, B): a row's B results together
-            if m.block_x:                              # 0x05: each word the row's value
+            if m.block_x:                              # 0x05, 0x09: each word the row's value
                 out.append(np.ascontiguousarray(y.T).view(np.float32).astype(hostops.dtype()))
                 continue
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)

@@ -72,7 +72,7 @@ __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 6                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 7                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
 #: the C step's threads (docs/runtime.md section 9, "Both cores"): 2 (the default: a worker
 #: thread of the library takes the second core's half of the LM head's dequantisation and of
@@ -118,8 +118,9 @@ class TPH:
     (E_MATRIX, E_ATT, E_VALUE, E_RESET, E_IO, E_ORDER, E_ARG, E_CONTEXT, E_SYNC) = range(16, 25)
     LINE, SYNC_FROM_DEVICE = 32, 1
     W_NONE, W_FLAGS, W_COUNT, W_TAG = 1, 2, 3, 4
-    V_QUANTISE, V_KV_STEP, V_KV_REQUANT, V_SCORE, V_QUANTISE_Q8_1 = 1, 2, 3, 4, 5
-    RES_INT32, RES_F32, RES_VALUE = 0, 1, 2
+    V_QUANTISE, V_KV_STEP, V_KV_REQUANT, V_SCORE, V_QUANTISE_Q8_1, V_QUANTISE_Q8_0 = \
+        1, 2, 3, 4, 5, 6
+    RES_INT32, RES_F32, RES_VALUE, RES_VALUE_Q8_0 = 0, 1, 2, 3
     REC_WORDS, ERR_RETRIED = 12, 4
     ERR_NRETRIED = REC_WORDS * (1 + ERR_RETRIED)
     ERR_WORDS = ERR_NRETRIED + 1
@@ -263,7 +264,7 @@ def build_table(rt) -> Dict[str, object]:
     # _f32 gives on every call
     soff, n = {}, 0
     for name, m in model.matrices.items():
-        if m.fmt != "q4":
+        if m.fmt not in ("q4", "q8_0"):
             soff[name] = n
             n += m.n
     scales = np.zeros(max(n, 1), np.float32)
@@ -288,7 +289,8 @@ def build_table(rt) -> Dict[str, object]:
                 rec += [f.tag, 0, 0, 0, 0]
             else:
                 m = model.matrices[f.name]
-                res = (TPH.RES_VALUE if getattr(m, "block_x", False) else
+                res = (TPH.RES_VALUE_Q8_0 if m.fmt == "q8_0" else
+                       TPH.RES_VALUE if getattr(m, "block_x", False) else
                        TPH.RES_F32 if m.fmt == "q4" else TPH.RES_INT32)
                 rec += [f.tag, res, m.rows[0], m.rows[1], soff.get(f.name, 0)]
         for ch in x.channels:                   # _transfer_table's order: S2MM first
@@ -763,8 +765,9 @@ class CLoop:
                                   f"2**{gatt.MULT_BITS} and SHIFT <= {gatt.MAX_SHIFT} (or c is "
                                   f"not finite and >= 0)")
             what = {TPH.V_QUANTISE: "quantise", TPH.V_KV_STEP: "kv_step",
-                    TPH.V_KV_REQUANT: "kv_requantise", TPH.V_QUANTISE_Q8_1: "quantise_q8_1"}[op]
-            if op == TPH.V_QUANTISE_Q8_1 and kr == hostlib.TPH_TINY:
+                    TPH.V_KV_REQUANT: "kv_requantise", TPH.V_QUANTISE_Q8_1: "quantise_q8_1",
+                    TPH.V_QUANTISE_Q8_0: "quantise_q8_0"}[op]
+            if op in (TPH.V_QUANTISE_Q8_1, TPH.V_QUANTISE_Q8_0) and kr == hostlib.TPH_TINY:
                 return ValueError(f"{what}: {hostlib.ERR_BLOCK_TINY}")
             try:
                 hostlib.check_code(kr, what)

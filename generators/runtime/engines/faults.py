@@ -24,9 +24,9 @@ ATT_FLAGS = {gatt.FLAG_BAD_MAGIC: "BAD_MAGIC", gatt.FLAG_BAD_SHAPE: "BAD_SHAPE",
 
 def _flag_table(fmt: str) -> Dict[int, str]:
     """The matrix engine's flag names; bit 5 is BAD_TRIT for ternary rows, BAD_SCALE (an
-    Inf/NaN d or m) for Q4_1 rows."""
+    Inf/NaN d or m) for Q4_1 and Q8_0 rows."""
     t = dict(FLAG_NAMES)
-    if fmt == "q4":
+    if fmt in ("q4", "q8_0"):
         t = {b: ("BAD_SCALE" if b == 0x20 else v) for b, v in t.items()}
     return t
 
@@ -46,7 +46,11 @@ def matrix_error(n_words: int, st: int, m, port: int, tag: int, layer,
     t, flags, count = st & 0xFF, (st >> 8) & 0xFF, st >> 16
     if flags:
         hint = ""
-        if flags & 0x04 and getattr(m, "block_x", False):     # BAD_FORMAT of 0x05
+        if flags & 0x04 and m.fmt == "q8_0":                  # BAD_FORMAT of 0x09
+            hint = ("; the overlay's matrix engines do not take format 0x09 (the LM head's "
+                    "Q8_0 rows with Q8_0 x, docs/activations.md): render this version's "
+                    "overlay with q4=true")
+        elif flags & 0x04 and getattr(m, "block_x", False):   # BAD_FORMAT of 0x05
             hint = ("; the overlay's matrix engines do not take format 0x05 (Q4_1 rows with "
                     "Q8_1 x, docs/activations.md): render this version's overlay with "
                     "q4=true, or convert the model to int8")

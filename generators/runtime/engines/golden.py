@@ -14,12 +14,13 @@ from .sgdma import SgDma
 __all__ = ["golden_backend"]
 
 
-def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4, 5),
+def golden_backend(model: Model, context: Optional[int] = None, formats=(8, 3, 4, 5, 9),
                    timeout_s: float = 5.0, zero_matrices: bool = False,
                    vectors: Optional[int] = None, streams: int = 1) -> DmaRuntime:
     """The runtime on the AXI DMA register model with the golden PL top behind it, in this
     process (``formats``: the matrix engines' formats, by default a top whose Q4_1 lane
-    takes 0x04 and 0x05; (8, 3, 4) is one without per-block x, (8, 3) an overlay rendered
+    takes 0x04 and 0x05 and whose INT8 lane 0x09; (8, 3, 4) is one without per-block x, (8, 3)
+    an overlay rendered
     with q4=false; ``zero_matrices``: matrix frames answered with zeros, their rows never read: the
     host's own cost without the engines' models; ``vectors``: the matrix engines' (default the
     model's ``engines.vectors``); ``streams``: KV caches (memory_plan))."""

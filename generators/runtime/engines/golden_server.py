@@ -30,7 +30,7 @@ class GoldenServerBackend(DmaRuntime):
     name = "golden-server"
 
     def __init__(self, model: Model, context: Optional[int] = None, timeout_s: float = 30.0,
-                 formats=(8, 3, 4, 5), vectors: Optional[int] = None, streams: int = 1):
+                 formats=(8, 3, 4, 5, 9), vectors: Optional[int] = None, streams: int = 1):
         plan, tmp, size, sock, listener = shared_ddr(self, model, context, "golden-server-",
                                                       vectors, streams)
         arg = json.dumps({"address": sock, "ddr": str(tmp / "ddr"), "size": size,

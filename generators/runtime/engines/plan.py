@@ -52,10 +52,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from generators.q4 import q4_row_bytes
+from generators.q8 import q8_row_bytes
 
 from ..errors import ContextFitError
 from ..model.checkpoint import ModelConfig, PYNQ_Z1_ENGINES
-from ..model.model import LAYER_MATRICES, split_rows, x_slot_bytes
+from ..model.model import HEAD_Q8_0, LAYER_MATRICES, split_rows, x_slot_bytes
 from ..model.synthetic import SMOLLM2_135M
 from . import pg021 as R
 
@@ -99,17 +100,19 @@ class MatrixShape:
     n: int
     rows: List[int]
     image_bytes: List[int]
-    block_x: bool = False           # format 0x05: x as Q8_1 codes and a scale table
+    block_x: bool = False           # formats 0x05 / 0x09: x as codes and a scale table
 
     @property
     def x_bytes(self) -> int:
-        return x_slot_bytes(self.k, self.block_x)
+        return x_slot_bytes(self.k, self.block_x, self.fmt)
 
 
 def row_stride(fmt: str, k: int) -> int:
     """Bytes of one row in a frame (padded to whole 8-byte beats)."""
     if fmt == "q4":
         return q4_row_bytes(k)
+    if fmt == HEAD_Q8_0:
+        return q8_row_bytes(k)
     payload = k if fmt == "int8" else -(-k // 5)
     return -(-payload // 8) * 8
 
@@ -133,7 +136,8 @@ class ModelShape:
 
 def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> ModelShape:
     """The shapes of ``convert(ckpt, fmt)``'s matrices without converting (``head_fmt``: the LM
-    head's format; SmolLM2's GGUF has a Q8_0 head, which runs as INT8 rows with ``q4``)."""
+    head's format; by default convert's: Q8_0 rows with Q8_0 x, format 0x09, for ``int8`` and
+    ``q4`` when K is a multiple of 32, else INT8 rows; ternary rows for ``ternary``)."""
     c = config
     H, I, V, kv = c.hidden_size, c.intermediate_size, c.vocab_size, c.kv_dim
     dims = {"q": (H, H), "k": (kv, H), "v": (kv, H), "o": (H, H), "gate": (I, H),
@@ -142,14 +146,16 @@ def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> Mo
 
     def add(name, f, n, k, block_x=False):
         rows = split_rows(n)
-        img = [8 + x_slot_bytes(k, block_x) + r * row_stride(f, k) for r in rows]
+        img = [8 + x_slot_bytes(k, block_x, f) + r * row_stride(f, k) for r in rows]
         mats[name] = MatrixShape(name, f, k, n, rows, img, block_x)
 
     for i in range(c.num_hidden_layers):
         for s in LAYER_MATRICES:
             n, k = dims[s]
             add(f"layers.{i}.{s}", fmt, n, k, fmt == "q4" and k % 32 == 0)
-    add("lm_head", head_fmt or ("int8" if fmt == "q4" else fmt), V, H)
+    if head_fmt is None:
+        head_fmt = fmt if fmt == "ternary" else HEAD_Q8_0 if H % 32 == 0 else "int8"
+    add("lm_head", head_fmt, V, H, head_fmt == HEAD_Q8_0)
     return ModelShape(config, engines, fmt, mats)
 
 
@@ -594,7 +600,7 @@ def cloop_bytes(c, transfers, shapes, vectors: int = 1) -> int:
     # CONTROL and BUFFER words and its four links; two offsets per transfer
     words += sum(1 + 6 * 2 * len(t.frames) + 3 + 3 * 4 * len(t.frames) + 4 * 4 + 2
                  for t in transfers)
-    scales = sum(m.n for m in shapes.values() if m.fmt != "q4") * 4
+    scales = sum(m.n for m in shapes.values() if m.fmt not in ("q4", HEAD_Q8_0)) * 4
     norms = (2 * L + 1) * Hd * 4
     ctx = 4 * (vectors * (5 * Hd + 2 * H * d + 3 * I) + d + 3 * c.group + vectors) + 4096 + 1024
     return 2 * 4 * words + scales + norms + ctx      # the table and its records per transfer

@@ -571,20 +571,21 @@ class SgDmaRegs:
 class GoldenFabric:
     """The overlay of docs/overlay.md behind two :class:`SgDmaRegs`: the one golden model of
     the routing, joiner and output order (:class:`generators.golden.overlay.Overlay`), the
-    matrix engines (the formats of ``formats``: 0x08, 0x03 and, with the Q4_1 lane, 0x04 and
-    0x05) and
+    matrix engines (the formats of ``formats``: 0x08, 0x03 and, with the Q4_1 lane, 0x04, 0x05
+    and 0x09) and
     the attention engine.
 
     A matrix frame sent as the runtime sends it (three segments: the 8-byte header, x, the
     rows, with a valid header whose sizes match) is computed from rows unpacked once per
     address and kept (floats whose dot products are exact: float32 for trits, |sum| < 2**24;
     float64 for INT8; Q4_1 by ``generators.golden.q4.matrix_words`` and, format 0x05,
-    ``matrix_words_q8_1``); every other frame, and
-    rows holding a byte no 5 trits make or an Inf/NaN Q4_1 scale, go through the exact frame
-    model. Weight rows are assumed not to change once used (:meth:`forget` drops the cache)."""
+    ``matrix_words_q8_1``; Q8_0 rows, format 0x09, by ``generators.golden.mv.matrix_words_q8_0``);
+    every other frame, and rows holding a byte no 5 trits make or an Inf/NaN Q4_1 or Q8_0
+    scale, go through the exact frame model. Weight rows are assumed not to change once used (:meth:`forget` drops the cache)."""
 
     def __init__(self, memory: Memory, max_k: int, acfg: gatt.AttentionConfig,
-                 formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4, gmv.FMT_Q4_Q8_1),
+                 formats=(gmv.FMT_INT8, gmv.FMT_TERNARY, gmv.FMT_Q4, gmv.FMT_Q4_Q8_1,
+                          gmv.FMT_Q8_0),
                  zero_matrices: bool = False, vectors: int = 1):
         self.mem, self.max_k, self.acfg = memory, max_k, acfg
         #: the matrix engines' vectors (docs/vectors.md): frames of 1..vectors vectors
@@ -676,14 +677,17 @@ class GoldenFabric:
         if magic != gmv.MAGIC or not 0 < k <= self.max_k or n == 0 or fmt not in self.formats:
             return None
         q8_1 = fmt == gmv.FMT_Q4_Q8_1
-        if q8_1 and k % 32:
+        q8_0 = fmt == gmv.FMT_Q8_0
+        if (q8_1 or q8_0) and k % 32:
             return None                                 # BAD_SHAPE: the frame model's
         if fmt in (gmv.FMT_Q4, gmv.FMT_Q4_Q8_1):
             stride = gq4.row_beats(k) * 8
+        elif q8_0:
+            stride = gmv.q8_0_row_beats(k) * 8
         else:
             stride = -(-(k if fmt == gmv.FMT_INT8 else -(-k // 5)) // 8) * 8
         (xa, xn), (ra, rn) = segments[1], segments[2]
-        xs = -(-k // 8) * 8 + (-(-k // 64) * 8 if q8_1 else 0)
+        xs = -(-k // 8) * 8 + (-(-k // 64) * 8 if q8_1 else -(-k // 128) * 8 if q8_0 else 0)
         if xn != x_off + B * xs or rn != n * stride:
             return None
         w = self._weights(ra, fmt, k, n, stride)
@@ -699,6 +703,14 @@ class GoldenFabric:
             if np.any((xd & 0x7C00) == 0x7C00) or np.any((xsc & 0x7C00) == 0x7C00):
                 return None                             # an Inf/NaN x scale flags
             res[:] = gq4.matrix_words_q8_1(*w, xb[:, :k].view(np.int8), xd, xsc).T
+            out[n * B] = gmv.status_word(tag, 0, n)
+            return out
+        if q8_0:                                        # per vector: K codes, scale table
+            xb = self.mem.read(xa + x_off, B * xs).reshape(B, xs)
+            xd = xb[:, k:].copy().view("<u2")[:, :k // 32]
+            if np.any((xd & 0x7C00) == 0x7C00):
+                return None                             # an Inf/NaN x scale flags
+            res[:] = gmv.matrix_words_q8_0(*w, xb[:, :k].view(np.int8), xd).T
             out[n * B] = gmv.status_word(tag, 0, n)
             return out
         for v in range(B):
@@ -718,6 +730,9 @@ class GoldenFabric:
             if fmt == gmv.FMT_Q4_Q8_1:                 # exact for any finite scales
                 codes, D, M, bad = gq4.decode_rows(rows, k)
                 w = None if bad.any() else (gq4.block_codes(codes), D, M)
+            elif fmt == gmv.FMT_Q8_0:                  # exact for any finite scales
+                codes, D, bad = gmv.decode_q8_0_rows(rows, k)
+                w = None if bad.any() else (gq4.block_codes(codes), D)
             elif fmt == gmv.FMT_Q4:
                 codes, D, M, bad = gq4.decode_rows(rows, k)
                 w = None if bad.any() or not gq4.int64_safe(D, M) \
@@ -761,7 +776,7 @@ def serve(conn, regs: Sequence[SgDmaRegs], ops: Optional[Dict[str, Callable]] = 
 
 
 def serve_golden(address: str, ddr: str, size: int, max_k: int, acfg: dict,
-                 formats=(8, 3, 4, 5), vectors: int = 1) -> None:
+                 formats=(8, 3, 4, 5, 9), vectors: int = 1) -> None:
     """The register model and the golden PL top in a process of their own, at ``address``
     (a Unix socket the host listens on): the board's host code with nothing of the PL in the
     host's process (tests/runtime/decode/test_runtime.py measures the host's memory this way)."""

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Dict, Optional
 
-from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1
+from generators.contract import FORMAT_Q4, FORMAT_Q4_Q8_1, FORMAT_Q8_0
 from generators.cosim import runner
 
 from ..errors import BackendError
@@ -42,8 +42,10 @@ def overlay_params(engines: EngineConfig) -> Dict:
 def check_formats(man: dict, model: Model) -> None:
     """BackendError unless the overlay's matrix engines compute every frame format of the
     model: its manifest's ``matrix.formats`` and ``matrix.block_formats`` (the per-block x
-    formats, docs/activations.md: 0x05 on the Q4_1 lane). A Q4_1 model needs an overlay
-    rendered with q4=true, and one converted with Q8_1 x (format 0x05) a lane that takes it."""
+    formats, docs/activations.md: 0x05 on the Q4_1 lane, 0x09 on the INT8 lane's products and
+    the Q4_1 lane's finisher). A Q4_1 model needs an overlay rendered with q4=true, one
+    converted with Q8_1 x (format 0x05) a lane that takes it, and an int8 or q4 model's Q8_0
+    LM head (format 0x09) a top that takes 0x09 (this version's, q4=true)."""
     have = [int(f) for f in man["matrix"].get("formats", [8, 3])] + \
         [int(f) for f in man["matrix"].get("block_formats", [])]
     need = sorted({(m.fmt, m.code) for m in model.matrices.values()})
@@ -56,6 +58,9 @@ def check_formats(man: dict, model: Model) -> None:
                     "of this version")
         elif "q4" in missing:
             hint = "; render the overlay with q4=true"
+        elif any(c == FORMAT_Q8_0 for _, c in gone):
+            hint = ("; the LM head's Q8_0 rows (format 0x09) need this version's overlay with "
+                    "q4=true (the INT8 lane's 0x09 on the Q4_1 lane's finisher)")
         raise BackendError(f"the overlay's matrix engines compute the formats "
                            f"{['0x%02X' % f for f in have]}, the model needs {missing} "
                            f"({', '.join('0x%02X' % c for _, c in gone)}){hint}")

@@ -34,13 +34,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from generators.contract import VECTORS_FLAG
+from generators.contract import FORMAT_Q4_Q8_1, FORMAT_Q8_0, VECTORS_FLAG
 from generators.golden import attention as gatt
 from generators.packing import split_attention_frame
 
 from ..errors import BackendError, DmaError, DmaHangError, DmaShortError
 from ..host import clib as hostlib
-from ..model.model import Model
+from ..model.model import HEAD_Q8_0, Model
 from . import pg021 as R
 from .plan import ATT, CHANNEL_NAMES, LM, MemoryPlan
 from .sgdma import MM2S, RESET_TIMEOUT_S, S2MM, SgDma
@@ -373,15 +373,21 @@ class DmaRuntime:
                 lk[ch] = (word, int(w[word]), b.first)
             self._link.append(lk)
 
-    def _transfer_block_x(self, t) -> bool:
-        """Whether transfer ``t``'s matrices take x as Q8_1 blocks (format 0x05); they share
-        one x slot, so all or none must (ValueError otherwise)."""
+    def _transfer_block_x(self, t) -> int:
+        """How transfer ``t``'s matrices take x: 0 as INT8 values, ``FORMAT_Q4_Q8_1`` (0x05) as
+        Q8_1 blocks, ``FORMAT_Q8_0`` (0x09) as Q8_0 blocks; they share one x slot, so all must
+        agree (ValueError otherwise)."""
         if t.kind == ATT:
-            return False
-        bx = {bool(getattr(self.model.matrices[f.name], "block_x", False)) for f in t.frames}
+            return 0
+        bx = set()
+        for f in t.frames:
+            m = self.model.matrices[f.name]
+            bx.add(0 if not getattr(m, "block_x", False)
+                   else FORMAT_Q8_0 if m.fmt == HEAD_Q8_0 else FORMAT_Q4_Q8_1)
         if len(bx) > 1:
             raise ValueError(f"the matrices of {t.name} share one x but not its format "
-                             f"(0x05 and INT8 x): convert the model again")
+                             f"({', '.join(f'0x{c:02X}' if c else 'INT8 x' for c in sorted(bx))})"
+                             f": convert the model again")
         return bx.pop()
 
     def _transfer_table(self, t) -> "_Transfer":
@@ -519,12 +525,14 @@ class DmaRuntime:
         self._count("x", B * xs)
 
     def write_x_blocks(self, kind: str, xq: np.ndarray, xd: np.ndarray,
-                       xs: np.ndarray) -> None:
-        """x of a transfer kind as Q8_1 blocks (format 0x05, docs/activations.md section 2)
-        into its slot: per vector its K codes, then its scale table (ceil(K/64) beats, beat g
-        = d(2g) s(2g) d(2g+1) s(2g+1), fp16 little-endian, a missing last block's fields
-        zero). ``xq`` (K,) codes with ``xd``, ``xs`` (K/32,) fp16 bits: one vector; (B, K)
-        with (B, K/32): B vectors and the vectors word before them (B > 1)."""
+                       xs: Optional[np.ndarray] = None) -> None:
+        """x of a transfer kind in blocks of 32 (docs/activations.md section 2) into its slot:
+        per vector its K codes, then its scale table: Q8_1 blocks (format 0x05, ``xs`` given)
+        ceil(K/64) beats, beat g = d(2g) s(2g) d(2g+1) s(2g+1); Q8_0 blocks (format 0x09,
+        ``xs`` None) ceil(K/128) beats, beat g = d(4g) .. d(4g+3); fp16 little-endian, the
+        fields of blocks past K/32 zero. ``xq`` (K,) codes with ``xd`` (and ``xs``) (K/32,) fp16
+        bits: one vector; (B, K) with (B, K/32): B vectors and the vectors word before them
+        (B > 1)."""
         off, _ = self.plan.regions["frames"].items[("x", kind)]
         xq = np.asarray(xq, np.int8)
         one = xq.ndim == 1
@@ -532,17 +540,21 @@ class DmaRuntime:
         B, K = xq.shape
         nb = K // 32
         xd = np.asarray(xd, np.uint16).reshape(B, nb)
-        xs = np.asarray(xs, np.uint16).reshape(B, nb)
+        if xs is not None:
+            xs = np.asarray(xs, np.uint16).reshape(B, nb)
         if K % 32 or not 1 <= B <= self.vectors:
             raise ValueError(f"x blocks of {B} x {K} codes: K a multiple of 32 and 1.."
                              f"{self.vectors} vectors")
-        tb = -(-K // 64) * 8
+        tb = -(-K // (64 if xs is not None else 128)) * 8
         stride = K + tb
         if B > 1:
             self.words[(off - 8) // 4:(off - 8) // 4 + 2] = (B, 0)
             self._count("x", 8)
         table = np.zeros((B, tb // 2), "<u2")
-        table[:, 0:2 * nb:2], table[:, 1:2 * nb:2] = xd, xs
+        if xs is not None:
+            table[:, 0:2 * nb:2], table[:, 1:2 * nb:2] = xd, xs
+        else:
+            table[:, :nb] = xd
         for v in range(B):
             self.frames[off + v * stride:off + v * stride + K] = xq[v].view(np.uint8)
             self.frames[off + v * stride + K:off + (v + 1) * stride] = table[v].view(np.uint8)
@@ -574,10 +586,11 @@ class DmaRuntime:
         self._count("desc", 12 * len(self._mat_desc[ti]))
         self._vec[ti] = B
 
-    def block_x(self, layer: Optional[int], kind: str) -> bool:
-        """True when the ``kind`` transfer of ``layer`` carries x as Q8_1 blocks (format
-        0x05: every matrix of it Q4_1 rows with ``block_x``; convert makes a transfer's
-        matrices agree, and the runtime refuses a model whose do not)."""
+    def block_x(self, layer: Optional[int], kind: str) -> int:
+        """How the ``kind`` transfer of ``layer`` carries x: 0 as INT8 values, 0x05 as Q8_1
+        blocks (every matrix of it Q4_1 rows with ``block_x``), 0x09 as Q8_0 blocks (the LM
+        head's Q8_0 rows); convert makes a transfer's matrices agree, and the runtime refuses a
+        model whose do not."""
         return self._block_x[self._index[(layer, kind)]]
 
     def vectors_of(self, layer: Optional[int], kind: str) -> int:

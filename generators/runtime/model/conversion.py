@@ -133,8 +133,9 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     ``engines``: converted on first use into :func:`cache_dir` (one line says so, and where),
     then reused. The file name carries a key of everything the image depends on (the GGUF's
     path, size and time, the format, the engines, this package's version, the image version,
-    the KV steps' calibration: text, tokens, margin, and for q4 the layers' x format, Q8_1
-    blocks), so a new model file or version converts again."""
+    the KV steps' calibration: text, tokens, margin, for q4 the layers' x format, Q8_1
+    blocks, and for int8 and q4 the LM head's, Q8_0 rows and x), so a new model file or
+    version converts again."""
     src = gguf.smollm2_path()
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
@@ -144,6 +145,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
              IMAGE_VERSION, kv]
     if fmt == "q4":                 # the layers' frames: 0x05 (Q8_1 x) since issue 32 step 6
         parts.append("x:q8_1")
+    if fmt in ("int8", "q4"):       # the LM head: Q8_0 rows, 0x09 (Q8_0 x) since issue 32 item 1
+        parts.append("head:q8_0")
     key = json.dumps(parts, sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"

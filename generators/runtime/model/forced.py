@@ -12,7 +12,8 @@ What makes it fast, and why the bits stay the Decoder's:
   matrix product of integers (every sum exact below 2^53: the engines' int32 results), Q4_1
   rows as the golden model's exact block sums (``generators.golden.q4.matrix_words``: S_b by a
   float32 product of integers, then sum_b D_b S_b + M_b X_b in int64, rounded once; format
-  0x05, x as Q8_1 blocks: ``matrix_words_q8_1``), batched;
+  0x05, x as Q8_1 blocks: ``matrix_words_q8_1``), the Q8_0 LM head (format 0x09, x as Q8_0
+  blocks) as ``generators.golden.mv.matrix_words_q8_0``, batched;
 * the host ops are ``hostops``' numpy reference with a leading token axis (the same operations
   per row; the C library gives the same bits, tests/runtime/host/test_hostops.py) in the active precision
   (float32; float64 under ``hostops.use("float64")``);
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
 import numpy as np
 
 from generators.golden import attention as gatt
+from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
 from generators.packing import unpack_trits
 
@@ -51,12 +53,15 @@ class MatrixOp:
 
     def __init__(self, m: QMatrix):
         self.fmt, self.k, self.n = m.fmt, m.k, m.n
-        #: format 0x05: x as Q8_1 blocks, each word the row's whole value (words_q8_1)
+        #: formats 0x05 / 0x09: x as Q8_1 / Q8_0 blocks, each word the row's whole value
+        #: (words_q8_1, words_q8_0)
         self.block_x = bool(getattr(m, "block_x", False))
         self.scale = np.asarray(m.scale)
         k = m.k
         if m.fmt == "q4":
             stride = gq4.row_beats(k) * 8
+        elif m.fmt == "q8_0":
+            stride = gmv.q8_0_row_beats(k) * 8
         elif m.fmt == "int8":
             stride = -(-k // 8) * 8
         else:
@@ -68,6 +73,11 @@ class MatrixOp:
             if bad.any() or not (self.block_x or gq4.int64_safe(D, M)):
                 raise ValueError(f"{m.name}: Q4_1 rows with Inf/NaN scales or sums beyond int64")
             self.ct, self.D, self.M = gq4.block_codes(codes), D, M
+        elif m.fmt == "q8_0":
+            codes, D, bad = gmv.decode_q8_0_rows(rows, k)
+            if bad.any():
+                raise ValueError(f"{m.name}: Q8_0 rows with Inf/NaN scales")
+            self.ct, self.D = gq4.block_codes(codes), D
         elif m.fmt == "int8":
             self.w = rows[:, :k].view(np.int8).astype(np.float64).T.copy()
         else:
@@ -78,6 +88,11 @@ class MatrixOp:
         """Format 0x05's result words (positions, n) for Q8_1 x: codes xq (positions, k),
         fp16 bits xd, xs (positions, k / 32) (``generators.golden.q4.matrix_words_q8_1``)."""
         return np.ascontiguousarray(gq4.matrix_words_q8_1(self.ct, self.D, self.M, xq, xd, xs))
+
+    def words_q8_0(self, xq: np.ndarray, xd: np.ndarray) -> np.ndarray:
+        """Format 0x09's result words (positions, n) for Q8_0 x: codes xq (positions, k), fp16
+        bits xd (positions, k / 32) (``generators.golden.mv.matrix_words_q8_0``)."""
+        return np.ascontiguousarray(gmv.matrix_words_q8_0(self.ct, self.D, xq, xd))
 
     def words(self, xq: np.ndarray) -> np.ndarray:
         """The engines' result words (positions, n) for INT8 inputs xq (positions, k): int32
@@ -264,17 +279,25 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     if progress:
         progress("LM head")
     n = ops.rmsnorm(X, m.norms["final"].astype(F), eps)
-    xq, sx = ops.quantise_rows(n)
     head = matrix("lm_head")
+    if head.fmt == "q8_0":                  # format 0x09: Q8_0 x, each word the logit
+        xq, xd = hostops.NUMPY.quantise_blocks(np.ascontiguousarray(n, np.float32).reshape(-1),
+                                               False)
+        xq, xd = xq.reshape(N, -1), xd.reshape(N, -1)
+    else:
+        xq, sx = ops.quantise_rows(n)
     nxt = np.array(ids[1:], np.int64)
     ll = np.empty(N - 1)
     am = np.empty(N - 1, np.int64)
     keep = [] if logits else None
     for s in range(0, N, CHUNK):
         e = min(N, s + CHUNK)
-        y = head.words(xq[s:e])
-        lg = ops.dequant_i32(y.view(np.int32), head.scale.astype(F), sx[s:e, None]) \
-            if head.fmt != "q4" else ops.dequant_f32(y.view(np.float32), sx[s:e, None])
+        if head.fmt == "q8_0":
+            lg = head.words_q8_0(xq[s:e], xd[s:e]).view(np.float32).astype(F)
+        else:
+            y = head.words(xq[s:e])
+            lg = ops.dequant_i32(y.view(np.int32), head.scale.astype(F), sx[s:e, None]) \
+                if head.fmt != "q4" else ops.dequant_f32(y.view(np.float32), sx[s:e, None])
         if keep is not None:
             keep.append(lg)
         j = min(e, N - 1)

@@ -8,10 +8,17 @@ BitNet absmean per matrix) and "q4" (llama.cpp Q4_1 rows, docs/q4.md: format 0x0
 Q8_1 blocks of 32 as llama.cpp quantises it, docs/activations.md; 0x04, one INT8 step per
 vector, where a transfer also carries INT8 rows, for K not a multiple of 32, and in images
 written before 0x05). With "q4" a GGUF's Q4_1 tensors are used as stored (their raw blocks repacked into the engine's row
-layout, ``generators.q4.pack_q4_rows_raw``: no requantisation); every other matrix of a GGUF
-(SmolLM2's Q8_0 tied embedding / LM head, F16, F32, other quantised types) runs as INT8 rows;
-a float checkpoint (Hugging Face folder) is quantised to Q4_1 with llama.cpp's reference
-quantiser (``generators.q4.quantize_q4_1``), with a one-line notice.
+layout, ``generators.q4.pack_q4_rows_raw``: no requantisation); every other layer matrix of a
+GGUF (F16, F32, other quantised types) runs as INT8 rows; a float checkpoint (Hugging Face
+folder) is quantised to Q4_1 with llama.cpp's reference quantiser
+(``generators.q4.quantize_q4_1``), with a one-line notice.
+
+The LM head of "int8" and "q4" (tied to the embedding or not) runs as llama.cpp Q8_0 rows with
+x as Q8_0 blocks of 32 (the matrix format "q8_0", format 0x09, docs/activations.md): a GGUF's
+Q8_0 tensor as stored (``generators.q8.pack_q8_0_rows_raw``: no requantisation, SmolLM2's tied
+``token_embd``), any other head quantised to Q8_0 with llama.cpp's reference quantiser
+(:func:`quantise_q8_0`, the embedding's); a head whose K is not a multiple of 32 runs as INT8
+rows, and "ternary" keeps its ternary head.
 
 Every matrix (q, k, v, o, gate, up, down of each layer, and the LM head) is split by rows over
 the two matrix engines: rows [0, n0) to port 0, [n0, N) to port 1, n0 = ceil(N / 2). Each half
@@ -22,7 +29,8 @@ whole beat. The host keeps one DMA buffer per frame and writes only the header a
 
 The embedding is kept as quantised rows (:class:`EmbeddingRows`, Q8_0 blocks) and one row is
 dequantised per token (``model.embed_row(token)``); the LM head, tied or not, runs on the
-engines as rows of the model's format. ``Model.save`` writes the model image and
+engines (Q8_0 rows for "int8" and "q4", above; ternary rows for "ternary"). ``Model.save``
+writes the model image and
 ``Model.load`` maps one (generators/runtime/model/image.py).
 """
 from __future__ import annotations
@@ -37,9 +45,10 @@ import numpy as np
 from generators import __version__
 from generators.contract import MATRIX_MAGIC
 from generators.packing import FORMATS, build_frame, header_bytes
-from generators.contract import FORMAT_Q4_Q8_1
+from generators.contract import FORMAT_Q4_Q8_1, FORMAT_Q8_0
 from generators.q4 import (FORMAT_Q4, build_q4_frame, build_q4_q8_1_frame, pack_q4_rows,
                            pack_q4_rows_raw, quantize_q4_1)
+from generators.q8 import build_q8_0_frame, pack_q8_0_rows_raw
 
 from ..errors import ImageError, TokenizerError
 from ..host import ops as hostops
@@ -51,11 +60,15 @@ from .quantise import quantise_int8_rows, quantise_ternary
 from .tokenizer import Tokenizer
 
 __all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "FORMAT_CODES",
-           "EmbeddingRows", "quantise_q8_0"]
+           "EmbeddingRows", "quantise_q8_0", "HEAD_Q8_0", "format_code", "q8_0_matrix_raw",
+           "q8_0_matrix_float"]
 
 #: every weight format of the runtime and its header format byte
 FORMAT_CODES = dict(FORMATS, q4=FORMAT_Q4)
 WEIGHT_FORMATS = ("int8", "ternary", "q4")
+#: the LM head's matrix format with "int8" and "q4": llama.cpp Q8_0 rows, x as Q8_0 blocks
+#: (format 0x09; not a model format: the layers stay the model's)
+HEAD_Q8_0 = "q8_0"
 
 LAYER_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
 #: the layer's matrices that share one x (one transfer: plan.KIND_MATRICES)
@@ -67,16 +80,17 @@ class QMatrix:
     """One quantised matrix: its two port frames and its scale."""
 
     name: str
-    fmt: str                   # "int8" | "ternary" | "q4"
+    fmt: str                   # "int8" | "ternary" | "q4" | "q8_0" (the LM head only)
     k: int
     n: int
     scale: np.ndarray          # (n,) real value per unit of the engine's result (q4: ones,
                                # the float32 result is already sum(w * x_int8))
     images: List[np.ndarray]   # per port: the whole input frame, uint8
     rows: List[int]            # rows per port
-    #: Q4_1 rows with x as Q8_1 blocks of 32 (format 0x05, docs/activations.md): x goes as
-    #: codes and an fp16 scale table, the result is the row's whole value (no host scale);
-    #: False: format 0x04 (one INT8 step per vector), INT8 and ternary rows
+    #: x as blocks of 32 (docs/activations.md): Q4_1 rows with Q8_1 x (format 0x05) or, fmt
+    #: "q8_0", Q8_0 rows with Q8_0 x (format 0x09); x goes as codes and an fp16 scale table,
+    #: the result is the row's whole value (no host scale); False: format 0x04 (one INT8
+    #: step per vector), INT8 and ternary rows
     block_x: bool = False
 
     @property
@@ -86,8 +100,9 @@ class QMatrix:
     @property
     def x_bytes(self) -> int:
         """Bytes of one vector's x in a frame: K codes in whole beats, and with ``block_x``
-        the scale table behind them (ceil(K/64) beats of fp16 d s d s)."""
-        return x_slot_bytes(self.k, self.block_x)
+        the scale table behind them (ceil(K/64) beats of fp16 d s d s; Q8_0 x ceil(K/128)
+        beats of d)."""
+        return x_slot_bytes(self.k, self.block_x, self.fmt)
 
     def vectors_extra_bytes(self, B: int) -> int:
         """Bytes a B-vector frame half carries beyond the image (a B = 1 frame): the vectors
@@ -97,19 +112,28 @@ class QMatrix:
     @property
     def code(self) -> int:
         """The header's format byte."""
-        return FORMAT_Q4_Q8_1 if self.block_x else FORMAT_CODES[self.fmt]
+        return format_code(self.fmt, self.block_x)
 
     def header(self, port: int, tag: int) -> bytes:
-        if self.fmt == "q4":
+        if self.fmt in ("q4", HEAD_Q8_0):
             return (MATRIX_MAGIC | self.k << 16 | self.rows[port] << 32 | self.code << 48
                     | (tag & 0xFF) << 56).to_bytes(8, "little")
         return header_bytes(self.k, self.rows[port], self.fmt, tag)
 
 
-def x_slot_bytes(k: int, block_x: bool = False) -> int:
+def format_code(fmt: str, block_x: bool = False) -> int:
+    """The header's format byte of a matrix of ``fmt`` (with ``block_x``: x in blocks)."""
+    if fmt == HEAD_Q8_0:
+        return FORMAT_Q8_0
+    return FORMAT_Q4_Q8_1 if block_x else FORMAT_CODES[fmt]
+
+
+def x_slot_bytes(k: int, block_x: bool = False, fmt: str = "q4") -> int:
     """Bytes of one vector's x in a frame of K columns: K INT8 values in whole 8-byte beats;
-    ``block_x`` (format 0x05, K a multiple of 32): K codes and ceil(K/64) scale beats."""
-    return -(-int(k) // 8) * 8 + (-(-int(k) // 64) * 8 if block_x else 0)
+    ``block_x`` (K a multiple of 32): K codes and the scale table, ceil(K/64) beats for
+    format 0x05 (Q4_1 rows), ceil(K/128) for 0x09 (``fmt`` "q8_0")."""
+    table = -(-int(k) // (128 if fmt == HEAD_Q8_0 else 64)) * 8 if block_x else 0
+    return -(-int(k) // 8) * 8 + table
 
 
 def split_rows(n: int) -> List[int]:
@@ -181,6 +205,36 @@ def q4_matrix_float(name: str, W: np.ndarray, block_x: Optional[bool] = None) ->
         raise ValueError(f"{name}: format 0x05 needs K a multiple of 32, K = {k}")
     return QMatrix(name, "q4", k, n, np.ones(n), _q4_images(rows, k, name, block_x),
                    split_rows(n), block_x)
+
+
+def q8_0_matrix_raw(name: str, raw, k: int, n: int) -> QMatrix:
+    """A llama.cpp Q8_0 tensor as stored (``RawTensor.blocks``: (n, k/32 * 34) bytes), as
+    frames of format 0x09 (Q8_0 rows, x as Q8_0 blocks): an x slot of K zero codes and a zero
+    scale table, the rows from ``generators.q8.pack_q8_0_rows_raw`` (no requantisation)."""
+    if k % 32:
+        raise CheckpointError(f"{name}: a Q8_0 tensor's rows must be whole 32-weight blocks, "
+                              f"K = {k}")
+    rows = pack_q8_0_rows_raw(np.asarray(raw, np.uint8), n, k)
+    nb = k // 32
+    out, start = [], 0
+    for r in split_rows(n):
+        if r == 0:
+            raise CheckpointError(f"{name}: a matrix of {n} row(s) cannot be split over two "
+                                  f"engines")
+        fr = build_q8_0_frame(np.zeros(k, np.int8), np.zeros(nb, np.uint16),
+                              rows[start:start + r], k)
+        out.append(np.frombuffer(fr, np.uint8).copy())
+        start += r
+    return QMatrix(name, HEAD_Q8_0, k, n, np.ones(n), out, split_rows(n), True)
+
+
+def q8_0_matrix_float(name: str, W: np.ndarray) -> QMatrix:
+    """Float weights quantised to Q8_0 with llama.cpp's reference quantiser
+    (:func:`quantise_q8_0`: per 32 weights d = max|w| / 127, fp16), then as
+    :func:`q8_0_matrix_raw` (K a multiple of 32)."""
+    W = np.asarray(W)
+    n, k = W.shape
+    return q8_0_matrix_raw(name, quantise_q8_0(W), k, n)
 
 
 def quantise_matrix(name: str, W: np.ndarray, fmt: str) -> QMatrix:
@@ -511,6 +565,20 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
             return quantise_matrix(name, t[hf], "int8")
         return q4_matrix_float(name, t[hf], block_x)
 
+    def head_matrix(hf: str) -> QMatrix:
+        """The LM head: Q8_0 rows with Q8_0 x (format 0x09) for "int8" and "q4" (a GGUF's Q8_0
+        tensor as stored, any other quantised to Q8_0 here), INT8 rows where K % 32 != 0;
+        "ternary": ternary rows."""
+        if fmt == "ternary":
+            return matrix("lm_head", hf)
+        r = raw.get(hf)
+        if r is not None and r.qtype == "Q8_0":
+            n, k = (int(v) for v in r.shape)
+            return q8_0_matrix_raw("lm_head", r.blocks, k, n)
+        if np.shape(t[hf])[1] % 32:
+            return quantise_matrix("lm_head", t[hf], "int8")
+        return q8_0_matrix_float("lm_head", t[hf])
+
     def add(q: QMatrix) -> None:
         if sink is not None:
             sink(q)
@@ -528,7 +596,7 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
         if progress is not None:
             progress(i + 1, cfg.num_hidden_layers)
     head_name = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
-    add(matrix("lm_head", head_name))
+    add(head_matrix(head_name))
     model = Model(cfg, engines, fmt, embedding_rows(ckpt), norms, mats, ckpt.source,
                   model_name(ckpt), bool(ckpt.bitnet),
                   hostops.rope_tables(cfg.head_dim, cfg.rope_theta, engines.max_context))

@@ -139,9 +139,15 @@ def test_golden_fabric_fast_path_equals_exact_golden_model(models, fmt):
     be = make_backend("golden", m)
     fab, mem = be.fabric, be.memory
     xa, _ = be._item("frames", ("x", "down"))
+    heads = 0
     for q in m.matrices.values():
-        x = rng.integers(-128, 128, q.k).astype(np.int8)
-        mem.write(xa, x.view(np.uint8))
+        x = rng.integers(-128, 128, q.k).astype(np.int8).view(np.uint8)
+        if q.fmt == "q8_0":     # the LM head of int8: x as Q8_0 codes and a table of fp16 d
+            heads += 1
+            tab = np.zeros((q.x_bytes - q.k) // 2, np.uint16)
+            tab[:q.k // 32] = rng.normal(0, 0.01, q.k // 32).astype(np.float16).view(np.uint16)
+            x = np.concatenate([x, tab.view(np.uint8)])
+        mem.write(xa, x)
         for p in (0, 1):
             a = be._image_addr[(q.name, p)]
             segs = [(a, 8), (xa, q.x_bytes),
@@ -149,9 +155,12 @@ def test_golden_fabric_fast_path_equals_exact_golden_model(models, fmt):
             fast = fab._fast_matrix(segs)
             assert fast is not None
             beats = [int(b) for b in mem.gather(segs).view("<u8")]
-            want = [w for w, _ in gmv.mv_frame(beats, 8, gmv.FMT_INT8 if fmt == "int8"
-                                               else gmv.FMT_TERNARY, ENG.max_k)]
+            want = [w for w, _ in gmv.mv_frame(beats, 8, (gmv.FMT_INT8, gmv.FMT_Q8_0)
+                                               if fmt == "int8" else gmv.FMT_TERNARY,
+                                               ENG.max_k)]
+            assert want[-1] >> 8 & 0xFF == 0, q.name             # no flag: a real answer
             assert fast.tolist() == want, q.name
+    assert heads == (fmt == "int8")
 
 
 def split_back(even: bytes, odd: bytes) -> bytes:

@@ -17,7 +17,7 @@ from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
 from generators.q4 import (build_q4_frame, pack_q4_rows, pack_q4_rows_raw, q4_1_raw_to_blocks,
                            q4_dequantize)
-from generators.q8 import x_slots
+from generators.q8 import pack_q8_0_rows_raw, x_slots
 from generators.runtime import (CheckpointError, Decoder, EngineError, Model, convert,
                                 load_checkpoint, make_backend)
 from generators.runtime.engines.runtime import BackendError
@@ -132,7 +132,9 @@ def _f32_of(v: Fraction) -> np.float32:
 
 def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
     m = convert(q4_gguf, "q4", ENG)
-    assert m.fmt == "q4" and {q.fmt for q in m.matrices.values()} == {"q4"}
+    # the layers Q4_1 as stored; the LM head Q8_0 rows with Q8_0 x (format 0x09)
+    assert m.fmt == "q4" and {q.fmt for n, q in m.matrices.items() if n != "lm_head"} == {"q4"}
+    assert m.matrices["lm_head"].fmt == "q8_0" and m.matrices["lm_head"].code == 0x09
     name = "model.layers.1.self_attn.q_proj.weight"       # un-permuted rows
     raw = q4_gguf.raw[name]
     n, k = raw.shape
@@ -174,7 +176,8 @@ def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
 
 
 def test_gguf_other_types_run_as_int8(tmp_path):
-    """A GGUF with Q4_1 matrices and a Q8_0 one (SmolLM2's mix: Q8_0 embedding / head)."""
+    """A GGUF with Q4_1 matrices and a Q8_0 one (SmolLM2's mix: Q8_0 embedding / head): the
+    layer matrices of other types run as INT8 rows, the Q8_0 head as stored (format 0x09)."""
     from gguf import GGMLQuantizationType as T
     from gguf.quants import quantize
     t = gguf_files.hf_tensors(layers=1, inter=512, vocab=len(gguf_files.vocabulary()))
@@ -187,8 +190,15 @@ def test_gguf_other_types_run_as_int8(tmp_path):
     ck = load_checkpoint(p, engines=ENG)
     m = convert(ck, "q4", ENG)
     fm = {n: q.fmt for n, q in m.matrices.items()}
-    assert fm["lm_head"] == "int8" and fm["layers.0.q"] == "int8" and fm["layers.0.k"] == "int8"
+    assert fm["lm_head"] == "q8_0" and fm["layers.0.q"] == "int8" and fm["layers.0.k"] == "int8"
     assert fm["layers.0.v"] == fm["layers.0.down"] == "q4"
+    head, emb = m.matrices["lm_head"], ck.raw["model.embed_tokens.weight"]
+    n, k = (int(v) for v in emb.shape)
+    rows = pack_q8_0_rows_raw(emb.blocks, n, k)           # the file's blocks, not requantised
+    assert head.code == 0x09 and head.x_bytes == k + -(-k // 128) * 8
+    for p, (a, b) in enumerate(((0, head.rows[0]), (head.rows[0], n))):
+        assert head.images[p][6] == 0x09
+        assert np.array_equal(head.images[p][8 + head.x_bytes:].reshape(b - a, -1), rows[a:b])
     toks = list(Decoder(m, make_backend("golden", m)).generate([1, 2], 3))
     assert len(toks) == 3
 
@@ -214,7 +224,8 @@ def test_float_checkpoint_requantised_with_one_notice(tiny_dir, tmp_path):
     notes = []
     m = convert(load_checkpoint(tiny_dir, ENG), "q4", ENG, notice=notes.append)
     assert len(notes) == 1 and "quantised to Q4_1" in notes[0] and "\n" not in notes[0]
-    assert {q.fmt for q in m.matrices.values()} == {"q4"}
+    assert {q.fmt for n, q in m.matrices.items() if n != "lm_head"} == {"q4"}
+    assert m.matrices["lm_head"].fmt == "q8_0"      # quantised to Q8_0 (llama.cpp's reference)
     # one file: save and load keep the format per matrix and the frames
     m2 = Model.load(m.save(tmp_path / "q4.tpimg"))
     assert m2.fmt == "q4" and all(
@@ -286,30 +297,36 @@ def test_overlay_without_the_q4_lane_is_a_clear_error(q4_model):
             list(Decoder(m, be).generate([1], 2))
     man = {"matrix": {"formats": [8, 3]}}
     with pytest.raises(BackendError, match=r"formats \['0x08', '0x03'\], the model needs "
-                                           r"\['q4'\] \(0x04, 0x05\); render the overlay with "
-                                           r"q4=true"):
+                                           r"\['q4', 'q8_0'\] \(0x05, 0x09\); render the "
+                                           r"overlay with q4=true"):
         check_formats(man, m)
     with pytest.raises(BackendError, match=r"formats \['0x08', '0x03', '0x04'\], the model "
-                                           r"needs \['q4'\] \(0x05\); its Q4_1 lane does not "
-                                           r"take format 0x05"):
+                                           r"needs \['q4', 'q8_0'\] \(0x05, 0x09\); its Q4_1 "
+                                           r"lane does not take format 0x05"):
         check_formats({"matrix": {"formats": [8, 3, 4]}}, m)
-    check_formats({"matrix": {"formats": [8, 3, 4], "block_formats": [5]}}, m)
+    # the top of the 0x05 lane alone: the LM head's Q8_0 rows (format 0x09) need this version's
+    with pytest.raises(BackendError, match=r"the model needs \['q8_0'\] \(0x09\); the LM "
+                                           r"head's Q8_0 rows \(format 0x09\) need this "
+                                           r"version's overlay with q4=true"):
+        check_formats({"matrix": {"formats": [8, 3, 4], "block_formats": [5]}}, m)
+    check_formats({"matrix": {"formats": [8, 3, 4], "block_formats": [5, 9]}}, m)
     # a model with 0x04 frames (block_x=False) on the lane without 0x05, and the BAD_FORMAT of
     # an overlay without the Q4_1 lane for it
     m4 = _as_0x04(m)
-    check_formats({"matrix": {"formats": [8, 3, 4]}}, m4)
+    check_formats({"matrix": {"formats": [8, 3, 4], "block_formats": [9]}}, m4)   # head: 0x09
     with pytest.raises(EngineError, match=r"no Q4_1 lane \(format 0x04\): render it with "
                                           r"q4=true"):
         list(Decoder(m4, make_backend("dma-model", m4, formats=(8, 3))).generate([1], 2))
 
 
 def _as_0x04(m):
-    """A copy of q4 model ``m`` whose Q4_1 matrices are format 0x04 frames (INT8 x)."""
+    """A copy of q4 model ``m`` whose Q4_1 matrices are format 0x04 frames (INT8 x); its Q8_0
+    LM head stays format 0x09."""
     import copy
     m4 = copy.copy(m)
     m4.matrices = {}
     for name, q in m.matrices.items():
-        if q.block_x:
+        if q.block_x and q.fmt == "q4":
             rows = np.concatenate([np.asarray(img[8 + q.x_bytes:]).reshape(r, -1)
                                    for img, r in zip(q.images, q.rows)])
             q = QMatrix(name, "q4", q.k, q.n, q.scale, [

@@ -114,7 +114,8 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path):
 @pytest.mark.long       # make test-long (make test has the INT8 Paris check of issue #13)
 def test_smollm2_answers_paris_on_golden_q4(record_property):
     """--format q4: the GGUF's own Q4_1 weights as stored on the Q4_1 lane, x as Q8_1 blocks of
-    32 (format 0x05; the Q8_0 LM head as INT8 rows), from the default image (KV steps
+    32 (format 0x05; the Q8_0 LM head as stored, x as Q8_0 blocks: format 0x09), from the
+    default image (KV steps
     calibrated). The answer is the README's second example, string for string, and it is the
     float64 pass's own greedy answer token for token (the tie-proof checks hold too: the first
     token is a near tie in the float model, "The" 25.33 vs "L" 25.24)."""
@@ -122,7 +123,7 @@ def test_smollm2_answers_paris_on_golden_q4(record_property):
     model, tok, _ = load_model(path, "q4")
     assert model.fmt == "q4" and model.kv_steps is not None
     fmts = {m.fmt for n, m in model.matrices.items() if n != "lm_head"}
-    assert fmts == {"q4"} and model.matrices["lm_head"].fmt == "int8"
+    assert fmts == {"q4"} and model.matrices["lm_head"].fmt == "q8_0"
     dec = Decoder(model, make_backend("golden", model))
     out = io.StringIO()
     prompt = tok.chat_ids(QUESTION)

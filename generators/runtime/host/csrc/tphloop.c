@@ -536,7 +536,7 @@ static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32
     const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
     float *y[TPH_MAX_VECTORS];
     uint32_t j;
-    if (fr[1] == TPH_RES_VALUE) {         /* 0x05: each word the row's whole value */
+    if (fr[1] >= TPH_RES_VALUE) {         /* 0x05, 0x09: each word the row's whole value */
         if (B == 1u) {
             memcpy(out[0] + first, w, rows * sizeof(float));
             return;
@@ -585,7 +585,8 @@ typedef struct {
     const ctx_t *c;
     const float *x;
     int8_t *slot;
-    uint32_t xstride, k, xs, B, blocks;
+    uint32_t xstride, k, xs, B, blocks;   /* blocks: 0, TPH_RES_VALUE (Q8_1) or
+                                             TPH_RES_VALUE_Q8_0 */
     int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
 
@@ -614,12 +615,39 @@ static int32_t quant_q8_1_row(const float *x, uint32_t k, int8_t *slot)
     return TPH_OK;
 }
 
+/* one row of x as Q8_0 blocks of 32 (format 0x09, docs/activations.md section 2): its K codes
+ * at slot, then its scale table (ceil(K/128) beats of fp16 d(4g) .. d(4g+3), little-endian;
+ * the fields of blocks past K/32 zero) */
+static int32_t quant_q8_0_row(const float *x, uint32_t k, int8_t *slot)
+{
+    uint16_t d[TPH_MAX_BLOCKS];
+    const uint32_t nb = k / 32u;
+    uint8_t *tab = (uint8_t *)slot + k;
+    uint32_t b;
+    int32_t rc;
+    if (k % 32u || nb > TPH_MAX_BLOCKS)
+        return TPH_BADARG;
+    if ((rc = tph_quantise_q8_0(x, k, slot, d)))
+        return rc;
+    for (b = 0; b < nb; b++) {
+        tab[2u * b] = (uint8_t)d[b];
+        tab[2u * b + 1u] = (uint8_t)(d[b] >> 8);
+    }
+    if (nb & 3u)
+        memset(tab + 2u * nb, 0, 2u * (4u - (nb & 3u)));
+    return TPH_OK;
+}
+
 static INLINE void quant_part(void *arg, uint32_t part)
 {
     quant_job *q = (quant_job *)arg;
     const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
     uint32_t j;
     for (j = part ? m : 0u; j < j1; j++) {
+        if (q->blocks == TPH_RES_VALUE_Q8_0) {
+            q->rc[j] = quant_q8_0_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs);
+            continue;
+        }
         if (q->blocks) {
             q->rc[j] = quant_q8_1_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs);
             continue;
@@ -643,9 +671,11 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     const uint32_t ti = kind_xfer(c, layer, kind), *X = xfer(c, ti), *F = x_frames(X),
                    *O = x_outs(X);
     /* x as Q8_1 blocks (every frame of the transfer 0x05: cloop.py checks they agree): K
-     * codes and ceil(K/64) scale beats per vector; else K INT8 values in whole beats */
-    const uint32_t blocks = X[TPH_X_FRAMES] && F[1] == TPH_RES_VALUE;
-    const uint32_t xs = blocks ? k + (k + 63u) / 64u * 8u : (k + 7u) & ~7u;
+     * codes and ceil(K/64) scale beats per vector; as Q8_0 blocks (0x09): K codes and
+     * ceil(K/128) beats; else K INT8 values in whole beats */
+    const uint32_t blocks = X[TPH_X_FRAMES] && F[1] >= TPH_RES_VALUE ? F[1] : 0u;
+    const uint32_t xs = blocks == TPH_RES_VALUE_Q8_0 ? k + (k + 127u) / 128u * 8u
+                      : blocks ? k + (k + 63u) / 64u * 8u : (k + 7u) & ~7u;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
@@ -664,7 +694,8 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
         quant_part(&qj, 0u);
     for (j = 0; j < B; j++)               /* the first row's error, as one after the other */
         if (qj.rc[j])
-            return value_error(c, blocks ? TPH_V_QUANTISE_Q8_1 : TPH_V_QUANTISE, qj.rc[j],
+            return value_error(c, blocks == TPH_RES_VALUE_Q8_0 ? TPH_V_QUANTISE_Q8_0
+                                  : blocks ? TPH_V_QUANTISE_Q8_1 : TPH_V_QUANTISE, qj.rc[j],
                                0.0);
     if (batched)
         set_vectors(c, ti, B);
@@ -1285,19 +1316,22 @@ static int bad_transfers(const uint32_t *t, uint32_t words)
                 return 1;
         }
         if (kind != TPH_ATT) {
-            /* x as Q8_1 blocks (0x05): every frame of the transfer, K a multiple of 32, the
-             * slot inside the frames region with its scale tables (V vectors) */
-            const uint32_t blocks = x_frames(X)[1] == TPH_RES_VALUE;
+            /* x in blocks (0x05: Q8_1, 0x09: Q8_0): every frame of the transfer the same, K a
+             * multiple of 32, the slot inside the frames region with its scale tables (V
+             * vectors) */
+            const uint32_t blocks = x_frames(X)[1] >= TPH_RES_VALUE ? x_frames(X)[1] : 0u;
             const uint32_t k = kind == TPH_DOWN ? I : H, V = t[TPH_T_VECTORS];
             const uint32_t off = t[t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
+            const uint32_t per = blocks == TPH_RES_VALUE_Q8_0 ? (k + 127u) / 128u
+                                                              : (k + 63u) / 64u;
             for (j = 0; j < nf; j++) {
                 const uint32_t *fr = x_frames(X) + j * TPH_FRAME_WORDS;
-                if (fr[2] + fr[3] != want[kind][j] || fr[1] > TPH_RES_VALUE
-                    || (fr[1] == TPH_RES_VALUE) != blocks)
+                if (fr[2] + fr[3] != want[kind][j] || fr[1] > TPH_RES_VALUE_Q8_0
+                    || (fr[1] >= TPH_RES_VALUE ? fr[1] : 0u) != blocks)
                     return 1;
             }
             if (blocks && (k % 32u || k / 32u > TPH_MAX_BLOCKS
-                           || !inside(off, (V > 1u ? V : 1u) * (k + (k + 63u) / 64u * 8u),
+                           || !inside(off, (V > 1u ? V : 1u) * (k + per * 8u),
                                       t[TPH_T_FRAMES_BYTES])))
                 return 1;
         }

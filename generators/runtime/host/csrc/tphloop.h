@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 6
+#define TPH_LOOP_ABI 7
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
@@ -152,7 +152,10 @@ enum {
 #define TPH_RES_F32 1u      /* Q4_1 rows, format 0x04: float32 sums times 1 / s_x */
 #define TPH_RES_VALUE 2u    /* Q4_1 rows, format 0x05: each float32 the row's whole value;
                                the transfer's x goes as Q8_1 blocks (codes, scale table) */
-#define TPH_MAX_BLOCKS 2048u   /* the most Q8_1 blocks of one x (K <= 65535) */
+#define TPH_RES_VALUE_Q8_0 3u  /* Q8_0 rows (the LM head), format 0x09: each float32 the
+                               row's whole value; x goes as Q8_0 blocks (codes, a table of
+                               ceil(K/128) beats of fp16 d) */
+#define TPH_MAX_BLOCKS 2048u   /* the most Q8_1 / Q8_0 blocks of one x (K <= 65535) */
 #define TPH_DESC_WORDS 3    /* a channel's descriptors (consecutive, 64 bytes apart): the
                                channel, the first one's STATUS word index, how many */
 #define TPH_TAIL_WORDS 3    /* channel, the last descriptor's address, its STATUS word index */
@@ -237,7 +240,7 @@ enum {
 };
 enum { TPH_W_NONE = 1, TPH_W_FLAGS, TPH_W_COUNT, TPH_W_TAG };
 enum { TPH_V_QUANTISE = 1, TPH_V_KV_STEP, TPH_V_KV_REQUANT, TPH_V_SCORE,
-       TPH_V_QUANTISE_Q8_1 };
+       TPH_V_QUANTISE_Q8_1, TPH_V_QUANTISE_Q8_0 };
 #define TPH_REC_WORDS 12
 #define TPH_ERR_RETRIED 4
 #define TPH_ERR_NRETRIED (TPH_REC_WORDS * (1 + TPH_ERR_RETRIED))
