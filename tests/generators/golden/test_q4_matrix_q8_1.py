@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from exact import f32_bits  # tests/ is on sys.path: Fraction -> float32 bits, nearest even
+
 from generators.golden import blocks as gb
 from generators.golden import q4 as gq4
 from generators.q4 import build_q4_q8_1_frame, pack_q4_rows, pack_q4_rows_raw
@@ -38,25 +40,6 @@ def _fast(rows, k, xq, xd, xs):
 
 def _f16(h) -> Fraction:
     return Fraction(float(np.uint16(h).view(np.float16)))
-
-
-def _f32_bits(v: Fraction) -> int:
-    """float32 bits of exact v, nearest even (v zero or in the normal range): independent of
-    golden.q4.round_f32."""
-    if v == 0:
-        return 0
-    sign = 1 << 31 if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    ulp = Fraction(2) ** (e - 23)
-    n, r = divmod(a, ulp)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2):
-        n += 1
-    return sign | int(np.float32(float(n * ulp)).view(np.uint32))
 
 
 def _exact(q, d, m, xq, xd, xs) -> Fraction:
@@ -98,7 +81,7 @@ def test_random_rows_equal_the_frame_model(k, wild):
     got = _fast(rows, k, xq, xd, xs)
     assert (got == _frame_words(rows, xq, xd, xs, k)).all()
     for r in range(0, n, 9):
-        assert int(got[r]) == _f32_bits(_exact(q[r], d[r], m[r], xq, xd, xs))
+        assert int(got[r]) == f32_bits(_exact(q[r], d[r], m[r], xq, xd, xs))
 
 
 def test_several_vectors_at_once():
@@ -185,7 +168,7 @@ def test_rounding_midpoints(case):
     q, d, m, rows, xq, xd, xs = _one_row(MIDPOINTS[case])
     k = len(MIDPOINTS[case]) * 32
     want = np.float32(EXPECTED[case]).view(np.uint32)
-    assert _f32_bits(_exact(q[0], d[0], m[0], xq, xd, xs)) == want
+    assert f32_bits(_exact(q[0], d[0], m[0], xq, xd, xs)) == want
     got = _fast(rows, k, xq, xd, xs)
     assert got[0] == want
     assert (got == _frame_words(rows, xq, xd, xs, k)).all()
