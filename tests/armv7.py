@@ -41,6 +41,17 @@ def neon_float(exe, first_symbol: str) -> dict:
     max, min on q or d registers: the ones that flush subnormals), for the functions of
     ``exe`` from ``first_symbol`` on and the parts gcc split off ``tph_`` functions wherever
     they lie. int <-> float conversions are left out (exact)."""
+    return _census(exe, first_symbol, r"\tv(mul|add|sub|max|min|pmax|pmin|padd|neg|abs)\.f32\t[qd]\d")
+
+
+def vfp_compares(exe, first_symbol: str) -> dict:
+    """function -> its scalar VFP compares (vcmp / vcmpe .f32 or .f64), as
+    :func:`neon_float` finds functions: each one costs an FPSCR transfer (vmrs) on the A9;
+    gcc 12 lowers the NEON float compare intrinsics to them without -ffast-math."""
+    return _census(exe, first_symbol, r"\tvcmpe?\.f(32|64)\t")
+
+
+def _census(exe, first_symbol: str, pattern: str) -> dict:
     dump = subprocess.run(["arm-linux-gnueabihf-objdump", "-d", str(exe)], capture_output=True,
                           text=True).stdout
     out: dict = {}
@@ -58,6 +69,6 @@ def neon_float(exe, first_symbol: str) -> dict:
             continue
         if fn is None:
             continue
-        if re.search(r"\tv(mul|add|sub|max|min|pmax|pmin|padd|neg|abs)\.f32\t[qd]\d", ln):
+        if re.search(pattern, ln):
             out.setdefault(fn, []).append(ln.strip())
     return out

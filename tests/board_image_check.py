@@ -101,8 +101,9 @@ class ModelDevice(pynq.Device):
     def __init__(self, engines, mib=160):
         super().__init__("board-image-model")
         self.mem = Memory(None, mib << 20)
+        # every format the PYNQ-Z1 overlay's engines take (the fabric model's default)
         self.fabric = GoldenFabric(self.mem, engines.max_k, engines.attention_config(),
-                                   (8, 3, 4), False, engines.vectors)
+                                   vectors=engines.vectors)
         self.regs = {b: SgDmaRegs(p, self.fabric, self.mem) for p, b in enumerate(DMA_BASE)}
         self.regs[SLCR] = self.slcr = Slcr(self.fabric.reset)
         self.downloads = []

@@ -13,7 +13,9 @@ For every numerics, over all prompts:
 * **answers equal in full**: the answer's ids are the float64 pass's.
 
 Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend:
-INT8 activations per vector, INT8 KV cache, fixed-point attention), llama.cpp
+int8, INT8 rows x one INT8 step per activation vector; q4, the layers' Q4_1 rows x Q8_1
+activation blocks of 32 (0x05) and the LM head's INT8 rows x one step per vector; both with the
+INT8 KV cache and fixed-point attention), llama.cpp
 (llama-cpp-python in build/llamacpp-venv: Q4_1 rows x Q8_1 activation blocks, F16 KV;
 tools/answers_llamacpp.py writes its answers) and the float64 pass itself
 (tests/llama_reference.py: its own GGUF reader and forward pass, the file's Q4_1 weights
@@ -55,8 +57,9 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
                         "F16 KV",
             "int8": "engines, INT8 rows (absmax per row of the dequantised file): one INT8 step "
                     "per activation vector, INT8 KV, fixed-point softmax",
-            "q4": "engines, Q4_1 rows as stored: one INT8 step per activation vector, INT8 KV, "
-                  "fixed-point softmax"}
+            "q4": "engines, Q4_1 rows as stored: the layers' rows x Q8_1 activation blocks "
+                  "of 32 (format 0x05, as llama.cpp), the LM head INT8 rows with one INT8 step "
+                  "per activation vector, INT8 KV, fixed-point softmax"}
 
 
 def log(msg: str) -> None:
@@ -136,6 +139,11 @@ class Asker:
                 from generators.runtime.decode.decoder import Decoder
                 model, _, _ = load_model(str(self.path), self.numerics, say=None)
                 dec = Decoder(model, make_backend("golden", model, context=512))
+                # the prompt token by token: the chunked prefill's bits
+                # (tests/runtime/decode/test_prefill.py), and on the golden backend several
+                # times faster than its 2-row passes (16 prompt tokens: 2.6-4.3 s against
+                # 15-21 s with INT8 rows on this loaded 2-core machine)
+                dec.chunk = 1
                 self._run = lambda ids: [int(t) for t in dec.generate(
                     ids, self.tokens, stop_ids=self.eos)]
         return self._run
@@ -178,7 +186,7 @@ def record_figures(rows: Dict, path: Path, n_prompts: int, tokens: int, lc_versi
                            tokens=r["tokens"], of=r["of"]))
         figs.append(figure(f"answers.{n}.equal", r["equal"], "answers", "measured",
                            f"{NUMERICS[n]}: answers equal to the float64 pass's in full, of "
-                           f"{r['prompts']}"))
+                           f"{r['prompts']}", prompts=r["prompts"]))
         if "vs_llamacpp" in r:
             v = r["vs_llamacpp"]
             figs.append(figure(f"answers.{n}.vs_llamacpp_pct", round(100 * v["fraction"], 1),

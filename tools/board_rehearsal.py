@@ -19,13 +19,15 @@ The .hwh is `make bitstream-dryrun`'s (vivado/build.tcl on the IP integrator stu
 with the sections Vivado writes in every handoff and pynqmetadata reads but the stubs leave
 out (external ports, the PS's M_AXI_GP0 and each DMA's S_AXI_LITE bus interfaces, the PS7's
 FCLK divisors): a stand-in for a real build's handoff, which nobody has run here. The SmolLM2
-image and the tiny checkpoint's images are converted once by this Python (the project's .venv)
-into build/board-image, as an owner converts off the board.
+image and the tiny checkpoint's images are converted by this Python (the project's .venv) into
+build/board-image, as an owner converts off the board, and kept while the package's sources are
+unchanged (a digest beside them).
 
 Writes build/board-image/result.json; exit 1 when a step fails (its last lines printed).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -167,11 +169,32 @@ def vivado_hwh(text: str) -> str:
     return text.replace(key, key + "\n        " + "\n        ".join(ps))
 
 
+def source_key() -> str:
+    """A digest of the package's Python sources: the converted images are kept only while it
+    holds (an image converted by an older checkout may carry another frame format, which this
+    checkout's engines refuse or, worse, the old one's accept)."""
+    h = hashlib.sha256()
+    for f in sorted((REPO / "generators").rglob("*.py")):
+        h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def fresh(path: Path, key: str) -> bool:
+    stamp = path.parent / (path.name + ".source")
+    return path.exists() and stamp.exists() and stamp.read_text() == key
+
+
+def stamp(path: Path, key: str) -> None:
+    (path.parent / (path.name + ".source")).write_text(key)
+
+
 def smollm2_image() -> Path:
-    img = OUT / "smollm2.q4.tpimg"
-    if not img.exists():
+    img, key = OUT / "smollm2.q4.tpimg", source_key()
+    if not fresh(img, key):
+        img.unlink(missing_ok=True)
         run([sys.executable, "-m", "generators", "convert", "smollm2", "--format", "q4", "-o",
              img], "convert smollm2 (the project's .venv)", cwd=str(REPO))
+        stamp(img, key)
     return img
 
 
@@ -179,14 +202,16 @@ def tiny_images() -> Path:
     """The tests' tiny checkpoint converted off the board (as an owner converts) into model
     images, INT8, ternary and Q4_1, for engines of max_k 512 and max_context 16 (the board
     reads images only: safetensors and gguf are not in [board])."""
-    d = OUT / "tiny"
+    d, key = OUT / "tiny", source_key()
     eng = EngineConfig(max_k=512, max_context=16, vectors=PYNQ_Z1_ENGINES.vectors)
-    if all((d / f"tiny.{f}.tpimg").exists() for f in ("int8", "ternary", "q4")):
+    if fresh(d, key):
         return d
+    shutil.rmtree(d, ignore_errors=True)
     write_checkpoint(d / "ckpt", TINY, seed=3)
     ck = load_checkpoint(d / "ckpt", eng)
     for f in ("int8", "ternary", "q4"):
         convert(ck, f, eng, notice=None).save(d / f"tiny.{f}.tpimg")
+    stamp(d, key)
     return d
 
 

@@ -23,6 +23,13 @@ model (generators.report.decoder_model, context 512: every weight byte and the I
 read once at 1.97 GB/s), and in brackets with the host: make a9-model's Cortex-A9 model of
 that format's host work on the ARMv7 build (decoder_model.host_ms).
 
+Beside each row's teacher-forced columns the table shows what a user reads, free-running:
+make answers' recorded figures for the same numerics (docs/results/answers.json, read, not
+measured here; the header names the record's commit and says when the engines' sources changed
+since): the tokens of the greedy answers to the shipped prompts before they leave the float64
+pass's, and the answers equal to its in full (the engines' float32 rows, llama.cpp's row; the
+float64 reference is both columns' reference).
+
 ``--sweep --policies ''`` (make quality-dither) runs the dither part alone, recorded apart
 (docs/results/quality-dither.json). ``--sweep`` (make quality-sweep) adds what make quality has no time for: every engine row again
 with the RMSNorm weights moved by one float32 ulp at random (``--dither N`` runs, make's
@@ -41,6 +48,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -62,6 +70,17 @@ BLOCK = 32
 FORMAT_NAMES = {"int8": "INT8, absmax per row", "ternary": "ternary, absmean",
                 "q4": "Q4_1 as stored (the file's), Q8_0 head as INT8 rows"}
 ENGINES = "engines (golden = RTL): INT8 activations per token, INT8 KV, fixed-point softmax"
+#: per engine format, what its rows run (q4: the layers' Q4_1 rows take x as Q8_1 blocks of 32,
+#: format 0x05; the LM head is INT8 rows with one INT8 step per vector)
+ENGINE_NUMERICS = {"int8": ENGINES, "ternary": ENGINES,
+                   "q4": "engines (golden = RTL): the layers' Q4_1 rows x Q8_1 activation "
+                         "blocks of 32 (0x05), the LM head INT8 rows x one INT8 step per "
+                         "vector, INT8 KV, fixed-point softmax"}
+#: the free-running rows of make answers (docs/results/answers.json) beside each row of the
+#: table: the row's kind -> the answers row (the engines' rows with the runtime's float32 host
+#: ops; make answers runs no float64 host ops)
+FREE_RUNNING = {"reference-float": "float64", "engines-int8": "int8", "engines-q4": "q4",
+                "llamacpp": "llamacpp"}
 
 
 def log(msg: str) -> None:
@@ -249,13 +268,63 @@ def diff(a, b, blk):
 
 # --------------------------------------------------------------------------- output
 
+def free_running(results_dir=None) -> dict:
+    """make answers' recorded free-running figures (docs/results/answers.json; not measured
+    here): per answers row (int8, q4, llamacpp) the tokens of its greedy answers before they
+    leave the float64 pass's (of the float64 answers' tokens) and the answers equal in full,
+    with the record's commit and prompt count; {} when nothing is recorded."""
+    from generators.results import load
+    d = load(results_dir).get("answers")
+    if not d:
+        return {}
+    figs = {f["key"]: f for f in d["figures"]}
+    rows = {}
+    for n in ("int8", "q4", "llamacpp"):
+        fol, eq = figs.get(f"answers.{n}.follow_pct"), figs.get(f"answers.{n}.equal")
+        if fol is None or eq is None:
+            continue
+        ctx = fol.get("context", {})
+        rows[n] = dict(follow_pct=fol["value"], tokens=ctx.get("tokens"), of=ctx.get("of"),
+                       equal=eq["value"])
+    m = re.search(r"(\d+) prompts", d.get("note", ""))      # records before the context
+    prompts = next((f["context"]["prompts"] for f in figs.values()
+                    if "prompts" in f.get("context", {})), int(m.group(1)) if m else None)
+    # the answers' sources (tools/answers.py's _sources) changed since the record: say so
+    from generators.results import _git
+    commit = d["commit"].replace("-dirty", "")
+    changed = _git("diff", "--name-only", commit, "HEAD", "--", "generators/runtime",
+                   "generators/golden", "generators/contract.py", "generators/packing.py",
+                   "generators/q4.py", "tests/llama_reference.py")
+    return dict(commit=d["commit"], date=d["date"], prompts=prompts, rows=rows,
+                sources_changed=len(changed.split()) if changed else 0)
+
+
+def _free_cells(fr: dict, kind: str) -> str:
+    """The two free-running cells of a row of kind ``kind``."""
+    n = FREE_RUNNING.get(kind)
+    if n == "float64":
+        return "| reference | reference "
+    r = fr.get("rows", {}).get(n) if fr else None
+    if r is None:
+        return "| - | - "
+    of = f" of {fr['prompts']}" if fr.get("prompts") else ""
+    return f"| {r['follow_pct']} % ({r['tokens']} of {r['of']}) | {r['equal']}{of} "
+
+
 def table(res: dict) -> str:
     wall = res["wall"]
+    fr = res.get("free_running") or {}
+    at = (f" (make answers at {fr['commit']}: docs/results/answers.json"
+          + (f"; {fr['sources_changed']} of the engines' source files changed since: rerun "
+             f"make answers" if fr.get("sources_changed") else "") + ")" if fr else
+          " (make answers: nothing recorded)")
     lines = [f"| weights | activations, KV cache, attention | host ops | text (tokens) "
              f"| mean log-likelihood (nats/token) +- SE | vs float model +- SE | perplexity "
-             f"| top-1 = text | = float argmax | bytes/weight "
+             f"| top-1 = text | = float argmax "
+             f"| free-running: answer tokens as float64's before the first difference{at} "
+             f"| answers equal to float64's in full | bytes/weight "
              f"| tok/s at the DDR wall (ctx {CONTEXT}, + host) |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         w = wall[r["wall"]]
         vs = (f"{r['vs_float']:+.3f} +- {r['vs_float_se']:.3f}" if "vs_float" in r
@@ -263,6 +332,7 @@ def table(res: dict) -> str:
         lines.append(f"| {r['weights']} | {r['numerics']} | {r.get('host', '-')} "
                      f"| {r['text']} ({r['tokens']}) | {r['mean_ll']:.3f} +- {r['se']:.3f} "
                      f"| {vs} | {r['ppl']:.4g} | {r['top1']} | {r.get('agree', 'reference')} "
+                     f"{_free_cells(fr, r.get('kind', ''))}"
                      f"| {w['bytes_per_weight']:.3g} "
                      f"| {w['wall_tok_s']:.1f} ({w['bound_tok_s']:.1f}) |")
     if res.get("diffs"):
@@ -361,7 +431,9 @@ PARSER = parser()
 def main(argv=None) -> int:
     args = PARSER.parse_args(argv)
     if args.table:
-        t = table(json.loads((OUT / "quality.json").read_text()))
+        res = json.loads((OUT / "quality.json").read_text())
+        res.setdefault("free_running", free_running())     # a file written before the columns
+        t = table(res)
         print(t)
         return 0
 
@@ -420,7 +492,8 @@ def main(argv=None) -> int:
             for prec in ("float32", "float64") if fmt in f64 else ("float32",):
                 runs = engine_rows(models[fmt], passages, prec, f"{fmt} {prec}")
                 rows[prec] = summarise(runs, ref, blk, nxt, weights=FORMAT_NAMES[fmt],
-                                       numerics=ENGINES, host=prec, text=text, wall=fmt,
+                                       numerics=ENGINE_NUMERICS[fmt], host=prec,
+                                       text=text, wall=fmt,
                                        kind=f"engines-{fmt}" + ("-f64" if prec == "float64"
                                                                 else ""))
                 res["rows"].append(rows[prec])
@@ -435,6 +508,12 @@ def main(argv=None) -> int:
             r.pop(k)
     res["seconds"] = round(time.perf_counter() - t_start)
     name = "quality-sweep" if args.sweep else "quality"
+    if not args.sweep:
+        res["free_running"] = free_running()
+        fr = res["free_running"]
+        log(f"free-running columns: make answers' record at {fr['commit']} ({fr['date']}), "
+            "docs/results/answers.json" if fr else "free-running columns: no make answers "
+            "record (docs/results/answers.json)")
     (OUT / f"{name}.json").write_text(json.dumps(res, indent=2) + "\n")
     t = table(res)
     (OUT / f"{name}.md").write_text(t + "\n")
@@ -450,7 +529,10 @@ def main(argv=None) -> int:
                    f"engine rows on the golden numerics (generators.runtime.model.forced = "
                    f"Decoder.step's bits); formats {args.formats}"
                    + ((f"; KV policies {args.policies}" if args.policies else "")
-                      + f"; {args.dither} dither run(s)" if args.sweep else "") + f"; {res['seconds']} s")
+                      + f"; {args.dither} dither run(s)" if args.sweep else "") + f"; {res['seconds']} s"
+                   + (f"; its table's free-running columns quote make answers at "
+                      f"{res['free_running']['commit']} (docs/results/answers.json)"
+                      if res.get("free_running") else ""))
         log(f"wrote {p.relative_to(REPO)}")
     return 0
 

@@ -9,6 +9,8 @@
    reads; board.invalidate_probe).
 2. **Every engine of the bitstream, every output word**: random frames through both ports,
    INT8, ternary and (where the overlay has the lane) Q4_1 matrix frames of random shapes,
+   with one INT8 step per x vector (0x04) and with Q8_1 x blocks (0x05, what ``--format q4``
+   sends: docs/activations.md),
    B-vector frames (B = 1 .. the engines' vectors), attention frames split over the two ports,
    and bad frames (a wrong magic, a frame cut short, an attention header of the wrong shape)
    which the engines answer with their status word. Every output word of both ports is
@@ -45,11 +47,12 @@ from generators import __version__
 from generators.board_image import BOARD_IMAGE, ImageError, check_image
 from generators.contract import FCLK_MHZ, FCLK_TOLERANCE_MHZ
 from generators.cosim import runner
+from generators.designs.overlay import Overlay
 from generators.golden import attention as gatt
 from generators.golden import mv as gmv
 from generators.golden.overlay import overlay_outputs
 from generators.packing import build_frame, split_attention_frame
-from generators.q4 import build_q4_frame, pack_q4_rows
+from generators.q4 import build_q4_frame, build_q4_q8_1_frame, pack_q4_rows
 
 from ..engines import pg021 as R
 from ..engines.board import DMA_PARAMETERS, invalidate_probe, overlay_parameters
@@ -69,8 +72,17 @@ __all__ = ["run_selftest", "Target", "model_target", "rtl_target", "board_target
 
 #: the test's DMA memory: frames in, answers out, descriptors
 ARENA_BYTES = 24 << 20
-KINDS = ("int8", "ternary", "q4", "attention", "bad")
-FMT = {"int8": gmv.FMT_INT8, "ternary": gmv.FMT_TERNARY, "q4": gmv.FMT_Q4}
+KINDS = ("int8", "ternary", "q4", "q4_q8_1", "attention", "bad")
+FMT = {"int8": gmv.FMT_INT8, "ternary": gmv.FMT_TERNARY, "q4": gmv.FMT_Q4,
+       "q4_q8_1": gmv.FMT_Q4_Q8_1}
+
+
+def overlay_formats(man: Optional[Dict] = None) -> Tuple[int, ...]:
+    """The matrix frame formats an overlay takes: its manifest's ``matrix.formats`` and
+    ``matrix.block_formats`` (per-block x); without a manifest, the PYNQ-Z1 overlay's (the
+    generator's defaults, as the bitstream is built)."""
+    m = (man or {"matrix": Overlay({}).extra_manifest()["matrix"]})["matrix"]
+    return tuple(int(f) for f in list(m.get("formats", (8, 3))) + list(m.get("block_formats", [])))
 
 
 class SelftestError(BackendError):
@@ -97,10 +109,12 @@ class Target:
 
 # --------------------------------------------------------------------------- targets
 
-def model_target(engines: EngineConfig = PYNQ_Z1_ENGINES, formats=(8, 3, 4),
+def model_target(engines: EngineConfig = PYNQ_Z1_ENGINES, formats: Optional[Sequence[int]] = None,
                  fabric_hook: Optional[Callable] = None) -> Target:
     """The AXI DMA register model with the golden PL top behind it, in this process
-    (``fabric_hook(fabric)``: lets a test break the fabric)."""
+    (``formats``: the matrix engines', default the PYNQ-Z1 overlay's; ``fabric_hook(fabric)``:
+    lets a test break the fabric)."""
+    formats = overlay_formats() if formats is None else tuple(formats)
     mem = Memory(None, ARENA_BYTES + (1 << 20))
     fab = GoldenFabric(mem, engines.max_k, engines.attention_config(), formats, False,
                        engines.vectors)
@@ -122,7 +136,7 @@ def rtl_target(params: Optional[Dict] = None, simulator: str = "verilator",
                              "max_context": PYNQ_Z1_ENGINES.max_context})
     man = runner.render("overlay", params)
     engines = EngineConfig.from_manifest(man)
-    formats = tuple(int(f) for f in man["matrix"].get("formats", (8, 3)))
+    formats = overlay_formats(man)
     tmp = Path(tempfile.mkdtemp(prefix="selftest-rtl-"))
     size = ARENA_BYTES + (1 << 20)
     mem = Memory(str(tmp / "ddr"), size)
@@ -212,7 +226,7 @@ def board_target(bitfile: str, download: bool = True, meminfo: str = "/proc/memi
     return Target("board", [SgDma(m, f"dma_{p}") for p, m in enumerate(mmios)],
                   lambda shape, dtype, cacheable: pynq.allocate(shape, dtype,
                                                                 cacheable=cacheable),
-                  PYNQ_Z1_ENGINES, (8, 3, 4), label, time.perf_counter,
+                  PYNQ_Z1_ENGINES, overlay_formats(), label, time.perf_counter,
                   barrier=barrier or (lambda: None), checks=checks)
 
 
@@ -244,11 +258,21 @@ class Frames:
         n = int(r.integers(1, self.max_rows + 1)) if n is None else n
         x = r.integers(-128, 128, size=k if b is None else (b, k), dtype=np.int8)
         tag = int(r.integers(256))
-        if kind == "q4":
+        if kind in ("q4", "q4_q8_1"):
+            if kind == "q4_q8_1":             # K a multiple of 32 (whole x blocks)
+                k = 32 * max(1, k // 32)
             nb = -(-k // 32)
             q = r.integers(0, 16, size=(n, nb, 32), dtype=np.uint8)
             d, m = (r.normal(0, 0.01, size=(n, nb)).astype(np.float16) for _ in "dm")
-            return build_q4_frame(x, pack_q4_rows(q, d, m, k), k, tag), n * k
+            rows = pack_q4_rows(q, d, m, k)
+            if kind == "q4":
+                return build_q4_frame(x, rows, k, tag), n * k
+            # Q8_1 x: codes, a positive fp16 step and an fp16 block sum per block of 32
+            shape = (nb,) if b is None else (b, nb)
+            xq = r.integers(-127, 128, size=(1 if b is None else b) * k, dtype=np.int8)
+            xd = np.abs(r.normal(0, 0.02, size=shape)).astype(np.float16).view(np.uint16)
+            xs = r.normal(0, 2.0, size=shape).astype(np.float16).view(np.uint16)
+            return build_q4_q8_1_frame(xq, xd, xs, rows, k, tag), n * k
         lo = -1 if kind == "ternary" else -128
         w = r.integers(lo, 2 if kind == "ternary" else 128, size=(n, k), dtype=np.int8)
         return build_frame(x, w, kind, tag=tag, beat_bytes=8, pad_fill=r), n * k

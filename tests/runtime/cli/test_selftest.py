@@ -37,7 +37,8 @@ def test_selftest_passes_on_the_register_model(tmp_path):
     assert verdict.startswith("PASS: ") and "0 mismatches" in verdict and "register model" \
         in verdict
     assert res["verdict"] == verdict
-    assert set(res["engines"]) == {"int8", "ternary", "q4", "attention", "bad"}
+    # 0x05 (Q4_1 rows x Q8_1 blocks) is what --format q4 sends: the PYNQ-Z1 overlay takes it
+    assert set(res["engines"]) == {"int8", "ternary", "q4", "q4_q8_1", "attention", "bad"}
     for kind, s in res["engines"].items():
         assert s["frames"] > 0 and s["mismatches"] == 0, (kind, s)
     assert res["engines"]["int8"]["rows"] >= 3 * 16          # the speed frames are checked too
@@ -45,6 +46,40 @@ def test_selftest_passes_on_the_register_model(tmp_path):
     for name in ("port 0", "port 1", "both"):
         assert "gb_s" not in res["speed"][name] and res["speed"][name]["label"] is None
     assert "register model: no speed" in out
+
+
+def test_selftest_formats_are_the_overlays(tmp_path):
+    """The kinds sent are the overlay's formats and block formats: a top without per-block x
+    (formats 8, 3, 4) gets no 0x05 frame; the PYNQ-Z1 overlay's list is its manifest's."""
+    from generators.designs.overlay import Overlay
+    man = Overlay({}).extra_manifest()
+    assert st.overlay_formats() == tuple(man["matrix"]["formats"] + man["matrix"]["block_formats"])
+    assert 5 in st.overlay_formats()
+    assert st.overlay_formats({"matrix": {"formats": [8, 3]}}) == (8, 3)
+    rc, out, _, res = _run(st.model_target(ENG, formats=(8, 3, 4)), tmp_path, frames=1)
+    assert rc == 0 and set(res["engines"]) == {"int8", "ternary", "q4", "attention", "bad"}
+
+
+def test_selftest_finds_a_wrong_q8_1_answer(tmp_path):
+    """A fabric whose 0x05 answers (only those) have bit 0 of their first word flipped: the
+    selftest's 0x05 frames show it, under their own kind."""
+    from generators.golden import mv as gmv
+
+    def hook(fab):
+        orig = fab.overlay.matrix
+
+        def matrix(port, segments):
+            w = np.array(orig(port, segments), np.uint32)
+            h = int(fab.mem.read(segments[0][0], 8).view("<u8")[0])
+            if (h >> 48) & 0x7F == gmv.FMT_Q4_Q8_1:
+                w[0] ^= 1
+            return w
+        fab.overlay.matrix = matrix
+
+    rc, out, _, res = _run(st.model_target(ENG, fabric_hook=hook), tmp_path, frames=2)
+    assert rc == 1
+    assert res["engines"]["q4_q8_1"]["mismatches"] > 0
+    assert all(res["engines"][k]["mismatches"] == 0 for k in ("int8", "ternary", "q4"))
 
 
 def test_selftest_finds_one_wrong_bit_and_exits_1(tmp_path):

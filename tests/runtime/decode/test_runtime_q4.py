@@ -28,6 +28,7 @@ from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import gguf_files  # noqa: E402
+from exact import f32_nearest  # noqa: E402  (tests/ is on sys.path)
 
 ENG = EngineConfig(max_k=512, max_context=32)
 
@@ -113,23 +114,6 @@ def _fabric_words(be, qm, x_slot: bytes):
     return np.concatenate([w[:-1] for w in words])
 
 
-def _f32_of(v: Fraction) -> np.float32:
-    """The float32 nearest exact v (ties to even), from Fraction arithmetic alone."""
-    if v == 0:
-        return np.float32(0)
-    a = abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    ulp = Fraction(2) ** (e - 23)
-    n, r = divmod(a, ulp)
-    if r > ulp / 2 or (r == ulp / 2 and n % 2):
-        n += 1
-    return np.float32(float(n * ulp) * (1 if v > 0 else -1))
-
-
 def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
     m = convert(q4_gguf, "q4", ENG)
     # the layers Q4_1 as stored; the LM head Q8_0 rows with Q8_0 x (format 0x09)
@@ -161,7 +145,7 @@ def test_gguf_q4_1_tensors_used_as_stored(q4_gguf):
         v = sum(f16(d[r, b]) * f16(xd[b]) * int(np.dot(q[r, b].astype(np.int64),
                                                          xq[32 * b:32 * b + 32]))
                 + f16(mm[r, b]) * f16(xs[b]) for b in range(k // 32))
-        assert y[r] == _f32_of(v), r
+        assert y[r] == f32_nearest(v), r
     # format 0x04 (a model converted with block_x=False): the float32 nearest sum(w x) with
     # w the gguf package's own dequantisation (the checkpoint's float tensor), x INT8
     q04 = q4_matrix_raw(qm.name, raw.blocks, k, n, block_x=False)
