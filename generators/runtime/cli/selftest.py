@@ -10,7 +10,8 @@
 2. **Every engine of the bitstream, every output word**: random frames through both ports,
    INT8, ternary and (where the overlay has the lane) Q4_1 matrix frames of random shapes,
    with one INT8 step per x vector (0x04) and with Q8_1 x blocks (0x05, what ``--format q4``
-   sends: docs/activations.md),
+   sends: docs/activations.md), Q8_0 rows with Q8_0 x blocks (0x09, the LM head), each where
+   the overlay lists it,
    B-vector frames (B = 1 .. the engines' vectors), attention frames split over the two ports,
    and bad frames (a wrong magic, a frame cut short, an attention header of the wrong shape)
    which the engines answer with their status word. Every output word of both ports is
@@ -53,6 +54,7 @@ from generators.golden import mv as gmv
 from generators.golden.overlay import overlay_outputs
 from generators.packing import build_frame, split_attention_frame
 from generators.q4 import build_q4_frame, build_q4_q8_1_frame, pack_q4_rows
+from generators.q8 import build_q8_0_frame, pack_q8_0_rows
 
 from ..engines import pg021 as R
 from ..engines.board import DMA_PARAMETERS, invalidate_probe, overlay_parameters
@@ -72,9 +74,9 @@ __all__ = ["run_selftest", "Target", "model_target", "rtl_target", "board_target
 
 #: the test's DMA memory: frames in, answers out, descriptors
 ARENA_BYTES = 24 << 20
-KINDS = ("int8", "ternary", "q4", "q4_q8_1", "attention", "bad")
+KINDS = ("int8", "ternary", "q4", "q4_q8_1", "q8_0", "attention", "bad")
 FMT = {"int8": gmv.FMT_INT8, "ternary": gmv.FMT_TERNARY, "q4": gmv.FMT_Q4,
-       "q4_q8_1": gmv.FMT_Q4_Q8_1}
+       "q4_q8_1": gmv.FMT_Q4_Q8_1, "q8_0": gmv.FMT_Q8_0}
 
 
 def overlay_formats(man: Optional[Dict] = None) -> Tuple[int, ...]:
@@ -273,6 +275,15 @@ class Frames:
             xd = np.abs(r.normal(0, 0.02, size=shape)).astype(np.float16).view(np.uint16)
             xs = r.normal(0, 2.0, size=shape).astype(np.float16).view(np.uint16)
             return build_q4_q8_1_frame(xq, xd, xs, rows, k, tag), n * k
+        if kind == "q8_0":                    # Q8_0 rows x Q8_0 x blocks, K whole blocks
+            k = 32 * max(1, k // 32)
+            nb = k // 32
+            shape = (nb,) if b is None else (b, nb)
+            q = r.integers(-128, 128, size=(n, nb, 32), dtype=np.int8)
+            d = np.abs(r.normal(0, 0.01, size=(n, nb))).astype(np.float16)
+            xq = r.integers(-127, 128, size=(1 if b is None else b) * k, dtype=np.int8)
+            xd = np.abs(r.normal(0, 0.02, size=shape)).astype(np.float16).view(np.uint16)
+            return build_q8_0_frame(xq, xd, pack_q8_0_rows(q, d, k), k, tag), n * k
         lo = -1 if kind == "ternary" else -128
         w = r.integers(lo, 2 if kind == "ternary" else 128, size=(n, k), dtype=np.int8)
         return build_frame(x, w, kind, tag=tag, beat_bytes=8, pad_fill=r), n * k

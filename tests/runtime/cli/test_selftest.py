@@ -37,8 +37,10 @@ def test_selftest_passes_on_the_register_model(tmp_path):
     assert verdict.startswith("PASS: ") and "0 mismatches" in verdict and "register model" \
         in verdict
     assert res["verdict"] == verdict
-    # 0x05 (Q4_1 rows x Q8_1 blocks) is what --format q4 sends: the PYNQ-Z1 overlay takes it
-    assert set(res["engines"]) == {"int8", "ternary", "q4", "q4_q8_1", "attention", "bad"}
+    # 0x05 (Q4_1 rows x Q8_1 blocks) is what --format q4 sends, 0x09 (Q8_0 x Q8_0) the LM
+    # head: the PYNQ-Z1 overlay takes both
+    assert set(res["engines"]) == {"int8", "ternary", "q4", "q4_q8_1", "q8_0", "attention",
+                                   "bad"}
     for kind, s in res["engines"].items():
         assert s["frames"] > 0 and s["mismatches"] == 0, (kind, s)
     assert res["engines"]["int8"]["rows"] >= 3 * 16          # the speed frames are checked too
@@ -54,7 +56,7 @@ def test_selftest_formats_are_the_overlays(tmp_path):
     from generators.designs.overlay import Overlay
     man = Overlay({}).extra_manifest()
     assert st.overlay_formats() == tuple(man["matrix"]["formats"] + man["matrix"]["block_formats"])
-    assert 5 in st.overlay_formats()
+    assert {5, 9} <= set(st.overlay_formats())
     assert st.overlay_formats({"matrix": {"formats": [8, 3]}}) == (8, 3)
     rc, out, _, res = _run(st.model_target(ENG, formats=(8, 3, 4)), tmp_path, frames=1)
     assert rc == 0 and set(res["engines"]) == {"int8", "ternary", "q4", "attention", "bad"}

@@ -196,7 +196,8 @@ def test_selftest_on_the_rtl_backend(tmp_path):
     res = json.loads(path.read_text())
     assert rc == 0, out
     assert "simulated (rtl backend)" in res["verdict"]
-    assert set(res["engines"]) == {"int8", "ternary", "q4", "q4_q8_1", "attention", "bad"}
+    assert set(res["engines"]) == {"int8", "ternary", "q4", "q4_q8_1", "q8_0", "attention",
+                                   "bad"}
     for name in ("port 0", "port 1", "both"):
         e = res["speed"][name]
         assert e["label"] == "simulated" and e["gb_s"] > 0 and e["gweights_s"] > 0, e
