@@ -109,7 +109,7 @@ def _sources(numerics: str) -> bytes:
     return _hash_files([p for p in (g / "runtime").rglob("*")
                         if p.suffix in (".py", ".c", ".h", ".txt")]
                        + list((g / "golden").rglob("*.py"))
-                       + [g / f for f in ("contract.py", "packing.py", "q4.py")])
+                       + [g / f for f in ("contract.py", "packing.py", "q4.py", "q8.py")])
 
 
 def _key(*parts) -> str:

@@ -294,7 +294,7 @@ def free_running(results_dir=None) -> dict:
     commit = d["commit"].replace("-dirty", "")
     changed = _git("diff", "--name-only", commit, "HEAD", "--", "generators/runtime",
                    "generators/golden", "generators/contract.py", "generators/packing.py",
-                   "generators/q4.py", "tests/llama_reference.py")
+                   "generators/q4.py", "generators/q8.py", "tests/llama_reference.py")
     return dict(commit=d["commit"], date=d["date"], prompts=prompts, rows=rows,
                 sources_changed=len(changed.split()) if changed else 0)
 
