@@ -486,7 +486,8 @@ def test_c_step_without_python_kv_rules(recorded, tmp_path):
 
 def test_batched_c_step_without_python(recorded_rows, tmp_path):
     """tphbench on a 2-row dump runs tph_step_rows: both rows' logits bit for bit, on x86-64
-    and on ARMv7 under qemu-arm."""
+    and on ARMv7 under qemu-arm, the VFP-only build and the board's NEON build (its 0x05 /
+    0x09 value words split by vector with VLD2: tphloop.c split_words)."""
     want = np.concatenate(recorded_rows["want"])
     last = f"argmax {int(np.argmax(recorded_rows['want'][-1]))} "
     exe = armv7.build("gcc", LOOP_SOURCES, tmp_path / "tphbench", ["-march=x86-64"])
@@ -494,12 +495,13 @@ def test_batched_c_step_without_python(recorded_rows, tmp_path):
         got, out = _run_bench([exe], recorded_rows["dump"], tmp_path / "logits.bin", threads)
         assert _bits_equal(got, want) and " rows 2 " in out and last in out, out
     armv7.need_arm()
-    exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / "tph_bench_arm",
-                      ["-static", "-mcpu=cortex-a9", "-mfpu=vfpv3-d16"])
-    for threads in (1, 2):
-        got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded_rows["dump"],
-                              tmp_path / "logits_arm.bin", threads)
-        assert _bits_equal(got, want) and last in out, out
+    for fpu in ("vfpv3-d16", "neon"):
+        exe = armv7.build(armv7.ARM_CC, LOOP_SOURCES, tmp_path / f"tph_bench_arm_{fpu}",
+                          ["-static", "-mcpu=cortex-a9", f"-mfpu={fpu}"])
+        for threads in (1, 2):
+            got, out = _run_bench(["qemu-arm", "-cpu", "cortex-a9", exe],
+                                  recorded_rows["dump"], tmp_path / "logits_arm.bin", threads)
+            assert _bits_equal(got, want) and last in out, (fpu, out)
 
 
 @pytest.mark.parametrize("fpu", ["vfpv3-d16", "neon"])
