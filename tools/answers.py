@@ -13,9 +13,9 @@ For every numerics, over all prompts:
 * **answers equal in full**: the answer's ids are the float64 pass's.
 
 Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend:
-int8, INT8 rows x one INT8 step per activation vector; q4, the layers' Q4_1 rows x Q8_1
-activation blocks of 32 (0x05) and the LM head's INT8 rows x one step per vector; both with the
-INT8 KV cache and fixed-point attention), llama.cpp
+int8, the layers' INT8 rows x one INT8 step per activation vector; q4, the layers' Q4_1 rows x
+Q8_1 activation blocks of 32 (0x05); in both the LM head's Q8_0 rows as stored x Q8_0 blocks
+(0x09), the INT8 KV cache and fixed-point attention), llama.cpp
 (llama-cpp-python in build/llamacpp-venv: Q4_1 rows x Q8_1 activation blocks, F16 KV;
 tools/answers_llamacpp.py writes its answers) and the float64 pass itself
 (tests/llama_reference.py: its own GGUF reader and forward pass, the file's Q4_1 weights
@@ -55,11 +55,12 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
                        "dequantised, float64 activations and KV",
             "llamacpp": "llama.cpp (llama-cpp-python): Q4_1 rows x Q8_1 activation blocks, "
                         "F16 KV",
-            "int8": "engines, INT8 rows (absmax per row of the dequantised file): one INT8 step "
-                    "per activation vector, INT8 KV, fixed-point softmax",
-            "q4": "engines, Q4_1 rows as stored: the layers' rows x Q8_1 activation blocks "
-                  "of 32 (format 0x05, as llama.cpp), the LM head INT8 rows with one INT8 step "
-                  "per activation vector, INT8 KV, fixed-point softmax"}
+            "int8": "engines, the layers' INT8 rows (absmax per row of the dequantised file) x one "
+                    "INT8 step per activation vector, the LM head's Q8_0 rows as stored x Q8_0 "
+                    "blocks (format 0x09), INT8 KV, fixed-point softmax",
+            "q4": "engines, the layers' Q4_1 rows as stored x Q8_1 activation blocks of 32 "
+                  "(format 0x05), the LM head's Q8_0 rows as stored x Q8_0 blocks (format "
+                  "0x09; both as llama.cpp), INT8 KV, fixed-point softmax"}
 
 
 def log(msg: str) -> None:
