@@ -618,51 +618,32 @@ typedef struct {
     int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
 
-/* one row of x as Q8_1 blocks of 32 (format 0x05, docs/activations.md section 2): its K
- * codes at slot, then its scale table (ceil(K/64) beats of fp16 d(2g) s(2g) d(2g+1) s(2g+1),
- * little-endian; a missing last block's fields zero) */
-static int32_t quant_q8_1_row(const float *x, uint32_t k, int8_t *slot)
+/* one row of x as blocks of 32 (docs/activations.md section 2): its K codes at slot, then its
+ * scale table, little-endian fp16 fields padded with zeros to a whole 8-byte beat: Q8_1
+ * (format 0x05, ``s`` set) d(b) s(b) per block, ceil(K/64) beats; Q8_0 (format 0x09) d(b) per
+ * block, ceil(K/128) beats */
+static int32_t quant_block_row(const float *x, uint32_t k, int8_t *slot, uint32_t q8_1)
 {
     uint16_t d[TPH_MAX_BLOCKS], s[TPH_MAX_BLOCKS];
-    const uint32_t nb = k / 32u;
+    const uint32_t nb = k / 32u, fb = q8_1 ? 4u : 2u;       /* table bytes per block */
     uint8_t *tab = (uint8_t *)slot + k;
     uint32_t b;
     int32_t rc;
     if (k % 32u || nb > TPH_MAX_BLOCKS)
         return TPH_BADARG;
-    if ((rc = tph_quantise_q8_1(x, k, slot, d, s)))
+    if ((rc = tph_quantise_q8_1(x, k, slot, d, q8_1 ? s : NULL)))
         return rc;
     for (b = 0; b < nb; b++) {
-        tab[4u * b] = (uint8_t)d[b];
-        tab[4u * b + 1u] = (uint8_t)(d[b] >> 8);
-        tab[4u * b + 2u] = (uint8_t)s[b];
-        tab[4u * b + 3u] = (uint8_t)(s[b] >> 8);
+        uint8_t *f = tab + fb * b;
+        f[0] = (uint8_t)d[b];
+        f[1] = (uint8_t)(d[b] >> 8);
+        if (q8_1) {
+            f[2] = (uint8_t)s[b];
+            f[3] = (uint8_t)(s[b] >> 8);
+        }
     }
-    if (nb & 1u)
-        memset(tab + 4u * nb, 0, 4);
-    return TPH_OK;
-}
-
-/* one row of x as Q8_0 blocks of 32 (format 0x09, docs/activations.md section 2): its K codes
- * at slot, then its scale table (ceil(K/128) beats of fp16 d(4g) .. d(4g+3), little-endian;
- * the fields of blocks past K/32 zero) */
-static int32_t quant_q8_0_row(const float *x, uint32_t k, int8_t *slot)
-{
-    uint16_t d[TPH_MAX_BLOCKS];
-    const uint32_t nb = k / 32u;
-    uint8_t *tab = (uint8_t *)slot + k;
-    uint32_t b;
-    int32_t rc;
-    if (k % 32u || nb > TPH_MAX_BLOCKS)
-        return TPH_BADARG;
-    if ((rc = tph_quantise_q8_0(x, k, slot, d)))
-        return rc;
-    for (b = 0; b < nb; b++) {
-        tab[2u * b] = (uint8_t)d[b];
-        tab[2u * b + 1u] = (uint8_t)(d[b] >> 8);
-    }
-    if (nb & 3u)
-        memset(tab + 2u * nb, 0, 2u * (4u - (nb & 3u)));
+    if ((fb * nb) % 8u)
+        memset(tab + fb * nb, 0, 8u - (fb * nb) % 8u);
     return TPH_OK;
 }
 
@@ -672,12 +653,9 @@ static INLINE void quant_part(void *arg, uint32_t part)
     const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
     uint32_t j;
     for (j = part ? m : 0u; j < j1; j++) {
-        if (q->blocks == TPH_RES_VALUE_Q8_0) {
-            q->rc[j] = quant_q8_0_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs);
-            continue;
-        }
-        if (q->blocks) {
-            q->rc[j] = quant_q8_1_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs);
+        if (q->blocks) {                  /* 0x05: Q8_1 blocks; 0x09: Q8_0 blocks */
+            q->rc[j] = quant_block_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs,
+                                       q->blocks != TPH_RES_VALUE_Q8_0);
             continue;
         }
         q->rc[j] = tph_quantise_rows(q->x + j * q->xstride, 1, q->k, q->slot + j * q->xs,
