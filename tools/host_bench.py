@@ -5,7 +5,7 @@ Cortex-A9 cycle model of the ARMv7 build); the x86-64 count here is a developmen
 
 The engines are replaced by the replay backend (generators.runtime.engines.cloop.replay_backend):
 the engine words of one sampled token are recorded once from a golden run of the real SmolLM2
-(its image, Q4_1 layers + INT8 head, and INT8), then served back through the same AXI DMA
+(its images, Q4_1 layers and INT8 layers, each with the Q8_0 head), then served back through the same AXI DMA
 registers and descriptors by a device with no compute (csrc/tphreplay.c). The host then does
 exactly a decoder step's work: the small ops, the slots and attention parts, the KV append,
 every descriptor cleared and checked, TAILDESC writes and polls, the results checked and

@@ -197,7 +197,8 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2,
     for r in rows:
         base = f"decode.{r['fmt']}.ctx{r['context']}"
         what = (f"SmolLM2-135M shapes, random weights, {r['fmt']}"
-                + (" (Q4_1 layers + INT8 head)" if r["fmt"] == "q4" else "")
+                + {"q4": " (Q4_1 layers + Q8_0 head)",
+                   "int8": " (INT8 layers + Q8_0 head)"}.get(r["fmt"], "")
                 + f", context {r['context']}, rtl backend ({sim})")
         for name, field, digits, unit, label, text, context in DECODE_FIGURES:
             figs.append(figure(f"{base}.{name}", _rounded(r, field, digits), unit, label,

@@ -2,7 +2,7 @@
 them, counts instructions with callgrind and qemu-arm, and records every figure in
 docs/results/host-bench.json through generators.results):
 
-* the memory plan of SmolLM2-135M at context 2048 for Q4_1 (+ the INT8 head), ternary and INT8
+* the memory plan of SmolLM2-135M at context 2048 for Q4_1 and INT8 (+ the Q8_0 head), and ternary
   (DMA MiB by region; **modelled**: the plan's arithmetic, which is what the runtime allocates);
 * the replay backend's recording: one sampled token of the real SmolLM2 on the golden backend,
   its engine words per port (:func:`recorded`, cached in build/host/), and decoders on the
@@ -59,7 +59,8 @@ def plan_figures(figure):
     out, lines = [], []
     for f in ("q4", "ternary", "int8"):
         p = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, f), 2048)
-        name = {"q4": "Q4_1 layers + INT8 head", "ternary": "ternary", "int8": "INT8"}[f]
+        name = {"q4": "Q4_1 layers + Q8_0 head", "ternary": "ternary",
+                "int8": "INT8 layers + Q8_0 head"}[f]
         for r in ("weights", "kv", "frames", "results"):
             out.append(figure(f"host.plan.{f}.{r}_mib", round(p.regions[r].nbytes / MIB, 1),
                               "MiB", "modelled", f"SmolLM2-135M {name}, context 2048: DMA "
