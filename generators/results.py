@@ -180,17 +180,21 @@ def figures_by_key(out_dir: Optional[Path] = None) -> Dict[str, Dict]:
 
 
 #: a quote: "VALUE UNIT ([LABEL](results.md#KEY))" (any relative path ending in results.md)
-QUOTE_RE = re.compile(r"(?P<before>[^\s(\[][^(\[]*?)\s*\(\[(?P<label>[^\]]+(?:\([^)]*\))?)\]"
+QUOTE_RE = re.compile(r"(?P<before>(?:^|[^\s(\[][^(\[]*?))\s*\(\[(?P<label>[^\]]+(?:\([^)]*\))?)\]"
                       r"\((?:[./\w-]*/)?results\.md#(?P<key>[a-z0-9][a-z0-9_.\-]*)\)\)")
 
 
 def quotes(text: str) -> List[Dict]:
     """Every figure quote of a markdown text: the text before it, the label, the key, the line."""
-    out = []
+    out, prev = [], ""
     for n, line in enumerate(text.splitlines(), 1):
         for m in QUOTE_RE.finditer(line):
-            out.append({"before": m.group("before"), "label": m.group("label"),
+            before = m.group("before")
+            if not before.strip():        # the link opens the line: its figure ends the last
+                before = prev.rstrip() + before
+            out.append({"before": before, "label": m.group("label"),
                         "key": m.group("key"), "line": n})
+        prev = line
     return out
 
 

@@ -57,9 +57,14 @@ def test_quotes_are_checked(tmp_path):
         ("at 19.2 tok/s ([modelled](docs/results.md#decode.q4.tok_s))", "quoted as"),
         ("at 19.1 tok/s ([simulated](docs/results.md#decode.q4.tok_s))", "labelled"),
         ("at 19.1 tok/s ([modelled](docs/results.md#decode.int8.tok_s))", "no target"),
+        # a figure at a line's end, its link opening the next line: checked as one quote
+        ("Q4_1 runs at 19.2 tok/s\n([modelled](docs/results.md#decode.q4.tok_s)) here.",
+         "quoted as"),
     ]:
         bad = R.check_quotes(text, "README.md", figs)
         assert len(bad) == 1 and what in bad[0], (text, bad)
+    assert R.check_quotes("Q4_1 runs at 19.1 tok/s\n([modelled](docs/results.md#decode.q4.tok_s))",
+                          "README.md", figs) == []
     syn = R.figure("report.overlay.lut", 23328, "LUT", "synthesised (yosys)", "top")
     R.record("report", [syn], out_dir=tmp_path)
     figs = R.figures_by_key(tmp_path)
