@@ -22,6 +22,10 @@ def main() -> int:
               "(in compile order): update the core's file list", file=sys.stderr)
         return 1
     use_verilator()
+    # FuseSoC looks for .core files under the cores root (the checkout), symlinks followed:
+    # build/ holds no core of ours but may hold a Debian root (make armhf-rehearsal's
+    # build/armhf/root, whose dev/fd links fail the scan); FUSESOC_IGNORE keeps it out
+    (REPO / "build" / "FUSESOC_IGNORE").touch()
     fusesoc = shutil.which("fusesoc") or str(Path(sys.executable).parent / "fusesoc")
     cmd = [fusesoc, "--cores-root", str(REPO), "run", "--target", "lint",
            "--build-root", str(REPO / "build" / "fusesoc" / "run"),
