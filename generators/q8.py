@@ -222,7 +222,7 @@ def pack_q8_0_rows(q, d, k: int) -> np.ndarray:
     out = np.zeros((n, q8_row_bytes(k)), dtype=np.uint8)
     pos = 0
     for g in range(groups):
-        out[:, pos:pos + BEAT] = sc[:, 4 * g:4 * g + 4].view(np.uint8)
+        out[:, pos:pos + BEAT] = np.ascontiguousarray(sc[:, 4 * g:4 * g + 4]).view(np.uint8)
         pos += BEAT
         w = min(128, k - 128 * g)                            # the group's weights: 32..128
         out[:, pos:pos + w] = codes[:, 128 * g:128 * g + w]
