@@ -19,6 +19,7 @@ from ..errors import BackendError
 from ..model.model import Model
 from ..optional import module
 from . import pg021 as R
+from .cloop import SPIN_US
 from .plan import MEMINFO, MemoryPlan, memory_plan
 from .registry import register_backend
 from .runtime import DmaRuntime, write_barrier
@@ -175,6 +176,7 @@ class BoardBackend(DmaRuntime):
     against the board's free CMA (``meminfo``'s CmaFree), before anything is allocated."""
 
     name = "board"
+    worker_spin_us = SPIN_US           # the engines run while the CPU waits: spin, then sleep
 
     def __init__(self, model: Model, bitfile: str, context: Optional[int] = None,
                  timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,

@@ -78,9 +78,10 @@ NONE = 0xFFFFFFFF
 #: thread of the library takes the second core's half of the LM head's dequantisation and of
 #: the argmax) or 1 (the same halves one after the other on the caller's thread)
 THREADS_ENV = "TERNARY_PYNQ_THREADS"
-#: how long (us) the idle worker spins for its next job before it sleeps: longer than the LM
-#: head's transfer on the board (30.1 MB of Q8_0 rows at the DDR wall, about 15 ms), so the
-#: worker woken before that transfer is spinning when the logits arrive
+#: how long (us) the idle worker spins for its next job before it sleeps on the board
+#: (``DmaRuntime.worker_spin_us``; 0 on the backends that model the engines on this CPU):
+#: longer than the LM head's transfer on the board (30.1 MB of Q8_0 rows at the DDR wall,
+#: about 15 ms), so the worker woken before that transfer is spinning when the logits arrive
 SPIN_US = 30000
 
 
@@ -464,7 +465,9 @@ class CLoop:
             raise RuntimeError(f"the C loop refused its table or pointers (tph_init {rc})")
         want = default_threads() if threads is None else int(threads)
         #: the threads running the step's halves: 2, or 1 (asked, or no pthreads)
-        self.threads = int(lib.tph_threads(self.ctx, want, SPIN_US))
+        #: the idle worker's spin (us): the runtime's (the board's SPIN_US, else 0)
+        self.spin_us = int(getattr(rt, "worker_spin_us", SPIN_US))
+        self.threads = int(lib.tph_threads(self.ctx, want, self.spin_us))
         self._pid = os.getpid()
         weakref.finalize(self, _free, lib, self.ctx, self.mem)
 

@@ -121,6 +121,13 @@ class DmaRuntime:
     """
 
     name = "dma"
+    #: how long (us) the C loop's idle worker thread spins for its next job before it sleeps
+    #: (docs/runtime.md section 9, "Both cores"): the board's ``cloop.SPIN_US``, where the
+    #: engines' transfers run while the CPU waits; 0 where the engines are modelled on this
+    #: machine's CPU (the register model, the RTL simulation, replay): there a spinning worker
+    #: takes the core the model needs (a 2-row prompt pass of SmolLM2 on golden: 98 s with
+    #: 30 ms of spin on a loaded 2-core machine, 5.7 s without)
+    worker_spin_us = 0
 
     def __init__(self, model: Model, dmas: Sequence[SgDma], allocate, plan: MemoryPlan,
                  timeout_s: float = 5.0, pl_reset: Optional[Callable[[], None]] = None,

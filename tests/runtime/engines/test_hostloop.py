@@ -317,6 +317,21 @@ def test_one_and_two_threads_give_the_same_run(models, monkeypatch, what):
     assert runs[1]["counts"] == runs[2]["counts"]
 
 
+def test_the_worker_spins_on_the_board_only(models):
+    """The C loop's idle worker spins cloop.SPIN_US before it sleeps on the board, where the
+    engines run while the CPU waits; on a backend that models the engines on this CPU it
+    sleeps at once (a spinning worker took the model's core: a SmolLM2 prompt pass on golden
+    ran 16 times slower on a loaded 2-core machine)."""
+    from generators.runtime.engines.board import BoardBackend
+    from generators.runtime.engines.runtime import DmaRuntime
+    assert BoardBackend.worker_spin_us == hostloop.SPIN_US > 0
+    assert DmaRuntime.worker_spin_us == 0
+    m = models["q4"]
+    be = make_backend("golden", m)
+    cl = hostloop.for_runtime(be)
+    assert cl is not None and cl.spin_us == 0 and cl.threads == hostloop.default_threads()
+
+
 def test_the_threads_setting_is_checked(monkeypatch):
     monkeypatch.setenv(hostloop.THREADS_ENV, "3")
     with pytest.raises(ValueError, match="TERNARY_PYNQ_THREADS='3': 1 or 2"):
