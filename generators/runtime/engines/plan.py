@@ -137,7 +137,9 @@ class ModelShape:
 def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> ModelShape:
     """The shapes of ``convert(ckpt, fmt)``'s matrices without converting (``head_fmt``: the LM
     head's format; by default convert's: Q8_0 rows with Q8_0 x, format 0x09, for ``int8`` and
-    ``q4`` when K is a multiple of 32, else INT8 rows; ternary rows for ``ternary``)."""
+    ``q4`` when K is a multiple of 32, else INT8 rows; ternary rows for ``ternary``). The
+    layers of ``int8`` are Q8_0 rows with Q8_0 x too where K is a multiple of 32 (else INT8
+    rows); of ``q4`` Q4_1 rows, with Q8_1 x (0x05) where K is a multiple of 32."""
     c = config
     H, I, V, kv = c.hidden_size, c.intermediate_size, c.vocab_size, c.kv_dim
     dims = {"q": (H, H), "k": (kv, H), "v": (kv, H), "o": (H, H), "gate": (I, H),
@@ -152,7 +154,10 @@ def model_shape(config, engines, fmt: str, head_fmt: Optional[str] = None) -> Mo
     for i in range(c.num_hidden_layers):
         for s in LAYER_MATRICES:
             n, k = dims[s]
-            add(f"layers.{i}.{s}", fmt, n, k, fmt == "q4" and k % 32 == 0)
+            if fmt == "int8" and k % 32 == 0:
+                add(f"layers.{i}.{s}", HEAD_Q8_0, n, k, True)
+            else:
+                add(f"layers.{i}.{s}", fmt, n, k, fmt == "q4" and k % 32 == 0)
     if head_fmt is None:
         head_fmt = fmt if fmt == "ternary" else HEAD_Q8_0 if H % 32 == 0 else "int8"
     add("lm_head", head_fmt, V, H, head_fmt == HEAD_Q8_0)

@@ -147,6 +147,8 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
         parts.append("x:q8_1")
     if fmt in ("int8", "q4"):       # the LM head: Q8_0 rows, 0x09 (Q8_0 x) since issue 32 item 1
         parts.append("head:q8_0")
+    if fmt == "int8":               # the layers too: Q8_0 rows, 0x09 (issue 32 item 1)
+        parts.append("layers:q8_0")
     key = json.dumps(parts, sort_keys=True)
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{src.stem}.{fmt}.{digest}{SUFFIX}"

@@ -227,14 +227,24 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     def mats(layer, names, x):
         """Real outputs of the matrices that share the input x (positions, k)."""
         ops_ = [matrix("lm_head" if layer is None else f"layers.{layer}.{nm}") for nm in names]
-        if getattr(ops_[0], "block_x", False):     # format 0x05: Q8_1 x, no host scale
+        if getattr(ops_[0], "block_x", False):     # 0x05 / 0x09: Q8_1 / Q8_0 x, no host scale
             P, K = x.shape
-            xq, xd, xs = hostops.NUMPY.quantise_blocks(
-                np.ascontiguousarray(x, np.float32).reshape(-1), True)
-            xq, xd, xs = xq.reshape(P, K), xd.reshape(P, -1), xs.reshape(P, -1)
-            return [np.concatenate([op.words_q8_1(xq[i:i + CHUNK], xd[i:i + CHUNK],
-                                                  xs[i:i + CHUNK]) for i in range(0, N, CHUNK)]
-                                   ).view(np.float32).astype(F) for op in ops_]
+            q8_1 = ops_[0].fmt == "q4"
+            if any(op.fmt != ops_[0].fmt or not op.block_x for op in ops_):
+                raise ValueError(f"layer {layer}: the matrices {names} share one x and "
+                                 f"must share its format")
+            xb = hostops.NUMPY.quantise_blocks(
+                np.ascontiguousarray(x, np.float32).reshape(-1), q8_1)
+            xq, xd = xb[0].reshape(P, K), xb[1].reshape(P, -1)
+            if q8_1:
+                xs = xb[2].reshape(P, -1)
+                return [np.concatenate([op.words_q8_1(xq[i:i + CHUNK], xd[i:i + CHUNK],
+                                                      xs[i:i + CHUNK])
+                                        for i in range(0, N, CHUNK)]
+                                       ).view(np.float32).astype(F) for op in ops_]
+            return [np.concatenate([op.words_q8_0(xq[i:i + CHUNK], xd[i:i + CHUNK])
+                                    for i in range(0, N, CHUNK)]).view(np.float32).astype(F)
+                    for op in ops_]
         xq, sx = ops.quantise_rows(x)
         sx = sx[:, None]
         out = []

@@ -3,7 +3,9 @@
     model = convert(ckpt, fmt="int8")      # "ternary", "q4"; None: ternary for BitNet, else int8
     model.save("smollm2.int8.tpimg");  model = Model.load("smollm2.int8.tpimg")   # image.py
 
-Weight formats (the header's format byte): "int8" (0x08, absmax per row), "ternary" (0x03,
+Weight formats: "int8" (the INT8 lane: llama.cpp Q8_0 rows with x as Q8_0 blocks of 32,
+format 0x09, below; INT8 rows with one INT8 step per vector, 0x08, absmax per row, where K is
+not a multiple of 32), "ternary" (0x03,
 BitNet absmean per matrix) and "q4" (llama.cpp Q4_1 rows, docs/q4.md: format 0x05, x as
 Q8_1 blocks of 32 as llama.cpp quantises it, docs/activations.md; 0x04, one INT8 step per
 vector, where a transfer also carries INT8 rows, for K not a multiple of 32, and in images
@@ -13,12 +15,13 @@ GGUF (F16, F32, other quantised types) runs as INT8 rows; a float checkpoint (Hu
 folder) is quantised to Q4_1 with llama.cpp's reference quantiser
 (``generators.q4.quantize_q4_1``), with a one-line notice.
 
-The LM head of "int8" and "q4" (tied to the embedding or not) runs as llama.cpp Q8_0 rows with
-x as Q8_0 blocks of 32 (the matrix format "q8_0", format 0x09, docs/activations.md): a GGUF's
-Q8_0 tensor as stored (``generators.q8.pack_q8_0_rows_raw``: no requantisation, SmolLM2's tied
-``token_embd``), any other head quantised to Q8_0 with llama.cpp's reference quantiser
-(:func:`quantise_q8_0`, the embedding's); a head whose K is not a multiple of 32 runs as INT8
-rows, and "ternary" keeps its ternary head.
+The layer matrices of "int8" and the LM head of "int8" and "q4" (tied to the embedding or not)
+run as llama.cpp Q8_0 rows with x as Q8_0 blocks of 32 (the matrix format "q8_0", format 0x09,
+docs/activations.md): a GGUF's Q8_0 tensor as stored (``generators.q8.pack_q8_0_rows_raw``: no
+requantisation, SmolLM2's tied ``token_embd``), any other matrix quantised to Q8_0 with
+llama.cpp's reference quantiser (:func:`quantise_q8_0`, the embedding's; SmolLM2's Q4_1 layers
+dequantised, then per 32 weights d = max|w| / 127); a matrix whose K is not a multiple of 32
+runs as INT8 rows, and "ternary" keeps its ternary head.
 
 Every matrix (q, k, v, o, gate, up, down of each layer, and the LM head) is split by rows over
 the two matrix engines: rows [0, n0) to port 0, [n0, N) to port 1, n0 = ceil(N / 2). Each half
@@ -66,8 +69,8 @@ __all__ = ["QMatrix", "Model", "convert", "LAYER_MATRICES", "WEIGHT_FORMATS", "F
 #: every weight format of the runtime and its header format byte
 FORMAT_CODES = dict(FORMATS, q4=FORMAT_Q4)
 WEIGHT_FORMATS = ("int8", "ternary", "q4")
-#: the LM head's matrix format with "int8" and "q4": llama.cpp Q8_0 rows, x as Q8_0 blocks
-#: (format 0x09; not a model format: the layers stay the model's)
+#: the matrix format of "int8"'s matrices and of the LM head of "int8" and "q4": llama.cpp
+#: Q8_0 rows, x as Q8_0 blocks (format 0x09; a matrix format, not a model format)
 HEAD_Q8_0 = "q8_0"
 
 LAYER_MATRICES = ("q", "k", "v", "o", "gate", "up", "down")
@@ -80,7 +83,7 @@ class QMatrix:
     """One quantised matrix: its two port frames and its scale."""
 
     name: str
-    fmt: str                   # "int8" | "ternary" | "q4" | "q8_0" (the LM head only)
+    fmt: str                   # "int8" | "ternary" | "q4" | "q8_0" (int8's matrices, LM heads)
     k: int
     n: int
     scale: np.ndarray          # (n,) real value per unit of the engine's result (q4: ones,
@@ -555,6 +558,8 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
         return all(np.shape(t[names[s]])[1] % 32 == 0 for s in group)
 
     def matrix(name: str, hf: str, block_x: bool = False) -> QMatrix:
+        if fmt == "int8":
+            return int8_lane_matrix(name, hf)
         if fmt != "q4":
             return quantise_matrix(name, t[hf], fmt)
         r = raw.get(hf)
@@ -565,19 +570,26 @@ def convert(ckpt: Checkpoint, fmt: Optional[str] = None,
             return quantise_matrix(name, t[hf], "int8")
         return q4_matrix_float(name, t[hf], block_x)
 
+    def int8_lane_matrix(name: str, hf: str) -> QMatrix:
+        """The INT8 lane's matrix: Q8_0 rows with Q8_0 x (format 0x09): a GGUF's Q8_0 tensor
+        as stored, any other quantised to Q8_0 here (llama.cpp's reference quantiser); INT8
+        rows (0x08, one INT8 step per vector) where K % 32 != 0. The matrices of one
+        transfer share K, so they share the x format."""
+        r = raw.get(hf)
+        if r is not None and r.qtype == "Q8_0":
+            n, k = (int(v) for v in r.shape)
+            return q8_0_matrix_raw(name, r.blocks, k, n)
+        if np.shape(t[hf])[1] % 32:
+            return quantise_matrix(name, t[hf], "int8")
+        return q8_0_matrix_float(name, t[hf])
+
     def head_matrix(hf: str) -> QMatrix:
         """The LM head: Q8_0 rows with Q8_0 x (format 0x09) for "int8" and "q4" (a GGUF's Q8_0
         tensor as stored, any other quantised to Q8_0 here), INT8 rows where K % 32 != 0;
         "ternary": ternary rows."""
         if fmt == "ternary":
             return matrix("lm_head", hf)
-        r = raw.get(hf)
-        if r is not None and r.qtype == "Q8_0":
-            n, k = (int(v) for v in r.shape)
-            return q8_0_matrix_raw("lm_head", r.blocks, k, n)
-        if np.shape(t[hf])[1] % 32:
-            return quantise_matrix("lm_head", t[hf], "int8")
-        return q8_0_matrix_float("lm_head", t[hf])
+        return int8_lane_matrix("lm_head", hf)
 
     def add(q: QMatrix) -> None:
         if sink is not None:

@@ -169,8 +169,8 @@ def test_engine_error_during_chat_is_one_line(files, capsys, monkeypatch):
     real = backends.make_backend
 
     def flagging(be):
-        """A BAD_TRIT flag on port 1 after 40 matrix transfers (in the answer, not the
-        prompt)."""
+        """Flag bit 5 (BAD_TRIT; BAD_SCALE for Q8_0 rows) on port 1 after 40 matrix transfers
+        (in the answer, not the prompt)."""
         calls = []
 
         def select(t, f, p):
@@ -184,7 +184,8 @@ def test_engine_error_during_chat_is_one_line(files, capsys, monkeypatch):
     assert main(["chat", "--model", str(files.img), "--prompt", "hi", "--tokens", "4"]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("error: matrix engine status flags BAD_TRIT (layer ")
+    # the image's int8 layers are Q8_0 rows (0x09): bit 5 is BAD_SCALE there
+    assert last.startswith("error: matrix engine status flags BAD_SCALE (layer ")
     assert "Traceback" not in err
 
 

@@ -139,11 +139,11 @@ def test_golden_fabric_fast_path_equals_exact_golden_model(models, fmt):
     be = make_backend("golden", m)
     fab, mem = be.fabric, be.memory
     xa, _ = be._item("frames", ("x", "down"))
-    heads = 0
+    blocks = 0
     for q in m.matrices.values():
         x = rng.integers(-128, 128, q.k).astype(np.int8).view(np.uint8)
-        if q.fmt == "q8_0":     # the LM head of int8: x as Q8_0 codes and a table of fp16 d
-            heads += 1
+        if q.fmt == "q8_0":     # int8's matrices (K % 32 == 0): Q8_0 codes, a table of fp16 d
+            blocks += 1
             tab = np.zeros((q.x_bytes - q.k) // 2, np.uint16)
             tab[:q.k // 32] = rng.normal(0, 0.01, q.k // 32).astype(np.float16).view(np.uint16)
             x = np.concatenate([x, tab.view(np.uint8)])
@@ -160,7 +160,8 @@ def test_golden_fabric_fast_path_equals_exact_golden_model(models, fmt):
                                                ENG.max_k)]
             assert want[-1] >> 8 & 0xFF == 0, q.name             # no flag: a real answer
             assert fast.tolist() == want, q.name
-    assert heads == (fmt == "int8")
+    # int8: every matrix, layers and LM head, runs Q8_0 rows with Q8_0 x (format 0x09)
+    assert blocks == (len(m.matrices) if fmt == "int8" else 0)
 
 
 def split_back(even: bytes, odd: bytes) -> bytes:

@@ -153,9 +153,13 @@ def test_cpu_bytes_transfers_and_the_lm_head_only_where_sampled(models, golden_r
     tb = dec.token_bytes
     assert tb["kv"] == c.num_hidden_layers * c.num_key_value_heads * 2 * c.head_dim
     assert tb["parts"] == c.num_hidden_layers * c.num_key_value_heads * (112 + 120)
-    # the LM head's x as Q8_0 blocks (format 0x09): K codes and ceil(K/128) beats of fp16 d
-    assert tb["x"] == c.num_hidden_layers * (3 * c.hidden_size + c.intermediate_size) \
-        + c.hidden_size + -(-c.hidden_size // 128) * 8
+    # every x as Q8_0 blocks (format 0x09, layers and LM head): K codes and ceil(K/128)
+    # beats of fp16 d; per layer the transfers q k v, o, gate up (K = hidden) and down
+    def q8_0_x(k):
+        return k + -(-k // 128) * 8
+    assert tb["x"] == c.num_hidden_layers * (3 * q8_0_x(c.hidden_size)
+                                             + q8_0_x(c.intermediate_size)) \
+        + q8_0_x(c.hidden_size)
     # per token the descriptor fields: every status word of the transfers run, the K/V lengths
     n_desc = sum(n for t in be.plan.transfers for _, n in t.desc.values())
     assert tb["desc"] == 4 * n_desc + 4 * 4 * c.num_hidden_layers * c.num_key_value_heads

@@ -544,8 +544,8 @@ def test_without_the_library_the_decoder_runs_numpy(tiny, tmp_path):
         "from generators.runtime.model.checkpoint import EngineConfig\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
-        f"    m = convert(load_checkpoint({str(folder)!r}, EngineConfig(max_k=512, "
-        "max_context=32)), 'int8', notice=None)\n"
+        "    eng = EngineConfig(max_k=512, max_context=32)\n"    # ENG: the same KV calibration
+        f"    m = convert(load_checkpoint({str(folder)!r}, eng), 'int8', eng, notice=None)\n"
         "    dec = Decoder(m, make_backend('golden', m))\n"
         "    loop = dec.loop_now()\n"
         "    toks = list(dec.generate([1, 2, 3], 4))\n"

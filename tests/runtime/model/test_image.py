@@ -233,7 +233,7 @@ def test_convert_and_info_commands(q8_gguf, tmp_path, capsys):
     assert "[convert] wrote" in cap.err and "model image v1" in cap.out
     assert main(["info", str(out), "--verify"]) == 0
     info = capsys.readouterr().out
-    for words in ("2 layers, hidden 192", "int8 frames", "q8_0 rows", "max_context 32",
+    for words in ("2 layers, hidden 192", "int8: q8_0 frames", "q8_0 rows", "max_context 32",
                   "chat template yes", "every section's CRC-32 matches"):
         assert words in info, info
     # the image runs on its own: chat and decode need nothing else

@@ -92,22 +92,32 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path, ref_flo
     tok = model.tokenizer()
     assert model.fmt == "int8" and model.path == tmp_path / "smollm2.int8.tpimg"
     dec = _golden(model)
-    prompt = tok.chat_ids(QUESTION)
-    out = io.StringIO()
-    r = answer(dec, tok, prompt, 12, out=out)
-    text = out.getvalue()
-    assert text == r["text"], text
-    # the README's first example shows what this default path answers (update it when a
-    # numerics change re-draws the answer: docs/quality.md says why it can)
+    # the layers and the LM head: Q8_0 rows x Q8_0 blocks of x (format 0x09, issue 32 item 1)
+    assert {m.fmt for m in model.matrices.values()} == {"q8_0"}
+    # the README's first example is what this default path answers, string for string; it is
+    # the float64 pass's greedy answer token for token (INT8_PROMPTS, checked below)
     readme = (REPO / "README.md").read_text()
-    shown = re.search(r'chat --prompt "What is the capital of France\?"\n +# (.*)\n', readme)
-    assert shown and shown.group(1).split("   (")[0] == text.strip(), (shown, text)
+    q = "In which year did the Second World War end?"
+    out = io.StringIO()
+    r = answer(dec, tok, tok.chat_ids(q), CAP, out=out)
+    assert out.getvalue() == r["text"], out.getvalue()
+    shown = re.search(r'chat --prompt "In which year did the Second World War end\?"\n +# (.*)\n',
+                      readme)
+    assert shown and shown.group(1).split("   (")[0] == r["text"].strip() == INT8_PROMPTS[q], \
+        (shown, r["text"])
 
-    # The first answer token is a near tie in the float model itself ("The" 25.33, "L" 25.24 in
-    # tests/llama_reference.py's float64 pass): any change of the engines' or the host's
-    # roundings may re-draw it (docs/quality.md). So the check is the tie-proof one: the
-    # engines' first token is one of the float model's two best there, and given the float
-    # model's own greedy answer token by token (teacher forcing), the engines predict "Paris".
+    # The France question's first answer token is a near tie in the float model itself ("The"
+    # 25.33, "L" 25.24 in tests/llama_reference.py's float64 pass): int8 draws "L" there, as
+    # q4 and llama.cpp do, and the README quotes its first 16 tokens. The check that holds
+    # whatever the draw is the tie-proof one: the engines' first token is one of the float
+    # model's two best, and given the float model's own greedy answer token by token (teacher
+    # forcing), the engines predict "Paris".
+    prompt = tok.chat_ids(QUESTION)
+    r16 = answer(dec, tok, prompt, 16, out=io.StringIO())
+    france = "L'Étoile, la Cité, la France, la France,"           # its first 16 tokens
+    assert r16["text"].strip() == france and f'"{france} …"' in readme, r16["text"]
+    r = {"ids": r16["ids"][:12]}                # the agreement below: its first 12 tokens
+    text = tok.decode(r["ids"])
     forced = _tie_proof_paris(dec, tok, prompt, r, ref_float)
 
     # next-token agreement with a float64 forward pass of the same GGUF file (its own reader
@@ -134,17 +144,14 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path, ref_flo
     out_dir = REPO / "build" / "quality"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "paris_agreement.json").write_text(json.dumps(res, indent=2) + "\n")
-    # measured: "L'Étoile, la Cité, la Cit" agrees with the float64 model (float and INT8
-    # weights) on 9 of its 12 tokens (the float64 host numerics' "The capital of France is
-    # Paris, capital of the French nation" did too); teacher-forced on "The capital of France
-    # is Paris.", the engines answer "L capital of France is Paris,<|im_end|>" (6 of 8)
+    # measured: "L'Étoile, la Cité, la France" (Q8_0 layers and head, 0x09) agrees with the
+    # float64 model (float and INT8 weights) on 9 of its 12 tokens, as "L'Étoile, la Cité, la
+    # Cit" did with INT8 rows x one step per vector
     assert res["agree_float"] >= 8 and res["agree_int8"] >= 8, res
 
     # Shipped prompts whose float model is not near a tie, answered as the float64 pass answers
-    # them, token for token (INT8_PROMPTS: of the 34 shipped prompts with a first-token margin
-    # of at least 0.5, the INT8 engines answer 4 as the float64 pass does in full (to the end
-    # of turn or 32 tokens) and 8 over the first 16 tokens, at d053b8a; the --format q4 test
-    # below says why these two)
+    # them, token for token (INT8_PROMPTS; the --format q4 test below says how they were
+    # chosen; the Second World War one since int8's layers run Q8_0 rows x Q8_0 x blocks)
     assert _answers_as_float64(dec, tok, ref_float, INT8_PROMPTS) == []
 
 
@@ -208,6 +215,7 @@ Q4_PROMPTS = {
 }
 INT8_PROMPTS = {
     "What is the capital of Japan?": "The capital of Japan is Tokyo.",
+    "In which year did the Second World War end?": "The Second World War ended in 1945.",
     "List the first five prime numbers.": "The first five prime numbers are 2, 3, 5, 7, and 11.",
 }
 
