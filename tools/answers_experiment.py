@@ -77,6 +77,7 @@ class Numerics:
     what: str = ""
     kv_margin: float = 1.25    # i16: the steps' margin over the calibrated absmax (KV_MARGIN)
     exp_width: int = 21        # i16 with the engine: the exp table's width W
+    att_out: str = "y8"        # the engine's results: y8 (INT8 y, Z) | y16 (INT16 y, Z) | exact
 
 
 ROWS: Dict[str, Numerics] = {
@@ -133,6 +134,12 @@ ROWS: Dict[str, Numerics] = {
     "B-i16-m4-float": Numerics("q4", "blk", 8, "q8_0", "i16", "float",
                                "F. B, INT16 KV (calibrated steps, margin 4), float softmax",
                                kv_margin=4.0),
+    "B-i16-y16": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                          "F. B-i16 with INT16 results y (RNE(32767 acc / A), the Z word): a "
+                          "diagnostic of the engine's INT8 y", att_out="y16"),
+    "B-i16-exact": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                            "F. B-i16 with the exact weighted mean acc / S as the result: a "
+                            "diagnostic of the engine's INT8 y", att_out="exact"),
 }
 
 #: INT16 KV codes: the clip, and the engine's scale word's fraction bits (Z <= 32767 * 2^16)
@@ -331,6 +338,16 @@ class Matrices:
 
 # ----------------------------------------------------------------------------- decoder
 
+def _rne_div(n: int, a: int) -> int:
+    """sign(n) * RNE(|n| / a) of Python ints (0 when a == 0)."""
+    if a == 0:
+        return 0
+    q, r = divmod(abs(n), a)
+    if 2 * r > a or (2 * r == a and q & 1):
+        q += 1
+    return -q if n < 0 else q
+
+
 class Model:
     """The decoder step with ``Numerics`` switches (one stream, prefill as one batch: every row
     a one-token step's arithmetic)."""
@@ -426,8 +443,18 @@ class Model:
                 if self.stats is not None:
                     self._engine_stats(core, mults, shifts, sq, kstep, d)
                 Z = np.array([int(z) & 0xFFFFFFFF for z in core["Z"]], np.uint32)
-                o[h * G:(h + 1) * G] = H.attention_out(core["y"].astype(np.int8), Z, vstep,
-                                                       cfg.scale_frac_bits)
+                if nm.att_out == "exact":       # diagnostic: acc / S, no result rounding
+                    o[h * G:(h + 1) * G] = (core["acc"] / core["S"][:, None].astype(np.float64)
+                                            * float(vstep)).astype(np.float32)
+                elif nm.att_out == "y16":       # diagnostic: RNE(32767 acc / A), exact
+                    y = np.array([[_rne_div(32767 * int(a), int(A)) for a in row]
+                                  for row, A in zip(core["acc"], core["A"])], np.float32)
+                    F = np.float32
+                    c_ = (Z.astype(np.float64) / (32767 * 2 ** cfg.scale_frac_bits)).astype(F)
+                    o[h * G:(h + 1) * G] = y * (c_ * F(vstep))[:, None]
+                else:
+                    o[h * G:(h + 1) * G] = H.attention_out(core["y"].astype(np.int8), Z, vstep,
+                                                           cfg.scale_frac_bits)
                 continue
             if nm.kv in ("cal", "i16"):
                 kstep, vstep = self.kv_steps[layer, h]
