@@ -18,10 +18,14 @@ norms, RoPE tables and embedding the golden backend uses) and the host's own sma
   blocks with a Q8_0 head);
 * ``--kv``: ``cal`` (today: INT8 with the calibrated per-(layer, KV head) steps), ``blk`` (INT8
   per row block of 32, fp16 d = amax / 127, Q8_0-like), ``f16`` (fp16 K and V, llama.cpp's F16
-  KV; q rounded to fp16 for q.K as ggml's f16 dot does);
+  KV; q rounded to fp16 for q.K as ggml's f16 dot does), ``i16`` (INT16 codes with the
+  calibrated steps rescaled: step16 = calibrated absmax * margin / 32767, codes clipped to
+  +-32767; ``kv_margin`` the margin, 1.25 = KV_MARGIN as the INT8 steps);
 * ``--att``: ``engine`` (the attention engine's golden model: INT8 q per head, the fixed-point
-  exp table softmax, INT8 results with a scale word; ``--kv cal`` only) or ``float`` (float64
-  softmax on the float q and the dequantised K and V).
+  exp table softmax, INT8 results with a scale word; ``--kv cal`` or ``i16``: for ``i16`` the
+  same arithmetic on 16-bit K and V (``attention_core(..., kv_bits=16)``) with the row's exp
+  width (``exp_width``: W + 15 + 11 + 1 <= 48 for acc) and scale_frac_bits 16 (Z <= 2^31))
+  or ``float`` (float64 softmax on the float q and the dequantised K and V).
 
 Dot products of the block rows are ggml's generic C (``ggml_vec_dot_q4_1_q8_1``:
 d_w d_x sumi + m_w s_x per block; ``ggml_vec_dot_q8_0_q8_0``: d_w d_x sumi), each block's
@@ -68,9 +72,12 @@ class Numerics:
     acts: str = "vec"          # vec | blk
     act_bits: int = 8
     head: str = "engine"       # engine | q8_0
-    kv: str = "cal"            # cal | blk | f16
+    kv: str = "cal"            # cal | blk | f16 | i16
     att: str = "engine"        # engine | float
     what: str = ""
+    kv_margin: float = 1.25    # i16: the steps' margin over the calibrated absmax (KV_MARGIN)
+    exp_width: int = 21        # i16 with the engine: the exp table's width W
+    att_out: str = "y8"        # the engine's results: y8 (INT8 y, Z) | y16 (INT16 y, Z) | exact
 
 
 ROWS: Dict[str, Numerics] = {
@@ -116,7 +123,28 @@ ROWS: Dict[str, Numerics] = {
                                    "E. B with INT16 activation blocks, F16 KV, float softmax"),
     "E-q8_0-a16": Numerics("q8_0", "blk", 16, "q8_0", "cal", "engine",
                            "E. C (Q8_0 rows) with INT16 activation blocks"),
+    "B-i16": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                      "F. B, INT16 KV (calibrated steps, margin 1.25), the engine's fixed-point "
+                      "softmax at W = 21, F = 16"),
+    "B-i16-float": Numerics("q4", "blk", 8, "q8_0", "i16", "float",
+                            "F. B, INT16 KV (calibrated steps, margin 1.25), float softmax"),
+    "B-i16-m4": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                         "F. B, INT16 KV (calibrated steps, margin 4), the engine's fixed-point "
+                         "softmax at W = 21, F = 16", kv_margin=4.0),
+    "B-i16-m4-float": Numerics("q4", "blk", 8, "q8_0", "i16", "float",
+                               "F. B, INT16 KV (calibrated steps, margin 4), float softmax",
+                               kv_margin=4.0),
+    "B-i16-y16": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                          "F. B-i16 with INT16 results y (RNE(32767 acc / A), the Z word): a "
+                          "diagnostic of the engine's INT8 y", att_out="y16"),
+    "B-i16-exact": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
+                            "F. B-i16 with the exact weighted mean acc / S as the result: a "
+                            "diagnostic of the engine's INT8 y", att_out="exact"),
 }
+
+#: INT16 KV codes: the clip, and the engine's scale word's fraction bits (Z <= 32767 * 2^16)
+I16_MAX = 32767
+I16_FRAC_BITS = 16
 
 
 # ----------------------------------------------------------------------------- ggml helpers
@@ -310,6 +338,16 @@ class Matrices:
 
 # ----------------------------------------------------------------------------- decoder
 
+def _rne_div(n: int, a: int) -> int:
+    """sign(n) * RNE(|n| / a) of Python ints (0 when a == 0)."""
+    if a == 0:
+        return 0
+    q, r = divmod(abs(n), a)
+    if 2 * r > a or (2 * r == a and q & 1):
+        q += 1
+    return -q if n < 0 else q
+
+
 class Model:
     """The decoder step with ``Numerics`` switches (one stream, prefill as one batch: every row
     a one-token step's arithmetic)."""
@@ -324,8 +362,22 @@ class Model:
         self.acfg = m.engines.attention_config()
         self.cos, self.sin = m.rope_tables()
         self.kv_steps = np.asarray(m.kv_steps, np.float32)
-        if nm.att == "engine" and nm.kv != "cal":
-            raise ValueError("the attention engine takes the calibrated INT8 KV only")
+        if nm.att == "engine" and nm.kv not in ("cal", "i16"):
+            raise ValueError("the attention engine takes the calibrated INT8 or INT16 KV only")
+        self.stats = None
+        if nm.kv == "i16":
+            # the calibrated steps are absmax * KV_MARGIN / 127: rescale to margin / 32767
+            from generators.golden import attention as gatt
+            from generators.runtime.model.kvcal import KV_MARGIN
+            self.kv_steps = (self.kv_steps.astype(np.float64) * (127 / I16_MAX)
+                             * (nm.kv_margin / KV_MARGIN)).astype(np.float32)
+            self.acfg = dataclasses.replace(self.acfg, exp_width=nm.exp_width,
+                                            scale_frac_bits=I16_FRAC_BITS)
+            if nm.att == "engine":
+                gatt.kv_widths_ok(self.acfg, 16)
+            self.stats = dict(values=0, clipped=0, frames=0, s_max=0, e_max=0, r_min=np.inf,
+                              r_max=0.0, shift_min=99, shift_max=-1, mult_min=1 << 16,
+                              idx_sat24_min=1 << 62, acc_max=0, S_max=0, Z_max=0)
 
     def reset(self):
         c = self.cfg
@@ -337,7 +389,19 @@ class Model:
         """One position's k, v (kvh, d) float32 into the cache in the row's KV format: INT8
         codes (cal) or the dequantised float values (blk, f16)."""
         H, nm = self.H, self.nm
-        if nm.kv == "cal":
+        if nm.kv == "i16":
+            # the host's kv_row (x * (1 / step) in float32, rint) with the INT16 clip
+            st, F = self.kv_steps[layer], np.float32
+            rows = []
+            for a, j in ((k, 0), (v, 1)):
+                inv = (np.float64(1.0) / np.float64(st[:, j])).astype(F)[:, None]
+                x = np.asarray(a, F) * inv
+                self.stats["values"] += x.size
+                self.stats["clipped"] += int(np.sum(np.abs(x) > I16_MAX + 0.5))
+                rows.append(np.rint(np.clip(x, F(-I16_MAX), F(I16_MAX))).astype(np.int16))
+            self.K[layer].append(rows[0])
+            self.V[layer].append(rows[1])
+        elif nm.kv == "cal":
             st = self.kv_steps[layer]
             ki = np.stack([H.kv_row(k[h], st[h, 0]) for h in range(k.shape[0])])
             vi = np.stack([H.kv_row(v[h], st[h, 1]) for h in range(v.shape[0])])
@@ -374,12 +438,25 @@ class Model:
                     m_, s_ = H.score_multiplier(H.score_scale(kstep, sq[g], d), cfg)
                     mults.append(m_)
                     shifts.append(s_)
-                core = gatt.attention_core(qi, Ks[h], Vs[h], mults, shifts, cfg)
+                kvb = 16 if nm.kv == "i16" else 8
+                core = gatt.attention_core(qi, Ks[h], Vs[h], mults, shifts, cfg, kv_bits=kvb)
+                if self.stats is not None:
+                    self._engine_stats(core, mults, shifts, sq, kstep, d)
                 Z = np.array([int(z) & 0xFFFFFFFF for z in core["Z"]], np.uint32)
-                o[h * G:(h + 1) * G] = H.attention_out(core["y"].astype(np.int8), Z, vstep,
-                                                       cfg.scale_frac_bits)
+                if nm.att_out == "exact":       # diagnostic: acc / S, no result rounding
+                    o[h * G:(h + 1) * G] = (core["acc"] / core["S"][:, None].astype(np.float64)
+                                            * float(vstep)).astype(np.float32)
+                elif nm.att_out == "y16":       # diagnostic: RNE(32767 acc / A), exact
+                    y = np.array([[_rne_div(32767 * int(a), int(A)) for a in row]
+                                  for row, A in zip(core["acc"], core["A"])], np.float32)
+                    F = np.float32
+                    c_ = (Z.astype(np.float64) / (32767 * 2 ** cfg.scale_frac_bits)).astype(F)
+                    o[h * G:(h + 1) * G] = y * (c_ * F(vstep))[:, None]
+                else:
+                    o[h * G:(h + 1) * G] = H.attention_out(core["y"].astype(np.int8), Z, vstep,
+                                                           cfg.scale_frac_bits)
                 continue
-            if nm.kv == "cal":
+            if nm.kv in ("cal", "i16"):
                 kstep, vstep = self.kv_steps[layer, h]
                 Kf = Ks[h].astype(np.float64) * float(kstep)
                 Vf = Vs[h].astype(np.float64) * float(vstep)
@@ -392,6 +469,27 @@ class Model:
             w /= w.sum(axis=1, keepdims=True)
             o[h * G:(h + 1) * G] = (w @ Vf).astype(np.float32)
         return o
+
+    def _engine_stats(self, core, mults, shifts, sq, kstep, d):
+        """The widths a 16-bit KV engine meets: scores, e, the score scale r = MULT / 2^SHIFT,
+        the index of a 24-bit saturated e (>= depth: a clamp of e to 24 bits is exact), acc, S,
+        Z."""
+        st, cfg = self.stats, self.acfg
+        st["frames"] += 1
+        st["s_max"] = max(st["s_max"], int(np.abs(core["s"]).max()))
+        st["e_max"] = max(st["e_max"], int(core["e"].max()))
+        for g, (m_, sh) in enumerate(zip(mults, shifts)):
+            r = self.H.score_scale(kstep, sq[g], d) * cfg.exp_steps_per_octave / np.log(2)
+            st["r_min"] = min(st["r_min"], float(r))
+            st["r_max"] = max(st["r_max"], float(r))
+            st["shift_min"] = min(st["shift_min"], sh)
+            st["shift_max"] = max(st["shift_max"], sh)
+            st["mult_min"] = min(st["mult_min"], m_)
+            st["idx_sat24_min"] = min(st["idx_sat24_min"],
+                                      (((1 << 24) - 1) * m_ + ((1 << sh) >> 1)) >> sh)
+        st["acc_max"] = max(st["acc_max"], int(np.abs(core["acc"]).max()))
+        st["S_max"] = max(st["S_max"], int(core["S"].max()))
+        st["Z_max"] = max(st["Z_max"], max(int(z) for z in core["Z"]))
 
     def forward(self, tokens: List[int], logits: bool = True) -> Optional[np.ndarray]:
         """Positions pos..pos+T-1 for ``tokens`` (a batch of rows); the last row's logits."""
@@ -589,6 +687,18 @@ def main(argv=None) -> int:
                 log(f"{row}: prompt {i + 1}: {len(cache['answers'][str(i)])} tokens, "
                     f"{cache['secs'][str(i)]} s")
                 cf.write_text(json.dumps(cache))
+            st = getattr(runner, "stats", None)
+            if st:
+                st = {k: (float(v) if isinstance(v, (float, np.floating)) else int(v))
+                      for k, v in st.items()}
+                if st["frames"]:
+                    st["bits"] = {k: int(st[k]).bit_length() for k in
+                                  ("s_max", "e_max", "acc_max", "S_max", "Z_max")}
+                else:                                   # --att float: the clip count only
+                    st = dict(values=st["values"], clipped=st["clipped"])
+                log(f"{row}: engine widths over {len(todo)} prompts: {st}")
+                cache.setdefault("stats", {})[",".join(str(i) for i, _ in todo)] = st
+                cf.write_text(json.dumps(cache))
             del runner
         return cache
 
@@ -628,7 +738,8 @@ def main(argv=None) -> int:
 KV_BYTES = {"cal": ("INT8, a calibrated step per (layer, KV head)", 1.0),
             "blk": ("INT8 per block of 32 of each row, an fp16 step per block (Q8_0-like)",
                     34 / 32),
-            "f16": ("fp16 (llama.cpp's F16 KV cache)", 2.0)}
+            "f16": ("fp16 (llama.cpp's F16 KV cache)", 2.0),
+            "i16": ("INT16, a calibrated step per (layer, KV head)", 2.0)}
 
 
 def kv_costs(cfg: dict, contexts=(512, 2048)) -> List[dict]:

@@ -31,6 +31,7 @@ __all__ = [
     "FLAG_BAD_MAGIC", "FLAG_BAD_SHAPE", "FLAG_BAD_FORMAT", "FLAG_SHORT_FRAME",
     "FLAG_LONG_FRAME",
     "AttentionConfig", "DEFAULT_CONFIG", "score_multiplier", "score_scale", "attention_core",
+    "kv_widths_ok",
     "attention_frame", "status_word", "pack_header", "build_attention_frame",
     "frame_to_beats", "frame_beat_count", "output_word_count", "frame_output",
     "stream_outputs", "attention_stream", "decode_output", "dequantise", "float_attention",
@@ -153,7 +154,7 @@ def score_multiplier(c: float, cfg: AttentionConfig = DEFAULT_CONFIG) -> tuple[i
 
 # --------------------------------------------------------------------------- arithmetic
 
-def _check_tensors(q, K, V, cfg: AttentionConfig):
+def _check_tensors(q, K, V, cfg: AttentionConfig, kv_bits: int = 8):
     q = np.asarray(q)
     K = np.asarray(K)
     V = np.asarray(V)
@@ -164,9 +165,10 @@ def _check_tensors(q, K, V, cfg: AttentionConfig):
         raise ValueError(f"K {K.shape} and V {V.shape} must both be (L, {d})")
     if not 1 <= K.shape[0] <= cfg.max_context:
         raise ValueError(f"context length {K.shape[0]} outside [1, {cfg.max_context}]")
-    for name, a in (("q", q), ("K", K), ("V", V)):
-        if a.size and (a.min() < -128 or a.max() > 127):
-            raise ValueError(f"{name} holds values outside INT8")
+    for name, a, bits in (("q", q, 8), ("K", K, kv_bits), ("V", V, kv_bits)):
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if a.size and (a.min() < lo or a.max() > hi):
+            raise ValueError(f"{name} holds values outside INT{bits}")
     return q.astype(np.int64), K.astype(np.int64), V.astype(np.int64)
 
 
@@ -182,7 +184,26 @@ def _per_head(mult, shift, cfg: AttentionConfig) -> tuple[list[int], list[int]]:
     return mults, shifts
 
 
-def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG) -> dict:
+def kv_widths_ok(cfg: AttentionConfig, kv_bits: int = 8) -> None:
+    """Raise ValueError unless K and V of ``kv_bits`` fit the engine's fixed widths: the
+    weighted sums ``acc = p @ V`` in a DSP48E1's 48-bit signed accumulator
+    (``|acc| <= max_context * (2**W - 1) * 2**(kv_bits - 1)``, plus a sign bit: W + 15 + 11 + 1
+    = 48 at W = 21, 16-bit V, L <= 2048) and the scale word Z in 32 unsigned bits
+    (``Z <= 2**(kv_bits - 1) * 2**scale_frac_bits <= 2**31``). Every INT8 configuration
+    passes (L <= 65535, W <= 24: 47 + 1 bits; 7 + 24 = 31)."""
+    if not (isinstance(kv_bits, int) and 2 <= kv_bits <= 16):
+        raise ValueError(f"kv_bits = {kv_bits!r} must be an int in [2, 16]")
+    acc = (cfg.max_context * ((1 << cfg.exp_width) - 1) << (kv_bits - 1)).bit_length() + 1
+    if acc > 48:
+        raise ValueError(f"INT{kv_bits} V with exp_width {cfg.exp_width} and max_context "
+                         f"{cfg.max_context}: acc needs {acc} bits > 48")
+    if (kv_bits - 1) + cfg.scale_frac_bits > 31:
+        raise ValueError(f"INT{kv_bits} V with scale_frac_bits {cfg.scale_frac_bits}: Z "
+                         f"reaches 2**{kv_bits - 1 + cfg.scale_frac_bits} > 2**31")
+
+
+def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG,
+                   kv_bits: int = 8) -> dict:
     """The engine's integer arithmetic (docs/attention.md section 3, steps 1-8), all values.
 
     q: (G, d), K and V: (L, d), INT8 values; ``mult`` and ``shift``: ints (every head alike) or
@@ -191,6 +212,10 @@ def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG) 
     maximum, ``idx`` (G, L) raw table indices, ``p`` (G, L) weights, ``S`` (G,) sums, ``acc``
     (G, d) weighted sums of V, ``A`` (G,) max |acc|, ``y`` (G, d) INT8 results, ``Z`` (G,)
     scale words.
+
+    ``kv_bits`` (default 8, the engine as built): K and V as signed ``kv_bits``-bit codes, the
+    arithmetic otherwise unchanged (a model of a wider-KV engine, issue 32; :func:`kv_widths_ok`
+    checks the configuration's widths).
     """
     mults, shifts = _per_head(mult, shift, cfg)
     for m_, sh in zip(mults, shifts):
@@ -198,7 +223,9 @@ def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG) 
             raise ValueError(f"mult = {m_!r} must be an int in [0, 2**{MULT_BITS})")
         if not (isinstance(sh, int) and 0 <= sh <= MAX_SHIFT):
             raise ValueError(f"shift = {sh!r} must be an int in [0, {MAX_SHIFT}]")
-    q, K, V = _check_tensors(q, K, V, cfg)
+    if kv_bits != 8:
+        kv_widths_ok(cfg, kv_bits)
+    q, K, V = _check_tensors(q, K, V, cfg, kv_bits)
     table = cfg.table
     depth = cfg.exp_depth
 
