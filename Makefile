@@ -193,8 +193,10 @@ quality: setup
 quality-sweep: setup
 	@$(ENV) $(PY) tools/quality.py --sweep $(if $(DITHER),--dither $(DITHER))
 
+# the default formats as one variable: $(or ...) splits its arguments at commas
+DITHER_DEFAULT_FORMATS := int8,q4
 quality-dither: setup
-	@$(ENV) $(PY) tools/quality.py --sweep --policies '' --formats $(or $(FORMATS),int8,q4) --dither $(or $(DITHER),4)
+	@$(ENV) $(PY) tools/quality.py --sweep --policies '' --formats $(or $(FORMATS),$(DITHER_DEFAULT_FORMATS)) --dither $(or $(DITHER),4)
 
 $(LLAMACPP_VENV)/.portable-build:
 	@echo "[llama.cpp] building llama-cpp-python in $(LLAMACPP_VENV) (compiles llama.cpp: 5-15 min on 2 cores)"
@@ -216,7 +218,9 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(LLAMACPP_VENV)/bin/python tools/answers_llamacpp.py build/answers/prompts.json
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
-EXPERIMENT_ROWS = $(or $(ROWS),A-int8,A-q4,B,C-q8_0,B-f16-float)
+# the default rows as one variable: $(or ...) splits its arguments at commas
+EXPERIMENT_DEFAULT_ROWS := B,B-cal-float,B-blk-float,B-f16-float,B-i16,B-i16-float,C-q8_0
+EXPERIMENT_ROWS = $(or $(ROWS),$(EXPERIMENT_DEFAULT_ROWS))
 answers-experiment: setup
 	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS)$(if $(RECORD), --record)
 	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS) --table

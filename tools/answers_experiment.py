@@ -7,13 +7,15 @@ images (``load_model(None, "int8" | "q4")``: the same INT8 rows, Q4_1 rows, cali
 norms, RoPE tables and embedding the golden backend uses) and the host's own small ops
 (``generators.runtime.host.ops``: RMSNorm, RoPE, SiLU*up, residual, INT8 activations):
 
-* ``--weights``: ``int8`` (absmax per row, the engines' INT8 lane), ``q4`` (the file's Q4_1 rows,
+* ``--weights``: ``int8`` (absmax per row: an int8 image written before its layers became
+  Q8_0 rows, 0x09), ``q4`` (the file's Q4_1 rows,
   the engines' Q4 lane), ``q8_0`` (llama.cpp's Q8_0: the Q4_1 weights dequantised and
   requantised per block of 32 with an fp16 d, ``quantize_row_q8_0_ref``);
 * ``--acts``: ``vec`` (today: one INT8 step per vector, ``hostops.quantise``), ``blk`` (per block
   of 32 as ggml: Q8_1 for Q4_1 rows, Q8_0 for the other rows: fp16 d = amax / qmax, q =
   roundf(x / d), Q8_1's s = fp16(d * sum q)), ``--act-bits`` the block's width (8: ggml's);
-* ``--head``: ``engine`` (the model's LM head: INT8 rows) or ``q8_0`` (the GGUF's Q8_0 tied
+* ``--head``: ``engine`` (the model's LM head as INT8 rows: an image written before the
+  Q8_0 head, 0x09; today's images hold Q8_0 head rows, which is ``q8_0``) or ``q8_0`` (the GGUF's Q8_0 tied
   embedding as stored, as llama.cpp runs it); the head's activations follow ``--acts`` (Q8_0
   blocks with a Q8_0 head);
 * ``--kv``: ``cal`` (today: INT8 with the calibrated per-(layer, KV head) steps), ``blk`` (INT8
@@ -36,7 +38,7 @@ once to float32 (``generators.golden.q4.matrix_words``).
 The float64 pass is tests/llama_reference.py's weights and forward pass run incrementally (a
 KV cache in float64). Answers are cached per row and prompt in build/numerics/.
 
-    python tools/answers_experiment.py --rows A-int8,A-q4,B ... [--subset even] [--tokens 32]
+    python tools/answers_experiment.py --rows B,B-f16-float ... [--subset even] [--tokens 32]
     python tools/answers_experiment.py --list
 """
 from __future__ import annotations
@@ -80,21 +82,16 @@ class Numerics:
     att_out: str = "y8"        # the engine's results: y8 (INT8 y, Z) | y16 (INT16 y, Z) | exact
 
 
+#: the rows A (one INT8 step per vector, the INT8-row head: A-int8, A-q4 and their float-softmax
+#: variants, C-rows) ran on the images before 0x05 / 0x09 and are gone with them; their figures
+#: at 9142673 are in docs/quality.md's history
 ROWS: Dict[str, Numerics] = {
-    "A-int8": Numerics("int8", "vec", 8, "engine", "cal", "engine",
-                       "A. today's engines, INT8 rows: one INT8 step per vector, INT8 KV "
-                       "(calibrated per-head steps), fixed-point softmax"),
-    "A-q4": Numerics("q4", "vec", 8, "engine", "cal", "engine",
-                     "A. today's engines, Q4_1 rows: the same activations, KV and softmax"),
     "B": Numerics("q4", "blk", 8, "q8_0", "cal", "engine",
                   "B. Q4_1 rows x Q8_1 activation blocks (Q8_0 head x Q8_0), KV and "
                   "attention as today"),
     "C-q8_0": Numerics("q8_0", "blk", 8, "q8_0", "cal", "engine",
                        "C. Q8_0 rows x Q8_0 activation blocks (Q8_0 head), KV and attention "
                        "as today"),
-    "C-rows": Numerics("int8", "blk", 8, "engine", "cal", "engine",
-                       "C. INT8 rows as today (per-row weights) x Q8_0 activation blocks, KV "
-                       "and attention as today"),
     "B-cal-float": Numerics("q4", "blk", 8, "q8_0", "cal", "float",
                             "D. B, INT8 KV as today, float softmax"),
     "B-blk-float": Numerics("q4", "blk", 8, "q8_0", "blk", "float",
@@ -107,11 +104,6 @@ ROWS: Dict[str, Numerics] = {
                                  "D. C (Q8_0 rows), INT8 KV per block of 32, float softmax"),
     "C-q8_0-f16-float": Numerics("q8_0", "blk", 8, "q8_0", "f16", "float",
                                  "D. C (Q8_0 rows), F16 KV, float softmax"),
-    "A-q4-f16-float": Numerics("q4", "vec", 8, "engine", "f16", "float",
-                               "D'. today's Q4_1 activations (per vector), F16 KV, float "
-                               "softmax"),
-    "A-q4-cal-float": Numerics("q4", "vec", 8, "engine", "cal", "float",
-                               "D'. today's Q4_1 lane, INT8 KV as today, float softmax"),
     "check-float": Numerics("q4", "float", 8, "q8_0", "float", "float",
                             "check of the model: float x, Q4_1 weights dequantised, float KV "
                             "and softmax (the float64 pass but for the host's float32 ops)"),
@@ -634,7 +626,7 @@ def table(idx, rows, vs, tok) -> int:
 def main(argv=None) -> int:
     from answers import agreement, leading_equal, read_prompts
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", default="A-q4", help="comma list of rows (--list)")
+    ap.add_argument("--rows", default="B", help="comma list of rows (--list)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--subset", default="even", help="even (prompts 1, 3, 5, ...: 23 of 46), "
                     "all, or N (the first N)")
