@@ -163,8 +163,9 @@ class HostFigureError(RuntimeError):
 
 
 #: the measured host path per weight format: ternary's matrices answer int32 sums with a row
-#: scale as INT8's do, so its host work is INT8's; "q4 + int8 head" is what host-bench runs as q4
-HOST_FORMAT = {"int8": "int8", "ternary": "int8", "q4": "q4", "q4 + int8 head": "q4"}
+#: scale as INT8's do, so its host work is INT8's; "q4 + q8_0 head" is what host-bench runs as q4
+HOST_FORMAT = {"int8": "int8", "int8 rows": "int8", "ternary": "int8", "q4": "q4",
+               "q4 + q8_0 head": "q4"}
 #: which figure is the host term, by build: make a9-model's Cortex-A9 model of the board's
 #: ARMv7 build of the C step ("armv7": the one-token step; "armv7c2": a row of the batched
 #: 2-row pass; "armv7p" / "armv7c2p": the same for prompt rows, no LM head and no sampling)
@@ -650,16 +651,26 @@ def format_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None,
 
 #: row beats of one k-weight row per weight format at 8-byte beats: INT8 one weight per byte,
 #: ternary five per byte, Q4_1 (the q4-engine's layout, docs/q4.md) a scale beat per 64
-#: weights and a code beat per 16
+#: weights and a code beat per 16, Q8_0 (format 0x09's rows, docs/activations.md) a beat of
+#: four fp16 d per 128 weights and a code beat per 8
 WEIGHT_FORMATS = {
     "int8": lambda k: _ceil_div(k, 8),
     "ternary": lambda k: _ceil_div(_ceil_div(k, 5), 8),
     "q4": lambda k: _ceil_div(k, 64) + _ceil_div(k, 16),
+    "q8_0": lambda k: _ceil_div(k, 128) + k // 8,
 }
-#: the rows of the table: (layer matrices' format, LM head's format). SmolLM2's GGUF stores its
-#: tied embedding (the LM head) in Q8_0, which runs as INT8 rows: the last row.
-FORMAT_ROWS = {"int8": ("int8", "int8"), "ternary": ("ternary", "ternary"), "q4": ("q4", "q4"),
-               "q4 + int8 head": ("q4", "int8")}
+#: beats of one vector's x scale table behind its K codes (docs/activations.md): format 0x05
+#: (Q4_1 rows x Q8_1 blocks: fp16 d and s per 32) ceil(K/64), 0x09 (Q8_0 rows x Q8_0 blocks)
+#: ceil(K/128); INT8 and ternary rows take one INT8 step per vector (no table), and so does a
+#: Q4_1 LM head (format 0x04, the "q4" row)
+X_TABLE_BEATS = {"q4": lambda k: _ceil_div(k, 64), "q8_0": lambda k: _ceil_div(k, 128)}
+#: the rows of the table: (layer matrices' format, LM head's format). ``--format int8`` runs
+#: Q8_0 rows for both (0x09, since issue 32 item 1), ``--format q4`` Q4_1 layers and SmolLM2's
+#: tied embedding as stored, Q8_0 (the last row); "int8 rows" is the INT8 lane's 0x08 layout
+#: (one weight per byte, a float scale per row on the host) for comparison.
+FORMAT_ROWS = {"int8": ("q8_0", "q8_0"), "int8 rows": ("int8", "int8"),
+               "ternary": ("ternary", "ternary"), "q4": ("q4", "q4"),
+               "q4 + q8_0 head": ("q4", "q8_0")}
 
 
 def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
@@ -682,10 +693,12 @@ def weight_format_rows(shape: ModelShape | None = None, context: int = 512,
     for fmt, (layer_fmt, head_fmt) in FORMAT_ROWS.items():
         beats = row_beats = 0
         for m in matrices(s):
-            beats_of_row = WEIGHT_FORMATS[head_fmt if m["name"] == "lm_head" else layer_fmt]
-            rb = m["n"] * beats_of_row(m["k"])
+            head = m["name"] == "lm_head"
+            f = head_fmt if head else layer_fmt
+            rb = m["n"] * WEIGHT_FORMATS[f](m["k"])
             row_beats += rb * m["count"]
-            beats += (1 + _ceil_div(m["k"], p.beat_bytes) + rb) * m["count"]
+            table = 0 if f == "q4" and head else X_TABLE_BEATS.get(f, lambda k: 0)(m["k"])
+            beats += (1 + _ceil_div(m["k"], p.beat_bytes) + table + rb) * m["count"]
         stream = beats * p.beat_bytes
         engine_s = beats / engines / p.fclk_hz
         wall_s = stream / p.wall_bytes_per_s

@@ -154,15 +154,25 @@ def test_lane_acc_width_q8_0():
 
 def test_decoder_model_weight_formats():
     """SmolLM2-135M per token: Q4_1 streams 5 bits per weight (every K is a multiple of 64),
-    INT8 8, ternary 8/5 padded to beats; the wall decides the order of the tok/s."""
+    INT8 rows 8, Q8_0 rows 8.5 and a little more (a beat of four fp16 d per 128 weights or
+    part: K = 576 takes 5), ternary 8/5 padded to beats; the wall decides the order of the
+    tok/s."""
     from generators.report.decoder_model import host_ms, matrices, weight_format_rows
     rows = {r["format"]: r for r in weight_format_rows()}
     weights = sum(m["weights"] for m in matrices())
-    assert rows["q4"]["bits_per_weight"] == 5.0 and rows["int8"]["bits_per_weight"] == 8.0
+    assert rows["q4"]["bits_per_weight"] == 5.0 and rows["int8 rows"]["bits_per_weight"] == 8.0
+    q8_0_row_beats = sum(m["n"] * (-(-m["k"] // 128) + m["k"] // 8) * m["count"]
+                         for m in matrices())
+    assert rows["int8"]["bits_per_weight"] == 64 * q8_0_row_beats / weights
+    assert 8.5 < rows["int8"]["bits_per_weight"] < 8.6
     assert rows["q4"]["stream_mb"] * 1e6 > weights * 5 / 8
+    # the x slots: K codes, and with 0x05 / 0x09 the scale table (0x05 twice 0x09's per K)
+    x_beats = {f: sum((1 + -(-m["k"] // 8)) * m["count"] for m in matrices()) for f in rows}
+    assert rows["int8"]["stream_mb"] * 1e6 == pytest.approx(8 * (x_beats["int8"] + sum(
+        -(-m["k"] // 128) * m["count"] for m in matrices()) + q8_0_row_beats), rel=1e-12)
     assert all(r["bound"] == "wall" for r in rows.values())
-    assert (rows["ternary"]["tok_s"] > rows["q4"]["tok_s"] > rows["q4 + int8 head"]["tok_s"]
-            > rows["int8"]["tok_s"])
+    assert (rows["ternary"]["tok_s"] > rows["q4"]["tok_s"] > rows["q4 + q8_0 head"]["tok_s"]
+            > rows["int8 rows"]["tok_s"] > rows["int8"]["tok_s"])
     assert 23 < rows["q4"]["matmul_tok_s"] < 24
     # the token's time is the three terms' sum, the host's being make a9-model's recorded model
     # of the board's ARMv7 build (tests/generators/report/test_report_model.py checks that reading); the old

@@ -17,10 +17,10 @@ docs/results/decode.json by the last full run, with today's host model (the host
 separate addend of the one formula).
 
 Formats: ``ternary``, ``q4`` (the random float weights quantised to Q4_1 with the runtime's
-requantiser, the layers' frames 0x05) and ``int8``; in q4 and int8 the LM head is Q8_0 rows x
-Q8_0 blocks (0x09) as chat runs SmolLM2's Q8_0 tied embedding (convert quantises this
-checkpoint's float head to Q8_0). Beside the decoder model's "q4 + int8 head" and "int8" rows,
-which count the head as INT8 rows (6 % fewer head bytes than Q8_0's 34 per 32 weights).
+requantiser, the layers' frames 0x05) and ``int8`` (Q8_0 layer rows x Q8_0 blocks, 0x09); in
+q4 and int8 the LM head is Q8_0 rows x Q8_0 blocks (0x09) as chat runs SmolLM2's Q8_0 tied
+embedding (convert quantises this checkpoint's float head to Q8_0). Beside the decoder model's
+"q4 + q8_0 head" and "int8" rows (the same layouts, x scale tables included).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def model_tok_s(fmt: str, context: int) -> float:
     """The decoder model's tok/s of this format at ``context`` (attention on the PL)."""
     if fmt == "ternary":         # the decoder model's ternary rows (5 weights per byte)
         return decoder_row(ModelShape(), context, "pl", platform=Platform())["tok_s"]
-    row = {"q4": "q4 + int8 head", "int8": "int8"}[fmt]
+    row = {"q4": "q4 + q8_0 head", "int8": "int8"}[fmt]
     return next(r for r in weight_format_rows(context=context) if r["format"] == row)["tok_s"]
 
 
@@ -198,7 +198,7 @@ def record_figures(rows, golds, oks, sim: str, seconds: float, tokens: int = 2,
         base = f"decode.{r['fmt']}.ctx{r['context']}"
         what = (f"SmolLM2-135M shapes, random weights, {r['fmt']}"
                 + {"q4": " (Q4_1 layers + Q8_0 head)",
-                   "int8": " (INT8 layers + Q8_0 head)"}.get(r["fmt"], "")
+                   "int8": " (Q8_0 layers + Q8_0 head)"}.get(r["fmt"], "")
                 + f", context {r['context']}, rtl backend ({sim})")
         for name, field, digits, unit, label, text, context in DECODE_FIGURES:
             figs.append(figure(f"{base}.{name}", _rounded(r, field, digits), unit, label,
@@ -225,9 +225,9 @@ def print_table(rows, golds, oks, sim: str) -> None:
     print(f"SmolLM2-135M shapes (random weights), rtl backend on {sim}: engine cycles "
           f"SIMULATED at 142.857 MHz, the two HP ports' beats at the 1.97 GB/s DDR wall and the "
           f"host (make a9-model's Cortex-A9 model of the ARMv7 build) MODELLED, one formula for "
-          f"every format; q4 = Q4_1 layer matrices (0x05) + the Q8_0 LM head (0x09), int8 = INT8 "
-          f"layer matrices + the Q8_0 LM head, beside the report model's rows 'q4 + int8 head' "
-          f"and 'int8' (which count the head as INT8 rows: 6 % fewer head bytes)")
+          f"every format; q4 = Q4_1 layer matrices (0x05) + the Q8_0 LM head (0x09), int8 = Q8_0 "
+          f"layer matrices and LM head (0x09), beside the report model's rows 'q4 + q8_0 head' "
+          f"and 'int8'")
     hdr = ("format", "token", "context", "id", "matrix cycles", "attention cycles", "beats in",
            "matrix ms", "attention ms", "host ms (ARMv7 model)", "tok/s",
            "tok/s (report model)", "sim wall s")
