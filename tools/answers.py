@@ -55,9 +55,9 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
                        "dequantised, float64 activations and KV",
             "llamacpp": "llama.cpp (llama-cpp-python): Q4_1 rows x Q8_1 activation blocks, "
                         "F16 KV",
-            "int8": "engines, the layers' INT8 rows (absmax per row of the dequantised file) x one "
-                    "INT8 step per activation vector, the LM head's Q8_0 rows as stored x Q8_0 "
-                    "blocks (format 0x09), INT8 KV, fixed-point softmax",
+            "int8": "engines, the layers' Q8_0 rows (the file's Q4_1 weights dequantised and "
+                    "requantised per 32) x Q8_0 activation blocks of 32, the LM head's Q8_0 rows "
+                    "as stored x Q8_0 blocks (format 0x09 for all), INT8 KV, fixed-point softmax",
             "q4": "engines, the layers' Q4_1 rows as stored x Q8_1 activation blocks of 32 "
                   "(format 0x05), the LM head's Q8_0 rows as stored x Q8_0 blocks (format "
                   "0x09; both as llama.cpp), INT8 KV, fixed-point softmax"}
