@@ -13,7 +13,7 @@ For every numerics, over all prompts:
 * **answers equal in full**: the answer's ids are the float64 pass's.
 
 Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend:
-int8, the layers' INT8 rows x one INT8 step per activation vector; q4, the layers' Q4_1 rows x
+int8, the layers' Q8_0 rows x Q8_0 activation blocks of 32 (0x09); q4, the layers' Q4_1 rows x
 Q8_1 activation blocks of 32 (0x05); in both the LM head's Q8_0 rows as stored x Q8_0 blocks
 (0x09), the INT8 KV cache and fixed-point attention), llama.cpp
 (llama-cpp-python in build/llamacpp-venv: Q4_1 rows x Q8_1 activation blocks, F16 KV;
