@@ -197,8 +197,9 @@ def test_a_user_installs_the_wheel_and_chats(tmp_path):
     work.mkdir()
 
     def chat():
+        # the README's first example; its first two tokens are "The Second"
         return subprocess.run([str(vbin / "ternary-pynq"), "chat", "--prompt",
-                               "What is the capital of France?", "--tokens", "2"],
+                               "In which year did the Second World War end?", "--tokens", "2"],
                               capture_output=True, text=True, timeout=900, cwd=work, env=env)
 
     _run([*pip, wheel])
@@ -216,9 +217,9 @@ def test_a_user_installs_the_wheel_and_chats(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "converting SmolLM2-135M-Instruct.Q4_1.gguf into a model image" in r.stderr
     assert "[chat] smollm2 135M: 30 layers, int8 weights, backend golden" in r.stderr
-    assert r.stdout.strip() == "The capital", r.stdout
+    assert r.stdout.strip() == "The Second", r.stdout
     cached = list((tmp_path / "cache" / "ternary-pynq").glob("*.tpimg"))
     assert len(cached) == 1
     r = chat()                                            # the second run maps the image
     assert r.returncode == 0 and "converting" not in r.stderr and r.stdout.strip() == \
-        "The capital", r.stderr[-2000:]
+        "The Second", r.stderr[-2000:]
