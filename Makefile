@@ -57,7 +57,7 @@ help:
 	@echo "                    engines (golden, FORMATS=int8,q4) and llama.cpp against a float64 pass, tokens before they"
 	@echo "                    differ and answers equal: docs/results/answers.json, build/answers/answers.md (long: ~1 h)"
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
-	@echo "                    rows, fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
+	@echo "                    rows, INT16 or fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
 	@echo "                    issue 32 (long: 5-10 min per row and 46 prompts); RECORD=1: the rows' figures (modelled)"
 	@echo "                    and the KV formats' bytes per token in docs/results/answers-experiment.json"
 	@echo "  make ggml-check   the per-block activation arithmetic against ggml's own build (llama-cpp-python's"
