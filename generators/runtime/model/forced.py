@@ -235,16 +235,13 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
                                  f"must share its format")
             xb = hostops.NUMPY.quantise_blocks(
                 np.ascontiguousarray(x, np.float32).reshape(-1), q8_1)
-            xq, xd = xb[0].reshape(P, K), xb[1].reshape(P, -1)
-            if q8_1:
-                xs = xb[2].reshape(P, -1)
-                return [np.concatenate([op.words_q8_1(xq[i:i + CHUNK], xd[i:i + CHUNK],
-                                                      xs[i:i + CHUNK])
-                                        for i in range(0, N, CHUNK)]
-                                       ).view(np.float32).astype(F) for op in ops_]
-            return [np.concatenate([op.words_q8_0(xq[i:i + CHUNK], xd[i:i + CHUNK])
-                                    for i in range(0, N, CHUNK)]).view(np.float32).astype(F)
-                    for op in ops_]
+            xb = [xb[0].reshape(P, K)] + [a.reshape(P, -1) for a in xb[1:]]   # xq, xd (, xs)
+
+            def words(op, s):
+                f = op.words_q8_1 if q8_1 else op.words_q8_0
+                return f(*(a[s:s + CHUNK] for a in xb))
+            return [np.concatenate([words(op, i) for i in range(0, N, CHUNK)]
+                                   ).view(np.float32).astype(F) for op in ops_]
         xq, sx = ops.quantise_rows(x)
         sx = sx[:, None]
         out = []
