@@ -25,7 +25,7 @@ norms, RoPE tables and embedding the golden backend uses) and the host's own sma
   +-32767; ``kv_margin`` the margin, 1.25 = KV_MARGIN as the INT8 steps);
 * ``--att``: ``engine`` (the attention engine's golden model: INT8 q per head, the fixed-point
   exp table softmax, INT8 results with a scale word; ``--kv cal`` or ``i16``: for ``i16`` the
-  same arithmetic on 16-bit K and V (``attention_core(..., kv_bits=16)``) with the row's exp
+  same arithmetic on 16-bit K and V (``attention_core`` with ``AttentionConfig(kv_bits=16)``) with the row's exp
   width (``exp_width``: W + 15 + 11 + 1 <= 48 for acc) and scale_frac_bits 16 (Z <= 2^31))
   or ``float`` (float64 softmax on the float q and the dequantised K and V).
 
@@ -364,9 +364,7 @@ class Model:
             self.kv_steps = (self.kv_steps.astype(np.float64) * (127 / I16_MAX)
                              * (nm.kv_margin / KV_MARGIN)).astype(np.float32)
             self.acfg = dataclasses.replace(self.acfg, exp_width=nm.exp_width,
-                                            scale_frac_bits=I16_FRAC_BITS)
-            if nm.att == "engine":
-                gatt.kv_widths_ok(self.acfg, 16)
+                                            scale_frac_bits=I16_FRAC_BITS, kv_bits=16)
             self.stats = dict(values=0, clipped=0, frames=0, s_max=0, e_max=0, r_min=np.inf,
                               r_max=0.0, shift_min=99, shift_max=-1, mult_min=1 << 16,
                               idx_sat24_min=1 << 62, acc_max=0, S_max=0, Z_max=0)
@@ -430,8 +428,7 @@ class Model:
                     m_, s_ = H.score_multiplier(H.score_scale(kstep, sq[g], d), cfg)
                     mults.append(m_)
                     shifts.append(s_)
-                kvb = 16 if nm.kv == "i16" else 8
-                core = gatt.attention_core(qi, Ks[h], Vs[h], mults, shifts, cfg, kv_bits=kvb)
+                core = gatt.attention_core(qi, Ks[h], Vs[h], mults, shifts, cfg)
                 if self.stats is not None:
                     self._engine_stats(core, mults, shifts, sq, kstep, d)
                 Z = np.array([int(z) & 0xFFFFFFFF for z in core["Z"]], np.uint32)

@@ -48,12 +48,35 @@ FLAG_SHORT_FRAME = 1 << 3
 FLAG_LONG_FRAME = 1 << 4
 
 
+def kv_widths_ok(cfg: "AttentionConfig", kv_bits: int | None = None) -> None:
+    """Raise ValueError unless K and V of ``kv_bits`` (default ``cfg.kv_bits``) fit the engine's fixed widths: the
+    weighted sums ``acc = p @ V`` in a DSP48E1's 48-bit signed accumulator
+    (``|acc| <= max_context * (2**W - 1) * 2**(kv_bits - 1)``, plus a sign bit: W + 15 + 11 + 1
+    = 48 at W = 21, 16-bit V, L <= 2048) and the scale word Z in 32 unsigned bits
+    (``Z <= 2**(kv_bits - 1) * 2**scale_frac_bits <= 2**31``). Every INT8 configuration
+    passes (L <= 65535, W <= 24: 47 + 1 bits; 7 + 24 = 31)."""
+    kv_bits = cfg.kv_bits if kv_bits is None else kv_bits
+    if not (isinstance(kv_bits, int) and 2 <= kv_bits <= 16):
+        raise ValueError(f"kv_bits = {kv_bits!r} must be an int in [2, 16]")
+    acc = (cfg.max_context * ((1 << cfg.exp_width) - 1) << (kv_bits - 1)).bit_length() + 1
+    if acc > 48:
+        raise ValueError(f"INT{kv_bits} V with exp_width {cfg.exp_width} and max_context "
+                         f"{cfg.max_context}: acc needs {acc} bits > 48 (narrow exp_width)")
+    if (kv_bits - 1) + cfg.scale_frac_bits > 31:
+        raise ValueError(f"INT{kv_bits} V with scale_frac_bits {cfg.scale_frac_bits}: Z "
+                         f"reaches 2**{kv_bits - 1 + cfg.scale_frac_bits} > 2**31 (use "
+                         f"scale_frac_bits <= {32 - kv_bits})")
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionConfig:
     """Generator parameters that fix the engine's arithmetic and frame layout.
 
     ``beat_bytes`` is the input beat width (8: 64-bit ``s_axis``, 24 MACs/clock with G = 3;
-    16: 128-bit, 48 MACs/clock). ``macs_per_clock`` is derived: G * beat_bytes.
+    16: 128-bit, 48 MACs/clock). ``kv_bits`` is the width of the K and V codes: 8 (one byte
+    per element) or 16 (two bytes, little-endian; issue 32 item 5), which needs a narrower exp
+    table and Z word (:func:`kv_widths_ok`: W <= 21 and F <= 16 at L <= 2048).
+    ``macs_per_clock`` is derived: G * (K or V elements per beat).
     """
 
     heads_per_group: int = 3
@@ -64,6 +87,7 @@ class AttentionConfig:
     exp_width: int = 24
     exp_steps_per_octave: int = 170
     scale_frac_bits: int = 24
+    kv_bits: int = 8
 
     def __post_init__(self) -> None:
         def _int(name, lo, hi):
@@ -75,16 +99,34 @@ class AttentionConfig:
         _int("head_dim", 4, 65535)
         _int("max_context", 1, 65535)
         _int("scale_frac_bits", 0, 24)
+        if self.kv_bits not in (8, 16) or isinstance(self.kv_bits, bool):
+            raise ValueError(f"kv_bits = {self.kv_bits!r} must be 8 or 16")
         if self.head_dim % 4:
             raise ValueError(f"head_dim = {self.head_dim} must be a multiple of 4 "
                              "(four INT8 results per output word)")
         if self.beat_bytes not in (8, 16):
             raise ValueError(f"beat_bytes = {self.beat_bytes!r} must be 8 or 16")
         check_table_params(self.exp_depth, self.exp_width, self.exp_steps_per_octave)
+        kv_widths_ok(self, self.kv_bits)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of one K or V element: 1 (INT8) or 2 (INT16, little-endian)."""
+        return self.kv_bits // 8
+
+    @property
+    def kv_code(self) -> int:
+        """The KV format code every scale word's byte 3 carries: 0 INT8, 1 INT16."""
+        return self.kv_bytes - 1
+
+    @property
+    def kv_per_beat(self) -> int:
+        """K or V elements per beat (the products of one head per clock)."""
+        return self.beat_bytes // self.kv_bytes
 
     @property
     def macs_per_clock(self) -> int:
-        return self.heads_per_group * self.beat_bytes
+        return self.heads_per_group * self.kv_per_beat
 
     @property
     def header_bytes(self) -> int:
@@ -101,7 +143,7 @@ class AttentionConfig:
 
     @property
     def row_beats(self) -> int:
-        return -(-self.head_dim // self.beat_bytes)
+        return -(-self.head_dim * self.kv_bytes // self.beat_bytes)
 
     @property
     def table(self) -> np.ndarray:
@@ -109,8 +151,15 @@ class AttentionConfig:
 
     @property
     def score_bits(self) -> int:
-        """Signed width of a score q.k (|s| <= head_dim * 2**14)."""
-        return (self.head_dim << 14).bit_length() + 1
+        """Signed width of a score q.k (|s| <= head_dim * 2**7 * 2**(kv_bits - 1): 2**14 per
+        product with INT8 K, 2**22 with INT16)."""
+        return (self.head_dim << (6 + self.kv_bits)).bit_length() + 1
+
+    @property
+    def z_bits(self) -> int:
+        """Quotient bits of the Z divider: A / S < 2**(kv_bits - 1), times 2**F, plus one
+        rounding bit (F + 8 for INT8 V, F + 16 for INT16)."""
+        return self.scale_frac_bits + self.kv_bits
 
 
 DEFAULT_CONFIG = AttentionConfig()
@@ -184,38 +233,18 @@ def _per_head(mult, shift, cfg: AttentionConfig) -> tuple[list[int], list[int]]:
     return mults, shifts
 
 
-def kv_widths_ok(cfg: AttentionConfig, kv_bits: int = 8) -> None:
-    """Raise ValueError unless K and V of ``kv_bits`` fit the engine's fixed widths: the
-    weighted sums ``acc = p @ V`` in a DSP48E1's 48-bit signed accumulator
-    (``|acc| <= max_context * (2**W - 1) * 2**(kv_bits - 1)``, plus a sign bit: W + 15 + 11 + 1
-    = 48 at W = 21, 16-bit V, L <= 2048) and the scale word Z in 32 unsigned bits
-    (``Z <= 2**(kv_bits - 1) * 2**scale_frac_bits <= 2**31``). Every INT8 configuration
-    passes (L <= 65535, W <= 24: 47 + 1 bits; 7 + 24 = 31)."""
-    if not (isinstance(kv_bits, int) and 2 <= kv_bits <= 16):
-        raise ValueError(f"kv_bits = {kv_bits!r} must be an int in [2, 16]")
-    acc = (cfg.max_context * ((1 << cfg.exp_width) - 1) << (kv_bits - 1)).bit_length() + 1
-    if acc > 48:
-        raise ValueError(f"INT{kv_bits} V with exp_width {cfg.exp_width} and max_context "
-                         f"{cfg.max_context}: acc needs {acc} bits > 48")
-    if (kv_bits - 1) + cfg.scale_frac_bits > 31:
-        raise ValueError(f"INT{kv_bits} V with scale_frac_bits {cfg.scale_frac_bits}: Z "
-                         f"reaches 2**{kv_bits - 1 + cfg.scale_frac_bits} > 2**31")
-
-
-def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG,
-                   kv_bits: int = 8) -> dict:
+def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG) -> dict:
     """The engine's integer arithmetic (docs/attention.md section 3, steps 1-8), all values.
 
-    q: (G, d), K and V: (L, d), INT8 values; ``mult`` and ``shift``: ints (every head alike) or
+    q: (G, d) INT8 values, K and V: (L, d) values of ``cfg.kv_bits`` (INT8 or INT16); ``mult`` and ``shift``: ints (every head alike) or
     one per head, as in the frame's scale words. Returns a dict of numpy int64 arrays (``Z`` a list
     of Python ints): ``s`` (G, L) scores, ``m`` (G,) maxima, ``e`` (G, L) distances below the
     maximum, ``idx`` (G, L) raw table indices, ``p`` (G, L) weights, ``S`` (G,) sums, ``acc``
     (G, d) weighted sums of V, ``A`` (G,) max |acc|, ``y`` (G, d) INT8 results, ``Z`` (G,)
     scale words.
 
-    ``kv_bits`` (default 8, the engine as built): K and V as signed ``kv_bits``-bit codes, the
-    arithmetic otherwise unchanged (a model of a wider-KV engine, issue 32; :func:`kv_widths_ok`
-    checks the configuration's widths).
+    With ``cfg.kv_bits = 16`` the arithmetic is the same on 16-bit codes; the configuration's
+    widths were checked by :func:`kv_widths_ok` when it was made.
     """
     mults, shifts = _per_head(mult, shift, cfg)
     for m_, sh in zip(mults, shifts):
@@ -223,9 +252,7 @@ def attention_core(q, K, V, mult, shift, cfg: AttentionConfig = DEFAULT_CONFIG,
             raise ValueError(f"mult = {m_!r} must be an int in [0, 2**{MULT_BITS})")
         if not (isinstance(sh, int) and 0 <= sh <= MAX_SHIFT):
             raise ValueError(f"shift = {sh!r} must be an int in [0, {MAX_SHIFT}]")
-    if kv_bits != 8:
-        kv_widths_ok(cfg, kv_bits)
-    q, K, V = _check_tensors(q, K, V, cfg, kv_bits)
+    q, K, V = _check_tensors(q, K, V, cfg, cfg.kv_bits)
     table = cfg.table
     depth = cfg.exp_depth
 
@@ -307,12 +334,14 @@ def attention_frame(q, K, V, mult, shift, tag: int = 0,
 def pack_header(context: int, mult, shift, tag: int = 0,
                 cfg: AttentionConfig = DEFAULT_CONFIG, *, magic: int = MAGIC,
                 heads: int | None = None, head_dim: int | None = None,
-                reserved=0, pad_byte: int = 0) -> bytes:
+                reserved=None, pad_byte: int = 0) -> bytes:
     """The header block: header word, G scale words, padding to a whole beat.
 
-    ``mult``/``shift``/``reserved`` are one int for every head or one per head. Every field may
-    be set out of range to build bad frames (only the field's bits are kept).
+    ``mult``/``shift``/``reserved`` are one int for every head or one per head. ``reserved`` is
+    each scale word's byte 3, the KV format code (default ``cfg.kv_code``: 0 INT8, 1 INT16).
+    Every field may be set out of range to build bad frames (only the field's bits are kept).
     """
+    reserved = cfg.kv_code if reserved is None else reserved
     heads = cfg.heads_per_group if heads is None else heads
     head_dim = cfg.head_dim if head_dim is None else head_dim
     h0 = ((magic & 0xFFFF) | ((context & 0xFFFF) << 16) | ((heads & 0xFF) << 32)
@@ -337,20 +366,24 @@ def build_attention_frame(q, K, V, mult, shift, tag: int = 0,
                           **header_overrides) -> bytes:
     """Frame bytes: header block, q (head 0 first), K rows t = 0..L-1, V rows t = 0..L-1.
 
+    K and V elements are ``cfg.kv_bits`` wide: one byte each, or two (little-endian) for INT16.
+
     The header block, q, and each K and V row are padded to whole beats with ``pad_byte``.
     ``header_overrides`` (magic, context, heads, head_dim, reserved) go to :func:`pack_header`.
     """
     q = np.asarray(q, dtype=np.int64)
     K = np.asarray(K, dtype=np.int64)
     V = np.asarray(V, dtype=np.int64)
+    kv_type = "<i2" if cfg.kv_bits == 16 else "i1"
     context = header_overrides.pop("context", K.shape[0])
     bb = cfg.beat_bytes
     out = bytearray(pack_header(context, mult, shift, tag, cfg, pad_byte=pad_byte,
                                 **header_overrides))
     out += _pad((q.reshape(-1) & 0xFF).astype(np.uint8).tobytes(), bb, pad_byte)
+    mask = (1 << cfg.kv_bits) - 1
     for M in (K, V):
         for row in M:
-            out += _pad((row & 0xFF).astype(np.uint8).tobytes(), bb, pad_byte)
+            out += _pad((row & mask).astype(kv_type.replace("i", "u")).tobytes(), bb, pad_byte)
     return bytes(out)
 
 
@@ -397,7 +430,7 @@ def frame_output_data(data: bytes, cfg: AttentionConfig = DEFAULT_CONFIG) -> lis
     words = [int.from_bytes(data[8 + 4 * g:12 + 4 * g], "little") for g in range(G)]
     mult = [w & 0xFFFF for w in words]
     shift = [(w >> 16) & 0xFF for w in words]
-    if any(sh > MAX_SHIFT or (w >> 24) != 0 for w, sh in zip(words, shift)):
+    if any(sh > MAX_SHIFT or (w >> 24) != cfg.kv_code for w, sh in zip(words, shift)):
         return [status_word(tag, FLAG_BAD_FORMAT, 0)]
     declared = frame_beat_count(L, cfg)
     if n < declared:
@@ -408,7 +441,8 @@ def frame_output_data(data: bytes, cfg: AttentionConfig = DEFAULT_CONFIG) -> lis
     q = np.frombuffer(data, np.int8, G * d, pos).reshape(G, d)
     pos += cfg.q_beats * bb
     rows = np.frombuffer(data, np.uint8, 2 * L * cfg.row_beats * bb, pos)
-    rows = rows.reshape(2 * L, cfg.row_beats * bb)[:, :d].view(np.int8)
+    rows = rows.reshape(2 * L, cfg.row_beats * bb)[:, :d * cfg.kv_bytes].copy()
+    rows = rows.view("<i2" if cfg.kv_bits == 16 else np.int8)
     return attention_frame(q, rows[:L], rows[L:], mult, shift, tag, cfg, flags)
 
 
