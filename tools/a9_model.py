@@ -30,7 +30,7 @@ the model's error against the board beside it).
   argmax where the logits stream, not built: the 49,152 logits not read back) on either, and
   the built design at the system call's bound (a9model.SYSCALL_BOUND_CYCLES).
 
-    python tools/a9_model.py [--formats q4,int8] [--no-record] [--reuse-steps]
+    python tools/a9_model.py [--formats q4,int8,ternary] [--no-record] [--reuse-steps]
     python tools/a9_model.py --build-grid [--refigure]
 """
 from __future__ import annotations
@@ -493,7 +493,7 @@ def item4_costs(r: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--formats", default="q4,int8")
+    ap.add_argument("--formats", default="q4,int8,ternary")
     ap.add_argument("--no-record", action="store_true", help="print; do not write docs/results")
     ap.add_argument("--calibration-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--steps-only", action="store_true", help=argparse.SUPPRESS)
@@ -511,9 +511,10 @@ def main(argv=None) -> int:
                       (am.ARM_CC, "gcc-arm-linux-gnueabihf"), ("valgrind", "valgrind")):
         hb.need(tool, pkg)
     formats = args.formats.split(",")
-    bad = [f for f in formats if f not in ("q4", "int8")]
+    bad = [f for f in formats if f not in ("q4", "int8", "ternary")]
     if bad:
-        print(f"a9-model: --formats: {bad[0]!r} is not one of q4, int8", file=sys.stderr)
+        print(f"a9-model: --formats: {bad[0]!r} is not one of q4, int8, ternary",
+              file=sys.stderr)
         return 2
     from generators.results import record
     from generators.runtime.bench import hostbench

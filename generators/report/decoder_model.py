@@ -162,9 +162,10 @@ class HostFigureError(RuntimeError):
     """docs/results/a9-model.json has no figure for the host term (make a9-model)."""
 
 
-#: the measured host path per weight format: ternary's matrices answer int32 sums with a row
-#: scale as INT8's do, so its host work is INT8's; "q4 + q8_0 head" is what host-bench runs as q4
-HOST_FORMAT = {"int8": "int8", "int8 rows": "int8", "ternary": "int8", "q4": "q4",
+#: the measured host path per weight format (make a9-model models each of q4, int8 and ternary
+#: on its own SmolLM2 image): "int8 rows" (0x08, one step per vector) has no image of its own
+#: any more and borrows int8's (Q8_0) step; "q4 + q8_0 head" is what host-bench runs as q4
+HOST_FORMAT = {"int8": "int8", "int8 rows": "int8", "ternary": "ternary", "q4": "q4",
                "q4 + q8_0 head": "q4"}
 #: which figure is the host term, by build: make a9-model's Cortex-A9 model of the board's
 #: ARMv7 build of the C step ("armv7": the one-token step; "armv7c2": a row of the batched
