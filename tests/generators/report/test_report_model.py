@@ -296,7 +296,8 @@ def test_host_term_is_a9_models_figure():
     one = HOST_FIGURES["armv7"].format(fmt="q4", context=512)
     assert raw[one + "_2core"] != raw[one] and host_ms("q4", 512) == raw[one + "_2core"]
     for build, key in HOST_FIGURES.items():
-        for fmt, measured in (("q4", "q4"), ("int8", "int8"), ("ternary", "int8")):
+        for fmt, measured in (("q4", "q4"), ("int8", "int8"), ("ternary", "ternary"),
+                                  ("int8 rows", "int8")):
             # the contexts a9-model records for this build
             ctxs = [c for c in (1, 512, 2048) if key.format(fmt=measured, context=c) in figs]
             assert ctxs, (build, fmt)
