@@ -215,3 +215,80 @@ def test_int16_c_step_without_python_on_x86_and_armv7(recorded, tmp_path):
     got, out = _bench(["qemu-arm", "-cpu", "cortex-a9", exe], recorded["dump"],
                       tmp_path / "logits_arm.bin")
     assert np.array_equal(_bits(got), _bits(want)), out
+
+
+def _run_rows(m, V, loop, what):
+    """A batched run on a golden top of ``vectors`` V: "prefill" (a 5-token prompt in chunks
+    of V, then 3 tokens), "streams" (three prompts as streams, 3 tokens each) or "speculate"
+    (greedy with drafts of up to V - 1 tokens, the rejected ones taken back)."""
+    trace, logits = [], []
+    streams = 3 if what == "streams" else 1
+    be = make_backend("golden", m, vectors=V, streams=streams)
+    with hostops.using("numpy" if loop == "python" else "c"):
+        dec = Decoder(m, be, trace=trace, loop=loop)
+        if what == "streams":
+            toks = dec.generate_streams([[1, 2, 3], [7, 8], [9, 10, 11, 12]], 3)
+            logits = [dec.last_logits_streams[s] for s in sorted(dec.last_logits_streams)]
+        else:
+            kw = dict(speculate=V - 1) if what == "speculate" else {}
+            prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2] if what == "speculate" else [1, 2, 3, 4, 5]
+            toks = list(dec.generate(prompt, 8 if what == "speculate" else 3,
+                                     on_token=lambda i, t, lg: logits.append(lg.copy()), **kw))
+    rt = be.runtime
+    return dict(toks=toks, trace=trace, logits=logits, spec=getattr(dec, "speculation", None),
+                kvs=[(np.array(kv.K), np.array(kv.V), kv.clipped, kv.written,
+                      kv.length.tolist()) for kv in dec.kvs],
+                kvbytes=bytes(be.buf["kv"]), words=np.array(rt.words),
+                counts=(rt.transfers_run, rt.tail_writes, dict(rt.cpu_total)))
+
+
+@pytest.mark.parametrize("fmt, V, what", [("int8", 3, "prefill"), ("q4", 2, "streams"),
+                                          ("int8", 4, "speculate")])
+def test_int16_batched_c_step_equals_the_python_loop(models, fmt, V, what):
+    """tph_step_rows with the INT16 cache against Decoder.step_rows' Python loop: prefill
+    chunks, several streams (each its own INT16 cache in the kv region), speculation whose
+    drafts are taken back: every engine word, logit bit, token, K/V byte, count, descriptor."""
+    m = models[fmt]
+    ref, got = _run_rows(m, V, "python", what), _run_rows(m, V, "c", what)
+    assert ref["toks"] == got["toks"] and ref["spec"] == got["spec"]
+    assert len(ref["trace"]) == len(got["trace"]) > 0
+    for x, y in zip(ref["trace"], got["trace"]):
+        assert x[:3] == y[:3] and all(np.array_equal(u, v) for u, v in zip(x[3], y[3])), x[:3]
+    assert all(np.array_equal(_bits(u), _bits(v)) for u, v in zip(ref["logits"], got["logits"]))
+    for a, b in zip(ref["kvs"], got["kvs"]):
+        assert a[0].dtype == np.int16 and np.array_equal(a[0], b[0])
+        assert np.array_equal(a[1], b[1]) and a[2:] == b[2:]
+    assert ref["kvbytes"] == got["kvbytes"] and ref["counts"] == got["counts"]
+    assert np.array_equal(ref["words"], got["words"])
+    if what == "speculate":
+        assert got["spec"]["accepted"] > 0, got["spec"]
+
+
+def test_manifest_and_plan_of_an_int16_engine():
+    """The overlay manifest's attention section names kv_bits (absent: 8); the plan's kv
+    region of an INT16 engine is twice the INT8 one (row_beats), the rest unchanged."""
+    from generators.runtime.engines.plan import memory_plan, model_shape, smollm2_lines
+    from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES, ModelConfig
+    from generators.runtime.model.synthetic import SMOLLM2_135M
+    man = {"matrix": {"max_k": 512}, "attention": {"heads_per_group": 3, "head_dim": 64,
+                                                   "max_context": 32}}
+    assert EngineConfig.from_manifest(man).kv_bits == 8
+    man["attention"].update(kv_bits=16, exp_width=21, scale_frac_bits=16)
+    eng = EngineConfig.from_manifest(man)
+    assert eng == ENG and eng.attention_config().kv_bits == 16
+    man["attention"]["scale_frac_bits"] = 24                 # Z of INT16 V overflows 32 bits
+    with pytest.raises(ValueError, match="INT16 V"):
+        EngineConfig.from_manifest(man).attention_config()
+    cfg = ModelConfig(**SMOLLM2_135M)
+    e16 = dataclasses.replace(PYNQ_Z1_ENGINES, kv_bits=16, exp_width=21, scale_frac_bits=16)
+    p8 = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048)
+    p16 = memory_plan(model_shape(cfg, e16, "q4"), 2048)
+    assert (p8.kv_row, p16.kv_row) == (32, 64)
+    assert p16.regions["kv"].nbytes == 2 * p8.regions["kv"].nbytes == 2 * 2048 * 30 * 384
+    for r in ("weights", "frames", "results"):
+        assert p16.regions[r].nbytes == p8.regions[r].nbytes, r
+    assert "INT16 KV cache, 256 bytes per position" in p16.regions["kv"].what
+    msg = p16.check()
+    assert msg is not None and "exceeds the 128 MiB CMA budget; context 1589 fits" in msg
+    lines = smollm2_lines(2048, engines=e16)
+    assert "KV 45.0 MiB" in lines[0] and "fits" in lines[1] and "no context fits" in lines[2]
