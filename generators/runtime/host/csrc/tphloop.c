@@ -764,8 +764,9 @@ static int32_t kv_one(const ctx_t *c, tph_row *row, uint32_t which, uint32_t lay
         return value_error(c, TPH_V_KV_STEP, TPH_BADARG, 0.0);
     if (c->t[TPH_T_KV_FIXED]) {
         /* the fixed step: no growth, no requantisation; the values beyond 127 steps (stored
-         * as +-127 by tph_kv_row) counted as KVCache._append counts them, in double:
-         * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits). The row's
+         * as +-127 by tph_kv_row; INT16: 32767 and tph_kv_row16) counted as KVCache._append
+         * counts them, in double: |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53
+         * bits; 32767.5 * step 40). The row's
          * absmax (the library's SSE2 kernel; a NaN or an infinity refused as kv_step
          * refuses it) decides whether any value is beyond: almost never, so the count's
          * scalar loop runs only then */
