@@ -292,7 +292,8 @@ class Frames:
         r, c = self.rng, self.acfg
         L = int(r.integers(1, self.max_l + 1)) if L is None else L
         G, d = c.heads_per_group, c.head_dim
-        q, K, V = (r.integers(-128, 128, size=s) for s in ((G, d), (L, d), (L, d)))
+        lim = [128, 1 << (c.kv_bits - 1), 1 << (c.kv_bits - 1)]    # q INT8; K, V the KV codes
+        q, K, V = (r.integers(-m, m, size=s) for m, s in zip(lim, ((G, d), (L, d), (L, d))))
         mult = [int(v) for v in r.integers(0, 1 << 16, size=G)]
         shift = [int(v) for v in r.integers(14, 31, size=G)]
         tag = int(r.integers(256))

@@ -150,7 +150,7 @@ class Decoder:
             K, V = self._be.kv_views(s) if s else self._be.kv_views()
             self.kvs.append(KVCache(c.num_hidden_layers, c.num_key_value_heads,
                                     self.max_context, c.head_dim, K=K, V=V,
-                                    steps=self.model.kv_steps))
+                                    steps=self.model.kv_steps, kv_bits=self.acfg.kv_bits))
         #: each stream's next position
         self.positions = [0] * len(self.kvs)
 

@@ -72,7 +72,7 @@ __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 7                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 8                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
 #: the C step's threads (docs/runtime.md section 9, "Both cores"): 2 (the default: a worker
 #: thread of the library takes the second core's half of the LM head's dequantisation and of
@@ -102,7 +102,7 @@ class TPH:
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
      T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
-     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF, T_RESULTS_BYTES) = range(43)
+     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF, T_RESULTS_BYTES, T_KV_BITS) = range(44)
     T_HEADER = 48
     MAX_VECTORS = 16
     VEC_WORDS = 6
@@ -341,6 +341,7 @@ def build_table(rt) -> Dict[str, object]:
     hdr[TPH.T_PART0], hdr[TPH.T_PART1] = plan.part_bytes
     hdr[TPH.T_ATT_WORDS] = gatt.output_word_count(acfg)
     hdr[TPH.T_FRAC_BITS], hdr[TPH.T_SPO] = acfg.scale_frac_bits, acfg.exp_steps_per_octave
+    hdr[TPH.T_KV_BITS] = acfg.kv_bits
     hdr[TPH.T_MAX_SHIFT], hdr[TPH.T_MULT_BITS] = gatt.MAX_SHIFT, gatt.MULT_BITS
     hdr[TPH.T_N_XFER] = len(records)
     hdr[TPH.T_XFER_OFF] = put(xoff)

@@ -15,7 +15,9 @@ DMA memory (docs/runtime.md, "Memory map"), four regions, each one ``pynq.alloca
 * ``kv``: the INT8 KV cache in the layout the attention engine reads, split by HP port (port 0
   carries the even 8-byte words of every 16-byte attention beat, port 1 the odd ones):
   ``kv[port][K|V][layer][kv_head][position][head_dim / 2]``; a position of one (layer, KV head)
-  is 32 bytes per port for K and 32 for V, so K_p rows 0..L-1 are one contiguous block.
+  is 32 bytes per port for K and 32 for V, so K_p rows 0..L-1 are one contiguous block. An
+  INT16 attention engine's (``kv_bits = 16``): two bytes an element, ``[head_dim]`` bytes a
+  position per port (``row_beats`` 8-byte words), twice the region.
 * ``frames`` (not cached): the x slots (one per transfer kind, read by both DMAs), the attention
   header+q parts (per KV head and port; port 1's starts with the route word) and the descriptor
   chains of the four DMA channels (64 bytes each): what the CPU writes and a DMA reads, and the
@@ -431,9 +433,9 @@ def memory_plan(model, context: Optional[int] = None, vectors: Optional[int] = N
 
     # ---- KV cache
     kv_row = acfg.row_beats * 8                  # one port's half of a 16-byte-beat row
-    kv = Region("kv", f"INT8 KV cache, {2 * kv_row * 2} bytes per position per layer and KV "
-                      f"head, split by port" + (f", {streams} streams" if streams > 1 else ""),
-                False)
+    kv = Region("kv", f"INT{acfg.kv_bits} KV cache, {2 * kv_row * 2} bytes per position per "
+                      f"layer and KV head, split by port"
+                      + (f", {streams} streams" if streams > 1 else ""), False)
     kv.add("all", streams * 2 * 2 * Lyr * H * context * kv_row)
 
     # ---- frames: x slots, attention parts, descriptors; results: the result slots
@@ -643,12 +645,14 @@ def info(model, context: Optional[int] = None, cma_mb: float = CMA_MB,
 
 
 def smollm2_lines(context: int = 2048, formats: Sequence[str] = ("q4", "ternary", "int8"),
-                  cma_mb: float = CMA_MB) -> List[str]:
-    """The DMA plan of SmolLM2-135M's shapes in each format (no weights loaded)."""
+                  cma_mb: float = CMA_MB, engines=None) -> List[str]:
+    """The DMA plan of SmolLM2-135M's shapes in each format (no weights loaded) for
+    ``engines`` (default the PYNQ-Z1 overlay's; e.g. ``kv_bits = 16`` for an INT16 KV
+    cache)."""
     cfg = ModelConfig(**SMOLLM2_135M)
     out = []
     for f in formats:
-        p = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, f), context)
+        p = memory_plan(model_shape(cfg, engines or PYNQ_Z1_ENGINES, f), context)
         w = p.regions["weights"].nbytes
         msg = p.check(cma_mb, float("inf"))
         out.append(f"{f:8s} weights {_mib(w)} MiB, KV {_mib(p.regions['kv'].nbytes)} MiB, "

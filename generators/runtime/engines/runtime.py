@@ -183,8 +183,10 @@ class DmaRuntime:
         c = model.config
         shape = (plan.streams, 2, 2, c.num_hidden_layers, c.num_key_value_heads, plan.context,
                  plan.kv_row // 8, 8)
-        kv = kvb.reshape(shape).view(np.int8)
-        # logical (layer, head, position, word pair, port, byte): element 16 j + 8 p + b
+        # INT8 codes, or INT16 little-endian (an INT16 attention engine: 4 codes a port word)
+        kv = kvb.reshape(shape).view(np.int16 if self.acfg.kv_bits == 16 else np.int8)
+        # logical (layer, head, position, word pair, port, code): byte 16 j + 8 p + b of the
+        # row's codes (INT8: element 16 j + 8 p + b; INT16: element 8 j + 4 p + b / 2)
         self._kv = [(kv[s, :, 0].transpose(1, 2, 3, 4, 0, 5),
                      kv[s, :, 1].transpose(1, 2, 3, 4, 0, 5)) for s in range(plan.streams)]
         self.kv_K, self.kv_V = self._kv[0]
@@ -458,7 +460,8 @@ class DmaRuntime:
     def kv_views(self, stream: int = 0):
         """Stream ``stream``'s KV cache in DMA memory as (K, V), each indexed [layer, head,
         position] to a (head_dim / 16, 2, 8) block: element 16 j + 8 p + b is byte b of port
-        p's j-th word."""
+        p's j-th word; an INT16 engine's (kv_bits 16) a (head_dim / 8, 2, 4) block of int16:
+        element 8 j + 4 p + b is bytes 2 b, 2 b + 1 of port p's j-th word."""
         return self._kv[stream]
 
     def begin_token(self, position: int, logits: bool = True) -> None:

@@ -45,7 +45,7 @@ CSRC = HERE / "csrc"
 #: the library's sources (setup.py builds the .c files; the SHA covers all)
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
            "tphwork.h", "tphwork.c")
-ABI = 4                          # tphost.h TPH_ABI
+ABI = 5                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
@@ -172,6 +172,7 @@ _SIGNATURES = {
     "tph_kv_requantise": (_I, [_P, _U, _F]),
     "tph_kv_row": (None, [_P, _U, _F, _P]),
     "tph_kv_append": (_I, [_P, _U, _U, _P, _P]),
+    "tph_kv_row16": (None, [_P, _U, _F, _P]),
     "tph_score_multiplier": (_I, [_D, _U, _U, _U, _P, _P]),
     "tph_score_scale": (_D, [_F, _F, _U]),
     "tph_attention_out": (None, [_P, _P, _U, _U, _U, _F, _P]),
@@ -298,6 +299,11 @@ class COps:
     def kv_row(self, x, step):
         q = np.empty(x.shape, np.int8)
         self.lib.tph_kv_row(_ptr(x), x.size, step, _ptr(q))
+        return q
+
+    def kv_row16(self, x, step):
+        q = np.empty(x.shape, np.int16)
+        self.lib.tph_kv_row16(_ptr(x), x.size, step, _ptr(q))
         return q
 
     def kv_append(self, rows, t, step, x):

@@ -362,6 +362,12 @@ class _NumpyOps:
             return _rint_clamp(x * self._div(self.F(1.0), step), -127, 127, self.F)
         return np.zeros(x.shape, np.int8)
 
+    def kv_row16(self, x, step):
+        if step > 0:
+            v = x * self._div(self.F(1.0), step)
+            return np.rint(np.clip(v, self.F(-KV16_MAX), self.F(KV16_MAX))).astype(np.int16)
+        return np.zeros(x.shape, np.int16)
+
     def kv_append(self, rows, t, step, x):
         step, ratio, grew = self.kv_step(x, step)
         if ratio > 0 and t:
@@ -652,11 +658,22 @@ def kv_requantise(q: np.ndarray, ratio) -> None:
         o.kv_requantise(q, ratio)
 
 
-def kv_row(x, step) -> np.ndarray:
+#: the INT16 KV cache's largest code (AttentionConfig.kv_bits = 16; docs/runtime.md 4.5)
+KV16_MAX = 32767
+
+
+def kv_row(x, step, bits: int = 8) -> np.ndarray:
     """One K or V row quantised with its head's step: ``clip(rint(x * (1 / step)), -127,
-    127)`` (zeros while the step is 0)."""
+    127)`` as int8 (zeros while the step is 0); ``bits = 16`` (an INT16 attention engine's
+    cache): ``rint(clip(x * (1 / step), -32767, 32767))`` as int16, the same float32 product
+    (x finite)."""
     o = _ops()
-    return o.kv_row(_f32(x, "kv_row x", 1, o.F), o.F(step))
+    x = _f32(x, "kv_row x", 1, o.F)
+    if bits == 16:
+        return o.kv_row16(x, o.F(step))
+    if bits != 8:
+        raise ValueError(f"kv_row: bits = {bits!r} must be 8 or 16")
+    return o.kv_row(x, o.F(step))
 
 
 def kv_append(rows: np.ndarray, t: int, step, x) -> Tuple[np.float32, bool]:

@@ -33,7 +33,7 @@ __all__ = ["KERNELS", "DTYPES", "cases", "ftz_cases", "argmax_split_cases", "ref
 
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
           np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.uint16): 6,
-          np.dtype(np.float64): 7}
+          np.dtype(np.float64): 7, np.dtype(np.int16): 8}
 
 #: kernel -> (input names, output names); tphvectors.c reads the arrays in this order
 KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
@@ -53,6 +53,7 @@ KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "kv_step": (("x", "step"), ("rc", "step", "ratio")),
     "kv_requantise": (("q", "ratio"), ("rc", "q")),
     "kv_row": (("x", "step"), ("q",)),
+    "kv_row16": (("x", "step"), ("q",)),
     "kv_append": (("rows", "dims", "step", "x"), ("rc", "rows", "step")),
     "score_mult": (("c", "params"), ("rc", "mult", "shift")),
     "score_scale": (("k_step", "s_q", "d"), ("c",)),
@@ -133,6 +134,8 @@ def reference(kernel: str, inp: Dict[str, np.ndarray], ops=None) -> Dict[str, np
         return {"rc": _a(RC_OK, np.int32), "q": q}
     if kernel == "kv_row":
         return {"q": NUMPY.kv_row(x, inp["step"][0])}
+    if kernel == "kv_row16":
+        return {"q": NUMPY.kv_row16(x, inp["step"][0])}
     if kernel == "kv_append":
         t, d = (int(v) for v in inp["dims"])
         rows = inp["rows"].copy().reshape(t + 1, d)
@@ -367,6 +370,20 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
         add("kv_step", x=xrow, step=np.array([step], f))
         add("kv_row", x=xrow if np.all(np.isfinite(xrow)) else np.zeros(d, f),
             step=np.array([step], f))
+    # ---- the INT16 cache's row (fixed steps): ties at k + 0.5 codes, the clip at +-32767
+    # (and just inside it), zeros, a step of 0, an odd size
+    st16 = f(0.05 * 127 / 32767)
+    inv16 = f(1.0) / st16
+    k16 = rng.integers(-32767, 32767, d).astype(np.float64) + 0.5
+    ties16 = (k16 / float(inv16)).astype(f)
+    for step, xrow in [(st16, normal(d, 1.5)), (st16, normal(d, 20.0)),      # most clip
+                       (st16, ties16), (st16, np.full(d, f(32767.5) / inv16)),
+                       (st16, np.full(d, f(32766.5) / inv16)),
+                       (f(1.0), np.array([32767.0, -32767.0, 32767.5, -32767.5, 32768.0,
+                                          -32768.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5,
+                                          3e38, -3e38, 1e-45, -0.0], f)),
+                       (f(0.0), normal(d)), (st16, np.zeros(d, f)), (st16, normal(37, 0.1))]:
+        add("kv_row16", x=np.asarray(xrow, f), step=np.array([step], f))
     q = rng.integers(-127, 128, 2048 * d + 13).astype(np.int8)
     for ratio in (0.999, 0.5, 0.01, 1.0, float(f(1.0) + f(2 ** -23)), 1.5, 0.0, -0.5):
         add("kv_requantise", q=q[:1000 + int(ratio * 1000) % 7], ratio=np.array([ratio], f))

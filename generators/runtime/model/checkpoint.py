@@ -119,6 +119,10 @@ class EngineConfig:
     exp_width: int = 24
     exp_steps_per_octave: int = 170
     scale_frac_bits: int = 24
+    #: the attention engine's K and V codes: 8 (INT8, one byte an element) or 16 (INT16, two
+    #: bytes little-endian; needs exp_width <= 21 and scale_frac_bits <= 16: AttentionConfig
+    #: refuses otherwise). The KV cache the runtime keeps follows (docs/runtime.md 4.5).
+    kv_bits: int = 8
     #: the matrix engines' ``vectors`` (docs/vectors.md): the most activation vectors a frame
     #: may carry, the runtime's prefill chunk and stream batch. Not part of a model's
     #: compatibility (the weights do not depend on it; ``compare=False``): an image converted
@@ -135,6 +139,7 @@ class EngineConfig:
                    exp_depth=int(a.get("exp_depth", 4096)), exp_width=int(a.get("exp_width", 24)),
                    exp_steps_per_octave=int(a.get("exp_steps_per_octave", 170)),
                    scale_frac_bits=int(a.get("scale_frac_bits", 24)),
+                   kv_bits=int(a.get("kv_bits", 8)),
                    vectors=int(m.get("vectors", 1)))
 
     def attention_config(self):
@@ -142,7 +147,7 @@ class EngineConfig:
                                max_context=self.max_context, beat_bytes=self.attention_beat_bytes,
                                exp_depth=self.exp_depth, exp_width=self.exp_width,
                                exp_steps_per_octave=self.exp_steps_per_octave,
-                               scale_frac_bits=self.scale_frac_bits)
+                               scale_frac_bits=self.scale_frac_bits, kv_bits=self.kv_bits)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

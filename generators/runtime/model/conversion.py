@@ -140,7 +140,9 @@ def default_image(fmt: Optional[str], engines, say=None) -> Path:
     fmt = fmt or "int8"                       # SmolLM2 is not BitNet-trained: convert's default
     st = src.stat()
     kv = [kvcal.KV_CAL_TOKENS, kvcal.KV_MARGIN, hashlib.sha1(kvcal.CALIBRATION_TEXT.read_bytes()).hexdigest()]
-    eng = {k: v for k, v in engines.as_dict().items() if k != "vectors"}   # not the weights'
+    # not the weights': vectors; kv_bits only when not 8 (the key of every image before it)
+    eng = {k: v for k, v in engines.as_dict().items()
+           if k != "vectors" and not (k == "kv_bits" and v == 8)}
     parts = [str(src.resolve()), st.st_size, st.st_mtime_ns, fmt, eng, __version__,
              IMAGE_VERSION, kv]
     if fmt == "q4":                 # the layers' frames: 0x05 (Q8_1 x) since issue 32 step 6

@@ -26,6 +26,7 @@ float32 and float64). ``make quality`` (tools/quality.py) runs it over docs/data
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence
 
 import numpy as np
@@ -220,7 +221,12 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     eps = F(c.rms_norm_eps)
     cos, sin = model.rope_tables()
     cos, sin = cos[:N, None, :].astype(F), sin[:N, None, :].astype(F)
-    kv = kv or KVCache(c.num_hidden_layers, nkv, N, d, steps=model.kv_steps)
+    kv = kv or KVCache(c.num_hidden_layers, nkv, N, d, steps=model.kv_steps,
+                       kv_bits=acfg.kv_bits)
+    if kv.kv_bits != acfg.kv_bits:
+        # a cache of the other width (the calibration's INT8 running absmax on a model for an
+        # INT16 engine): the engine's arithmetic on its codes
+        acfg = dataclasses.replace(acfg, kv_bits=kv.kv_bits)
     kv_bytes = np.zeros(N, np.int64)
     matrix = matrix or (lambda name: MatrixOp(m.matrices[name]))
 

@@ -5,7 +5,9 @@
 * Activations: BitNet absmax INT8 per token, ``x ~= q / s``, ``s = 127 / max|x|``, round half
   to even, as ``generators.packing.absmax_quantize_activations`` in float32 (``hostops``).
 * KV cache: INT8 per (layer, KV head), one float32 step for K and one for V, the running absmax
-  (:class:`KVCache`, arithmetic in ``hostops.kv_step``, ``kv_requantise``, ``kv_row``).
+  (:class:`KVCache`, arithmetic in ``hostops.kv_step``, ``kv_requantise``, ``kv_row``), or the
+  model's calibrated steps; INT16 (an INT16 attention engine, ``AttentionConfig.kv_bits = 16``)
+  with the calibrated steps only, each x 127 / 32767 (:func:`kv_steps_for`).
 """
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ from generators.packing import absmean_quantize
 
 from ..host import ops as hostops
 
-__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache"]
+__all__ = ["quantise_ternary", "quantise_int8_rows", "quantise_activations", "KVCache",
+           "kv_steps_for", "KV16_MAX"]
+
+#: the INT16 cache's largest code (hostops.kv_row(..., 16) clips there)
+KV16_MAX = hostops.KV16_MAX
 
 
 def quantise_ternary(W: np.ndarray) -> Tuple[np.ndarray, float]:
@@ -44,6 +50,19 @@ def quantise_activations(x: np.ndarray) -> Tuple[np.ndarray, float]:
     return hostops.quantise(x)
 
 
+def kv_steps_for(steps, kv_bits: int = 8) -> np.ndarray:
+    """The cache's fixed steps for K and V codes of ``kv_bits`` from the model's calibrated
+    INT8 steps (absmax x KV_MARGIN / 127 per layer, KV head, K or V; ``kvcal``): themselves for
+    8; for 16 the same range over 32767 codes, ``float32(float64(step) * (127 / 32767))``
+    (tools/answers_experiment.py's INT16 KV, the same arithmetic)."""
+    st = np.asarray(steps, np.float32)
+    if kv_bits == 8:
+        return st
+    if kv_bits != 16:
+        raise ValueError(f"kv_bits = {kv_bits!r} must be 8 or 16")
+    return (st.astype(np.float64) * (127 / KV16_MAX)).astype(np.float32)
+
+
 class KVCache:
     """INT8 K and V cache of every (layer, KV head), one step (real value per unit) for K and
     one for V per (layer, KV head).
@@ -55,17 +74,34 @@ class KVCache:
     new row is then ``clip(rint(row * (1 / step)), -127, 127)``, all in float32
     (``hostops.kv_append``, the same in C). After the first tokens the step rarely moves. A
     step of 0 (nothing but zeros so far) stores zeros.
+
+    ``kv_bits = 16`` (an INT16 attention engine): int16 codes, the model's calibrated
+    ``steps`` only (given as the INT8 steps; the cache holds :func:`kv_steps_for`'s), each row
+    ``rint(clip(row * (1 / step), -32767, 32767))`` (``hostops.kv_row(..., 16)``), values
+    beyond 32767 steps counted in :attr:`clipped`. No running absmax: refused.
     """
 
     def __init__(self, layers: int, kv_heads: int, max_context: int, head_dim: int,
                  K: Optional[np.ndarray] = None, V: Optional[np.ndarray] = None,
-                 steps: Optional[np.ndarray] = None):
+                 steps: Optional[np.ndarray] = None, kv_bits: int = 8):
+        if kv_bits not in (8, 16) or isinstance(kv_bits, bool):
+            raise ValueError(f"kv_bits = {kv_bits!r} must be 8 or 16")
+        if kv_bits == 16 and steps is None:
+            raise ValueError("the INT16 KV cache takes the model's calibrated KV steps only "
+                             "(no running absmax, no requantisation): this model has none "
+                             "(convert it with kv=True)")
+        self.kv_bits = kv_bits
+        self.dtype = np.dtype(np.int16 if kv_bits == 16 else np.int8)
+        #: the largest code: values beyond it times the step are clipped
+        self.code_max = KV16_MAX if kv_bits == 16 else 127
         # storage: (layers, kv_heads, max_context, ...) arrays whose trailing axes hold one
         # row of head_dim values in C order; the runtime passes views of its DMA memory
         # (the layout the attention engine reads, split by port: DmaRuntime.kv_views)
         if K is None:
-            K = np.zeros((layers, kv_heads, max_context, head_dim), np.int8)
+            K = np.zeros((layers, kv_heads, max_context, head_dim), self.dtype)
             V = np.zeros_like(K)
+        if K.dtype != self.dtype or V.dtype != self.dtype:
+            raise ValueError(f"KV storage of {K.dtype} / {V.dtype} for an INT{kv_bits} cache")
         self.K, self.V = K, V
         # float32 (float64 under hostops.use("float64"), the reference precision)
         self.k_step = np.zeros((layers, kv_heads), hostops.dtype())
@@ -78,8 +114,10 @@ class KVCache:
                     or np.any(st < 0):
                 raise ValueError(f"KV steps: expected finite steps >= 0 of shape "
                                  f"{(layers, kv_heads, 2)}, got {st.shape}")
+            st = kv_steps_for(st, kv_bits)
             self.k_step[:], self.v_step[:] = st[..., 0], st[..., 1]
-        #: values beyond 127 steps, stored as +-127 (fixed steps only)
+        #: values beyond 127 steps (32767 in an INT16 cache), stored as +-127 (+-32767)
+        #: (fixed steps only)
         self.clipped = 0
         self.length = np.zeros(layers, np.int64)
         self.max_context = max_context
@@ -94,14 +132,17 @@ class KVCache:
 
     def _append(self, store, steps, layer, head, t, row, which):
         if self.fixed:
-            # one kernel: the row at the head's fixed step, clamped to +-127 (hostops.kv_row)
+            # one kernel: the row at the head's fixed step, clamped to +-127 (+-32767 in an
+            # INT16 cache; hostops.kv_row)
             step = steps[layer, head]
             if not np.all(np.isfinite(row)):      # as kv_step refuses it (and the C loop)
                 raise ValueError(f"kv_step: the row {hostops.ERR_NONFINITE}")
-            store[layer, head, t] = hostops.kv_row(row, step).reshape(store.shape[3:])
+            store[layer, head, t] = hostops.kv_row(row, step, self.kv_bits).reshape(
+                store.shape[3:])
             if step > 0:
-                self.clipped += int(np.count_nonzero(np.abs(row) > 127.5 * float(step)))
-            self.written += self.head_dim
+                lim = (self.code_max + 0.5) * float(step)
+                self.clipped += int(np.count_nonzero(np.abs(row) > lim))
+            self.written += self.head_dim * self.dtype.itemsize
             return
         # hostops' three parts (the C library's when built): the step, the cached rows
         # requantised in place (any layout of the view), the new row
@@ -126,7 +167,8 @@ class KVCache:
         return step, ratio
 
     def rows(self, which: str, layer: int, head: int, n: int) -> np.ndarray:
-        """Positions 0..n-1 of one (layer, KV head) of K or V as (n, head_dim) int8."""
+        """Positions 0..n-1 of one (layer, KV head) of K or V as (n, head_dim) int8 (int16 in
+        an INT16 cache)."""
         store = self.K if which == "K" else self.V
         return np.asarray(store[layer, head, :n]).reshape(n, self.head_dim)
 

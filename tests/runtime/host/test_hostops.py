@@ -100,6 +100,8 @@ def _public(kernel: str, inp: dict):
             return q
         if kernel == "kv_row":
             return f.kv_row(x, inp["step"][0])
+        if kernel == "kv_row16":
+            return f.kv_row(x, inp["step"][0], 16)
         if kernel == "kv_append":
             t, d = (int(v) for v in inp["dims"])
             rows = inp["rows"].copy().reshape(t + 1, d)

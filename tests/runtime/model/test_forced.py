@@ -15,6 +15,8 @@ from generators.runtime.model.quantise import KVCache
 from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
+#: an INT16 attention engine (its KV cache INT16: docs/runtime.md 4.5)
+ENG16 = EngineConfig(max_k=512, max_context=32, exp_width=21, scale_frac_bits=16, kv_bits=16)
 IDS = [1, 5, 9, 2, 7, 7, 3, 11, 4, 6, 8, 10, 12, 0, 2, 13]
 
 
@@ -29,6 +31,8 @@ def models(tiny):
     for fmt in ("int8", "ternary", "q4"):
         out[fmt] = convert(tiny, fmt, ENG, notice=None, kv=False)     # the running absmax
         out[fmt + "-cal"] = convert(tiny, fmt, ENG, notice=None)      # calibrated steps
+    for fmt in ("int8", "q4"):                                         # the INT16 cache
+        out[fmt + "-cal16"] = convert(tiny, fmt, ENG16, notice=None)
     return out
 
 
@@ -43,7 +47,8 @@ def _bits(a):
 
 
 @pytest.mark.parametrize("path", ["auto", "float64"])
-@pytest.mark.parametrize("name", ["int8", "ternary", "q4", "int8-cal", "q4-cal"])
+@pytest.mark.parametrize("name", ["int8", "ternary", "q4", "int8-cal", "q4-cal", "int8-cal16",
+                                  "q4-cal16"])
 def test_forced_equals_the_decoder_bit_for_bit(models, name, path):
     m = models[name]
     with hostops.using(path):
@@ -152,3 +157,21 @@ def test_op_groups_in_float64(models):
     assert c.dtype == np.float64 and not np.array_equal(c.astype(np.float32), a)
     with pytest.raises(ValueError, match="softmax"):
         forced(m, IDS, f64_ops=("softmax",))
+
+
+def test_int16_cache_in_forced(models, tiny):
+    """An INT16 engine's model: forced() keeps an INT16 cache (int16 codes, the calibrated
+    INT8 steps x 127 / 32767, nothing requantised) as the Decoder does; its calibration ran on
+    an INT8 running absmax (the steps are INT8 steps, as in any image)."""
+    m = models["int8-cal16"]
+    r = forced(m, IDS)
+    kv = r["kv"]
+    assert kv.kv_bits == 16 and kv.K.dtype == np.int16 and kv.fixed and kv.requantised == 0
+    want = (m.kv_steps.astype(np.float64) * (127 / 32767)).astype(np.float32)
+    assert np.array_equal(kv.k_step, want[..., 0]) and np.array_equal(kv.v_step, want[..., 1])
+    assert np.abs(kv.K[:, :, :len(IDS)]).max() > 127           # the codes use the width
+    c = m.config
+    rows = c.num_hidden_layers * c.num_key_value_heads * 2           # K and V rows a token
+    assert np.all(r["kv_bytes"] == rows * c.head_dim * 2)          # two bytes a code
+    with pytest.raises(ValueError, match="calibrated KV steps only"):
+        forced(convert(tiny, "int8", ENG16, notice=None, kv=False), IDS[:3])

@@ -279,6 +279,31 @@ def test_smollm2_q4_answers_shipped_prompts_as_the_float64_pass(q4, ref_float):
     assert _answers_as_float64(dec, tok, ref_float, Q4_PROMPTS) == []
 
 
+#: tools/answers_experiment.py's row B-i16 (INT16 KV, the calibrated steps x 127 / 32767, the
+#: engine's fixed-point softmax at W = 21, F = 16; build/numerics/B-i16.json at 8efaaa6) on the
+#: first shipped prompt, "What is the capital of France?": its greedy answer's token ids
+B_I16_PROMPT_0 = [504, 3575, 282, 4649, 314, 7042, 30, 2]
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_smollm2_q4_with_an_int16_kv_cache_answers_as_the_b_i16_row(q4, loop):
+    """The default q4 image on an INT16 attention engine (kv_bits 16, exp_width 21,
+    scale_frac_bits 16; the image and its calibrated steps unchanged: the cache's are them x
+    127 / 32767) answers the first shipped prompt token for token as the numpy model of
+    answers_experiment.py's row B-i16, whose KV and attention arithmetic is the runtime's
+    (kv_row's INT16 twin, the golden engine at kv_bits 16); both loops."""
+    import dataclasses
+    model, tok, _ = q4
+    eng = dataclasses.replace(model.engines, kv_bits=16, exp_width=21, scale_frac_bits=16)
+    m16 = dataclasses.replace(model, engines=eng)
+    dec = Decoder(m16, make_backend("golden", m16, context=128), loop=loop)
+    dec.chunk = 1
+    ids = tok.chat_ids(read_prompts()[0])
+    got = list(dec.generate(ids, 32, stop_ids=list(tok.eos_ids)))
+    assert dec.kv.K.dtype == np.int16 and dec.kv.requantised == 0
+    assert got == B_I16_PROMPT_0, tok.decode(got)
+
+
 # ------------------------------------------------------------------------------ bad input
 
 @pytest.fixture(scope="module")

@@ -747,28 +747,34 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
 
 /* KVCache._append of one K or V row of one (layer, KV head) at position t: the step (fixed,
  * or the running absmax's, with the cached rows of both port halves requantised when it
- * grew), the row quantised and written as the attention engine reads it (element
- * 16 j + 8 p + b: byte 8 j + b of port p's row) */
+ * grew), the row quantised and written as the attention engine reads it (byte 16 j + 8 p + b
+ * of the row's codes: byte 8 j + b of port p's row; INT8 codes, or INT16 little-endian ones
+ * when KV_BITS is 16, fixed steps only: values beyond 32767 steps clipped and counted) */
 static int32_t kv_one(const ctx_t *c, tph_row *row, uint32_t which, uint32_t layer,
                       uint32_t head, uint32_t t, const float *x, float *stp)
 {
     int8_t *kv = (int8_t *)c->p[TPH_P_KV] + row->stream * c->stream_bytes;
     const uint32_t block = c->context * c->kv_row;
     float step = *stp, ratio = 0.0f;
+    const uint32_t wide = c->t[TPH_T_KV_BITS] == 16u;
+    const double top = wide ? 32767.5 : 127.5;
     uint32_t port, j;
     int32_t rc;
+    if (wide && !c->t[TPH_T_KV_FIXED])    /* no running absmax for INT16 (KVCache refuses) */
+        return value_error(c, TPH_V_KV_STEP, TPH_BADARG, 0.0);
     if (c->t[TPH_T_KV_FIXED]) {
         /* the fixed step: no growth, no requantisation; the values beyond 127 steps (stored
-         * as +-127 by tph_kv_row) counted as KVCache._append counts them, in double:
-         * |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53 bits). The row's
+         * as +-127 by tph_kv_row; INT16: 32767 and tph_kv_row16) counted as KVCache._append
+         * counts them, in double: |x| > 127.5 * step, exact (127.5 * step needs 32 of the 53
+         * bits; 32767.5 * step 40). The row's
          * absmax (the library's SSE2 kernel; a NaN or an infinity refused as kv_step
          * refuses it) decides whether any value is beyond: almost never, so the count's
          * scalar loop runs only then */
         float amax;
         if ((rc = tph_absmax(x, c->d, &amax)) < 0)
             return value_error(c, TPH_V_KV_STEP, rc, 0.0);
-        if (step > 0.0f && (double)amax > 127.5 * (double)step) {
-            const double lim = 127.5 * (double)step;
+        if (step > 0.0f && (double)amax > top * (double)step) {
+            const double lim = top * (double)step;
             uint32_t i, n = 0;
             for (i = 0; i < c->d; i++)
                 n += (double)fabsf(x[i]) > lim;
@@ -790,17 +796,20 @@ static int32_t kv_one(const ctx_t *c, tph_row *row, uint32_t which, uint32_t lay
         stats(c)[TPH_C_GROWTHS]++;
     }
     *stp = step;
-    tph_kv_row(x, c->d, step, c->row);
+    if (wide)    /* int16 codes; the host is little-endian (tph_init): its bytes are the frame's */
+        tph_kv_row16(x, c->d, step, (int16_t *)(void *)c->row);
+    else
+        tph_kv_row(x, c->d, step, c->row);
     for (port = 0; port < 2; port++) {
         int8_t *dst = kv + (((port * 2u + which) * c->layers + layer) * c->kvh + head) * block
                       + t * c->kv_row;
         const int8_t *src = c->row + 8u * port;
-        const uint32_t words = c->d / 16u;    /* (a local: the stores may alias the context) */
+        const uint32_t words = c->kv_row / 8u;  /* (a local: the stores may alias the context) */
         for (j = 0; j < words; j++)
             memcpy(dst + 8u * j, src + 16u * j, 8);
     }
-    stats(c)[TPH_C_KV] += c->d;
-    row->kv_written += c->d;
+    stats(c)[TPH_C_KV] += 2u * c->kv_row;        /* the row's bytes: d, or 2 d for INT16 */
+    row->kv_written += 2u * c->kv_row;
     return TPH_OK;
 }
 
@@ -863,7 +872,8 @@ static int32_t attention(const ctx_t *c, const tph_row *row, uint32_t layer, con
                         | (uint64_t)(G & 0xFFu) << 32 | (uint64_t)(d & 0xFFFFu) << 40
                         | (uint64_t)(tag & 0xFFu) << 56);
         for (g = 0; g < G; g++) {
-            uint32_t w = (c->mult[g] & 0xFFFFu) | (c->shift[g] & 0xFFu) << 16;
+            uint32_t w = (c->mult[g] & 0xFFFFu) | (c->shift[g] & 0xFFu) << 16
+                         | (T[TPH_T_KV_BITS] == 16u ? 1u : 0u) << 24;   /* the KV format code */
             c->block[8 + 4 * g] = (uint8_t)w;
             c->block[9 + 4 * g] = (uint8_t)(w >> 8);
             c->block[10 + 4 * g] = (uint8_t)(w >> 16);
@@ -1131,7 +1141,7 @@ int32_t tph_step_rows(void *mem, tph_row *rows, uint32_t B)
 static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
 {
     /* V rows each: x n q att o (hidden), k v (kv dim), g u h (mlp), cos sin (d/2); sq (G),
-     * sx (V), mult shift (G), block (header + G d), row (d) */
+     * sx (V), mult shift (G), block (header + G d), row (2 d: INT8 or INT16 codes) */
     const uint32_t H = t[TPH_T_HIDDEN], I = t[TPH_T_MLP], d = t[TPH_T_HEAD_DIM];
     const uint32_t G = t[TPH_T_HEADS] / t[TPH_T_KV_HEADS], kvd = t[TPH_T_KV_HEADS] * d;
     const uint32_t V = t[TPH_T_VECTORS];
@@ -1140,7 +1150,7 @@ static uint32_t workspace(const uint32_t *t, uint32_t *sizes)
                             4 * kvd * V, 4 * I * V, 4 * I * V, 4 * I * V, 2 * d * V, 2 * d * V,
                             4 * G,
                             4 * V, 4 * G, 4 * G,
-                            t[TPH_T_HDR_BYTES] + G * d + d};
+                            t[TPH_T_HDR_BYTES] + G * d + 2 * d};
     for (i = 0; i < 17; i++) {
         sizes[i] = ALIGN16(n[i]);
         total += sizes[i];
@@ -1163,7 +1173,8 @@ static int bad_header(const uint32_t *t, uint32_t words)
         if (t[i] == 0 || t[i] > 0x1000000u)
             return 1;
     if (t[TPH_T_HEADS] % t[TPH_T_KV_HEADS] || t[TPH_T_HIDDEN] != t[TPH_T_HEADS] * t[TPH_T_HEAD_DIM]
-        || t[TPH_T_HEAD_DIM] % 16u || t[TPH_T_KV_ROW] * 2u != t[TPH_T_HEAD_DIM]
+        || t[TPH_T_HEAD_DIM] % 16u || (t[TPH_T_KV_BITS] != 8u && t[TPH_T_KV_BITS] != 16u)
+        || t[TPH_T_KV_ROW] * 16u != t[TPH_T_HEAD_DIM] * t[TPH_T_KV_BITS]
         || t[TPH_T_CONTEXT] == 0 || t[TPH_T_CONTEXT] > 0xFFFFu)
         return 1;
     G = t[TPH_T_HEADS] / t[TPH_T_KV_HEADS];

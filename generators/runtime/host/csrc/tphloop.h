@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 7
+#define TPH_LOOP_ABI 8
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
@@ -132,6 +132,11 @@ enum {
                                           descriptor's NXTDESC word index, the ring's next
                                           address, the block's first) */
     TPH_T_RESULTS_BYTES,               /* bytes of the results region (whole lines) */
+    TPH_T_KV_BITS,                     /* 8 or 16: the attention engine's K and V codes
+                                          (AttentionConfig.kv_bits): the cache's elements
+                                          (KV_ROW = HEAD_DIM * KV_BITS / 16 bytes), the scale
+                                          words' byte 3 (the KV format code, 0 or 1); 16
+                                          needs fixed steps (KV_FIXED) */
     TPH_T_HEADER = 48
 };
 
@@ -172,7 +177,8 @@ enum { TPH_QKV, TPH_ATT, TPH_O, TPH_GU, TPH_DOWN, TPH_LM, TPH_KINDS };
 /* ---- pointer slots */
 enum {
     TPH_P_FRAMES,      /* uint8: the frames region (descriptors, x and part slots) */
-    TPH_P_KV,          /* int8: the kv region, kv[port][K|V][layer][kv_head][position][row] */
+    TPH_P_KV,          /* bytes: the kv region, kv[port][K|V][layer][kv_head][position][row]
+                          (int8 codes, or int16 little-endian when KV_BITS is 16) */
     TPH_P_EMBED,       /* uint8: Q8_0 embedding rows */
     TPH_P_NORMS,       /* float: (2 LAYERS + 1) x HIDDEN: input, post of each layer; final */
     TPH_P_SCALES,      /* float: every INT8 / ternary matrix's row scales */

@@ -1353,6 +1353,21 @@ void tph_kv_row(const float *x, uint32_t d, float step, int8_t *q)
         memset(q, 0, d);
 }
 
+/* x * inv in IEEE float32 (the numpy twin's plain multiply), clamped, then rounded half to
+ * even by the magic number (|v| <= 32767 < 2^22); a scalar loop: 6 rows of d a layer */
+void tph_kv_row16(const float *x, uint32_t d, float step, int16_t *q)
+{
+    uint32_t i;
+    if (step > 0.0f) {
+        const float inv = 1.0f / step;
+        for (i = 0; i < d; i++) {
+            const float v = x[i] * inv;
+            q[i] = (int16_t)rint_small(v < -32767.0f ? -32767.0f : v > 32767.0f ? 32767.0f : v);
+        }
+    } else
+        memset(q, 0, (size_t)d * sizeof *q);
+}
+
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x)
 {
     float ratio;

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* bumped when a signature or a numeric definition changes (the loader checks it) */
-#define TPH_ABI 4
+#define TPH_ABI 5
 
 #define TPH_OK         0
 #define TPH_NONFINITE (-1)   /* an input holds NaN or infinity */
@@ -80,6 +80,10 @@ int32_t tph_kv_step(const float *x, uint32_t d, float *step, float *ratio);
 int32_t tph_kv_requantise(int8_t *q, uint32_t n, float ratio);
 void tph_kv_row(const float *x, uint32_t d, float step, int8_t *q);
 int32_t tph_kv_append(int8_t *rows, uint32_t t, uint32_t d, float *step, const float *x);
+/* kv_row16: the INT16 cache's row (an INT16 attention engine, AttentionConfig.kv_bits = 16):
+ * q = rint(clamp(x * (1 / step), -32767, 32767)), zeros while step is 0 (x finite). Fixed
+ * steps only: the INT16 cache has no running absmax (no kv_step / kv_requantise twin). */
+void tph_kv_row16(const float *x, uint32_t d, float step, int16_t *q);
 
 /* ---- per-block activations (ggml's Q8_0 / Q8_1, generators/golden/blocks.py; docs/activations.md).
  * Not in the per-token path yet: the matrix engines take one INT8 step per vector until their

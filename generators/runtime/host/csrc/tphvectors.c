@@ -28,7 +28,7 @@ typedef struct {
     uint32_t cases, words, mismatches;
 } tally_t;
 
-static const uint32_t dtype_size[] = {0, 4, 4, 4, 1, 1, 2, 8};
+static const uint32_t dtype_size[] = {0, 4, 4, 4, 1, 1, 2, 8, 2};
 
 static int read_u32(FILE *f, uint32_t *v)
 {
@@ -42,7 +42,7 @@ static int read_u32(FILE *f, uint32_t *v)
 static int read_array(FILE *f, array_t *a)
 {
     size_t bytes;
-    if (read_u32(f, &a->dtype) || read_u32(f, &a->count) || a->dtype == 0 || a->dtype > 7)
+    if (read_u32(f, &a->dtype) || read_u32(f, &a->count) || a->dtype == 0 || a->dtype > 8)
         return -1;
     a->size = dtype_size[a->dtype];
     bytes = (size_t)a->count * a->size;
@@ -176,6 +176,10 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
     } else if (!strcmp(k, "kv_row") && na == 3) {
         OUT(o1, 2);
         tph_kv_row(F(0), N(0), F(1)[0], (int8_t *)o1);
+        CMP(o1, 2, "q");
+    } else if (!strcmp(k, "kv_row16") && na == 3) {
+        OUT(o1, 2);
+        tph_kv_row16(F(0), N(0), F(1)[0], (int16_t *)o1);
         CMP(o1, 2, "q");
     } else if (!strcmp(k, "kv_append") && na == 7) {
         float step = F(2)[0];
