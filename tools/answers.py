@@ -50,7 +50,13 @@ sys.path.insert(0, str(REPO / "tests"))
 
 PROMPTS = REPO / "docs" / "data" / "answers-prompts.txt"
 OUT = REPO / "build" / "answers"
-FORMATS = ("int8", "q4")
+FORMATS = ("int8", "q4", "int8-kv16", "q4-kv16")
+#: the "-kv16" rows: the same weights on the INT16-KV attention engine (issue 32 item 5:
+#: ``kv_bits`` 16, the exp table 21 bits wide, Z with 16 fraction bits: the widths
+#: generators.golden.attention.kv_widths_ok allows at context 2048)
+KV16_ENGINES = dict(kv_bits=16, exp_width=21, scale_frac_bits=16)
+_KV16 = (", INT16 KV (the calibrated steps x 127 / 32767), the attention engine with 16-bit K "
+         "and V (exp table 21 bits, Z 16 fraction bits)")
 NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1 weights "
                        "dequantised, float64 activations and KV",
             "llamacpp": "llama.cpp (llama-cpp-python): Q4_1 rows x Q8_1 activation blocks, "
@@ -61,6 +67,8 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
             "q4": "engines, the layers' Q4_1 rows as stored x Q8_1 activation blocks of 32 "
                   "(format 0x05), the LM head's Q8_0 rows as stored x Q8_0 blocks (format "
                   "0x09; both as llama.cpp), INT8 KV, fixed-point softmax"}
+NUMERICS["int8-kv16"] = NUMERICS["int8"].replace(", INT8 KV, fixed-point softmax", _KV16)
+NUMERICS["q4-kv16"] = NUMERICS["q4"].replace(", INT8 KV, fixed-point softmax", _KV16)
 
 
 def log(msg: str) -> None:
@@ -92,6 +100,29 @@ def agreement(answers: Sequence[Sequence[int]], refs: Sequence[Sequence[int]]) -
     full = sum(1 for a, r in zip(answers, refs) if list(a) == list(r))
     return dict(tokens=lead, of=total, fraction=round(lead / total, 4) if total else 0.0,
                 equal=full, prompts=len(refs))
+
+
+def sign_test_p(a: int, b: int) -> float:
+    """Two-sided sign test: the probability of a split at least as uneven as ``a`` : ``b``
+    between two rows equally good (ties left out)."""
+    from math import comb
+    n, k = a + b, min(a, b)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def paired(answers: Sequence[Sequence[int]], other: Sequence[Sequence[int]],
+           refs: Sequence[Sequence[int]]) -> Dict:
+    """Per prompt, whether ``answers`` follow ``refs`` further than ``other`` do: the paired
+    view of two rows (the summed metric moves by several points between numerics that differ
+    in one rounding; the split over prompts says whether a difference is more than that)."""
+    a = [leading_equal(x, r) for x, r in zip(answers, refs)]
+    b = [leading_equal(x, r) for x, r in zip(other, refs)]
+    further = sum(1 for x, y in zip(a, b) if x > y)
+    shorter = sum(1 for x, y in zip(a, b) if x < y)
+    return dict(further=further, shorter=shorter, same=len(a) - further - shorter,
+                p=round(sign_test_p(further, shorter), 4))
 
 
 def _hash_files(paths) -> bytes:
@@ -135,10 +166,14 @@ class Asker:
                 ref = Reference.from_gguf(self.path, "float")
                 self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
             else:
+                import dataclasses
                 from generators.runtime.engines import make_backend
                 from generators.runtime.cli.chat import load_model
                 from generators.runtime.decode.decoder import Decoder
-                model, _, _ = load_model(str(self.path), self.numerics, say=None)
+                from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES
+                fmt, _, kv = self.numerics.partition("-")
+                engines = dataclasses.replace(PYNQ_Z1_ENGINES, **(KV16_ENGINES if kv else {}))
+                model, _, _ = load_model(str(self.path), fmt, engines=engines, say=None)
                 dec = Decoder(model, make_backend("golden", model, context=512))
                 # the prompt token by token: the chunked prefill's bits
                 # (tests/runtime/decode/test_prefill.py), and on the golden backend several
@@ -193,6 +228,14 @@ def record_figures(rows: Dict, path: Path, n_prompts: int, tokens: int, lc_versi
             figs.append(figure(f"answers.{n}.vs_llamacpp_pct", round(100 * v["fraction"], 1),
                                "%", "measured", f"{NUMERICS[n]}: tokens before its answers "
                                f"leave llama.cpp's ({v['tokens']} of {v['of']})"))
+        if "paired" in r:
+            v = r["paired"]
+            figs.append(figure(f"answers.{n}.further_than_llamacpp", v["further"], "prompts",
+                               "measured", f"{NUMERICS[n]}: prompts whose answer follows the "
+                               f"float64 pass's further than llama.cpp's does ({v['shorter']} "
+                               f"less far, {v['same']} as far; two-sided sign test p "
+                               f"{v['p']:.2f})", shorter=v["shorter"], same=v["same"],
+                               p=v["p"]))
     return record("answers", figs, command="make answers (tools/answers.py)",
                   note=f"SmolLM2-135M-Instruct ({path.name}), {n_prompts} prompts of "
                        f"docs/data/answers-prompts.txt, chat template, greedy, up to {tokens} "
@@ -203,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="make answers: free-running greedy answers "
                                  "against a float64 pass and llama.cpp")
     ap.add_argument("--formats", default=",".join(FORMATS),
-                    help="engine weight formats (default int8,q4)")
+                    help="engine rows: weight formats, '-kv16' on the INT16-KV attention "
+                         "engine (default int8,q4,int8-kv16,q4-kv16)")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens at most (default 32)")
     ap.add_argument("--prompts", default=str(PROMPTS), help="one user message per line")
     ap.add_argument("--limit", type=int, default=0, help="the first N prompts only (not "
@@ -269,6 +313,7 @@ def main(argv=None) -> int:
     if "llamacpp" in answers:
         for f in fmts:
             rows[f]["vs_llamacpp"] = agreement(answers[f], answers["llamacpp"])
+            rows[f]["paired"] = paired(answers[f], answers["llamacpp"], ref)
     text = {n: [tok.decode(a, skip_special_tokens=True) for a in got]
             for n, got in answers.items()}
 
@@ -297,8 +342,11 @@ def main(argv=None) -> int:
     if "llamacpp" in rows:
         for f in fmts:
             verdict = "meets" if rows[f]["fraction"] >= rows["llamacpp"]["fraction"] else "misses"
+            pr = rows[f]["paired"]
             log(f"goal (issue 32): engines {f} follow float64 {100 * rows[f]['fraction']:.0f} % "
-                f"against llama.cpp's {100 * rows['llamacpp']['fraction']:.0f} %: {verdict}")
+                f"against llama.cpp's {100 * rows['llamacpp']['fraction']:.0f} %: {verdict}; "
+                f"per prompt {pr['further']} further, {pr['shorter']} shorter, "
+                f"{pr['same']} as far (sign test p {pr['p']:.2f})")
     if args.no_record or args.limit or args.prompts != str(PROMPTS) or "llamacpp" not in rows:
         if not args.no_record:
             log("not recorded: every shipped prompt and the llama.cpp row are needed")

@@ -28,6 +28,24 @@ def test_agreement_over_prompts():
         answers.agreement(got[:2], refs)
 
 
+def test_paired_against_another_row():
+    """Per prompt, which row follows the reference further; the sign test's p by hand."""
+    refs = [[1, 2, 3], [4, 5], [6, 7], [8, 9]]
+    a = [[1, 2, 3], [4, 0], [6, 0], [8, 9]]       # 3, 1, 1, 2 leading tokens
+    b = [[1, 0, 0], [4, 5], [6, 1], [8, 9]]       # 1, 2, 1, 2
+    assert answers.paired(a, b, refs) == dict(further=1, shorter=1, same=2, p=1.0)
+    # 1 against 6: P(X <= 1) for X ~ Bin(7, 1/2) is 8/128, two-sided 16/128
+    assert answers.sign_test_p(1, 6) == answers.sign_test_p(6, 1) == 16 / 128
+    assert answers.sign_test_p(0, 0) == 1.0
+    assert answers.sign_test_p(18, 7) == pytest.approx(0.0433, abs=1e-4)
+
+
+def test_the_kv16_rows_name_their_engine():
+    assert set(answers.FORMATS) >= {"int8", "q4", "int8-kv16", "q4-kv16"}
+    for f in answers.FORMATS:
+        assert ("INT16 KV" in answers.NUMERICS[f]) == f.endswith("-kv16")
+
+
 def test_the_shipped_prompts():
     p = answers.read_prompts()
     assert len(p) >= 40 and len(set(p)) == len(p)
