@@ -7,8 +7,10 @@
 // the design's parameters and the delays of the latency model AttentionTiming
 // (generators/designs/attention.py), and the exp table (a block ROM with literal contents)
 // beside it on the exp_addr / exp_q pins. Every per-head and per-byte structure is a generate
-// loop here: heads `hd[g]`, bytes of a beat `ln[j]` inside a head, the K adder tree `kt`, the
-// |acc| maximum tree `mt`, the four result dividers `yk[k]`.
+// loop here: heads `hd[g]`, elements of a beat `ln[j]` inside a head, the K adder tree `kt`,
+// the |acc| maximum tree `mt`, the four result dividers `yk[k]`. K and V are INT8 or INT16
+// codes (KV_BITS; q is INT8): a beat holds NE = BB * 8 / KV_BITS elements of K or V, and every
+// width below follows from KV_BITS (docs/attention.md 3.1).
 //
 // Pipeline (docs/attention.md 9; every register-to-register path at most 6.0 ns in the timing
 // model of docs/timing.md: DSP48 operands and products registered, no LUT between a block RAM
@@ -21,8 +23,8 @@
 //                 accumulate, K5 score RAM write and running maximum
 //   weight unit   TRIG_DELAY cycles after a V row's first beat: score RAM read (read and output
 //                 registers), every head's e = m - s registered (W0), then one head per
-//                 clock: e selected, e*MULT + rnd (DSP), >> SHIFT, exp table (2 cycles),
-//                 weight register
+//                 clock: e selected, e*MULT + rnd (DSP; with EP_SPLIT two cascaded DSPs, one
+//                 more stage), >> SHIFT, exp table (2 cycles), weight register
 //   V pipeline    V beats delayed V_DELAY cycles; M0 the p.v operands registered (the
 //                 DSP48's A and B registers), M1/M2 products in its M and P registers, M3
 //                 accumulators in LUTRAM (read-modify-write at {bank, beat in row}; address
