@@ -66,6 +66,11 @@ SMALL = [
     ("attention-engine", {"heads_per_group": 1, "head_dim": 8, "max_context": 4, "macs": 8,
                           "exp_depth": 16, "fifo_depth": 16}, "small"),
     ("attention-engine", {}, "24 MACs"),
+    ("attention-engine", {"heads_per_group": 1, "head_dim": 8, "max_context": 4, "macs": 4,
+                          "kv_bits": 16, "scale_frac_bits": 16, "exp_depth": 16,
+                          "fifo_depth": 16}, "small, INT16 K and V"),
+    ("attention-engine", {"macs": 24, "kv_bits": 16, "exp_width": 21, "scale_frac_bits": 16},
+     "INT16 K and V, 24 MACs"),
     ("mv-engine", {"max_k": 16, "bytes": 4, "pipeline": 3, "reg_every": 1, "decode_bram": False,
                    "fifo_depth": 32}, "small"),   # latency 10: the FIFO needs 17 entries or more
     ("q4-engine", {"max_k": 70, "fifo_depth": 32}, "small"),

@@ -7,8 +7,10 @@
 // the design's parameters and the delays of the latency model AttentionTiming
 // (generators/designs/attention.py), and the exp table (a block ROM with literal contents)
 // beside it on the exp_addr / exp_q pins. Every per-head and per-byte structure is a generate
-// loop here: heads `hd[g]`, bytes of a beat `ln[j]` inside a head, the K adder tree `kt`, the
-// |acc| maximum tree `mt`, the four result dividers `yk[k]`.
+// loop here: heads `hd[g]`, elements of a beat `ln[j]` inside a head, the K adder tree `kt`,
+// the |acc| maximum tree `mt`, the four result dividers `yk[k]`. K and V are INT8 or INT16
+// codes (KV_BITS; q is INT8): a beat holds NE = BB * 8 / KV_BITS elements of K or V, and every
+// width below follows from KV_BITS (docs/attention.md 3.1).
 //
 // Pipeline (docs/attention.md 9; every register-to-register path at most 6.0 ns in the timing
 // model of docs/timing.md: DSP48 operands and products registered, no LUT between a block RAM
@@ -21,8 +23,8 @@
 //                 accumulate, K5 score RAM write and running maximum
 //   weight unit   TRIG_DELAY cycles after a V row's first beat: score RAM read (read and output
 //                 registers), every head's e = m - s registered (W0), then one head per
-//                 clock: e selected, e*MULT + rnd (DSP), >> SHIFT, exp table (2 cycles),
-//                 weight register
+//                 clock: e selected, e*MULT + rnd (DSP; with EP_SPLIT two cascaded DSPs, one
+//                 more stage), >> SHIFT, exp table (2 cycles), weight register
 //   V pipeline    V beats delayed V_DELAY cycles; M0 the p.v operands registered (the
 //                 DSP48's A and B registers), M1/M2 products in its M and P registers, M3
 //                 accumulators in LUTRAM (read-modify-write at {bank, beat in row}; address
@@ -49,6 +51,9 @@ module attention_core #
     parameter D = 64,
     // Bytes per input beat: 8 (64-bit s_axis) or 16 (128-bit s_axis)
     parameter BB = 8,
+    // Width of the K and V codes: 8 (INT8, a byte an element) or 16 (INT16, two bytes
+    // little-endian); q is INT8 either way
+    parameter KV_BITS = 8,
     // Largest context length L accepted, 1..65535
     parameter LMAX = 2048,
     // Exp table entries
@@ -60,11 +65,16 @@ module attention_core #
     // Fraction bits of the Z scale word
     parameter F = 24,
     // Z quotient bits (AttentionTiming.z_bits)
-    parameter ZQ = F + 8,
+    parameter ZQ = F + KV_BITS,
     // Frame magic (header bytes 0..1)
     parameter [15:0] MAGIC = 16'hA77E,
-    // K adder tree: bit l-1 set when level l (1..log2 BB) is registered (the generator's Tree)
+    // K adder tree: bit l-1 set when level l (1..log2 of the K elements per beat) is
+    // registered (the generator's Tree)
     parameter [7:0] K_TREE_REG_LEVELS = 8'b0000_0110,
+    // 1: e * MULT + rnd in two cascaded DSP48 stages (e wider than 24 bits: INT16 K), one
+    // more weight stage (AttentionTiming.ep_split); 0: one DSP48 stage
+    // (e = m - s has bitlen(D << (6 + KV_BITS)) bits: more than 24 from D = 2^(18 - KV_BITS))
+    parameter EP_SPLIT = (D >= (1 << (18 - KV_BITS))) ? 1 : 0,
     // V row start (V input register) -> score RAM read (AttentionTiming.trig_delay)
     parameter TRIG_DELAY = 5,
     // V input register -> p*v stage (AttentionTiming.v_delay)
@@ -122,21 +132,28 @@ function integer popcount8(input [7:0] x);
     end
 endfunction
 
-localparam RB    = D / BB;                        // beats per K or V row
+localparam KVB   = KV_BITS / 8;                   // bytes of a K or V element
+localparam NE    = BB / KVB;                      // K or V elements per beat
+localparam RB    = D * KVB / BB;                  // beats per K or V row
+localparam QRB   = D / BB;                        // beats of one head's q
 localparam HB    = (8 + 4 * G + BB - 1) / BB;     // header beats
-localparam MT    = $clog2(BB);                    // levels of the K tree and of the |acc| tree
-localparam WPB   = BB / 4;                        // result words per beat of a row
-localparam FHW   = MT - 2;                        // result word within a beat: counter width
+localparam MT    = $clog2(NE);                    // levels of the K tree and of the |acc| tree
+localparam WPB   = NE / 4;                        // result words per beat of a row
+localparam FHW   = (MT > 2) ? MT - 2 : 1;         // result word within a beat: counter width
 localparam TW    = (LMAX > 1) ? $clog2(LMAX) : 1; // row counter width
 localparam RBW   = (RB > 1) ? $clog2(RB) : 1;     // beat-in-row counter width
+localparam QRBW  = (QRB > 1) ? $clog2(QRB) : 1;   // beat-in-q-head counter width
 localparam GW    = (G > 1) ? $clog2(G) : 1;       // head counter width
 localparam HBW   = (HB > 1) ? $clog2(HB) : 1;     // header beat counter width
 localparam RBA   = RBW + 1;                       // accumulator LUTRAM address: {bank, beat}
-localparam SB    = bitlen(D << 14) + 1;           // score width (signed)
-localparam PSB   = 16 + MT;                       // one beat's partial score width (signed)
-localparam MPW   = W + 9;                         // p * v product width (signed)
-// accumulator width (signed): holds L * (2^W - 1) * 128, and at least one p * v product
-localparam AB0   = bitlen(LMAX * ((64'd1 << W) - 64'd1) * 64'd128) + 1;
+localparam SB    = bitlen(D << (6 + KV_BITS)) + 1;   // score width (signed)
+localparam KPW   = 8 + KV_BITS;                   // q * k product width (signed)
+localparam PSB   = KPW + MT;                      // one beat's partial score width (signed)
+localparam EHW   = (SB > 18) ? SB - 17 : 1;       // e's high part (EP_SPLIT: e >> 17)
+localparam MPW   = W + 1 + KV_BITS;               // p * v product width (signed)
+// accumulator width (signed): holds L * (2^W - 1) * 2^(KV_BITS-1), and at least one p * v
+// product
+localparam AB0   = bitlen(LMAX * ((64'd1 << W) - 64'd1) * (64'd1 << (KV_BITS - 1))) + 1;
 localparam AB    = (AB0 > MPW) ? AB0 : MPW;
 localparam AZP   = (AB + 5) / 6;                  // 6-bit pieces of an AB-bit "!= 0"
 localparam SWID  = bitlen(LMAX * ((64'd1 << W) - 64'd1));   // S width (unsigned)
@@ -158,10 +175,14 @@ localparam [HBW-1:0] HB_M2     = HB - 2;
 localparam [RBW-1:0] RB_M1     = RB - 1;
 localparam [RBW-1:0] RB_M2     = (RB > 1) ? RB - 2 : 0;
 localparam [0:0]     RB_IS1    = (RB == 1);
+localparam [QRBW-1:0] QRB_M2   = (QRB > 1) ? QRB - 2 : 0;
+localparam [0:0]     QRB_IS1   = (QRB == 1);
+localparam [7:0]     KV_CODE   = KVB - 1;          // a scale word's byte 3: 0 INT8, 1 INT16
 localparam [GW-1:0]  G_M1      = G - 1;
 localparam [GW-1:0]  G_M2      = (G > 1) ? G - 2 : 0;
 localparam [0:0]     G_IS1     = (G == 1);
 localparam [FHW-1:0] FH_LAST   = WPB - 1;
+localparam [FHW-1:0] FH_1      = (WPB > 1) ? 1 : 0;   // fh's step (no step with one word)
 localparam [NYW-1:0] NY_M1     = NY - 1;
 localparam [47:0]    EDEPTH48  = EDEPTH;
 localparam [AB-1:0]  SIX1      = 63;                // a 6-bit piece
@@ -171,6 +192,20 @@ localparam [5:0]     BIG_SH    = 49 - bitlen(EDEPTH);   // EDEPTH << SHIFT >= 2^
 initial begin
     if (BB != 8 && BB != 16) begin
         $display("attention_core: BB=%0d must be 8 or 16", BB);
+        $finish;
+    end
+    if (KV_BITS != 8 && KV_BITS != 16) begin
+        $display("attention_core: KV_BITS=%0d must be 8 or 16", KV_BITS);
+        $finish;
+    end
+    if (AB0 > 48 || KV_BITS - 1 + F > 31) begin
+        $display("attention_core: KV_BITS=%0d W=%0d LMAX=%0d F=%0d: acc needs %0d bits > 48 %s",
+                 KV_BITS, W, LMAX, F, AB0, "or Z exceeds 2^31 (KV_BITS - 1 + F > 31)");
+        $finish;
+    end
+    if (EP_SPLIT != ((SB - 1 > 24) ? 1 : 0)) begin
+        $display("attention_core: EP_SPLIT=%0d, must be %0d (e has %0d bits, one DSP48 takes 24)",
+                 EP_SPLIT, (SB - 1 > 24) ? 1 : 0, SB - 1);
         $finish;
     end
     if (G < 1 || G > 8 || D % BB != 0 || RB < G || HB < 2) begin
@@ -215,11 +250,12 @@ wire [8*BB-1:0] din = s_axis_tdata;
 wire        hs  = s_axis_tvalid && rdy;
 assign s_axis_tready = rdy;
 
-// a scale word's slot (4 bytes: MULT, SHIFT, 0) is bad when SHIFT > 47 or byte 3 is not 0
+// a scale word's slot (4 bytes: MULT, SHIFT, KV format code) is bad when SHIFT > 47 or byte 3
+// is not the engine's KV format code (0 INT8, 1 INT16)
 wire [BB/4-1:0] slotbad_now;
 generate
 for (k = 0; k < BB / 4; k = k + 1) begin : slot
-    assign slotbad_now[k] = (din[32*k+16 +: 8] > 8'd47) || (din[32*k+24 +: 8] != 8'd0);
+    assign slotbad_now[k] = (din[32*k+16 +: 8] > 8'd47) || (din[32*k+24 +: 8] != KV_CODE);
 end
 endgenerate
 
@@ -255,8 +291,8 @@ reg            h0;        // hcnt == 0
 reg            hl;        // hcnt == HB - 1
 reg            fbad;
 reg  [GW-1:0]  qg;
-reg  [RBW-1:0] qb;
-reg            qbl;       // qb == RB - 1
+reg  [QRBW-1:0] qb;
+reg            qbl;       // qb == QRB - 1
 reg            qgl;       // qg == G - 1
 reg  [RBW-1:0] bcnt;
 reg            bl;        // bcnt == RB - 1
@@ -384,7 +420,7 @@ always @(posedge aclk) begin
             fh     <= {FHW{1'b0}};
         end
         if (ph_y) begin
-            fh <= fh + 1'b1;
+            fh <= fh + FH_1;
             if (fh == FH_LAST) begin
                 if (fb == RB_M1) begin
                     fb <= {RBW{1'b0}};
@@ -456,6 +492,15 @@ always @(posedge aclk) begin
     end
 end
 
+// the row counters' clear (their synchronous reset) and the last beat of K or V accepted as
+// kept nets: each one LUT of register outputs, so the clear is two LUT levels after hs1, not
+// mapped together with hs1's other loads into three (make timing, INT16 K and V with 16 row
+// beats: hs1 -> bcnt 6.07 ns)
+(* keep *) wire hs_re;
+(* keep *) wire rc_clr;
+assign hs_re  = hs1 && bl && tl;
+assign rc_clr = !(s_k || s_v) || hs_re;
+
 // header fields and q / row counters (no reset needed: loaded before use)
 always @(posedge aclk) begin
     if (hs1 && s_hdr) begin
@@ -471,23 +516,23 @@ always @(posedge aclk) begin
     end
     // q beat counters: at their start values outside the q section
     if (!s_q) begin
-        qb  <= {RBW{1'b0}};
+        qb  <= {QRBW{1'b0}};
         qg  <= {GW{1'b0}};
-        qbl <= RB_IS1;
+        qbl <= QRB_IS1;
         qgl <= G_IS1;
     end else if (hs1) begin
         if (qbl) begin
-            qb  <= {RBW{1'b0}};
-            qbl <= RB_IS1;
+            qb  <= {QRBW{1'b0}};
+            qbl <= QRB_IS1;
             qg  <= qg + 1'b1;
             qgl <= G_IS1 || (qg == G_M2);
         end else begin
             qb  <= qb + 1'b1;
-            qbl <= RB_IS1 || (qb == RB_M2);
+            qbl <= QRB_IS1 || (qb == QRB_M2);
         end
     end
     // K / V row counters: at their start values outside K and V, and again after K
-    if (!(s_k || s_v) || (hs1 && row_end)) begin
+    if (rc_clr) begin
         bcnt <= {RBW{1'b0}};
         bl   <= RB_IS1;
         tcnt <= {TW{1'b0}};
@@ -577,14 +622,15 @@ always @(posedge aclk) begin
     k4t    <= k3t;
 end
 
-// the bytes of the K beat and of the delayed V beat (md, below), shared by every head
-wire signed [7:0] kk [0:BB-1];
-wire signed [7:0] mvs [0:BB-1];
+// the elements of the K beat and of the delayed V beat (md, below), shared by every head
+// (KV_BITS each: a byte, or two bytes little-endian)
+wire signed [KV_BITS-1:0] kk [0:NE-1];
+wire signed [KV_BITS-1:0] mvs [0:NE-1];
 wire [8*BB-1:0]   md;
 generate
-for (j = 0; j < BB; j = j + 1) begin : byte_split
-    assign kk[j]  = k1d[8*j +: 8];
-    assign mvs[j] = md[8*j +: 8];
+for (j = 0; j < NE; j = j + 1) begin : byte_split
+    assign kk[j]  = k1d[KV_BITS*j +: KV_BITS];
+    assign mvs[j] = md[KV_BITS*j +: KV_BITS];
 end
 endgenerate
 
@@ -653,11 +699,55 @@ reg            ov3, ov4, ov5;
 reg  [EAW+2:0] idx3;      // index, still to be shifted by sh3
 wire [W-1:0]   pr5 = exp_q;   // table output (registered twice in the ROM)
 
-// e * MULT at its natural width: SB x 16 bits unsigned, one DSP48E1
-wire [SB+15:0] ep1 = e1 * mu1;
-/* verilator lint_off WIDTHEXPAND */
-wire [47:0]    ep1_48 = ep1;                      // zero-extended
-/* verilator lint_on WIDTHEXPAND */
+// W2's inputs: W1's registers (EP_SPLIT = 0) or W2a's (EP_SPLIT = 1), and e * MULT + rnd
+wire           w2i_v;
+wire [GW-1:0]  w2i_h;
+wire [5:0]     w2i_sh;
+wire [47:0]    w2i_p;
+generate
+if (EP_SPLIT == 0) begin : ep_one
+    // e * MULT at its natural width: SB x 16 bits unsigned, one DSP48E1 (W2)
+    wire [SB+15:0] ep1 = e1 * mu1;
+    /* verilator lint_off WIDTHEXPAND */
+    wire [47:0]    ep1_48 = ep1;                      // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
+    assign w2i_v  = w1v;
+    assign w2i_h  = w1h;
+    assign w2i_sh = sh1;
+    assign w2i_p  = ep1_48 + rnd1;
+end else begin : ep_two
+    // e wider than a DSP48E1's A port (INT16 K): e = e_hi * 2^17 + e_lo. W2a: e_lo * MULT +
+    // rnd (the first DSP48: A = e_lo, 17 bits, B = MULT, C = rnd; P register), e_hi and MULT
+    // registered for the second; W2: e_hi * MULT + (the first sum >> 17) (the second DSP48,
+    // the first's P through the cascade's 17-bit shift), the low 17 bits passed on
+    reg            va;
+    reg  [GW-1:0]  ha;
+    reg  [5:0]     sha;
+    reg  [15:0]    mua;
+    reg  [EHW-1:0] ehi;
+    (* use_dsp = "yes" *) reg [47:0] plo;
+    wire [32:0]    eplo = e1[16:0] * mu1;
+    /* verilator lint_off WIDTHEXPAND */
+    wire [47:0]    eplo_48 = eplo;                    // zero-extended
+    /* verilator lint_on WIDTHEXPAND */
+    always @(posedge aclk) begin
+        va  <= aresetn && w1v;
+        ha  <= w1h;
+        sha <= sh1;
+        mua <= mu1;
+        ehi <= e1[SB-1:17];
+        plo <= eplo_48 + rnd1;
+    end
+    wire [EHW+15:0] ephi = ehi * mua;
+    /* verilator lint_off WIDTHEXPAND */
+    wire [30:0]    phi = ephi + plo[47:17];           // < 2^31: e * MULT + rnd < 2^48
+    /* verilator lint_on WIDTHEXPAND */
+    assign w2i_v  = va;
+    assign w2i_h  = ha;
+    assign w2i_sh = sha;
+    assign w2i_p  = {phi, plo[16:0]};
+end
+endgenerate
 
 // the shift by SHIFT in three 4-way steps, one LUT level each (kept apart): two in W3, the
 // last in front of the table's address register in W4
@@ -683,7 +773,7 @@ always @(posedge aclk) begin
         w5v  <= 1'b0;
     end else begin
         w1v <= wrun;
-        w2v <= w1v;
+        w2v <= w2i_v;
         w3v <= w2v;
         w4v <= w3v;
         w5v <= w4v;
@@ -721,12 +811,12 @@ always @(posedge aclk) begin
             rnd1 <= rnd_all[48*iw +: 48];
         end
     end
-    // W2: e * MULT + rounding constant (one DSP48)
-    w2h <= w1h;
-    sh2 <= sh1;
-    p2  <= ep1_48 + rnd1;
-    lim2 <= EDEPTH48 << sh1;
-    big2 <= (sh1 >= BIG_SH);
+    // W2: e * MULT + rounding constant (one DSP48, or the second of two: ep_two)
+    w2h <= w2i_h;
+    sh2 <= w2i_sh;
+    p2  <= w2i_p;
+    lim2 <= EDEPTH48 << w2i_sh;
+    big2 <= (w2i_sh >= BIG_SH);
     // W3: shift, as three 4-way steps (one LUT level each, kept apart)
     w3h  <= w2h;
     idx3 <= p2s2;
@@ -764,9 +854,9 @@ delay_line #(.WIDTH(8 * BB + 7 + RBW), .CTRL_W(3), .DEPTH(V_DELAY)) v_dl (
 // (docs/timing.md: no fabric adder and no DSP48 output without its register on the way).
 // A beat reads at M2 the address the beat ahead of it (at M3) writes at the end of the cycle:
 // then it takes that beat's sum instead (m2fwd: rows of one beat, head_dim = beat bytes).
-reg  signed [7:0] vb [0:BB-1];
+reg  signed [KV_BITS-1:0] vb [0:NE-1];
 generate
-for (j = 0; j < BB; j = j + 1) begin : vreg
+for (j = 0; j < NE; j = j + 1) begin : vreg
     always @(posedge aclk) begin
         vb[j] <= mvs[j];
     end
@@ -900,30 +990,47 @@ for (g = 0; g < G; g = g + 1) begin : hd
     assign rnd_all[48*g +: 48] = rnd_h;
 
     // -------------------------------------------------------------- q, K pipeline
-    // q: one LUTRAM of RB beats; K1: the slice of this beat registered
-    reg  [8*BB-1:0] qh [0:RB-1];
-    reg  [8*BB-1:0] k1q;
-    always @(posedge aclk) begin
-        if (hs1 && s_q && qg == GI) begin
-            qh[qb] <= r0d;
+    // q: one LUTRAM of QRB beats; K1: the q elements of this K beat registered (the whole
+    // q beat for INT8 K; for INT16 K, half of q beat bcnt >> 1, chosen by bcnt[0])
+    reg  [8*BB-1:0] qh [0:QRB-1];
+    reg  [8*NE-1:0] k1q;
+    if (KVB == 1) begin : q8
+        always @(posedge aclk) begin
+            if (hs1 && s_q && qg == GI) begin
+                qh[qb] <= r0d;
+            end
+            k1q <= qh[bcnt];
         end
-        k1q <= qh[bcnt];
+    end else begin : q16
+        wire [QRBW-1:0] qra;                // bcnt >> 1
+        if (QRB > 1) begin : qa
+            assign qra = bcnt[RBW-1:1];
+        end else begin : qa1
+            assign qra = 1'b0;
+        end
+        wire [8*BB-1:0] qrd = qh[qra];
+        always @(posedge aclk) begin
+            if (hs1 && s_q && qg == GI) begin
+                qh[qb] <= r0d;
+            end
+            k1q <= bcnt[0] ? qrd[8*BB-1:8*NE] : qrd[8*NE-1:0];
+        end
     end
 
-    // K2: INT8 x INT8 products at their natural width (DSP), the leaves of the adder tree.
-    // K3: the tree (pairwise, level l at 16 + l bits; registered at K_TREE_REG_LEVELS).
-    // Node k of level l is entry 2 BB - 2 (BB >> l) + k of kte (even levels; the leaves are
-    // level 0, entries 0 .. BB-1) or kto (odd levels): a level reads one array and writes the
+    // K2: INT8 x KV_BITS products at their natural width (DSP), the leaves of the adder tree.
+    // K3: the tree (pairwise, level l at KPW + l bits; registered at K_TREE_REG_LEVELS).
+    // Node k of level l is entry 2 NE - 2 (NE >> l) + k of kte (even levels; the leaves are
+    // level 0, entries 0 .. NE-1) or kto (odd levels): a level reads one array and writes the
     // other, so the unregistered levels never read and write one variable (Verilator would
     // have to iterate it: UNOPTFLAT).
     /* verilator lint_off UNUSEDSIGNAL */
     /* verilator lint_off UNDRIVEN */
-    wire signed [PSB-1:0] kte [0:2*BB-2];
-    wire signed [PSB-1:0] kto [0:2*BB-2];
+    wire signed [PSB-1:0] kte [0:2*NE-2];
+    wire signed [PSB-1:0] kto [0:2*NE-2];
     /* verilator lint_on UNDRIVEN */
     /* verilator lint_on UNUSEDSIGNAL */
-    for (j = 0; j < BB; j = j + 1) begin : ln_k
-        (* use_dsp = "yes" *) reg signed [15:0] kp;
+    for (j = 0; j < NE; j = j + 1) begin : ln_k
+        (* use_dsp = "yes" *) reg signed [KPW-1:0] kp;
         always @(posedge aclk) begin
             kp <= $signed(k1q[8*j +: 8]) * kk[j];
         end
@@ -932,23 +1039,25 @@ for (g = 0; g < G; g = g + 1) begin : hd
         /* verilator lint_on WIDTHEXPAND */
     end
     for (l = 1; l <= MT; l = l + 1) begin : ktl
-        for (k = 0; k < (BB >> l); k = k + 1) begin : nd
-            // children: entries 2 BB - 4 (BB >> l) + 2k and + 1 of the level below
-            wire signed [15+l:0] s;
-            wire signed [15+l:0] o;
+        for (k = 0; k < (NE >> l); k = k + 1) begin : nd
+            // children: entries 2 NE - 4 (NE >> l) + 2k and + 1 of the level below
+            wire signed [KPW-1+l:0] s;
+            wire signed [KPW-1+l:0] o;
             if (l % 2 == 1) begin : odd
-                assign s = kte[2*BB-4*(BB>>l)+2*k][15+l:0] + kte[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                assign s = kte[2*NE-4*(NE>>l)+2*k][KPW-1+l:0]
+                         + kte[2*NE-4*(NE>>l)+2*k+1][KPW-1+l:0];
                 /* verilator lint_off WIDTHEXPAND */
-                assign kto[2*BB-2*(BB>>l)+k] = o;       // sign-extended
+                assign kto[2*NE-2*(NE>>l)+k] = o;       // sign-extended
                 /* verilator lint_on WIDTHEXPAND */
             end else begin : even
-                assign s = kto[2*BB-4*(BB>>l)+2*k][15+l:0] + kto[2*BB-4*(BB>>l)+2*k+1][15+l:0];
+                assign s = kto[2*NE-4*(NE>>l)+2*k][KPW-1+l:0]
+                         + kto[2*NE-4*(NE>>l)+2*k+1][KPW-1+l:0];
                 /* verilator lint_off WIDTHEXPAND */
-                assign kte[2*BB-2*(BB>>l)+k] = o;
+                assign kte[2*NE-2*(NE>>l)+k] = o;
                 /* verilator lint_on WIDTHEXPAND */
             end
             if (K_TREE_REG_LEVELS[l-1]) begin : r
-                reg signed [15+l:0] q;
+                reg signed [KPW-1+l:0] q;
                 always @(posedge aclk) begin
                     q <= s;
                 end
@@ -958,7 +1067,7 @@ for (g = 0; g < G; g = g + 1) begin : hd
             end
         end
     end
-    wire signed [PSB-1:0] ks = (MT % 2 == 1) ? kto[2*BB-2] : kte[2*BB-2];   // partial score
+    wire signed [PSB-1:0] ks = (MT % 2 == 1) ? kto[2*NE-2] : kte[2*NE-2];   // partial score
 
     // K4: row accumulate; K5: score RAM write (racc_all, above) and running maximum
     reg  signed [SB-1:0] racc;
@@ -1006,17 +1115,17 @@ for (g = 0; g < G; g = g + 1) begin : hd
     end
 
     // M0: the row's weight as the p*v products' A operand (registered); M1: p * v products
-    // (DSP, W+1 x 8 bits signed: the natural width; M register); M2: the accumulator (LUTRAM
+    // (DSP, W+1 x KV_BITS bits signed: the natural width; M register); M2: the accumulator (LUTRAM
     // per byte at m2a = {bank, beat in row}, zero on row 0) added to it in the DSP48, into its
     // P register; M3: written back; the sum's order key registered
     reg signed [W:0] pa;
     always @(posedge aclk) begin
         pa <= pus;
     end
-    wire [AB-1:0] ak [0:BB-1];     // order key of |acc| without a negation:
+    wire [AB-1:0] ak [0:NE-1];     // order key of |acc| without a negation:
                                    // {acc ^ sign, sign} = 2 |acc| - sign, registered (M4)
-    wire [AB-1:0] accf [0:BB-1];   // the finisher's read at fa
-    for (j = 0; j < BB; j = j + 1) begin : ln
+    wire [AB-1:0] accf [0:NE-1];   // the finisher's read at fa
+    for (j = 0; j < NE; j = j + 1) begin : ln
         (* use_dsp = "yes" *) reg signed [MPW-1:0] mp1;
         (* use_dsp = "yes" *) reg [AB-1:0] sum;
         reg  [AB-1:0] acc [0:(1 << RBA)-1];
@@ -1039,11 +1148,11 @@ for (g = 0; g < G; g = g + 1) begin : hd
 
     // M5..: row maximum of the order keys, a registered tree of pairwise maxima (one
     // compare and select per level; level 1 compares by the borrow of one subtraction).
-    // Node k of level l is mtn[BB - 2 (BB >> l) + k].
-    wire [AB-1:0] mtn [0:BB-2];
+    // Node k of level l is mtn[NE - 2 (NE >> l) + k].
+    wire [AB-1:0] mtn [0:NE-2];
     for (l = 1; l <= MT; l = l + 1) begin : mtl
-        for (k = 0; k < (BB >> l); k = k + 1) begin : nd
-            // left child: mtn[BB - 4 (BB >> l) + 2k] (level l - 1)
+        for (k = 0; k < (NE >> l); k = k + 1) begin : nd
+            // left child: mtn[NE - 4 (NE >> l) + 2k] (level l - 1)
             reg [AB-1:0] q;
             if (l == 1) begin : first
                 /* verilator lint_off UNUSEDSIGNAL */
@@ -1054,14 +1163,14 @@ for (g = 0; g < G; g = g + 1) begin : hd
                 end
             end else begin : next
                 always @(posedge aclk) begin
-                    q <= (mtn[BB-4*(BB>>l)+2*k+1] > mtn[BB-4*(BB>>l)+2*k])
-                         ? mtn[BB-4*(BB>>l)+2*k+1] : mtn[BB-4*(BB>>l)+2*k];
+                    q <= (mtn[NE-4*(NE>>l)+2*k+1] > mtn[NE-4*(NE>>l)+2*k])
+                         ? mtn[NE-4*(NE>>l)+2*k+1] : mtn[NE-4*(NE>>l)+2*k];
                 end
             end
-            assign mtn[BB-2*(BB>>l)+k] = q;
+            assign mtn[NE-2*(NE>>l)+k] = q;
         end
     end
-    wire [AB-1:0] mx = mtn[BB-2];
+    wire [AB-1:0] mx = mtn[NE-2];
 
     // A, the maximum over the last row's beats, kept as a key (Ak) and as the value
     // |acc| = (key >> 1) + (key & 1) (A, per bank)
@@ -1099,7 +1208,9 @@ for (g = 0; g < G; g = g + 1) begin : hd
     // -------------------------------------------------------------- finisher reads
     // Y1: the 4 accumulators of the word (beat fb, word fh of the beat)
     for (k = 0; k < 4; k = k + 1) begin : yrd
-        if (BB == 8) begin : half
+        if (NE == 4) begin : whole
+            assign yrd_h[4*g+k] = accf[k];
+        end else if (NE == 8) begin : half
             assign yrd_h[4*g+k] = fh[0] ? accf[4+k] : accf[k];
         end else begin : quarter
             assign yrd_h[4*g+k] = fh[FHW-1] ? (fh[0] ? accf[12+k] : accf[8+k])

@@ -31,6 +31,16 @@ ATTENTION_EXTREMES = [
     {"macs": 48},
     {"macs": 48, "head_dim": 48, "max_context": 2, "exp_width": 2, "exp_depth": 16,
      "exp_steps_per_octave": 1, "scale_frac_bits": 0},
+    # INT16 K and V (kv_bits 16): 8- and 16-byte beats at the defaults' sizes, the extremes
+    {"kv_bits": 16, "macs": 12, "exp_width": 21, "scale_frac_bits": 16},
+    {"kv_bits": 16, "macs": 24, "exp_width": 21, "scale_frac_bits": 16},
+    {"kv_bits": 16, "heads_per_group": 1, "head_dim": 8, "macs": 4, "max_context": 1,
+     "scale_frac_bits": 16},
+    {"kv_bits": 16, "heads_per_group": 8, "head_dim": 256, "macs": 32, "max_context": 65535,
+     "exp_width": 16, "exp_depth": 65536, "exp_steps_per_octave": 2048, "scale_frac_bits": 16,
+     "fifo_depth": 1024},
+    {"kv_bits": 16, "macs": 24, "head_dim": 48, "max_context": 2, "exp_width": 2,
+     "exp_depth": 16, "exp_steps_per_octave": 1, "scale_frac_bits": 0},
 ]
 CONFIGS += [("mv-engine", {}), ("mv-engine", {"bytes": 4, "pipeline": 3, "decode_bram": False}),
             ("mv-engine", {"bytes": 16, "pipeline": 7, "reg_every": 1, "max_k": 65535})]

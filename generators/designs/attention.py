@@ -14,6 +14,8 @@ from ..core import Design, Param, ParameterError, register
 from ..contract import ATTENTION_MAGIC
 
 BEAT_WIDTHS = (8, 16)   # beat bytes implemented in RTL: 64-bit or 128-bit s_axis
+KV_WIDTHS = (8, 16)     # K and V code widths implemented in RTL: INT8 or INT16 (little-endian)
+EP_A_BITS = 24          # widest unsigned e one DSP48E1 takes on its 25-bit signed A port
 MAGIC = ATTENTION_MAGIC
 K_TREE_EVERY = 1         # the K adder tree: every level registered (docs/timing.md)
 
@@ -44,7 +46,8 @@ class AttentionTiming:
       cycles after the row's last beat leaves the input register.
     - weight unit: a V row's first beat, `trig_delay` cycles after the V input register,
       reads the score RAM (`score_read` cycles: BRAM read and output register), then per head,
-      one per clock, `w_pipe` stages (every head's e registered, e selected, e*MULT, >>SHIFT,
+      one per clock, `w_pipe` stages (every head's e registered, e selected, e*MULT (two
+      stages when `ep_split`), >>SHIFT,
       table read, table output register, weight register).
     - V pass: the V beats wait `v_delay` cycles so the last head's weight is there when the
       row's first beat reaches the p*v products.
@@ -58,9 +61,12 @@ class AttentionTiming:
     row_beats: int          # Rb
     beat_bytes: int         # 8 or 16
     result_words: int       # NY = G*d/4
-    z_bits: int             # Z quotient bits (F + 8)
+    z_bits: int             # Z quotient bits (F + kv_bits)
     k_tree_regs: int        # registered levels of the per-head K adder tree
     max_tree: int           # registered levels of the |acc| maximum tree (log2 beat bytes)
+    ep_split: int = 0       # e*MULT+rnd over two cascaded DSP48Es (e wider than EP_A_BITS:
+                            # INT16 K): the low 17 bits of e, then the high bits plus the
+                            # first product >> 17, one more weight stage
     in_reg: int = 1         # input register in front of the FSM
     score_read: int = 2     # score BRAM: read register + output register
     w_stages: int = 7       # weight unit: every head's e, e selected, e*MULT+rnd, shift,
@@ -90,7 +96,7 @@ class AttentionTiming:
     @property
     def w_pipe(self) -> int:
         """Score RAM read -> head 0's weight register written (visible the cycle after)."""
-        return self.score_read - 1 + self.w_stages
+        return self.score_read - 1 + self.w_stages + self.ep_split
 
     @property
     def v_delay(self) -> int:
@@ -163,16 +169,21 @@ class AttentionTiming:
 class AttentionEngine(Design):
     name = "attention-engine"
     top = "attention_engine"
-    summary = "GQA decode attention: INT8 q.K, exp table in BRAM, p.V, exact INT8 output"
+    summary = ("GQA decode attention: INT8 q, INT8 or INT16 K and V, exp table in BRAM, p.V, "
+               "exact INT8 output")
     params = (
         Param("heads_per_group", int, 3, "query heads per KV head (G), one frame each", min=1,
               max=8),
         Param("head_dim", int, 64, "elements per head (d), a multiple of 8", min=8, max=256),
         Param("max_context", int, 2048, "largest context length L accepted", min=1,
               max=65535),
-        Param("macs", int, 24, "multiply-accumulates per clock = heads_per_group x beat bytes; "
-              "8-byte (8 x G, 64-bit s_axis) or 16-byte (16 x G, 128-bit s_axis) beats",
-              min=1, max=128),
+        Param("macs", int, 24, "multiply-accumulates per clock = heads_per_group x K or V "
+              "elements per beat (beat bytes = macs x kv_bits / 8 / heads_per_group); INT8: "
+              "8-byte (8 x G, 64-bit s_axis) or 16-byte (16 x G, 128-bit s_axis) beats; INT16: "
+              "8-byte (4 x G) or 16-byte (8 x G) beats", min=1, max=128),
+        Param("kv_bits", int, 8, "width of the K and V codes: 8 (INT8, one byte an element) or "
+              "16 (INT16, two bytes little-endian; needs exp_width <= 21 at max_context 2048 "
+              "and scale_frac_bits <= 16)", choices=KV_WIDTHS),
         Param("exp_depth", int, 4096, "exp table entries", min=16, max=65536),
         Param("exp_width", int, 24, "exp table entry width in bits (DSP A port)", min=2, max=24),
         Param("exp_steps_per_octave", int, 170, "table entries per halving of the weight",
@@ -188,18 +199,41 @@ class AttentionEngine(Design):
         return self.p["heads_per_group"]
 
     @property
-    def bb(self) -> int:
-        """Bytes per input beat: macs / heads_per_group (8 or 16)."""
+    def kvb(self) -> int:
+        """Bytes of one K or V element: 1 (INT8) or 2 (INT16)."""
+        return self.p["kv_bits"] // 8
+
+    @property
+    def ne(self) -> int:
+        """K or V elements per beat (the products of one head per clock): macs /
+        heads_per_group."""
         return self.p["macs"] // self.G
 
     @property
+    def bb(self) -> int:
+        """Bytes per input beat: macs x kv_bytes / heads_per_group (8 or 16)."""
+        return self.ne * self.kvb
+
+    @property
     def max_tree(self) -> int:
-        """Registered levels of the |acc| row-maximum tree over the lanes of a beat."""
-        return self.bb.bit_length() - 1
+        """Registered levels of the |acc| row-maximum tree over the V lanes of a beat."""
+        return self.ne.bit_length() - 1
 
     @property
     def rb(self) -> int:
-        return self.p["head_dim"] // self.bb
+        """Beats per K or V row: head_dim x kv_bytes / beat bytes."""
+        return self.p["head_dim"] * self.kvb // self.bb
+
+    @property
+    def score_bits(self) -> int:
+        """Signed width of a score q.k (golden AttentionConfig.score_bits)."""
+        return (self.p["head_dim"] << (6 + self.p["kv_bits"])).bit_length() + 1
+
+    @property
+    def ep_split(self) -> int:
+        """1 when e = m - s (score_bits - 1 bits unsigned) is wider than one DSP48E1's A port:
+        e*MULT then takes two cascaded DSPs and one more stage (INT16 K)."""
+        return int(self.score_bits - 1 > EP_A_BITS)
 
     @property
     def hb(self) -> int:
@@ -211,11 +245,16 @@ class AttentionEngine(Design):
 
     def check(self) -> None:
         G, d = self.G, self.p["head_dim"]
-        if self.p["macs"] not in tuple(b * G for b in BEAT_WIDTHS):
+        kvb = self.kvb
+        if self.p["macs"] not in tuple(b // kvb * G for b in BEAT_WIDTHS):
+            kind = f"INT{self.p['kv_bits']} (kv_bits={self.p['kv_bits']})"
             raise ParameterError(
-                f"design {self.name}: macs={self.p['macs']} must be 8 x heads_per_group = "
-                f"{8 * G} (8-byte beats) or 16 x heads_per_group = {16 * G} (16-byte beats; "
-                f"one beat of K or V used by every head)")
+                f"design {self.name}: macs={self.p['macs']} must be {8 // kvb} x "
+                f"heads_per_group = {8 // kvb * G} (8-byte beats) or {16 // kvb} x "
+                f"heads_per_group = {16 // kvb * G} (16-byte beats) with {kind} K and V "
+                f"(macs = heads_per_group x K or V elements per beat; one beat of K or V used "
+                f"by every head)")
+        self._check_kv_widths()
         bb = self.bb
         if d % bb:
             raise ParameterError(
@@ -223,11 +262,11 @@ class AttentionEngine(Design):
         if self.hb < 2:
             raise ParameterError(
                 f"design {self.name}: the header must span at least 2 beats; with 16-byte "
-                f"beats heads_per_group={G} must be >= 3 (use macs={8 * G})")
+                f"beats heads_per_group={G} must be >= 3 (use macs={8 // kvb * G})")
         if self.rb < G:
             raise ParameterError(
-                f"design {self.name}: head_dim/{bb} = {self.rb} row beats must be >= "
-                f"heads_per_group = {G} (one time-multiplexed weight unit serves all heads)")
+                f"design {self.name}: head_dim x {kvb}/{bb} = {self.rb} row beats must be "
+                f">= heads_per_group = {G} (one time-multiplexed weight unit serves all heads)")
         try:
             check_table_params(self.p["exp_depth"], self.p["exp_width"],
                                self.p["exp_steps_per_octave"])
@@ -238,29 +277,53 @@ class AttentionEngine(Design):
                 f"design {self.name}: fifo_depth={self.p['fifo_depth']} cannot hold one "
                 f"frame's {self.out_words + 1} output words plus a margin")
 
+    def _check_kv_widths(self) -> None:
+        """The widths the RTL fixes for a K and V code of kv_bits (the inequalities of the
+        golden model's kv_widths_ok, repeated here: this module does not import the golden
+        model): acc = p @ V in a DSP48E1's 48-bit signed accumulator, Z in 32 unsigned bits.
+        Every INT8 configuration passes."""
+        kv, W, F = self.p["kv_bits"], self.p["exp_width"], self.p["scale_frac_bits"]
+        lmax = self.p["max_context"]
+        acc = (lmax * ((1 << W) - 1) << (kv - 1)).bit_length() + 1
+        if acc > 48:
+            widest = max([w for w in range(2, W) if
+                          (lmax * ((1 << w) - 1) << (kv - 1)).bit_length() + 1 <= 48] or [2])
+            raise ParameterError(
+                f"design {self.name}: kv_bits={kv} with exp_width={W} and max_context={lmax}: "
+                f"acc = p x V needs {acc} bits > 48 (a DSP48E1 accumulator); use "
+                f"exp_width <= {widest} or a smaller max_context")
+        if (kv - 1) + F > 31:
+            raise ParameterError(
+                f"design {self.name}: kv_bits={kv} with scale_frac_bits={F}: Z reaches "
+                f"2**{kv - 1 + F} > 2**31; use scale_frac_bits <= {32 - kv}")
+
     # ------------------------------------------------------------------ latency
     def k_tree(self, g: int = 0) -> Tree:
-        """The per-head K-pass adder tree over the beat's INT8 products q*k (leaves
-        kp<g>_<j>, range [-128*127, 128*128]), registered at k_tree_registers: after level 1,
-        every K_TREE_EVERY levels after it and at its output."""
-        bb = self.bb
-        leaves = [(f"kp{g}_{j}", -128 * 127, 128 * 128) for j in range(bb)]
-        return build_tree(leaves, k_tree_registers(tree_depth(bb)), prefix=f"kt{g}_")
+        """The per-head K-pass adder tree over the beat's products q*k, INT8 q times a K code
+        of kv_bits (leaves kp<g>_<j>, one per K element of the beat, range
+        [-128 * (2**(kv_bits-1) - 1), 128 * 2**(kv_bits-1)]), registered at k_tree_registers:
+        after level 1, every K_TREE_EVERY levels after it and at its output."""
+        ne, h = self.ne, 1 << (self.p["kv_bits"] - 1)
+        leaves = [(f"kp{g}_{j}", -128 * (h - 1), 128 * h) for j in range(ne)]
+        return build_tree(leaves, k_tree_registers(tree_depth(ne)), prefix=f"kt{g}_")
 
     def k_tree_reg_levels(self) -> int:
         """The K tree's registered levels as the bit mask rtl/attention_core.v takes (bit l-1:
-        level l), checked against the widths that module builds (level l at 16 + l bits)."""
+        level l), checked against the widths that module builds (level l at 8 + kv_bits + l
+        bits)."""
         tree = self.k_tree()
-        if tree.depth != self.max_tree or tree.out.width != 16 + tree.depth:
-            raise RuntimeError("rtl/attention_core.v builds the K tree at 16 + level bits")
+        kpw = 8 + self.p["kv_bits"]
+        if tree.depth != self.max_tree or tree.out.width != kpw + tree.depth:
+            raise RuntimeError(f"rtl/attention_core.v builds the K tree at {kpw} + level bits")
         return sum(1 << (lv.index - 1) for lv in tree.levels if lv.registered)
 
     def timing(self) -> AttentionTiming:
         """The latency model (one object; every delay of the RTL comes from it)."""
         return AttentionTiming(heads=self.G, row_beats=self.rb, beat_bytes=self.bb,
                                result_words=self.G * self.p["head_dim"] // 4,
-                               z_bits=self.p["scale_frac_bits"] + 8,
-                               k_tree_regs=self.k_tree().registers, max_tree=self.max_tree)
+                               z_bits=self.p["scale_frac_bits"] + self.p["kv_bits"],
+                               k_tree_regs=self.k_tree().registers, max_tree=self.max_tree,
+                               ep_split=self.ep_split)
 
     def v_delay(self) -> int:
         return self.timing().v_delay
@@ -282,6 +345,7 @@ class AttentionEngine(Design):
                           self.p["exp_steps_per_octave"])
         return {
             "top": self.top, "G": self.G, "BB": self.bb, "D": self.p["head_dim"],
+            "KV_BITS": self.p["kv_bits"], "EP_SPLIT": tm.ep_split, "NE": self.ne,
             "LMAX": self.p["max_context"], "W": self.p["exp_width"],
             "F": self.p["scale_frac_bits"], "EDEPTH": self.p["exp_depth"],
             "EAW": _clog2(self.p["exp_depth"]), "table": table, "magic": MAGIC,
@@ -302,9 +366,12 @@ class AttentionEngine(Design):
     def extra_manifest(self) -> Dict[str, Any]:
         tm = self.timing()
         return {"bytes": self.bb, "beat_bytes": self.bb, "macs": self.p["macs"],
+                "kv_bits": self.p["kv_bits"], "exp_width": self.p["exp_width"],
+                "scale_frac_bits": self.p["scale_frac_bits"],
                 "output_words": self.out_words + 1,
                 "timing": {"v_delay": tm.v_delay, "trig_delay": tm.trig_delay,
                            "fin_wait": tm.fin_wait, "to_finisher": tm.to_finisher,
                            "finisher_busy": tm.finisher_busy,
                            "finisher_turnaround": tm.finisher_turnaround,
-                           "out_reg": tm.out_reg, "fifo_out": tm.fifo_out}}
+                           "out_reg": tm.out_reg, "fifo_out": tm.fifo_out,
+                           "ep_split": tm.ep_split, "w_pipe": tm.w_pipe}}

@@ -47,7 +47,9 @@ class AttTB(StreamTB):
             heads_per_group=p["heads_per_group"], head_dim=p["head_dim"],
             max_context=p["max_context"], beat_bytes=self.bytes, exp_depth=p["exp_depth"],
             exp_width=p["exp_width"], exp_steps_per_octave=p["exp_steps_per_octave"],
-            scale_frac_bits=p["scale_frac_bits"])
+            scale_frac_bits=p["scale_frac_bits"], kv_bits=p.get("kv_bits", 8))
+        self.kv_lo = -(1 << (self.cfg.kv_bits - 1))     # the K and V code range
+        self.kv_hi = (1 << (self.cfg.kv_bits - 1)) - 1
         self.G, self.d, self.max_l = self.cfg.heads_per_group, self.cfg.head_dim, p["max_context"]
         self.latency = int(self.man["latency"])
         # the latency model of the design (generators/designs/attention.py: AttentionTiming)
@@ -59,14 +61,16 @@ class AttTB(StreamTB):
     def tensors(self, L):
         r = self.np_rng
         q = r.integers(-128, 128, size=(self.G, self.d))
-        K = r.integers(-128, 128, size=(L, self.d))
-        V = r.integers(-128, 128, size=(L, self.d))
+        K = r.integers(self.kv_lo, self.kv_hi + 1, size=(L, self.d))
+        V = r.integers(self.kv_lo, self.kv_hi + 1, size=(L, self.d))
         return q, K, V
 
     def scales(self):
         """Per-head (MULT, SHIFT) that spread random scores over a useful part of the table,
-        now and then 0 (all weights equal) or a steep scale (one dominant row)."""
+        now and then 0 (all weights equal) or a steep scale (one dominant row). INT16 K makes
+        the scores 2^8 times larger: SHIFT 8 more."""
         mult, shift = [], []
+        ks = self.cfg.kv_bits - 8
         for _ in range(self.G):
             u = self.rng.random()
             if u < 0.08:
@@ -74,7 +78,8 @@ class AttTB(StreamTB):
             elif u < 0.16:
                 mult.append(self.rng.randrange(1 << 16)); shift.append(self.rng.randint(0, 8))
             else:
-                mult.append(self.rng.randrange(1 << 16)); shift.append(self.rng.randint(16, 30))
+                mult.append(self.rng.randrange(1 << 16))
+                shift.append(self.rng.randint(16 + ks, 30 + ks))
         return mult, shift
 
     def frame(self, L, tag=None, **over):
@@ -123,14 +128,15 @@ async def test_contexts(dut):
 
 @cocotb.test()
 async def test_special_values(dut):
-    """Extremes: every score equal, one dominant row, V at -128/+127, q = K = -128."""
+    """Extremes: every score equal, one dominant row, V at the code range's ends (-128/+127 or
+    -32768/+32767), q = -128 and K at its most negative code."""
     tb = AttTB(dut)
     await tb.reset()
     G, d = tb.G, tb.d
     L = min(tb.max_l, 65)
     frames = []
-    q = np.full((G, d), -128); K = np.full((L, d), -128)
-    V = np.where(np.arange(L * d).reshape(L, d) % 2, 127, -128)
+    q = np.full((G, d), -128); K = np.full((L, d), tb.kv_lo)
+    V = np.where(np.arange(L * d).reshape(L, d) % 2, tb.kv_hi, tb.kv_lo)
     frames.append(golden.build_attention_frame(q, K, V, 65535, 0, 1, tb.cfg))
     frames.append(golden.build_attention_frame(q, K, V, 0, 0, 2, tb.cfg))
     qq, KK, VV = tb.tensors(L)
@@ -140,6 +146,15 @@ async def test_special_values(dut):
     mults = [[65535, 1, 0][g % 3] for g in range(G)]
     shifts = [[0, 47, 5][g % 3] for g in range(G)]
     frames.append(golden.build_attention_frame(qq, KK, VV, mults, shifts, 5, tb.cfg))
+    # the widest distance below the maximum: K rows at the two ends of the code range, so
+    # e = m - s reaches 2 * 128 * d * 2^(kv_bits - 1) (e * MULT near 2^(SB + 15)), the index
+    # around the table's end
+    KE = np.where((np.arange(L) % 2)[:, None] == 1, tb.kv_hi, tb.kv_lo) * np.ones((1, d), int)
+    ks = tb.cfg.kv_bits - 8
+    frames.append(golden.build_attention_frame(q, KE, VV, 65535, 25 + ks, 6, tb.cfg))
+    frames.append(golden.build_attention_frame(q, KE, VV, [65535, 40000, 1][:G] + [7] * (G - 3),
+                                               [24 + ks, 25 + ks, 0][:G] + [9] * (G - 3), 7,
+                                               tb.cfg))
     await tb.run_check(frames)
 
 
@@ -161,7 +176,11 @@ def bad_frames(tb):
         "BAD_SHAPE G": mk(heads=tb.G + 1),
         "BAD_SHAPE d": mk(head_dim=tb.d + 8),
         "BAD_FORMAT shift": golden.build_attention_frame(q, K, V, 5, 48, 7, tb.cfg),
-        "BAD_FORMAT reserved": mk(reserved=1),
+        "BAD_FORMAT byte 3 = 2": mk(reserved=2),
+        # the KV format code of the other width (0 INT8, 1 INT16): every head, then one head
+        "BAD_FORMAT KV code": mk(reserved=1 - tb.cfg.kv_code),
+        "BAD_FORMAT KV code, last head": mk(reserved=[tb.cfg.kv_code] * (tb.G - 1)
+                                            + [1 - tb.cfg.kv_code]),
         "SHORT in header": good[:bb],
         "SHORT header only": good[:hb],
         "SHORT in q": good[:hb + bb],

@@ -175,3 +175,45 @@ def test_vectors_latency_and_manifest(design, params, tmp_path):
         top = (tmp_path / str(v) / f"{man['top']}.v").read_text()
         assert f"Latency: {lat} cycles (computed once in Python)." in top
         assert f"vectors={v}" in top
+
+
+KV16 = {"kv_bits": 16, "exp_width": 21, "scale_frac_bits": 16}
+
+
+@pytest.mark.parametrize("params,needles", [
+    # the defaults' exp_width 24 and scale_frac_bits 24 do not fit INT16 V (golden kv_widths_ok)
+    ({"kv_bits": 16, "macs": 12}, ["exp_width=24", "51 bits > 48", "use exp_width <= 21"]),
+    ({"kv_bits": 16, "macs": 12, "exp_width": 21},
+     ["scale_frac_bits=24", "2**39 > 2**31", "use scale_frac_bits <= 16"]),
+    ({"kv_bits": 16, "macs": 12, "exp_width": 21, "max_context": 4096, "scale_frac_bits": 16},
+     ["max_context=4096", "use exp_width <= 20"]),
+    # macs = heads_per_group x K or V elements per beat: 4 G or 8 G with INT16
+    (dict(KV16, macs=36), ["macs=36", "4 x heads_per_group = 12", "8 x heads_per_group = 24"]),
+    (dict(KV16, macs=48), ["macs=48", "kv_bits=16"]),
+    ({"kv_bits": 12}, ["kv_bits", "one of 8, 16"]),
+])
+def test_attention_kv16_parameters_rejected(params, needles, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ParameterError) as exc:
+        generators.render("attention-engine", params, out)
+    for needle in needles:
+        assert needle in str(exc.value), (needle, str(exc.value))
+    assert not out.exists(), "files were written for an invalid parameter set"
+
+
+@pytest.mark.parametrize("macs,bb,rb", [(12, 8, 16), (24, 16, 8)])
+def test_attention_kv16_accepted_and_manifest(macs, bb, rb, tmp_path):
+    man = generators.render("attention-engine", dict(KV16, macs=macs), tmp_path)
+    assert man["kv_bits"] == 16 and man["exp_width"] == 21 and man["scale_frac_bits"] == 16
+    assert man["bytes"] == bb and man["macs"] == macs
+    d = generators.build("attention-engine", dict(KV16, macs=macs))
+    assert d.rb == rb and d.ne == macs // 3
+    tm = d.timing()
+    assert tm.z_bits == 16 + 16 and tm.ep_split == 1
+    assert man["latency"] == tm.latency
+    top = (tmp_path / "attention_engine.v").read_text()
+    assert ".KV_BITS(16)" in top and "localparam EP_SPLIT = 1;" in top
+    # INT8 engines: unchanged figures, kv_bits 8 in the manifest
+    man8 = generators.render("attention-engine", {}, tmp_path / "kv8")
+    assert man8["kv_bits"] == 8 and man8["latency"] == 95
+    assert generators.build("attention-engine", {"macs": 48}).latency() == 97

@@ -88,6 +88,52 @@ def test_attention_48_macs_icarus():
     assert r["tests"] == len(tests)
 
 
+# INT16 K and V (kv_bits 16, docs/attention.md): exp_width 21 and scale_frac_bits 16 (the widths
+# golden's kv_widths_ok allows at max_context 2048), 8-byte beats (4 x G = 12 MACs) and 16-byte
+# beats (8 x G = 24 MACs); a small max_context for the whole suite, the default 2048 for the
+# contexts up to it and the cycle table
+KV16 = {"kv_bits": 16, "exp_width": 21, "scale_frac_bits": 16}
+KV16_8B = dict(KV16, macs=12, max_context=70)
+KV16_16B = dict(KV16, macs=24, max_context=70)
+
+
+@pytest.mark.parametrize("params", [KV16_8B, KV16_16B], ids=["kv16-8B", "kv16-16B"])
+def test_attention_kv16_full_suite(params, tmp_path):
+    """INT16 K and V: every test of the INT8 suite (random frames at the full 16-bit range,
+    extremes, every bad frame incl. a KV format code of 0, back to back, backpressure, resets,
+    the cycle table) against the golden model with kv_bits = 16; the latency from the model."""
+    out = tmp_path / "cycles.json"
+    r = runner.run("attention-engine", params, "verilator", MOD, testcase=ALL,
+                   extra_env={"TB_CYCLES": str(out)})
+    assert r["tests"] == len(ALL)
+    design = generators.build("attention-engine", params)
+    bb = params["macs"] // 3 * 2
+    assert r["manifest"]["kv_bits"] == 16 and r["manifest"]["bytes"] == bb
+    table = json.loads(out.read_text())
+    assert table["latency"] == design.latency()
+    rb = 2 * 64 // bb
+    for row in table["rows"]:
+        assert row["beats"] == -(-20 // bb) + 192 // bb + 2 * row["context"] * rb
+        assert row["cycles_alone"] == row["beats"] + design.latency()
+    _check_back_to_back(table, design)
+
+
+@pytest.mark.long   # the INT16 engines at max_context 2048: make test-long
+@pytest.mark.parametrize("macs", [12, 24], ids=["kv16-8B", "kv16-16B"])
+def test_attention_kv16_max_context(macs, tmp_path):
+    """INT16 K and V at the default max_context 2048: contexts 1 .. 2048, cycles per frame."""
+    out = tmp_path / "cycles.json"
+    params = dict(KV16, macs=macs)
+    r = runner.run("attention-engine", params, "verilator", MOD,
+                   testcase=["test_contexts", "test_cycles"], extra_env={"TB_CYCLES": str(out)})
+    assert r["tests"] == 2
+    table = json.loads(out.read_text())
+    assert [row["context"] for row in table["rows"]] == [1, 2, 63, 64, 65, 512, 2048]
+    design = generators.build("attention-engine", params)
+    assert table["latency"] == design.latency()
+    _check_back_to_back(table, design)
+
+
 @pytest.mark.parametrize("params", [
     G1_D8,
     {"head_dim": 24, "max_context": 70, "exp_depth": 1000, "exp_width": 16,
@@ -110,6 +156,11 @@ def test_attention_variants(params):
     ({"fifo_depth": 32}, "fifo_depth"),
     ({"exp_width": 25}, "out of range"),
     ({"max_context": 0}, "out of range"),
+    ({"kv_bits": 16, "macs": 12}, "use exp_width <= 21"),
+    ({"kv_bits": 16, "macs": 12, "exp_width": 21}, "use scale_frac_bits <= 16"),
+    ({"kv_bits": 16, "exp_width": 21, "scale_frac_bits": 16, "macs": 48},
+     "4 x heads_per_group = 12"),
+    ({"kv_bits": 12}, "one of 8, 16"),
 ])
 def test_attention_bad_parameters(params, match, tmp_path):
     with pytest.raises(generators.ParameterError, match=match):
