@@ -48,6 +48,7 @@ if "attention-engine" in generators.list_designs():
     CONFIGS += [("attention-engine", {})] + [("attention-engine", p) for p in ATTENTION_EXTREMES]
     CONFIGS += [("overlay", {}), ("overlay", {"max_k": 1, "max_context": 1, "order_depth": 8}),
                 ("overlay", {"q4": True}), ("overlay", {"vectors": 1}),
+                ("overlay", {"kv_bits": 16}),
                 ("overlay", {"vectors": 4, "q4": False, "max_k": 1, "max_context": 1})]
 # frames of B vectors (docs/vectors.md): every lane and the back end at vectors 2, 3, 16
 CONFIGS += [("int8-engine", {"vectors": 2}), ("int8-engine", {"vectors": 16, "max_k": 1}),

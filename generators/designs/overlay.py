@@ -49,6 +49,12 @@ OVERLAY_RTL = ["axis_skid.v", "axis_frame_router.v", "axis_join2.v", "axis_order
 ATTENTION_ROUTE_MAGIC = ROUTE_MAGIC
 ATT_MACS = 48
 ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}
+#: the attention engine's parameters per KV width (the overlay's ``kv_bits``): INT16 K and V
+#: (docs/attention.md 3.1) take a 21-bit exp table and a Z word with 16 fraction bits (the
+#: widths that keep acc within 48 bits at context 2048 and Z within 32), and half the products
+#: a clock at the same 128-bit joined beat (8 elements of 2 bytes: macs 24)
+ATT_KV = {8: {}, 16: {"kv_bits": 16, "macs": ATT_MACS // 2, "exp_width": 21,
+                      "scale_frac_bits": 16}}
 
 #: the top's widths, each defined here once (from the contract) and written into the template
 #: and the manifest from these names: s{p}_axis carries one HP-port beat, m{p}_axis one result
@@ -80,6 +86,9 @@ class Overlay(Design):
         Param("vectors", int, PYNQ_Z1_VECTORS, "matrix engines: most activation vectors a frame "
               "may carry (docs/vectors.md; each weight read once, B results per row)", min=1,
               max=MAX_VECTORS),
+        Param("kv_bits", int, 8, "attention engine: width of the K and V codes, 8 or 16 (INT16 "
+              "KV: twice the cache and its read, answers closer to the float model; "
+              "docs/attention.md 3.1, docs/quality.md)", min=8, max=16),
     )
 
     # ---------------------------------------------------------------- sub-designs
@@ -88,9 +97,12 @@ class Overlay(Design):
                                        max_k=self.p["max_k"], bytes=HP_BEAT_BYTES))
 
     def attention(self) -> Design:
-        return build("attention-engine", dict(ATT_FIXED, max_context=self.p["max_context"]))
+        return build("attention-engine", dict(ATT_FIXED, **ATT_KV[self.p["kv_bits"]],
+                                              max_context=self.p["max_context"]))
 
     def check(self) -> None:
+        if self.p["kv_bits"] not in ATT_KV:
+            raise ParameterError(f"overlay: kv_bits={self.p['kv_bits']} must be 8 or 16")
         self.matrix()
         att = self.attention()
         if 8 * att.bb != JOIN_BITS:
@@ -173,7 +185,7 @@ class Overlay(Design):
                           "beat_bytes": att.bb, "latency": att.latency(),
                           "exp_depth": ap["exp_depth"], "exp_width": ap["exp_width"],
                           "exp_steps_per_octave": ap["exp_steps_per_octave"],
-                          "scale_frac_bits": ap["scale_frac_bits"],
+                          "scale_frac_bits": ap["scale_frac_bits"], "kv_bits": ap["kv_bits"],
                           "fifo_depth": ap["fifo_depth"], "module": att.top},
             "route": {"matrix_magic": MATRIX_MAGIC, "attention_magic": ATTENTION_MAGIC,
                       "attention_route_magic": ATTENTION_ROUTE_MAGIC},

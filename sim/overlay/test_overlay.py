@@ -57,7 +57,7 @@ class OverlayTB:
             heads_per_group=a["heads_per_group"], head_dim=a["head_dim"],
             max_context=a["max_context"], beat_bytes=a["beat_bytes"], exp_depth=a["exp_depth"],
             exp_width=a["exp_width"], exp_steps_per_octave=a["exp_steps_per_octave"],
-            scale_frac_bits=a["scale_frac_bits"])
+            scale_frac_bits=a["scale_frac_bits"], kv_bits=a.get("kv_bits", 8))
         self.max_l = a["max_context"]
         self.formats_sent = [{f: 0 for f in self.formats} for _ in (0, 1)]
         self.rng = random.Random(seed())
@@ -139,8 +139,9 @@ class OverlayTB:
         L = self.rng.randint(1, self.max_l) if L is None else L
         G, d = self.cfg.heads_per_group, self.cfg.head_dim
         q = self.np_rng.integers(-128, 128, size=(G, d))
-        K = self.np_rng.integers(-128, 128, size=(L, d))
-        V = self.np_rng.integers(-128, 128, size=(L, d))
+        top = 1 << (self.cfg.kv_bits - 1)          # the K and V codes' full range
+        K = self.np_rng.integers(-top, top, size=(L, d))
+        V = self.np_rng.integers(-top, top, size=(L, d))
         mult = [self.rng.randrange(1 << 16) for _ in range(G)]
         shift = [self.rng.randint(14, 30) for _ in range(G)]
         tag = self.rng.randrange(256) if tag is None else tag

@@ -39,6 +39,7 @@ def test_manifest_contract(pynq):
         == (3, 64, 2048, 48, 16)
     for k in ("latency", "exp_depth", "exp_width", "exp_steps_per_octave", "scale_frac_bits"):
         assert isinstance(a[k], int)
+    assert a["kv_bits"] == 8                          # the INT8 KV cache by default
     assert man["route"] == {"matrix_magic": 0xB158, "attention_magic": 0xA77E,
                             "attention_route_magic": 0xA77F}
 
@@ -84,12 +85,28 @@ def test_port_attributes(pynq):
 @pytest.mark.parametrize("params,needle", [
     ({"max_k": 0}, "max_k=0"), ({"max_context": 0}, "max_context=0"),
     ({"order_depth": 12}, "power of two"), ({"macs": 24}, "unknown parameter"),
+    ({"kv_bits": 12}, "kv_bits=12 must be 8 or 16"), ({"kv_bits": 32}, "kv_bits=32"),
 ])
 def test_bad_parameters_write_nothing(params, needle, tmp_path):
     out = tmp_path / "o"
     with pytest.raises(ParameterError, match=needle):
         generators.render("overlay", params, out)
     assert not out.exists()
+
+
+def test_kv16_top(tmp_path):
+    """kv_bits=16: the attention engine with INT16 K and V at the same 128-bit joined beat (24
+    MACs, 8 elements a beat), the widths it needs, and its latency (docs/attention.md 3.1: one
+    cycle less than the INT8 engine's 97, the K and |acc| trees a level shorter); the runtime
+    reads the width from the manifest."""
+    from generators.runtime.model.checkpoint import EngineConfig
+    man = generators.render("overlay", {"kv_bits": 16}, tmp_path / "o")
+    a = man["attention"]
+    assert (a["kv_bits"], a["macs"], a["beat_bytes"], a["exp_width"], a["scale_frac_bits"],
+            a["latency"]) == (16, 24, 16, 21, 16, 96)
+    cfg = EngineConfig.from_manifest(man).attention_config()
+    assert (cfg.kv_bits, cfg.row_beats, cfg.exp_width, cfg.scale_frac_bits) == (16, 8, 21, 16)
+    assert man["matrix"] == generators.render("overlay", {}, tmp_path / "p")["matrix"]
 
 
 def test_golden_joiner():

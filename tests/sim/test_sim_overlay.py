@@ -53,6 +53,19 @@ def test_overlay_pynq_z1(sim):
 
 
 @pytest.mark.long
+def test_overlay_pynq_z1_kv16():
+    """The bitstream's configuration with the INT16-KV attention engine (``kv_bits=16``: 24 MACs
+    at the same 128-bit joined beat, exp table 21 bits, Z 16 fraction bits), the same traffic
+    with K and V over the whole 16-bit range (make test-long)."""
+    r = runner.run("overlay", dict(PYNQ_Z1, kv_bits=16), "verilator", MOD,
+                   testcase=["test_mixed_traffic", "test_bad_frames"], extra_env=PYNQ_ENV)
+    assert r["tests"] == 2
+    a = r["manifest"]["attention"]
+    assert (a["kv_bits"], a["macs"], a["beat_bytes"], a["exp_width"], a["scale_frac_bits"]) \
+        == (16, 24, 16, 21, 16)
+
+
+@pytest.mark.long
 def test_overlay_vectors_one():
     """The top with vectors=1 (the matrix engines of before): a frame with the vectors flag is
     BAD_FORMAT, every other word as before (make test-long)."""
