@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -67,19 +68,32 @@ EVAL = ("gettysburg.txt", "pride-and-prejudice-1.txt", "frankenstein-letter-1.tx
 OUT = REPO / "build" / "quality"
 CONTEXT = 512
 BLOCK = 32
-FORMAT_NAMES = {"int8": "INT8, absmax per row", "ternary": "ternary, absmean",
-                "q4": "Q4_1 as stored (the file's), Q8_0 head as INT8 rows"}
-ENGINES = "engines (golden = RTL): INT8 activations per token, INT8 KV, fixed-point softmax"
-#: per engine format, what its rows run (q4: the layers' Q4_1 rows take x as Q8_1 blocks of 32,
-#: format 0x05; the LM head is INT8 rows with one INT8 step per vector)
-ENGINE_NUMERICS = {"int8": ENGINES, "ternary": ENGINES,
+FORMAT_NAMES = {"int8": "Q8_0 rows (the file's Q4_1 requantised per 32), the file's Q8_0 head",
+                "ternary": "ternary, absmean",
+                "q4": "Q4_1 as stored (the file's), the file's Q8_0 head"}
+ENGINES = ("engines (golden = RTL): INT8 activations, one step per vector, INT8 KV, fixed-point "
+           "softmax")
+#: per engine format, what its rows run (int8: Q8_0 rows x Q8_0 activation blocks of 32, 0x09;
+#: q4: the layers' Q4_1 rows x Q8_1 blocks of 32, 0x05, the LM head Q8_0 x Q8_0 blocks, 0x09)
+ENGINE_NUMERICS = {"ternary": ENGINES,
+                   "int8": "engines (golden = RTL): Q8_0 rows x Q8_0 activation blocks of 32 "
+                           "(0x09, the LM head too), INT8 KV, fixed-point softmax",
                    "q4": "engines (golden = RTL): the layers' Q4_1 rows x Q8_1 activation "
-                         "blocks of 32 (0x05), the LM head INT8 rows x one INT8 step per "
-                         "vector, INT8 KV, fixed-point softmax"}
+                         "blocks of 32 (0x05), the LM head Q8_0 rows x Q8_0 blocks (0x09), "
+                         "INT8 KV, fixed-point softmax"}
+#: the "-kv16" rows: the same images on the INT16-KV attention engine (make answers' rows of
+#: the same names: tools/answers.py KV16_ENGINES)
+KV16_ENGINES = dict(kv_bits=16, exp_width=21, scale_frac_bits=16)
+for _f in ("int8", "q4"):
+    FORMAT_NAMES[f"{_f}-kv16"] = FORMAT_NAMES[_f]
+    ENGINE_NUMERICS[f"{_f}-kv16"] = ENGINE_NUMERICS[_f].replace(
+        "INT8 KV, fixed-point softmax", "INT16 KV (the calibrated steps x 127 / 32767), the "
+        "attention engine with 16-bit K and V (exp table 21 bits, Z 16 fraction bits)")
 #: the free-running rows of make answers (docs/results/answers.json) beside each row of the
 #: table: the row's kind -> the answers row (the engines' rows with the runtime's float32 host
 #: ops; make answers runs no float64 host ops)
 FREE_RUNNING = {"reference-float": "float64", "engines-int8": "int8", "engines-q4": "q4",
+                "engines-int8-kv16": "int8-kv16", "engines-q4-kv16": "q4-kv16",
                 "llamacpp": "llamacpp"}
 
 
@@ -125,8 +139,8 @@ def wall_rows():
     weights = sum(m["weights"] for m in matrices(s))
     kv = attention_costs(s, CONTEXT, "cpu", p)["bytes"]
 
-    def row(bpw, fmt):
-        wall_s = (weights * bpw + kv) / p.wall_bytes_per_s
+    def row(bpw, fmt, kv_bytes=1):
+        wall_s = (weights * bpw + kv * kv_bytes) / p.wall_bytes_per_s
         host_s = host_ms(fmt, CONTEXT, p) / 1e3
         return dict(bytes_per_weight=bpw, weight_mb=weights * bpw / 1e6,
                     wall_tok_s=1 / wall_s, bound_tok_s=1 / (wall_s + host_s))
@@ -137,6 +151,9 @@ def wall_rows():
     # the engines' Q4 row: Q4_1 layer matrices (20 bytes per 32 weights) + the INT8 LM head
     head = sum(m["weights"] for m in matrices(s) if m["name"] == "lm_head")
     out["q4"] = row(((weights - head) * 20 / 32 + head) / weights, "q4")
+    # the INT16-KV rows: the same weights, the cache's read twice INT8's (2 bytes a code)
+    out["int8-kv16"] = row(1.0, "int8", kv_bytes=2)
+    out["q4-kv16"] = row(out["q4"]["bytes_per_weight"], "q4", kv_bytes=2)
     for fmt, wpb in (("int8", 1), ("ternary", 5)):      # the same figures as make report's
         wb = wall_bound(ModelShape(weights_per_byte=wpb), CONTEXT, p)
         assert abs(wb["bound_tok_s"] - out[fmt]["bound_tok_s"]) < 1e-9 * wb["bound_tok_s"]
@@ -279,7 +296,7 @@ def free_running(results_dir=None) -> dict:
         return {}
     figs = {f["key"]: f for f in d["figures"]}
     rows = {}
-    for n in ("int8", "q4", "llamacpp"):
+    for n in ("int8", "q4", "int8-kv16", "q4-kv16", "llamacpp"):
         fol, eq = figs.get(f"answers.{n}.follow_pct"), figs.get(f"answers.{n}.equal")
         if fol is None or eq is None:
             continue
@@ -394,11 +411,13 @@ def figures(res: dict, sweep: bool):
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--formats", default="int8,q4", help="engine formats (int8, q4; ternary "
-                    "runs over the Gettysburg Address alone in make quality)")
+    ap.add_argument("--formats", default="int8,q4,int8-kv16,q4-kv16",
+                    help="engine formats (int8, q4, and int8-kv16, q4-kv16: the same on the "
+                    "INT16-KV attention engine; ternary runs over the Gettysburg Address alone "
+                    "in make quality)")
     ap.add_argument("--f64", default=None,
                     help="the formats whose engine rows run with the float64 host ops too "
-                         "(default: every one of --formats; '' none)")
+                         "(default: those of --formats without -kv16; '' none)")
     ap.add_argument("--tokens", type=int, default=0,
                     help="only the first N tokens of each passage (a quick look; not recorded)")
     ap.add_argument("--sweep", action="store_true",
@@ -439,7 +458,7 @@ def main(argv=None) -> int:
 
     from generators.runtime.model.checkpoint import load_checkpoint
     from generators.runtime.model.gguf import smollm2_path
-    from generators.runtime.model.model import convert
+    from generators.runtime.model.model import PYNQ_Z1_ENGINES, convert
     from generators.runtime.model.tokenizer import Tokenizer
 
     t_start = time.perf_counter()
@@ -479,14 +498,17 @@ def main(argv=None) -> int:
     ckpt = load_checkpoint(path)
     models = {}
     for fmt in fmts:
-        models[fmt] = convert(ckpt, fmt, notice=None)
+        base, _, kv = fmt.partition("-")
+        engines = dataclasses.replace(PYNQ_Z1_ENGINES, **(KV16_ENGINES if kv else {}))
+        models[fmt] = convert(ckpt, base, engines=engines, notice=None)
     if args.ablate:
         ablate(args, res, models, passages, ref, blk, nxt)
         args.record = False
     elif args.sweep:
         sweep(args, res, models, passages, ref, blk, nxt, ckpt, tok)
     else:
-        f64 = fmts if args.f64 is None else [f for f in args.f64.split(",") if f]
+        f64 = ([f for f in fmts if not f.endswith("-kv16")] if args.f64 is None
+               else [f for f in args.f64.split(",") if f])
         for fmt in fmts:
             rows = {}
             for prec in ("float32", "float64") if fmt in f64 else ("float32",):
