@@ -52,9 +52,8 @@ PROMPTS = REPO / "docs" / "data" / "answers-prompts.txt"
 OUT = REPO / "build" / "answers"
 FORMATS = ("int8", "q4", "int8-kv16", "q4-kv16")
 #: the "-kv16" rows: the same weights on the INT16-KV attention engine (issue 32 item 5:
-#: ``kv_bits`` 16, the exp table 21 bits wide, Z with 16 fraction bits: the widths
-#: generators.golden.attention.kv_widths_ok allows at context 2048)
-KV16_ENGINES = dict(kv_bits=16, exp_width=21, scale_frac_bits=16)
+#: ``EngineConfig.with_kv_bits(16)``, the engines of an overlay built with kv_bits=16: the exp
+#: table 21 bits wide, Z with 16 fraction bits)
 _KV16 = (", INT16 KV (the calibrated steps x 127 / 32767), the attention engine with 16-bit K "
          "and V (exp table 21 bits, Z 16 fraction bits)")
 NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1 weights "
@@ -166,13 +165,12 @@ class Asker:
                 ref = Reference.from_gguf(self.path, "float")
                 self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
             else:
-                import dataclasses
                 from generators.runtime.engines import make_backend
                 from generators.runtime.cli.chat import load_model
                 from generators.runtime.decode.decoder import Decoder
                 from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES
                 fmt, _, kv = self.numerics.partition("-")
-                engines = dataclasses.replace(PYNQ_Z1_ENGINES, **(KV16_ENGINES if kv else {}))
+                engines = PYNQ_Z1_ENGINES.with_kv_bits(16) if kv else PYNQ_Z1_ENGINES
                 model, _, _ = load_model(str(self.path), fmt, engines=engines, say=None)
                 dec = Decoder(model, make_backend("golden", model, context=512))
                 # the prompt token by token: the chunked prefill's bits

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import hashlib
 import json
 import math
@@ -82,8 +81,7 @@ ENGINE_NUMERICS = {"ternary": ENGINES,
                          "blocks of 32 (0x05), the LM head Q8_0 rows x Q8_0 blocks (0x09), "
                          "INT8 KV, fixed-point softmax"}
 #: the "-kv16" rows: the same images on the INT16-KV attention engine (make answers' rows of
-#: the same names: tools/answers.py KV16_ENGINES)
-KV16_ENGINES = dict(kv_bits=16, exp_width=21, scale_frac_bits=16)
+#: the same names: EngineConfig.with_kv_bits(16))
 for _f in ("int8", "q4"):
     FORMAT_NAMES[f"{_f}-kv16"] = FORMAT_NAMES[_f]
     ENGINE_NUMERICS[f"{_f}-kv16"] = ENGINE_NUMERICS[_f].replace(
@@ -501,7 +499,7 @@ def main(argv=None) -> int:
     models = {}
     for fmt in fmts:
         base, _, kv = fmt.partition("-")
-        engines = dataclasses.replace(PYNQ_Z1_ENGINES, **(KV16_ENGINES if kv else {}))
+        engines = PYNQ_Z1_ENGINES.with_kv_bits(16) if kv else PYNQ_Z1_ENGINES
         models[fmt] = convert(ckpt, base, engines=engines, notice=None)
     if args.ablate:
         ablate(args, res, models, passages, ref, blk, nxt)

@@ -69,6 +69,7 @@ def add_parser(sub):
                         "GGUF's own Q4_1 weights as stored, on the Q4_1 lane "
                         "(no requantisation; other tensor types run as int8; a float "
                         "checkpoint is quantised to Q4_1, with a notice)")
+    _cli.add_kv_bits(c)
     c.add_argument("--tokens", type=int, default=64, help="at most this many new tokens")
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)
@@ -256,7 +257,8 @@ def run(args) -> int:
     _cli.check_common(args, "--model")
     err = sys.stderr
     t0 = time.perf_counter()
-    model, tok, _ = load_model(args.model, args.format, say=_cli.progress("chat"))
+    model, tok, _ = load_model(args.model, args.format, _cli.engines_of(args),
+                               say=_cli.progress("chat"))
 
     def prompt_ids(text):
         return check_prompt(tok.chat_ids(text, system=args.system), model.engines.max_context,

@@ -104,13 +104,23 @@ def check_common(args, model_arg: str) -> None:
 
 
 def engines_of(args) -> Optional[EngineConfig]:
-    """--max-k / --max-context given on the command line, or None (the default engines)."""
+    """--max-k / --max-context / --kv-bits given on the command line, or None (the default
+    engines)."""
     mk, mc = getattr(args, "max_k", None), getattr(args, "max_context", None)
-    if mk is None and mc is None:
+    kv = getattr(args, "kv_bits", None)
+    if mk is None and mc is None and kv is None:
         return None
     return EngineConfig(max_k=mk or PYNQ_Z1_ENGINES.max_k,
                         max_context=mc or PYNQ_Z1_ENGINES.max_context,
-                        vectors=PYNQ_Z1_ENGINES.vectors)
+                        vectors=PYNQ_Z1_ENGINES.vectors).with_kv_bits(kv or 8)
+
+
+def add_kv_bits(c) -> None:
+    """--kv-bits: the attention engine's K and V codes (the overlay's kv_bits)."""
+    c.add_argument("--kv-bits", type=int, choices=(8, 16), default=None,
+                   help="the attention engine's K and V codes: 8 (default, the PYNQ-Z1 "
+                        "overlay) or 16 (an overlay built with kv_bits=16: INT16 KV cache, "
+                        "answers closer to the float model, twice the cache; docs/quality.md)")
 
 
 def progress(prefix):
@@ -142,6 +152,7 @@ def add_convert_parser(sub) -> None:
                    help=f"engines' max_k (default: the PYNQ-Z1 overlay, {PYNQ_Z1_ENGINES.max_k})")
     c.add_argument("--max-context", type=int, default=None,
                    help=f"attention engine's max_context (default {PYNQ_Z1_ENGINES.max_context})")
+    add_kv_bits(c)
 
 
 def run_convert(args) -> int:
@@ -310,6 +321,7 @@ def add_parser(sub) -> None:
                         f"an image has its own)")
     d.add_argument("--max-context", type=int, default=None,
                    help=f"default {PYNQ_Z1_ENGINES.max_context}")
+    add_kv_bits(d)
 
 
 def run(args) -> int:

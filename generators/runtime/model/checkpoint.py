@@ -152,6 +152,18 @@ class EngineConfig:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def with_kv_bits(self, kv_bits: int) -> "EngineConfig":
+        """These engines with the attention engine of ``kv_bits`` K and V codes, at the widths
+        the PYNQ-Z1 overlay builds for it (``overlay`` ``kv_bits``: KV_WIDTHS)."""
+        if kv_bits not in KV_WIDTHS:
+            raise ValueError(f"kv_bits {kv_bits!r}: 8 or 16")
+        return dataclasses.replace(self, kv_bits=kv_bits, **KV_WIDTHS[kv_bits])
+
+
+#: the attention engine's exp table and Z widths per KV width, as the PYNQ-Z1 overlay builds
+#: them (generators.designs.overlay.ATT_KV; INT16 K and V need W <= 21 and F <= 16)
+KV_WIDTHS = {8: dict(exp_width=24, scale_frac_bits=24), 16: dict(exp_width=21, scale_frac_bits=16)}
+
 
 #: The PYNQ-Z1 overlay (generator defaults): matrix max_k 2048, attention max_context 2048,
 #: matrix frames of up to ``generators.designs.overlay.PYNQ_Z1_VECTORS`` vectors.

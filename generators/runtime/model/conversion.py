@@ -50,9 +50,12 @@ def open_model(path, fmt=None, engines: Optional[EngineConfig] = None, say=None)
         raise UsageError(f"{p} holds {model.fmt} weights, not {fmt}: convert the model again "
                          f"with --format {fmt}, or leave --format out")
     if engines is not None and engines != model.engines:
-        raise UsageError(f"{p} was converted for engines max_k {model.engines.max_k}, "
-                         f"max_context {model.engines.max_context}: convert it again for "
-                         f"max_k {engines.max_k}, max_context {engines.max_context}")
+        def says(e):
+            return (f"max_k {e.max_k}, max_context {e.max_context}"
+                    + (f", kv_bits {e.kv_bits}" if e.kv_bits != 8 else ""))
+        raise UsageError(f"{p} was converted for engines {says(model.engines)}: convert it "
+                         f"again for {says(engines)}"
+                         + (" (--kv-bits)" if engines.kv_bits != model.engines.kv_bits else ""))
     return model
 
 

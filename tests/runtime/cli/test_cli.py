@@ -110,6 +110,8 @@ MISTAKES = [
     (["chat", "--model", "{img}", "--prompt", "hi", "--tokens", "x"],
      ["--tokens: invalid int value"], []),
     (["chat", "--model", "{img}", "--backend", "fpga"], ["invalid choice"], []),
+    (["chat", "--model", "{img}", "--prompt", "hi", "--kv-bits", "12"], ["invalid choice"], []),
+    (["convert", "{gguf}", "-o", "{dir}/x.tpimg", "--kv-bits", "4"], ["invalid choice"], []),
     (["convert", "{dir}/nothing.gguf", "-o", "{dir}/x.tpimg"], ["no such file"], []),
     (["convert", "{gguf}", "-o", "{dir}"], ["a folder"], []),
     (["info", "{dir}/nothing.tpimg"], ["no such file"], []),
@@ -121,11 +123,28 @@ MISTAKES = [
      ["holds int8 weights, not q4"], ["load"]),
     (["decode", "--checkpoint", "{img}", "--prompt-ids", "1", "--max-k", "1024"],
      ["converted for engines max_k 512"], ["load"]),
+    (["decode", "--checkpoint", "{img}", "--prompt-ids", "1", "--kv-bits", "16"],
+     ["converted for engines max_k 512, max_context 32: convert it again for max_k 2048, "
+      "max_context 2048, kv_bits 16 (--kv-bits)"], ["load"]),
     (["decode", "--checkpoint", "{img}", "--prompt-ids", ",".join(["1"] * 33)],
      ["prompt of 33 tokens is longer than the attention engine's max_context 32"], ["load"]),
     (["chat", "--model", "{img}", "--prompt", "hello world " * 8],
      ["is longer than the attention engine's max_context 32"], ["load"]),
 ]
+
+
+def test_kv_bits_picks_the_overlays_int16_engine():
+    """--kv-bits 16: the engines of an overlay built with kv_bits=16 (exp table 21 bits, Z 16
+    fraction bits, as generators.designs.overlay.ATT_KV builds them); none given: the default
+    engines."""
+    from generators.designs.overlay import ATT_KV
+    from generators.runtime.cli.commands import engines_of
+    assert engines_of(types.SimpleNamespace()) is None
+    e = engines_of(types.SimpleNamespace(kv_bits=16, max_k=None, max_context=None))
+    assert (e.kv_bits, e.exp_width, e.scale_frac_bits) == (16, ATT_KV[16]["exp_width"],
+                                                           ATT_KV[16]["scale_frac_bits"])
+    assert e.attention_config().row_beats == 8
+    assert engines_of(types.SimpleNamespace(kv_bits=8)) == EngineConfig()
 
 
 @pytest.mark.parametrize("argv, words, started", MISTAKES,

@@ -23,6 +23,7 @@ from generators.runtime.model.synthetic import TINY, write_checkpoint
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine_flags import flag_answers  # noqa: E402
 from runtime_reference import Reference  # noqa: E402
+from frame_spy import spy_attention_frames  # noqa: E402  (tests/ is on sys.path)
 
 ENG = EngineConfig(max_k=512, max_context=32)
 PROMPT = [1, 2, 3]
@@ -182,16 +183,7 @@ def test_attention_frames_in_place_equal_the_rebuilt_frame(models):
     m = models["int8"]
     be = make_backend("golden", m)
     dec = Decoder(m, be)
-    sent = {0: [], 1: []}
-    send = be.fabric.send
-
-    def spy(port, segments, done):
-        data = be.memory.gather(segments)
-        if int(data[:8].view("<u8")[0]) & 0xFFFF in (0xA77E, 0xA77F):
-            sent[port].append(data.tobytes())
-        send(port, segments, done)
-
-    be.fabric.send = spy
+    sent = spy_attention_frames(be)
     cfg = m.engines.attention_config()
     for pos, tok in enumerate([5, 9, 200, 7]):
         dec.step(tok)

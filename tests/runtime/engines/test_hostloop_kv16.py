@@ -28,6 +28,7 @@ from generators.runtime.model.quantise import KVCache, kv_steps_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import armv7  # noqa: E402
+from frame_spy import spy_attention_frames  # noqa: E402  (tests/ is on sys.path)
 
 #: an INT16 attention engine: exp_width <= 21 and scale_frac_bits <= 16 (AttentionConfig)
 ENG = EngineConfig(max_k=512, max_context=32, exp_width=21, scale_frac_bits=16, kv_bits=16)
@@ -107,16 +108,7 @@ def test_int16_attention_frames_carry_code_1_and_int16_rows(models):
     dec = Decoder(m, be, loop="python")
     cfg = m.engines.attention_config()
     assert cfg.kv_bits == 16 and cfg.kv_code == 1 and cfg.row_beats == 8
-    sent = {0: [], 1: []}
-    send = be.fabric.send
-
-    def spy(port, segments, done):
-        data = be.memory.gather(segments)
-        if int(data[:8].view("<u8")[0]) & 0xFFFF in (0xA77E, 0xA77F):
-            sent[port].append(data.tobytes())
-        send(port, segments, done)
-
-    be.fabric.send = spy
+    sent = spy_attention_frames(be)
     H, G, d = m.config.num_key_value_heads, m.config.group, m.config.head_dim
     for pos, tok in enumerate([5, 9, 200, 7]):
         dec.step(tok)
