@@ -257,7 +257,7 @@ def run(args) -> int:
     _cli.check_common(args, "--model")
     err = sys.stderr
     t0 = time.perf_counter()
-    model, tok, _ = load_model(args.model, args.format, _cli.engines_of(args),
+    model, tok, _ = load_model(args.model, args.format, engines=_cli.engines_of(args),
                                say=_cli.progress("chat"))
 
     def prompt_ids(text):

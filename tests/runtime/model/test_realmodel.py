@@ -366,7 +366,8 @@ def test_chat_cli_refuses_a_long_prompt_before_any_backend(tiny, capsys, monkeyp
     from generators.runtime.model.checkpoint import EngineConfig as E
     real = chat.load_model
     monkeypatch.setattr(chat, "load_model",
-                        lambda p, f, say=None: real(p, f, engines=E(max_k=512, max_context=32)))
+                        lambda p, f, engines=None, say=None: real(
+                            p, f, engines=E(max_k=512, max_context=32)))
     started = []
     monkeypatch.setattr("generators.runtime.engines.registry.make_backend",
                         lambda *a, **k: started.append(a))
