@@ -151,7 +151,9 @@ def wall_rows():
            "ternary": row(1 / 5, "ternary")}
     head = sum(m["weights"] for m in matrices(s) if m["name"] == "lm_head")
     out["q4"] = row(((weights - head) * 20 / 32 + head * q8_0) / weights, "q4")
-    # the INT16-KV rows: the same weights, the cache's read twice INT8's (2 bytes a code)
+    # the INT16-KV rows: the same weights, the cache's read twice INT8's (2 bytes a code); their
+    # host term is the INT8-KV step's (make a9-model models INT8-KV images only), optimistic by
+    # the INT16 rows the CPU writes: 11,520 B more a token, not modelled
     out["int8-kv16"] = row(q8_0, "int8", kv_bytes=2)
     out["q4-kv16"] = row(out["q4"]["bytes_per_weight"], "q4", kv_bytes=2)
     # ternary's the same figure as make report's (its rows' bytes are the decoder model's)
