@@ -179,6 +179,7 @@ localparam [QRBW-1:0] QRB_M2   = (QRB > 1) ? QRB - 2 : 0;
 localparam [0:0]     QRB_IS1   = (QRB == 1);
 localparam [7:0]     KV_CODE   = KVB - 1;          // a scale word's byte 3: 0 INT8, 1 INT16
 localparam [GW-1:0]  G_M1      = G - 1;
+localparam [G-1:0]   G_ONE     = 1;                 // fgh of head 0
 localparam [GW-1:0]  G_M2      = (G > 1) ? G - 2 : 0;
 localparam [0:0]     G_IS1     = (G == 1);
 localparam [FHW-1:0] FH_LAST   = WPB - 1;
@@ -314,6 +315,11 @@ reg  [7:0]     ftag;
 reg  [4:0]     fflags;
 reg            fres;      // fflags[3:0] == 0: good or long frame, results are sent
 reg  [GW-1:0]  fg;
+// fg one-hot (fgh[g]: fg == g; 0 after the last head), set where fg is: the selects of every
+// head's Y1 read and A (x, yden, yazp: about 250 loads a head in the INT16 engine) come from
+// flip-flops with MAX_FANOUT, not from fg's decode (make timing: 7.0 ns in the INT16 top,
+// fg's 47 loads and two decode LUTs of 132 and 78 loads before the select; docs/timing.md)
+(* max_fanout = 24 *) reg [G-1:0] fgh;
 (* max_fanout = 24 *) reg [RBW-1:0] fb;
 // fh selects the word of every head's Y1 read (yrd_h: 500 LUTs) and zstart starts every
 // head's divider (300 loads): MAX_FANOUT has Vivado replicate them (UG901), as the calibrated
@@ -377,6 +383,7 @@ always @(posedge aclk) begin
         ph_zout <= 1'b0;
         ph_stat <= 1'b0;
         fg      <= {GW{1'b0}};
+        fgh     <= G_ONE;
         fb      <= {RBW{1'b0}};
         fh      <= {FHW{1'b0}};
         zg      <= {GW{1'b0}};
@@ -416,6 +423,7 @@ always @(posedge aclk) begin
         if (ph_room && room && fres) begin
             zstart <= 1'b1;
             fg     <= {GW{1'b0}};
+            fgh    <= G_ONE;
             fb     <= {RBW{1'b0}};
             fh     <= {FHW{1'b0}};
         end
@@ -423,8 +431,9 @@ always @(posedge aclk) begin
             fh <= fh + FH_1;
             if (fh == FH_LAST) begin
                 if (fb == RB_M1) begin
-                    fb <= {RBW{1'b0}};
-                    fg <= fg + 1'b1;
+                    fb  <= {RBW{1'b0}};
+                    fg  <= fg + 1'b1;
+                    fgh <= fgh << 1;
                 end else begin
                     fb <= fb + 1'b1;
                 end
@@ -1265,7 +1274,7 @@ always @(posedge aclk) begin
     yden <= af_h[0];
     yazp <= azp_h[0];
     for (iy = 1; iy < G; iy = iy + 1) begin
-        if (fg == iy[GW-1:0]) begin
+        if (fgh[iy]) begin
             yden <= af_h[iy];
             yazp <= azp_h[iy];
         end
@@ -1289,7 +1298,7 @@ for (k = 0; k < 4; k = k + 1) begin : yk
     always @(posedge aclk) begin
         x <= yrd_h[k];
         for (ih = 1; ih < G; ih = ih + 1) begin
-            if (fg == ih[GW-1:0]) begin
+            if (fgh[ih]) begin
                 x <= yrd_h[4*ih+k];
             end
         end
