@@ -253,8 +253,12 @@ def lane_of(model, name: str, fmt: str, cache: dict) -> Lane:
 class Matrices:
     def __init__(self, nm: Numerics):
         from generators.runtime.cli.chat import load_model
+        from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES
         src = "q4" if nm.weights in ("q4", "q8_0") else "int8"
-        self.model, self.tok, _ = load_model(None, src, say=None)
+        # the INT8-KV engines' image, whatever the overlay's default: its KV steps (calibrated
+        # at those engines' widths) are the ones every row starts from, INT16 rows rescaled
+        self.model, self.tok, _ = load_model(None, src, engines=PYNQ_Z1_ENGINES.with_kv_bits(8),
+                                             say=None)
         self.nm = nm
         c = self.model.config
         self.lanes = {}

@@ -501,7 +501,7 @@ def main(argv=None) -> int:
     models = {}
     for fmt in fmts:
         base, _, kv = fmt.partition("-")
-        engines = PYNQ_Z1_ENGINES.with_kv_bits(16) if kv else PYNQ_Z1_ENGINES
+        engines = PYNQ_Z1_ENGINES.with_kv_bits(16 if kv else 8)
         models[fmt] = convert(ckpt, base, engines=engines, notice=None)
     if args.ablate:
         ablate(args, res, models, passages, ref, blk, nxt)

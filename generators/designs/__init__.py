@@ -2,14 +2,15 @@
 from . import attention, int8, mv, overlay, probe, q4, ternary  # noqa: F401
 
 #: the PYNQ-Z1 configuration of every design: its defaults, but for the attention engine, which
-#: takes the 48-MAC, 16-byte-beat form the PL top carries (overlay.ATT_MACS). `make sim`,
-#: `make timing`, `make report` and `make formal` all read this.
+#: takes the form the PL top carries (overlay.attention_params: INT16 K and V, 24 MACs on
+#: 16-byte beats, exp table 21 bits, Z 16 fraction bits). `make sim`, `make timing`,
+#: `make report` and `make formal` all read this.
 PYNQ_Z1 = {
     "probe": {},
     "int8-engine": {},
     "ternary-engine": {},
     "mv-engine": {},
     "q4-engine": {},
-    "attention-engine": {"macs": overlay.ATT_MACS},
+    "attention-engine": overlay.attention_params(),
     "overlay": {},
 }

@@ -29,6 +29,12 @@ from ..contract import (ATTENTION_MAGIC, FCLK_HZ, HP_BEAT_BYTES, MATRIX_MAGIC, R
 #: output slice and the controller's stage-0 header tests; vectors 3 is over the LUT cap.
 PYNQ_Z1_VECTORS = 2
 
+#: the PYNQ-Z1 top's ``kv_bits`` (issue 32 item 5, docs/quality.md): INT16 K and V, what
+#: ``make answers`` and ``make quality`` favour (q4: 63.2 % of the float64 pass's tokens against
+#: 49.0 % on INT8 KV, level with llama.cpp prompt by prompt). It costs twice the KV cache and its
+#: read (23,040 bytes a token of context against 11,520); ``kv_bits=8`` builds the INT8 engine.
+PYNQ_Z1_KV_BITS = 16
+
 #: result FIFO entries of the matrix engines when they take B-vector frames (vectors > 1)
 VECTORS_FIFO_DEPTH = 64
 
@@ -56,6 +62,13 @@ ATT_FIXED = {"heads_per_group": 3, "head_dim": 64, "macs": ATT_MACS}
 ATT_KV = {8: {}, 16: {"kv_bits": 16, "macs": ATT_MACS // 2, "exp_width": 21,
                       "scale_frac_bits": 16}}
 
+
+def attention_params(kv_bits: int = PYNQ_Z1_KV_BITS) -> Dict[str, Any]:
+    """The attention engine's parameters in the PYNQ-Z1 top with K and V of ``kv_bits`` (its
+    generator defaults but these): what ``make sim``, ``make report``, ``make timing`` and
+    ``make formal`` run as the PYNQ-Z1 attention engine (generators.designs.PYNQ_Z1)."""
+    return dict({"macs": ATT_MACS}, **ATT_KV[kv_bits])
+
 #: the top's widths, each defined here once (from the contract) and written into the template
 #: and the manifest from these names: s{p}_axis carries one HP-port beat, m{p}_axis one result
 #: word, the joiner puts one word of each port side by side for the attention engine
@@ -73,7 +86,8 @@ class Overlay(Design):
     name = "overlay"
     top = "pynq_overlay"
     summary = ("PYNQ-Z1 PL top: two DMA ports, a matrix engine per port (INT8, ternary and "
-               "Q4_1 rows), the 48-MAC attention engine fed from both ports through a joiner")
+               "Q4_1 rows), the attention engine (INT16 K and V by default) fed from both ports "
+               "through a joiner")
     params = (
         Param("max_k", int, 2048, "matrix engines: largest K (SmolLM2's largest is 1536)",
               min=1, max=65535),
@@ -86,8 +100,9 @@ class Overlay(Design):
         Param("vectors", int, PYNQ_Z1_VECTORS, "matrix engines: most activation vectors a frame "
               "may carry (docs/vectors.md; each weight read once, B results per row)", min=1,
               max=MAX_VECTORS),
-        Param("kv_bits", int, 8, "attention engine: width of the K and V codes, 8 or 16 (INT16 "
-              "KV: twice the cache and its read, answers closer to the float model; "
+        Param("kv_bits", int, PYNQ_Z1_KV_BITS, "attention engine: width of the K and V codes, 16 "
+              "(INT16 KV, 24 MACs: answers closer to the float model) or 8 (INT8 KV, 48 MACs: "
+              "half the cache and its read); "
               "docs/attention.md 3.1, docs/quality.md)", min=8, max=16),
     )
 

@@ -15,7 +15,8 @@ What is counted (see docs/report.md for the derivation):
   measured 9.16 G weights/s it is 14.68 ms per token.
 * Attention, per token at context c: QK^T and AV are each c x head_dim MACs per
   query head, so ``2 * c * q_heads * head_dim * layers`` MACs (17.7 M at c = 512);
-  the KV cache read is ``c * kv_heads * head_dim * 2 * layers`` INT8 bytes.
+  the KV cache read is ``c * kv_heads * head_dim * 2 * layers * kv_bytes_per_element`` bytes
+  (INT16 K and V on the PYNQ-Z1 overlay: 2 bytes an element).
 * The host: everything the Cortex-A9 does per token but the matrices and attention (small
   ops, the frames and DMA, sampling) is :func:`host_ms`: ``make a9-model``'s Cortex-A9 cycle
   model of the board's ARMv7 build of the C step for the weight format (llvm-mca's Cortex-A9
@@ -39,6 +40,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from generators.contract import DDR_WALL_BYTES_PER_S, FCLK_HZ
+from generators.designs import PYNQ_Z1
+from generators.designs.overlay import PYNQ_Z1_KV_BITS
 
 __all__ = [
     "ModelShape",
@@ -96,8 +99,9 @@ class ModelShape:
     tied_embedding: bool = True
     #: ternary weights packed per byte (3**5 = 243 <= 256)
     weights_per_byte: int = 5
-    #: bytes per KV-cache element (INT8)
-    kv_bytes_per_element: int = 1
+    #: bytes per KV-cache element: the PYNQ-Z1 overlay's K and V codes (INT16: 2; an overlay
+    #: built with kv_bits=8: 1)
+    kv_bytes_per_element: int = PYNQ_Z1_KV_BITS // 8
 
     def __post_init__(self):
         for f in ("hidden", "intermediate", "layers", "q_heads", "kv_heads", "head_dim",
@@ -361,11 +365,12 @@ class PLAttention:
 
 
 def pl_attention(params: Mapping | None = None) -> PLAttention:
-    """The PYNQ-Z1 attention engine of the overlay (48 MACs, 16-byte beats fed by both HP
-    ports through the joiner), or another configuration of ``attention-engine``."""
+    """The PYNQ-Z1 attention engine of the overlay (INT16 K and V, 24 MACs, 16-byte beats fed
+    by both HP ports through the joiner: generators.designs.PYNQ_Z1), or another
+    configuration of ``attention-engine`` (``params``: its parameters, the generator's
+    defaults for the rest; e.g. ``generators.designs.overlay.attention_params(8)``)."""
     from ..core import build   # the generator's own latency model, not a copy of it
-    values = {"macs": 48}
-    values.update(params or {})
+    values = dict(PYNQ_Z1["attention-engine"] if params is None else params)
     d = build("attention-engine", values)
     t = d.timing()
     G, hd, bb = d.G, d.p["head_dim"], d.bb

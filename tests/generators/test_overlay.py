@@ -5,7 +5,7 @@ import re
 import pytest
 
 import generators
-from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.designs.overlay import PYNQ_Z1_KV_BITS, PYNQ_Z1_VECTORS
 from generators import ParameterError
 from generators.golden import overlay as gov
 from generators.packing import split_attention_frame
@@ -36,10 +36,14 @@ def test_manifest_contract(pynq):
     assert man["matrix"]["bytes"] == 8 and man["latency"] == man["matrix"]["latency"]
     a = man["attention"]
     assert (a["heads_per_group"], a["head_dim"], a["max_context"], a["macs"], a["beat_bytes"]) \
-        == (3, 64, 2048, 48, 16)
+        == (3, 64, 2048, 24, 16)
     for k in ("latency", "exp_depth", "exp_width", "exp_steps_per_octave", "scale_frac_bits"):
         assert isinstance(a[k], int)
-    assert a["kv_bits"] == 8                          # the INT8 KV cache by default
+    # INT16 K and V by default (PYNQ_Z1_KV_BITS, issue 32 item 5): 24 MACs at the 128-bit
+    # joined beat, the exp table 21 bits wide, Z with 16 fraction bits; latency 96 (the golden
+    # timing model's, asserted in cocotb)
+    assert a["kv_bits"] == PYNQ_Z1_KV_BITS == 16
+    assert (a["exp_width"], a["scale_frac_bits"], a["latency"]) == (21, 16, 96)
     assert man["route"] == {"matrix_magic": 0xB158, "attention_magic": 0xA77E,
                             "attention_route_magic": 0xA77F}
 

@@ -6,7 +6,7 @@ import pytest
 
 import generators
 from generators.cosim import runner
-from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.designs.overlay import PYNQ_Z1_KV_BITS, PYNQ_Z1_VECTORS
 
 MOD = "sim.overlay.test_overlay"
 #: the small top takes frames of two vectors (the PYNQ-Z1 default is one: docs/vectors.md), so
@@ -39,9 +39,10 @@ def test_overlay(sim):
 
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.long)])
 def test_overlay_pynq_z1(sim):
-    """The configuration the bitstream carries (issue 19, item 5): mixed traffic and bad frames.
-    Verilator in make test (about 1.5 min with its build), Icarus in make test-long (about
-    3 min: the same traffic, the 48-MAC attention engine is slow on Icarus)."""
+    """The configuration the bitstream carries (issue 19, item 5): mixed traffic and bad frames,
+    K and V over the whole 16-bit range (the INT16-KV attention engine, ``kv_bits=16``: 24 MACs
+    at the 128-bit joined beat, exp table 21 bits, Z 16 fraction bits). Verilator in make test
+    (about 1.5 min with its build), Icarus in make test-long (about 3 min: the same traffic)."""
     top = generators.core.build("overlay", PYNQ_Z1)
     assert top.p["max_k"] == 2048 and top.matrix().x_bram(), "not the BRAM x banks"
     r = runner.run("overlay", PYNQ_Z1, sim, MOD, testcase=["test_mixed_traffic",
@@ -50,19 +51,22 @@ def test_overlay_pynq_z1(sim):
     assert r["tests"] == 2
     assert r["manifest"]["matrix"]["formats"] == [8, 3, 4]
     assert r["manifest"]["matrix"]["vectors"] == PYNQ_Z1_VECTORS
+    a = r["manifest"]["attention"]
+    assert (a["kv_bits"], a["macs"], a["beat_bytes"], a["exp_width"], a["scale_frac_bits"]) \
+        == (PYNQ_Z1_KV_BITS, 24, 16, 21, 16)
 
 
 @pytest.mark.long
-def test_overlay_pynq_z1_kv16():
-    """The bitstream's configuration with the INT16-KV attention engine (``kv_bits=16``: 24 MACs
-    at the same 128-bit joined beat, exp table 21 bits, Z 16 fraction bits), the same traffic
-    with K and V over the whole 16-bit range (make test-long)."""
-    r = runner.run("overlay", dict(PYNQ_Z1, kv_bits=16), "verilator", MOD,
+def test_overlay_pynq_z1_kv8():
+    """The bitstream's configuration with the INT8-KV attention engine (``kv_bits=8``: 48 MACs
+    at the same 128-bit joined beat, exp table 24 bits, Z 24 fraction bits), the same traffic
+    (make test-long)."""
+    r = runner.run("overlay", dict(PYNQ_Z1, kv_bits=8), "verilator", MOD,
                    testcase=["test_mixed_traffic", "test_bad_frames"], extra_env=PYNQ_ENV)
     assert r["tests"] == 2
     a = r["manifest"]["attention"]
     assert (a["kv_bits"], a["macs"], a["beat_bytes"], a["exp_width"], a["scale_frac_bits"]) \
-        == (16, 24, 16, 21, 16)
+        == (8, 48, 16, 24, 24)
 
 
 @pytest.mark.long

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from generators.core import build
-from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.designs.overlay import PYNQ_Z1_VECTORS, attention_params
 from generators.report.decoder_model import Platform, host_ms, pl_attention, token_time
 from generators.results import figure
 
@@ -73,7 +73,8 @@ class Schedule:
         self.plan = memory_plan(self.shape, min(2048, self.shape.engines.max_context),
                                 vectors=vectors)
         self.latency = build("overlay", dict(overlay or {}, vectors=vectors)).port_latency()
-        self.att = pl_attention()
+        # the attention engine the model's engines name (the PYNQ-Z1 top's: INT16 K and V)
+        self.att = pl_attention(attention_params(self.shape.engines.kv_bits))
         self.ATT = ATT
 
     def _frame_beats(self, name: str, port: int, B: int) -> int:

@@ -23,7 +23,7 @@ from typing import List, Optional
 from ..decode.decoder import Decoder
 from ..decode.decoder import check_prompt
 from ..engines import registry
-from ..engines.plan import CMA_MB, HOST_MB, info, memory_plan
+from ..engines.plan import CMA_MB, HOST_MB, board_context, info, memory_plan
 from ..errors import USER_ERRORS, BackendError, ImageError, UsageError
 from ..model import gguf
 from ..model import conversion
@@ -112,15 +112,16 @@ def engines_of(args) -> Optional[EngineConfig]:
         return None
     return EngineConfig(max_k=mk or PYNQ_Z1_ENGINES.max_k,
                         max_context=mc or PYNQ_Z1_ENGINES.max_context,
-                        vectors=PYNQ_Z1_ENGINES.vectors).with_kv_bits(kv or 8)
+                        vectors=PYNQ_Z1_ENGINES.vectors).with_kv_bits(kv or PYNQ_Z1_ENGINES.kv_bits)
 
 
 def add_kv_bits(c) -> None:
     """--kv-bits: the attention engine's K and V codes (the overlay's kv_bits)."""
     c.add_argument("--kv-bits", type=int, choices=(8, 16), default=None,
-                   help="the attention engine's K and V codes: 8 (default, the PYNQ-Z1 "
-                        "overlay) or 16 (an overlay built with kv_bits=16: INT16 KV cache, "
-                        "answers closer to the float model, twice the cache; docs/quality.md)")
+                   help=f"the attention engine's K and V codes: 16 (INT16 KV cache, answers "
+                        f"closer to the float model) or 8 (an overlay built with kv_bits=8: half "
+                        f"the cache; docs/quality.md); default {PYNQ_Z1_ENGINES.kv_bits}, the "
+                        f"PYNQ-Z1 overlay's")
 
 
 def progress(prefix):
@@ -210,8 +211,13 @@ def check_plan(model, args) -> None:
         raise BackendError(f"--context {ctx}: the attention engine takes 1.."
                            f"{model.engines.max_context} positions")
     if args.backend == "board":
-        msg = memory_plan(model, ctx, getattr(args, "vectors", None),
-                          getattr(args, "streams", 1)).check(args.cma_mb, args.host_mb)
+        vec, streams = getattr(args, "vectors", None), getattr(args, "streams", 1)
+        if ctx is None:                  # the engines' max_context, or the most that fits
+            ctx, notice = board_context(model, args.cma_mb, args.host_mb, vec, streams)
+            if notice is not None:
+                print(notice, file=sys.stderr)
+                args.context = ctx
+        msg = memory_plan(model, ctx, vec, streams).check(args.cma_mb, args.host_mb)
         if msg is not None:
             raise BackendError(msg)
 
@@ -276,8 +282,13 @@ def run_info(args) -> int:
     if args.streams < 1 or (args.vectors is not None and args.vectors < 1):
         print("error: --streams and --vectors take a positive number", file=sys.stderr)
         return 2
-    print(f"memory plan on the board (context {args.context or model.engines.max_context}):")
-    return info(model, args.context, args.cma_mb, args.host_mb, streams=args.streams,
+    ctx = args.context
+    if ctx is None:                      # what a board run without --context allocates
+        ctx, notice = board_context(model, args.cma_mb, args.host_mb, args.vectors, args.streams)
+        if notice is not None:
+            print(notice)
+    print(f"memory plan on the board (context {ctx}):")
+    return info(model, ctx, args.cma_mb, args.host_mb, streams=args.streams,
                 vectors=args.vectors)
 
 

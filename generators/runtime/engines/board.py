@@ -20,7 +20,7 @@ from ..model.model import Model
 from ..optional import module
 from . import pg021 as R
 from .cloop import SPIN_US
-from .plan import MEMINFO, MemoryPlan, memory_plan
+from .plan import MEMINFO, MemoryPlan, board_context, memory_plan
 from .registry import register_backend
 from .runtime import DmaRuntime, write_barrier
 from .sgdma import SgDma
@@ -182,6 +182,10 @@ class BoardBackend(DmaRuntime):
                  timeout_s: float = 5.0, download: bool = True, cma_mb: float = 128,
                  host_mb: float = 64, vectors: Optional[int] = None, streams: int = 1,
                  meminfo: str = MEMINFO):
+        if context is None:              # max_context, or the most that fits the CMA budget
+            context, notice = board_context(model, cma_mb, host_mb, vectors, streams)
+            if notice is not None:
+                print(notice, file=sys.stderr)
         plan = memory_plan(model, context, vectors, streams)
         msg = plan.check(cma_mb, host_mb)
         if msg is not None:

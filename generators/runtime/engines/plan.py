@@ -62,7 +62,7 @@ from ..model.model import HEAD_Q8_0, LAYER_MATRICES, split_rows, x_slot_bytes
 from ..model.synthetic import SMOLLM2_135M
 from . import pg021 as R
 
-__all__ = ["MemoryPlan", "memory_plan", "model_shape", "Region", "TransferPlan", "FramePlan",
+__all__ = ["MemoryPlan", "memory_plan", "board_context", "model_shape", "Region", "TransferPlan", "FramePlan",
            "KINDS", "MIB", "info", "ContextFitError", "cloop_bytes"]
 
 MIB = 1 << 20
@@ -309,11 +309,17 @@ class MemoryPlan:
             out.append(f"    {_mib(n):>9s} MiB  {name}: {what}")
         return out
 
-    def _fit_hint(self, cma_mb: float) -> str:
+    def fit_context(self, cma_mb: float) -> int:
+        """The largest context (at most the engine's max_context) whose KV cache, beside the
+        plan's weights, frames and results, fits ``cma_mb`` MiB of DMA memory; 0: none."""
         fixed = self.dma_bytes - self.regions["kv"].nbytes
         per = self.regions["kv"].nbytes / max(self.context, 1)
         fits = int((cma_mb * MIB - fixed) // per) if per else 0
-        fits = min(fits, self.acfg.max_context)
+        return max(0, min(fits, self.acfg.max_context))
+
+    def _fit_hint(self, cma_mb: float) -> str:
+        fixed = self.dma_bytes - self.regions["kv"].nbytes
+        fits = self.fit_context(cma_mb)
         hint = (f"context {fits} fits" if fits >= 1 else
                 f"no context fits: the weights, frames and results alone are {_mib(fixed)} "
                 f"MiB")
@@ -360,6 +366,23 @@ class MemoryPlan:
         msg = self.check(cma_mb, host_mb)
         if msg is not None:
             raise ContextFitError(msg)
+
+
+def board_context(model, cma_mb: float = CMA_MB, host_mb: float = HOST_MB,
+                  vectors: Optional[int] = None, streams: int = 1) -> Tuple[int, Optional[str]]:
+    """The KV context a board run allocates when no --context is given: the engines'
+    max_context when its plan fits both budgets; else the largest context whose plan fits
+    (q4 on the INT16-KV overlay: 1,589 of 2,048 in 128 MiB), with the one-line notice that says
+    so; else max_context, whose plan's check then refuses with the reason."""
+    full = memory_plan(model, None, vectors, streams)
+    if full.check(cma_mb, host_mb) is None:
+        return full.context, None
+    fits = full.fit_context(cma_mb)
+    if fits < 1 or memory_plan(model, fits, vectors, streams).check(cma_mb, host_mb) is not None:
+        return full.context, None
+    return fits, (f"context {fits:,} positions: the KV cache at the engines' {full.context:,} "
+                  f"would make DMA memory {_mib(full.dma_bytes)} MiB, over the {cma_mb:g} MiB "
+                  f"CMA budget (--context N to choose, --cma-mb for a larger CMA)")
 
 
 def cma_mib(meminfo: str = MEMINFO) -> Optional[Tuple[float, float]]:

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from generators.designs.overlay import PYNQ_Z1_VECTORS
+from generators.designs.overlay import PYNQ_Z1_KV_BITS, PYNQ_Z1_VECTORS
 from generators.golden.attention import AttentionConfig
 
 from ..errors import CheckpointError
@@ -166,8 +166,10 @@ KV_WIDTHS = {8: dict(exp_width=24, scale_frac_bits=24), 16: dict(exp_width=21, s
 
 
 #: The PYNQ-Z1 overlay (generator defaults): matrix max_k 2048, attention max_context 2048,
-#: matrix frames of up to ``generators.designs.overlay.PYNQ_Z1_VECTORS`` vectors.
-PYNQ_Z1_ENGINES = EngineConfig(vectors=_pynq_z1_vectors())
+#: matrix frames of up to ``generators.designs.overlay.PYNQ_Z1_VECTORS`` vectors, K and V codes
+#: of ``PYNQ_Z1_KV_BITS`` (16: INT16 KV at KV_WIDTHS[16]). ``EngineConfig()``'s own field
+#: defaults are the INT8-KV engine's (kv_bits 8), the key of every image made before INT16.
+PYNQ_Z1_ENGINES = EngineConfig(vectors=_pynq_z1_vectors()).with_kv_bits(PYNQ_Z1_KV_BITS)
 
 
 @dataclasses.dataclass

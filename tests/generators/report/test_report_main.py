@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from generators.designs import PYNQ_Z1
 from generators.report import __main__ as rep
 from generators.report import resources
 from generators.report.decoder_model import ATTN_FIXED_LATENCY_PLACEHOLDER, format_table
@@ -23,7 +24,7 @@ def test_silicon_configs_cover_defaults_sweeps_and_lane():
     assert labels[:3] == ["probe", "int8-engine", "ternary-engine"]
     both = rep.silicon_configs(["probe", "attention-engine"])
     assert [c["design"] for c in both] == ["attention-engine", "attention-engine", "probe"]
-    assert both[1]["params"] == {"macs": 48}
+    assert both[1]["params"] == PYNQ_Z1["attention-engine"]          # the top's INT16 engine
     for p in ("bytes=4", "bytes=16", "reg_every=1", "reg_every=3", "decode_bram=false"):
         assert f"ternary-engine {p}" in labels
     for p in (3, 4, 6):
@@ -126,7 +127,7 @@ def test_vivado_rows_split_the_top_and_count_the_7020():
            _vsynth("mv-engine", lut=2500),
            _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000, lutram=100, srl=50, ff=3000,
                    dsp=16, bram=1.5),
-           _vsynth("attention-engine", {"macs": 48}, "sweep", lut=9000, lutram=2600, srl=200,
+           _vsynth("attention-engine", dict(PYNQ_Z1["attention-engine"]), "sweep", lut=9000, lutram=2600, srl=200,
                    ff=7000, dsp=85, bram=17.0),
            _vsynth("probe", lut=50, ff=60, bram=0)]
     assert [r["name"] for r in res_rows(res[2:])] == ["probe", "mv-engine", "mv-engine-q4",
@@ -199,7 +200,7 @@ def res_rows(results):
 def test_vivado_rows_take_the_matrix_engine_the_top_carries():
     res = [_vsynth("overlay", lut=20000, all_params={"q4": False, "vectors": 1}),
            _vsynth("mv-engine", lut=2500), _vsynth("mv-engine", {"q4": True}, "sweep", lut=4000),
-           _vsynth("attention-engine", {"macs": 48}, "sweep", lut=9000)]
+           _vsynth("attention-engine", dict(PYNQ_Z1["attention-engine"]), "sweep", lut=9000)]
     rows = {r["name"]: r for r in resources.vivado_rows(res)}
     assert rows["top-matrix"]["lut"] == 5000 and "replicas" not in rows
     cfgs = rep.silicon_configs(["overlay", "mv-engine", "attention-engine"])

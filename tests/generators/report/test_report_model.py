@@ -24,7 +24,7 @@ from generators.report.decoder_model import (
 
 # A one-layer toy shape, every number below computed by hand.
 TOY = ModelShape(name="toy", hidden=10, intermediate=20, layers=1, q_heads=2, kv_heads=1,
-                 head_dim=5, vocab=30)
+                 head_dim=5, vocab=30, kv_bytes_per_element=1)
 # matrices: q 10x10=100, k 10x5=50, v 50, o 100, gate 10x20=200, up 200, down 200,
 # lm_head 10x30=300 -> 1200 weights = 240 bytes at 5 per byte.
 # rates chosen so that each part takes a round number of ms:
@@ -160,7 +160,10 @@ def test_smollm2_weight_bytes_27mb_and_14_68_ms():
 def test_smollm2_attention_counts():
     a = attention_costs(ModelShape(), 512, "cpu")
     assert a["macs"] == 2 * 512 * 9 * 64 * 30 == 17_694_720
-    assert a["bytes"] == 512 * 3 * 64 * 2 * 30 == 5_898_240
+    # the PYNQ-Z1 overlay's INT16 K and V: 2 bytes an element (the write-up's INT8: half)
+    assert ModelShape().kv_bytes_per_element == 2
+    assert a["bytes"] == 512 * 3 * 64 * 2 * 30 * 2 == 11_796_480
+    assert attention_costs(ModelShape(kv_bytes_per_element=1), 512, "cpu")["bytes"] == 5_898_240
     # write-up: 83 ms at 0.21 G MAC/s effective
     assert a["ms"] == pytest.approx(83.0, rel=0.03)
 
@@ -181,13 +184,15 @@ def test_figure6_reproduction_within_5_percent():
 def test_pl_attention_estimate_matches_writeup():
     # write-up: bandwidth-bound attention 2.94 ms at context 512, 14.68 + 2.94 + 4.2 ms (its
     # own host), about 46 tok/s
-    r = decoder_row(ModelShape(), 512, "pl", platform=Platform(host_s=dm.WRITEUP_SMALL_OPS_S))
+    # (its INT8 K and V: one byte an element)
+    wu = ModelShape(kv_bytes_per_element=1)
+    r = decoder_row(wu, 512, "pl", platform=Platform(host_s=dm.WRITEUP_SMALL_OPS_S))
     assert r["attention_ms"] == pytest.approx(2.94, rel=0.05)
     assert r["tok_s"] == pytest.approx(46, rel=0.05)
-    att = attention_costs(ModelShape(), 512, "pl")
+    att = attention_costs(wu, 512, "pl")
     assert att["frames"] == 90 and att["bound"] == "wall"
     # one engine (8 B/clock at 142.857 MHz = 1.14 GB/s) cannot reach the wall
-    one = attention_costs(ModelShape(), 512, "pl", Platform(pl_attention_engines=1))
+    one = attention_costs(wu, 512, "pl", Platform(pl_attention_engines=1))
     assert one["bound"] == "engine" and one["ms"] > att["ms"]
 
 
@@ -239,15 +244,19 @@ def test_plots_write_pngs(tmp_path):
 
 # ------------------------------------------------------------ attention on the PL, as built
 def test_pl_attention_follows_the_engine():
-    """The PL-attention rows come from the attention engine as built (48 MACs, 16-byte beats):
+    """The PL-attention rows come from the attention engine as built (INT16 K and V, 24 MACs,
+    16-byte beats; generators.designs.PYNQ_Z1):
     frame beats as the golden model's frame layout counts them (an independent model), cycles
     per frame from the engine's back-to-back period (AttentionTiming, asserted to the cycle
     against simulation by sim/attention test_cycles), and the deciding bound named."""
     from generators.core import build
     from generators.golden.attention import AttentionConfig, frame_beat_count
     eng = dm.pl_attention()
-    timing = build("attention-engine", {"macs": 48}).timing()
-    cfg = AttentionConfig(beat_bytes=16)
+    from generators.designs import PYNQ_Z1
+    ap = PYNQ_Z1["attention-engine"]
+    assert (ap["kv_bits"], ap["macs"]) == (16, 24)
+    timing = build("attention-engine", ap).timing()
+    cfg = AttentionConfig(beat_bytes=16, kv_bits=16, exp_width=21, scale_frac_bits=16)
     for ctx in (1, 2, 64, 512, 2048):
         beats = frame_beat_count(ctx, cfg)
         assert eng.frame_beats(ctx) == beats

@@ -147,19 +147,20 @@ def test_plan_counts_every_streams_kv_cache():
     """The KV region is one cache per stream; the refusal is one line that says how many
     streams fit; the B-vector slots are counted."""
     cfg = ModelConfig(**SMOLLM2_135M)
-    one = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=1)
-    v2 = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=2)
-    four = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048, vectors=2, streams=4)
+    # q4 on the PYNQ-Z1 overlay's INT16 KV: 22.5 MiB a stream at context 1024
+    one = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=1)
+    v2 = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=2)
+    four = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=2, streams=4)
     assert four.regions["kv"].nbytes == 4 * one.regions["kv"].nbytes
     assert four.kv_stream_bytes == one.regions["kv"].nbytes
     assert v2.regions["frames"].nbytes > one.regions["frames"].nbytes
     assert v2.check() is None
     msg = four.check()
     assert msg is not None and "\n" not in msg
-    assert "4 streams' KV caches at context 2048" in msg and "1 stream fits at context 2048" in msg
+    assert "4 streams' KV caches at context 1024" in msg and "1 stream fits at context 1024" in msg
     with pytest.raises(ContextFitError):
         four.require()
-    two = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 1024, vectors=2, streams=2)
+    two = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 512, vectors=2, streams=2)
     assert two.check() is None
     assert any("2 streams" in line for line in two.lines())
 

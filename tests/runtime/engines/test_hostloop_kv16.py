@@ -273,7 +273,10 @@ def test_manifest_and_plan_of_an_int16_engine():
         EngineConfig.from_manifest(man).attention_config()
     cfg = ModelConfig(**SMOLLM2_135M)
     e16 = dataclasses.replace(PYNQ_Z1_ENGINES, kv_bits=16, exp_width=21, scale_frac_bits=16)
-    p8 = memory_plan(model_shape(cfg, PYNQ_Z1_ENGINES, "q4"), 2048)
+    assert e16 == PYNQ_Z1_ENGINES                 # the PYNQ-Z1 overlay's default K and V
+    e8 = PYNQ_Z1_ENGINES.with_kv_bits(8)
+    assert (e8.exp_width, e8.scale_frac_bits) == (24, 24)
+    p8 = memory_plan(model_shape(cfg, e8, "q4"), 2048)
     p16 = memory_plan(model_shape(cfg, e16, "q4"), 2048)
     assert (p8.kv_row, p16.kv_row) == (32, 64)
     assert p16.regions["kv"].nbytes == 2 * p8.regions["kv"].nbytes == 2 * 2048 * 30 * 384

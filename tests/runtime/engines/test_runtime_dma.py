@@ -25,7 +25,8 @@ from generators.runtime.engines.board import (DMA_PARAMETERS, FPGA_RST_CTRL, SLC
                                               SLCR_LOCKSTA, SLCR_UNLOCK, check_overlay)
 from generators.runtime.errors import BackendError, DmaError, DmaHangError, DmaShortError
 from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES, EngineConfig, ModelConfig
-from generators.runtime.engines.plan import MIB, cma_mib, info, memory_plan, model_shape, smollm2_lines
+from generators.runtime.engines.plan import (MIB, board_context, cma_mib, info, memory_plan, model_shape,
+                                            smollm2_lines)
 from generators.runtime.model.synthetic import SMOLLM2_135M, TINY, write_checkpoint
 
 REPO = Path(__file__).resolve().parents[3]
@@ -66,26 +67,40 @@ SMOLLM2 = ModelConfig(**SMOLLM2_135M)
 
 
 def test_smollm2_plans_at_context_2048():
-    """Q4_1 (+ the INT8 head) and ternary fit 128 MiB of CMA at context 2048; INT8 does not fit
-    at any context and says so in one line."""
+    """On the PYNQ-Z1 overlay's INT16 KV, ternary fits 128 MiB of CMA at context 2048; Q4_1 (+
+    the Q8_0 head) fits at 1589 of 2048 (on the INT8-KV overlay at 2048), and a board run
+    without --context takes that, saying so in one line; INT8 does not fit at any context and
+    says so in one line."""
+    assert PYNQ_Z1_ENGINES.kv_bits == 16
     mib = {}
     for f in ("q4", "ternary", "int8"):
         p = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, f), 2048)
         mib[f] = p.dma_bytes / MIB
-        assert p.regions["kv"].nbytes == 30 * 384 * 2048          # 384 B / position / layer
+        assert p.regions["kv"].nbytes == 30 * 768 * 2048          # 768 B / position / layer
         assert p.transfers_per_token(False) == 150 and p.transfers_per_token(True) == 151
         per_port = [(t.index, ch) for t in p.transfers for ch in t.desc if ch in (0, 2)]
         assert len(per_port) == 2 * 30 * 5 + 2                     # 5 per port per layer
-    assert mib["q4"] < 128 and mib["ternary"] < 128 and mib["int8"] > 128
+    assert mib["q4"] > 128 and mib["ternary"] < 128 and mib["int8"] > 128
     q4 = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "q4"), 2048)
-    assert q4.check() is None
+    assert "exceeds the 128 MiB CMA budget; context 1589 fits" in q4.check()
+    assert memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "q4"), 1589).check() is None
+    assert memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "q4"), 1590).check() is not None
+    e8 = PYNQ_Z1_ENGINES.with_kv_bits(8)
+    assert memory_plan(model_shape(SMOLLM2, e8, "q4"), 2048).check() is None
+    # without --context: the engines' max_context where it fits, else the most that fits
+    ctx, notice = board_context(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "q4"))
+    assert ctx == 1589 and "context 1,589 positions" in notice and "138.1 MiB" in notice
+    assert "\n" not in notice
+    assert board_context(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "ternary")) == (2048, None)
+    assert board_context(model_shape(SMOLLM2, e8, "q4")) == (2048, None)
+    assert board_context(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8")) == (2048, None)
     msg = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8"), 2048).check()
     assert "exceeds the 128 MiB CMA budget; no context fits" in msg and "\n" not in msg
     # a larger CMA: the refusal names the context that fits
-    msg = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8"), 2048).check(cma_mb=140)
-    assert "exceeds the 140 MiB CMA budget; context " in msg and " fits" in msg
+    msg = memory_plan(model_shape(SMOLLM2, PYNQ_Z1_ENGINES, "int8"), 2048).check(cma_mb=150)
+    assert "exceeds the 150 MiB CMA budget; context " in msg and " fits" in msg
     lines = smollm2_lines(2048)
-    assert len(lines) == 3 and "fits" in lines[0]
+    assert len(lines) == 3 and "context 1589 fits" in lines[0] and "fits" in lines[1]
 
 
 def test_plan_is_what_the_runtime_allocates(models):

@@ -107,15 +107,19 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path, ref_flo
         (shown, r["text"])
 
     # The France question's first answer token is a near tie in the float model itself ("The"
-    # 25.33, "L" 25.24 in tests/llama_reference.py's float64 pass): int8 draws "L" there, as
-    # q4 and llama.cpp do, and the README quotes its first 16 tokens. The check that holds
-    # whatever the draw is the tie-proof one: the engines' first token is one of the float
-    # model's two best, and given the float model's own greedy answer token by token (teacher
-    # forcing), the engines predict "Paris".
+    # 25.33, "L" 25.24 in tests/llama_reference.py's float64 pass). On the INT16-KV engines
+    # int8 answers as the float64 pass does, token for token to the end of turn (on INT8 KV
+    # it drew "L": "L'Étoile, la Cité, la France, …"), and the README quotes it. The check
+    # that holds whatever the draw is the tie-proof one: the engines' first token is one of the
+    # float model's two best, and given the float model's own greedy answer token by token
+    # (teacher forcing), the engines predict "Paris".
     prompt = tok.chat_ids(QUESTION)
     r16 = answer(dec, tok, prompt, 16, out=io.StringIO())
-    france = "L'Étoile, la Cité, la France, la France,"           # its first 16 tokens
-    assert r16["text"].strip() == france and f'"{france} …"' in readme, r16["text"]
+    gold, _ = _float64_paris(tok, prompt, ref_float)
+    france = "The capital of France is Paris."
+    assert r16["text"].strip() == france and f'"{france}"' in readme, r16["text"]
+    assert list(r16["ids"]) == gold[:len(r16["ids"])] and len(r16["ids"]) >= len(gold) - 1, \
+        (r16["ids"], gold)
     r = {"ids": r16["ids"][:12]}                # the agreement below: its first 12 tokens
     text = tok.decode(r["ids"])
     forced = _tie_proof_paris(dec, tok, prompt, r, ref_float)
@@ -144,10 +148,10 @@ def test_smollm2_answers_paris_on_golden_int8(record_property, tmp_path, ref_flo
     out_dir = REPO / "build" / "quality"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "paris_agreement.json").write_text(json.dumps(res, indent=2) + "\n")
-    # measured: "L'Étoile, la Cité, la France" (Q8_0 layers and head, 0x09) agrees with the
-    # float64 model (float and INT8 weights) on 9 of its 12 tokens, as "L'Étoile, la Cité, la
-    # Cit" did with INT8 rows x one step per vector
-    assert res["agree_float"] >= 8 and res["agree_int8"] >= 8, res
+    # measured: "The capital of France is Paris." and the end of turn (Q8_0 layers and head,
+    # INT16 KV) is the float64 model's argmax at all 8 of its tokens, with float and with INT8
+    # weights (on INT8 KV, "L'Étoile, la Cité, la France": 9 of its 12)
+    assert res["agree_float"] == n and res["agree_int8"] == n, res
 
     # Shipped prompts whose float model is not near a tie, answered as the float64 pass answers
     # them, token for token (INT8_PROMPTS; the --format q4 test below says how they were
@@ -164,6 +168,7 @@ def q4():
     _smollm2()
     model, tok, _ = load_model(None, "q4")          # chat's default: the cached image, mapped
     assert model.fmt == "q4" and model.kv_steps is not None
+    assert model.engines.kv_bits == 16             # the PYNQ-Z1 overlay's INT16 K and V
     fmts = {m.fmt for n, m in model.matrices.items() if n != "lm_head"}
     assert fmts == {"q4"} and model.matrices["lm_head"].fmt == "q8_0"
     return model, tok, _golden(model)
@@ -177,7 +182,8 @@ def test_smollm2_answers_the_readme_on_golden_q4(record_property, q4, ref_float)
     The README's France question is a near tie in the float model ("The" 25.33 vs "L"
     25.24): with the LM head's Q8_0 rows as stored x Q8_0 blocks of x (format 0x09, what
     llama.cpp computes for this file's head) q4 draws "L" there, as llama.cpp does, and
-    answers "L'Étoile de la Cité, la Cité de la France, is the capital" (the README says so).
+    answers "L'Étoile, la Marseillaise, la femme, la femme au …", llama.cpp's own first words
+    (the README says so).
     The check there is the INT8 test's tie-proof one: the first token is one of the float
     model's two best, and teacher-forced on the float model's own answer the engines predict
     "Paris" and all but two of its tokens."""
@@ -194,8 +200,8 @@ def test_smollm2_answers_the_readme_on_golden_q4(record_property, q4, ref_float)
         (shown, text)
     prompt = tok.chat_ids(QUESTION)
     r = answer(dec, tok, prompt, 20, out=io.StringIO())
-    france = "L'Étoile de la Cité, la Cité de la France, is the capital"   # its first 20 tokens
-    assert r["text"].strip() == france and f'"{france}"' in readme, r["text"]
+    france = "L'Étoile, la Marseillaise, la femme, la femme au"   # its first 20 tokens
+    assert r["text"].strip() == france and f'"{france} …"' in readme, r["text"]
     forced = _tie_proof_paris(dec, tok, prompt, r, ref_float)
     print(f"\nSmolLM2 golden Q4 answers {text!r}; France {r['text']!r}, teacher-forced "
           f"{tok.decode(forced)!r}")
@@ -287,13 +293,18 @@ B_I16_PROMPT_0 = [504, 3575, 282, 4649, 314, 7042, 30, 2]
 
 @pytest.mark.parametrize("loop", ["c", "python"])
 def test_smollm2_q4_with_an_int16_kv_cache_answers_as_the_b_i16_row(q4, loop):
-    """The default q4 image on an INT16 attention engine (kv_bits 16, exp_width 21,
+    """The q4 image of the INT8-KV engines (answers_experiment.py's) on an INT16 attention
+    engine (kv_bits 16, exp_width 21,
     scale_frac_bits 16; the image and its calibrated steps unchanged: the cache's are them x
     127 / 32767) answers the first shipped prompt token for token as the numpy model of
     answers_experiment.py's row B-i16, whose KV and attention arithmetic is the runtime's
     (kv_row's INT16 twin, the golden engine at kv_bits 16); both loops."""
     import dataclasses
-    model, tok, _ = q4
+    from generators.runtime.model.checkpoint import PYNQ_Z1_ENGINES
+    _, tok, _ = q4
+    # the experiment's image: the INT8-KV engines' (its steps calibrated at their widths)
+    model, _, _ = load_model(None, "q4", engines=PYNQ_Z1_ENGINES.with_kv_bits(8), say=None)
+    assert model.engines.kv_bits == 8
     eng = dataclasses.replace(model.engines, kv_bits=16, exp_width=21, scale_frac_bits=16)
     m16 = dataclasses.replace(model, engines=eng)
     dec = Decoder(m16, make_backend("golden", m16, context=128), loop=loop)
