@@ -731,14 +731,21 @@ end
 end
 endgenerate
 
-// one beat ahead: masks of the beat after this one
+// one beat ahead: masks of the beat after this one. Byte b holds x if xrem > b + BYTES; every
+// such constant is below 2 BYTES = 2^XLB, so the compare is "xrem >= 2^XLB, or its XLB low bits
+// above the constant": the high test a kept net of its own, the rest one LUT a byte. (As one
+// 32-bit compare, ABC mapped it four LUT levels before a carry chain in the INT16-KV top: 6.18
+// ns by the calibrated model, docs/timing.md.)
+localparam XLB = $clog2(2 * BYTES);
 reg  [BYTES-1:0] xmask_next;
-wire [31:0] xrem32 = {15'd0, xrem};
+(* keep *) wire xrem_big;
+assign xrem_big = |xrem[16:XLB];
+wire [31:0] xrem_lo32 = {{(32 - XLB){1'b0}}, xrem[XLB-1:0]};
 localparam [16:0] XSTEP1 = 17'h1_0000 - BYTES + 17'h1_0000;   // -BYTES in 17 bits
 wire [16:0] xstep = (HAS_V && x_last_q) ? xadv : XSTEP1;
 always @* begin
     for (b = 0; b < BYTES; b = b + 1) begin
-        xmask_next[b] = (xrem32 > b + BYTES);
+        xmask_next[b] = xrem_big || (xrem_lo32 > b + BYTES);
     end
 end
 // The row's compares take rrem's TW low bits and rrem_hi; each is a kept net of its own (one
