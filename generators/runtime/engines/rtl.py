@@ -36,7 +36,10 @@ __all__ = ["RtlBackend", "check_formats", "check_manifest", "overlay_params"]
 
 
 def overlay_params(engines: EngineConfig) -> Dict:
-    return {"max_k": engines.max_k, "max_context": engines.max_context}
+    """The overlay parameters of a top serving ``engines`` (its K and V width included: the
+    overlay's default is INT16, an INT8-KV model needs ``kv_bits=8``)."""
+    return {"max_k": engines.max_k, "max_context": engines.max_context,
+            "kv_bits": engines.kv_bits}
 
 
 def check_formats(man: dict, model: Model) -> None:
