@@ -153,12 +153,13 @@ def totals(out_file: Path) -> int:
 # --------------------------------------------------------------------------- C path
 
 def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
-           lm: bool = True) -> dict:
+           lm: bool = True, growth_run: bool = True) -> dict:
     """The C step on x86-64 under callgrind (--toggle-collect=bench_token: the steps after the
     warm-up, each tph_step and tph_argmax): small ops, frames and DMA, sampling; the same with
     one KV step growth per step; the time per step natively. ``rows`` > 1: a dump of a
     batched pass (tph_step_rows), every figure per row; ``lm`` False: a dump of prompt rows
-    (no LM head, no sampling); either: no growth run."""
+    (no LM head, no sampling); either, or ``growth_run`` False (an INT16 KV cache, which
+    takes the calibrated fixed steps only: no running absmax to grow): no growth run."""
     def run(*extra):
         cg = OUT / f"callgrind.{dump.stem}{'.' + extra[0] if extra else ''}"
         sh(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}",
@@ -172,7 +173,7 @@ def c_path(b: dict, dump: Path, tokens: int, time_tokens: int, rows: int = 1,
     kernels = {k: inc.get(k, 0) / (tokens * rows) for k in STEP_KERNELS}
     small = sum(kernels.values())
     sampling = inc.get("tph_argmax", 0) / (tokens * rows)
-    growth = run("growth")[1] - total if rows == 1 and lm else None
+    growth = run("growth")[1] - total if rows == 1 and lm and growth_run else None
     line = sh([b["exe"], dump, time_tokens]).stdout
     if f" rows {rows} lm {int(lm)} " not in line:
         raise SystemExit(f"[host-bench] tphbench ran another step than {rows} row(s) "
@@ -495,9 +496,14 @@ def main(argv=None) -> int:
                                            hostbench.RECORD_TOKEN)
             del dec
             log(f"C x86-64 {fmt} context {ctx} ...")
-            res = c_path(x86, dump, args.tokens, 4 * args.time_tokens)
+            # the running absmax's step growth: INT8 KV only (an INT16 cache takes fixed steps)
+            kv8 = model.engines.kv_bits == 8
+            if fmt == formats[0] and not kv8:
+                log(f"no KV step growth run: the INT{model.engines.kv_bits} cache takes the "
+                    f"calibrated fixed steps only")
+            res = c_path(x86, dump, args.tokens, 4 * args.time_tokens, growth_run=kv8)
             results[("c", fmt, ctx)] = res
-            if fmt == formats[0]:
+            if fmt == formats[0] and res["growth"] is not None:
                 growth[ctx] = res["growth"]
             if arm is not None:
                 log(f"C ARMv7 (qemu-arm) {fmt} context {ctx} ...")

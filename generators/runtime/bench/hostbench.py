@@ -256,7 +256,9 @@ def requant_on_text(model, tok, log, max_tokens=0):
     ids = tok.encode(text)
     if max_tokens:
         ids = ids[:max_tokens]
-    model = dataclasses.replace(model, kv_steps=None)
+    # the running absmax is an INT8 cache's rule (an INT16 cache takes fixed steps only): the
+    # INT8-KV engines of the same model
+    model = dataclasses.replace(model, kv_steps=None, engines=model.engines.with_kv_bits(8))
     dec = Decoder(model, make_backend("golden", model), loop="python")     # the spy below
     per_token = []
     amax = []                       # per position: max|row| of K and V per (layer, head)
