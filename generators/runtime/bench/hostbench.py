@@ -332,8 +332,11 @@ def shape_model(fmt: str):
     # measurement: the board runs images
     rope = tuple(np.asarray(t, np.float64) for t in
                  rope_tables(cfg.head_dim, cfg.rope_theta, PYNQ_Z1_ENGINES.max_context))
-    return Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats,
-                 rope=rope)
+    m = Model(cfg, PYNQ_Z1_ENGINES, fmt, EmbeddingRows.from_float(emb), norms, mats, rope=rope)
+    # fixed KV steps, as a converted image has (the INT16 cache takes no other; their values
+    # change no memory figure)
+    return dataclasses.replace(m, kv_steps=np.full(
+        (cfg.num_hidden_layers, cfg.num_key_value_heads, 2), 0.05, np.float32))
 
 
 def host_peak(context: int = 2048):
