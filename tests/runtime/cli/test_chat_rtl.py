@@ -165,7 +165,7 @@ def test_the_tool_end_to_end_with_golden_in_place_of_the_rtl(models, monkeypatch
     assert chat_rtl.main(["--prefill", "2", "--tokens", "2", "--format", "q4"]) == 0
     out = capsys.readouterr().out
     assert made and made[0]["params"] == {"max_k": ENG.max_k, "max_context": ENG.max_context,
-                                          "vectors": 2}
+                                          "kv_bits": ENG.kv_bits, "vectors": 2}
     assert "tokens equal to golden token by token: True" in out
     assert "bit-identical to it: True" in out and "golden at vectors 2: True" in out
     assert "rtl prefill pass (2 prompt tokens, positions 3..4" in out
