@@ -551,24 +551,38 @@ reg  [TW:0] h_rthr_e, h_r1thr_e;
 integer b;
 /* verilator lint_off UNUSEDSIGNAL */
 integer thr;   // bits [TW-1:0] used: every threshold is below 2^TW
-integer el;    // the frame's elements per beat
 /* verilator lint_on UNUSEDSIGNAL */
+// The "_e" thresholds (each plus the frame's elements per beat) are constants per format, each
+// chosen whole: written as one chosen threshold plus one chosen element count, they were an
+// adder of two chosen constants, whose carry chain ABC kept (make timing: 6.30 ns in the matrix
+// engine at vectors 2, h_fmt_s -> r1thr_e_q, docs/timing.md).
 always @* begin
-    el = h_fmt_c ? LANE_ELEMS_C : h_fmt_b ? LANE_ELEMS_B : LANE_ELEMS;
     for (b = 0; b < BYTES; b = b + 1) begin
         thr = h_fmt_c ? b * WPB_C + LANE_ELEMS_C : h_fmt_b ? b * WPB_B + LANE_ELEMS_B
             : b * WPB + LANE_ELEMS;
         h_bthr[TW*b +: TW] = thr[TW-1:0];
-        thr = thr + el;
+        if (h_fmt_c)      thr = b * WPB_C + 2 * LANE_ELEMS_C;
+        else if (h_fmt_b) thr = b * WPB_B + 2 * LANE_ELEMS_B;
+        else              thr = b * WPB + 2 * LANE_ELEMS;
         h_bthr_e[(TW+1)*b +: TW+1] = thr[TW:0];
         thr = h_fmt_c ? b * WPB_C : h_fmt_sb ? b * WPB_B : b * WPB;
         h_hthr[TW*b +: TW] = thr[TW-1:0];
-        thr = thr + el;
+        if (h_fmt_c)                  thr = b * WPB_C + LANE_ELEMS_C;
+        else if (h_fmt_sb && h_fmt_b) thr = b * WPB_B + LANE_ELEMS_B;
+        else if (h_fmt_sb)            thr = b * WPB_B + LANE_ELEMS;
+        else if (h_fmt_b)             thr = b * WPB + LANE_ELEMS_B;
+        else                          thr = b * WPB + LANE_ELEMS;
         h_hthr_e[(TW+1)*b +: TW+1] = thr[TW:0];
     end
-    thr = (h_fmt_c ? 2 * LANE_ELEMS_C : h_fmt_b ? 2 * LANE_ELEMS_B : 2 * LANE_ELEMS) + el;
+    if (h_fmt_c)      thr = 3 * LANE_ELEMS_C;
+    else if (h_fmt_b) thr = 3 * LANE_ELEMS_B;
+    else              thr = 3 * LANE_ELEMS;
     h_rthr_e = thr[TW:0];
-    thr = (h_fmt_c ? LANE_ELEMS_C : h_fmt_sb ? LANE_ELEMS_B : LANE_ELEMS) + el;
+    if (h_fmt_c)                  thr = 2 * LANE_ELEMS_C;
+    else if (h_fmt_sb && h_fmt_b) thr = 2 * LANE_ELEMS_B;
+    else if (h_fmt_sb)            thr = LANE_ELEMS_B + LANE_ELEMS;
+    else if (h_fmt_b)             thr = LANE_ELEMS + LANE_ELEMS_B;
+    else                          thr = 2 * LANE_ELEMS;
     h_r1thr_e = thr[TW:0];
 end
 localparam [TW-1:0] RTHR_A = 2 * LANE_ELEMS;
@@ -733,13 +747,11 @@ endgenerate
 
 // one beat ahead: masks of the beat after this one. Byte b holds x if xrem > b + BYTES; every
 // such constant is below 2 BYTES = 2^XLB, so the compare is "xrem >= 2^XLB, or its XLB low bits
-// above the constant": the high test a kept net of its own, the rest one LUT a byte. (As one
-// 32-bit compare, ABC mapped it four LUT levels before a carry chain in the INT16-KV top: 6.18
-// ns by the calibrated model, docs/timing.md.)
+// above the constant". (As one 32-bit compare, ABC mapped it four LUT levels before a carry
+// chain in the INT16-KV top: 6.18 ns by the calibrated model, docs/timing.md.)
 localparam XLB = $clog2(2 * BYTES);
 reg  [BYTES-1:0] xmask_next;
-(* keep *) wire xrem_big;
-assign xrem_big = |xrem[16:XLB];
+wire xrem_big = |xrem[16:XLB];
 wire [31:0] xrem_lo32 = {{(32 - XLB){1'b0}}, xrem[XLB-1:0]};
 localparam [16:0] XSTEP1 = 17'h1_0000 - BYTES + 17'h1_0000;   // -BYTES in 17 bits
 wire [16:0] xstep = (HAS_V && x_last_q) ? xadv : XSTEP1;
