@@ -25,9 +25,9 @@ from ..contract import (ATTENTION_MAGIC, FCLK_HZ, HP_BEAT_BYTES, MATRIX_MAGIC, R
 #: the PYNQ-Z1 top's `vectors` (docs/vectors.md "The PYNQ-Z1 default"): the largest whose top fits
 #: the 7020 next to the attention engine, the DMAs and the interconnect (make report's budget
 #: table: LUT with LUTRAM and SRL <= 80 %, DSP <= 90 %) AND meets make timing's 6.0 ns budget.
-#: Vectors 2: 67.0 % LUT and 42.7 % DSP modelled with the INT16-KV attention engine (77.9 % and
+#: Vectors 2: 66.9 % LUT and 42.7 % DSP modelled with the INT16-KV attention engine (77.9 % and
 #: 62.3 % with the INT8 one), its top within 6.0 ns since the back end's output slice and the
-#: controller's stage-0 header tests; vectors 3 is over the LUT cap (81.1 %, make report).
+#: controller's stage-0 header tests; vectors 3 is over the LUT cap (81.0 %, make report).
 PYNQ_Z1_VECTORS = 2
 
 #: the PYNQ-Z1 top's ``kv_bits`` (issue 32 item 5, docs/quality.md): INT16 K and V, what
