@@ -68,6 +68,12 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
             "q4": "engines, the layers' Q4_1 rows as stored x Q8_1 activation blocks of 32 "
                   "(format 0x05), the LM head's Q8_0 rows as stored x Q8_0 blocks (format "
                   "0x09; both as llama.cpp), INT8 KV, fixed-point softmax"}
+#: a diagnostic reference row: the float64 pass with the int8 format's layer weights (the file's
+#: Q4_1 values requantised to Q8_0 per 32, as the int8 image holds them): what the int8 lane's
+#: weights alone cost against the Q4_1 float64 pass, whatever the arithmetic
+NUMERICS["float64-q8_0"] = ("float64 pass with the int8 format's layer weights (the file's Q4_1 "
+                            "values requantised to Q8_0 per 32, as the int8 image holds them), "
+                            "float64 activations and KV: a reference, not an engine")
 NUMERICS["int8-kv16"] = NUMERICS["int8"].replace(", INT8 KV, fixed-point softmax", _KV16)
 NUMERICS["q4-kv16"] = NUMERICS["q4"].replace(", INT8 KV, fixed-point softmax", _KV16)
 NUMERICS["int8"] = NUMERICS["int8"].replace(", INT8 KV, fixed-point softmax", _KV8)
@@ -141,6 +147,9 @@ def _sources(numerics: str) -> bytes:
     if numerics == "float64":
         return _hash_files([REPO / "tests" / "llama_reference.py"])
     g = REPO / "generators"
+    if numerics == "float64-q8_0":
+        return _hash_files([REPO / "tests" / "llama_reference.py",
+                            g / "runtime" / "model" / "model.py"])
     return _hash_files([p for p in (g / "runtime").rglob("*")
                         if p.suffix in (".py", ".c", ".h", ".txt")]
                        + list((g / "golden").rglob("*.py"))
@@ -152,6 +161,27 @@ def _key(*parts) -> str:
     for p in parts:
         h.update(p if isinstance(p, bytes) else json.dumps(p).encode())
     return h.hexdigest()[:16]
+
+
+def q8_0_reference(ref):
+    """``ref`` (tests/llama_reference.py's float64 pass) with every layer matrix as the int8
+    image holds it: the float32 values requantised to Q8_0 per 32 along K by the converter's
+    own quantiser (``generators.runtime.model.model.quantise_q8_0``, llama.cpp's reference
+    one), dequantised as float32(fp16 d) x q. The embedding and the LM head (the file's Q8_0
+    as stored in both) are kept."""
+    from generators.runtime.model.model import Q8_0_BLOCK, Q8_0_BYTES, quantise_q8_0
+    from llama_reference import Reference
+    w = dict(ref.w)
+    for name, v in ref.w.items():
+        if v.ndim != 2 or name in ("token_embd.weight", "output.weight") \
+                or v.shape[1] % Q8_0_BLOCK:
+            continue
+        n, k = v.shape
+        b = quantise_q8_0(np.asarray(v, np.float32)).reshape(n, k // Q8_0_BLOCK, Q8_0_BYTES)
+        d = b[:, :, :2].copy().view(np.float16).astype(np.float32)
+        q = b[:, :, 2:].copy().view(np.int8).astype(np.float32)
+        w[name] = (q * d).reshape(n, k).astype(np.float64)
+    return Reference(ref.cfg, w)
 
 
 class Asker:
@@ -167,6 +197,10 @@ class Asker:
             if self.numerics == "float64":
                 from llama_reference import Reference
                 ref = Reference.from_gguf(self.path, "float")
+                self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
+            elif self.numerics == "float64-q8_0":
+                from llama_reference import Reference
+                ref = q8_0_reference(Reference.from_gguf(self.path, "float"))
                 self._run = lambda ids: ref.greedy(ids, self.tokens, stop=self.eos)
             else:
                 from generators.runtime.engines import make_backend
@@ -218,22 +252,23 @@ def record_figures(rows: Dict, path: Path, n_prompts: int, tokens: int, lc_versi
     from generators.results import figure, record
     figs = []
     for n, r in rows.items():
+        label = "modelled" if n.startswith("float64") else "measured"
         figs.append(figure(f"answers.{n}.follow_pct", round(100 * r["fraction"], 1), "%",
-                           "measured", f"{NUMERICS[n]}: tokens of its greedy answers before "
+                           label, f"{NUMERICS[n]}: tokens of its greedy answers before "
                            f"they leave the float64 pass's ({r['tokens']} of {r['of']})",
                            tokens=r["tokens"], of=r["of"]))
-        figs.append(figure(f"answers.{n}.equal", r["equal"], "answers", "measured",
+        figs.append(figure(f"answers.{n}.equal", r["equal"], "answers", label,
                            f"{NUMERICS[n]}: answers equal to the float64 pass's in full, of "
                            f"{r['prompts']}", prompts=r["prompts"]))
         if "vs_llamacpp" in r:
             v = r["vs_llamacpp"]
             figs.append(figure(f"answers.{n}.vs_llamacpp_pct", round(100 * v["fraction"], 1),
-                               "%", "measured", f"{NUMERICS[n]}: tokens before its answers "
+                               "%", label, f"{NUMERICS[n]}: tokens before its answers "
                                f"leave llama.cpp's ({v['tokens']} of {v['of']})"))
         if "paired" in r:
             v = r["paired"]
             figs.append(figure(f"answers.{n}.further_than_llamacpp", v["further"], "prompts",
-                               "measured", f"{NUMERICS[n]}: prompts whose answer follows the "
+                               label, f"{NUMERICS[n]}: prompts whose answer follows the "
                                f"float64 pass's further than llama.cpp's does ({v['shorter']} "
                                f"less far, {v['same']} as far; two-sided sign test p "
                                f"{v['p']:.2f})", shorter=v["shorter"], same=v["same"],
@@ -296,7 +331,7 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     answers: Dict[str, List[List[int]]] = {}
-    for numerics in ["float64"] + fmts:
+    for numerics in ["float64", "float64-q8_0"] + fmts:
         ask = Asker(numerics, path, eos, args.tokens)
         got = []
         for i, q in enumerate(ids):
@@ -313,7 +348,7 @@ def main(argv=None) -> int:
     ref = answers["float64"]
     rows = {n: agreement(a, ref) for n, a in answers.items() if n != "float64"}
     if "llamacpp" in answers:
-        for f in fmts:
+        for f in fmts + ["float64-q8_0"]:
             rows[f]["vs_llamacpp"] = agreement(answers[f], answers["llamacpp"])
             rows[f]["paired"] = paired(answers[f], answers["llamacpp"], ref)
     text = {n: [tok.decode(a, skip_special_tokens=True) for a in got]
