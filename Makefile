@@ -57,7 +57,7 @@ help:
 	@echo "  make answers      free-running greedy answers to docs/data/answers-prompts.txt (120 prompts, TOKENS=32): the"
 	@echo "                    engines (golden, FORMATS=int8,q4,int8-kv16,q4-kv16: -kv16 on the INT16-KV engine, the default; int8, q4 on INT8 KV)"
 	@echo "                    and llama.cpp against a float64 pass, tokens before they differ, answers equal and the"
-	@echo "                    per-prompt split against llama.cpp: docs/results/answers.json, build/answers/answers.md (~1 h)"
+	@echo "                    per-prompt split against llama.cpp: docs/results/answers.json, build/answers/answers.md (~2 h)"
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
 	@echo "                    rows, INT16 or fp16 KV, float softmax; ROWS=..., --list) against the float64 pass: a measurement for"
 	@echo "                    issue 32 (long: 5-10 min per row per 46 prompts); RECORD=1: the rows' figures (modelled)"

@@ -20,7 +20,9 @@ Q8_1 activation blocks of 32 (0x05); in both the LM head's Q8_0 rows as stored x
 tools/answers_llamacpp.py writes its answers) and the float64 pass itself
 (tests/llama_reference.py: its own GGUF reader and forward pass, the file's Q4_1 weights
 dequantised, float64 activations and KV). Issue 32's goal: the engines follow the float64 pass
-at least as far as llama.cpp does, in both formats.
+at least as far as llama.cpp does, in both formats. One more reference row, ``float64-q8_0``:
+the float64 pass with the int8 image's layer weights (the file's Q4_1 values requantised to
+Q8_0 per 32 by the converter's quantiser), which says what int8's weights alone cost.
 
 Every answer is cached in build/answers/ by its prompt ids, the token limit and the sources it
 depends on, so a rerun after a change re-asks only what changed. Writes build/answers/answers.md

@@ -4,10 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tests"))
 import answers  # noqa: E402
 
 
@@ -68,3 +70,29 @@ def test_command_line_mistakes(args, msg):
     r = subprocess.run([sys.executable, str(REPO / "tools" / "answers.py")] + args,
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
+
+
+def test_the_float64_reference_with_int8s_weights():
+    """float64-q8_0: every layer matrix requantised to Q8_0 per 32 along K as ggml's reference
+    quantiser does (d = max|w| / 127 in float32, q = roundf(w / d), d stored as fp16, value
+    float32(d) x q), written here from that definition; the embedding and the LM head kept."""
+    from llama_reference import Reference
+    rng = np.random.default_rng(7)
+    w = {"token_embd.weight": rng.normal(size=(10, 64)),
+         "output.weight": rng.normal(size=(10, 64)),
+         "blk.0.attn_q.weight": rng.normal(size=(3, 64)) * np.array([1e-3, 1.0, 40.0])[:, None],
+         "blk.0.attn_norm.weight": rng.normal(size=64)}
+    w["blk.0.attn_q.weight"][1, 32:] = 0.0                  # an all-zero block: d = 0, q = 0
+    ref = Reference({"layers": 1}, w)
+    got = answers.q8_0_reference(ref).w
+    for name in ("token_embd.weight", "output.weight", "blk.0.attn_norm.weight"):
+        assert got[name] is w[name]
+    W = w["blk.0.attn_q.weight"].astype(np.float32).reshape(3, 2, 32)
+    d = (np.abs(W).max(axis=2, keepdims=True) / np.float32(127)).astype(np.float32)
+    x = W * np.where(d == 0, np.float32(0), np.float32(1) / np.where(d == 0, 1, d))
+    q = np.sign(x) * np.floor(np.abs(x.astype(np.float64)) + 0.5)   # roundf, exact in float64
+    want = (d.astype(np.float16).astype(np.float32) * q).reshape(3, 64)
+    assert got["blk.0.attn_q.weight"].dtype == np.float64
+    assert np.array_equal(got["blk.0.attn_q.weight"], want.astype(np.float64))
+    assert not np.array_equal(want, w["blk.0.attn_q.weight"].astype(np.float32))
+    assert np.all(want[1, 32:] == 0)
