@@ -629,8 +629,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default="B", help="comma list of rows (--list)")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--subset", default="even", help="even (prompts 1, 3, 5, ...: 23 of 46), "
-                    "all, or N (the first N)")
+    ap.add_argument("--subset", default="even", help="even (prompts 1, 3, 5, ...: every "
+                    "second one), all, or N (the first N)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--table", action="store_true", help="print the markdown table of the "
                     "cached rows (no run)")
