@@ -132,6 +132,12 @@ ROWS: Dict[str, Numerics] = {
     "B-i16-exact": Numerics("q4", "blk", 8, "q8_0", "i16", "engine",
                             "F. B-i16 with the exact weighted mean acc / S as the result: a "
                             "diagnostic of the engine's INT8 y", att_out="exact"),
+    "E-q4-a16-i16": Numerics("q4", "blk", 16, "q8_0", "i16", "engine",
+                             "G. B-i16 with INT16 activation blocks in every matrix (wider "
+                             "than llama.cpp's Q8_1)"),
+    "E-q4-a16-i16-y16": Numerics("q4", "blk", 16, "q8_0", "i16", "engine",
+                                 "G. B-i16 with INT16 activation blocks and INT16 results y",
+                                 att_out="y16"),
 }
 
 #: INT16 KV codes: the clip, and the engine's scale word's fraction bits (Z <= 32767 * 2^16)
@@ -777,8 +783,8 @@ def record_figures(results: Dict, ref: Dict, cfg: dict, n_prompts: int, tokens: 
                   note=f"SmolLM2-135M-Instruct, {n_prompts} prompts of "
                        f"docs/data/answers-prompts.txt, chat template, greedy, up to {tokens} "
                        f"tokens; a numpy model of the decoder step with numerics switches (its "
-                       f"rows A are the golden backend bit for bit); the float64 pass is "
-                       f"tests/llama_reference.py's")
+                       f"row B answers as the golden backend's --format q4 --kv-bits 8, answer "
+                       f"for answer); the float64 pass is tests/llama_reference.py's")
 
 
 if __name__ == "__main__":
