@@ -221,7 +221,7 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
 # the default rows as one variable: $(or ...) splits its arguments at commas
-EXPERIMENT_DEFAULT_ROWS := B,B-cal-float,B-blk-float,B-f16-float,B-i16,B-i16-float,B-i16-y16,B-i16-exact,E-q4-a16-i16,E-q4-a16-i16-y16,C-q8_0
+EXPERIMENT_DEFAULT_ROWS := B,B-cal-float,B-blk-float,B-f16-float,B-i16,B-i16-float,B-i16-y16,B-i16-exact,E-q4-a16-i16,E-q4-a16-i16-y16,C-q8_0,E-q8_0-a16-i16
 EXPERIMENT_ROWS = $(or $(ROWS),$(EXPERIMENT_DEFAULT_ROWS))
 answers-experiment: setup
 	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS)$(if $(RECORD), --record)

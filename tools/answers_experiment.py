@@ -138,6 +138,9 @@ ROWS: Dict[str, Numerics] = {
     "E-q4-a16-i16-y16": Numerics("q4", "blk", 16, "q8_0", "i16", "engine",
                                  "G. B-i16 with INT16 activation blocks and INT16 results y",
                                  att_out="y16"),
+    "E-q8_0-a16-i16": Numerics("q8_0", "blk", 16, "q8_0", "i16", "engine",
+                               "G. C (Q8_0 rows) on INT16 KV with INT16 activation blocks in "
+                               "every matrix"),
 }
 
 #: INT16 KV codes: the clip, and the engine's scale word's fraction bits (Z <= 32767 * 2^16)
