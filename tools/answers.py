@@ -171,7 +171,8 @@ def q8_0_reference(ref):
     own quantiser (``generators.runtime.model.model.quantise_q8_0``, llama.cpp's reference
     one), dequantised as float32(fp16 d) x q. The embedding and the LM head (the file's Q8_0
     as stored in both) are kept."""
-    from generators.runtime.model.model import Q8_0_BLOCK, Q8_0_BYTES, quantise_q8_0
+    from generators.q8 import q8_0_raw_to_blocks
+    from generators.runtime.model.model import Q8_0_BLOCK, quantise_q8_0
     from llama_reference import Reference
     w = dict(ref.w)
     for name, v in ref.w.items():
@@ -179,10 +180,9 @@ def q8_0_reference(ref):
                 or v.shape[1] % Q8_0_BLOCK:
             continue
         n, k = v.shape
-        b = quantise_q8_0(np.asarray(v, np.float32)).reshape(n, k // Q8_0_BLOCK, Q8_0_BYTES)
-        d = b[:, :, :2].copy().view(np.float16).astype(np.float32)
-        q = b[:, :, 2:].copy().view(np.int8).astype(np.float32)
-        w[name] = (q * d).reshape(n, k).astype(np.float64)
+        q, d = q8_0_raw_to_blocks(quantise_q8_0(np.asarray(v, np.float32)), n, k)
+        d = d.view(np.float16).astype(np.float32)[:, :, None]
+        w[name] = (q.astype(np.float32) * d).reshape(n, k).astype(np.float64)
     return Reference(ref.cfg, w)
 
 
