@@ -141,6 +141,12 @@ ROWS: Dict[str, Numerics] = {
     "E-q8_0-a16-i16": Numerics("q8_0", "blk", 16, "q8_0", "i16", "engine",
                                "G. C (Q8_0 rows) on INT16 KV with INT16 activation blocks in "
                                "every matrix"),
+    "H-q4-res-i16": Numerics("q4", "res", 8, "q8_0", "i16", "engine",
+                             "H. B-i16 with x as two Q8_1 vectors of one 2-vector frame: x's "
+                             "blocks and its residual's (x - d q), the two words added"),
+    "H-q8_0-res-i16": Numerics("q8_0", "res", 8, "q8_0", "i16", "engine",
+                               "H. C (Q8_0 rows) on INT16 KV with x as two Q8_0 vectors "
+                               "(x's blocks and its residual's)"),
 }
 
 #: INT16 KV codes: the clip, and the engine's scale word's fraction bits (Z <= 32767 * 2^16)
@@ -326,10 +332,21 @@ class Matrices:
         if nm.acts == "float":                     # a check of the model: float64 x, no step
             W = self._float_w(name)
             return (X.astype(np.float64) @ W.T).astype(np.float32)
-        # ggml's blocks: Q8_1 for Q4_1 rows, Q8_0 for the others
-        q, dx, sx = block_acts(X, nm.act_bits, q8_1=L.fmt == "q4")
-        S = L.block_sums(q.reshape(T, -1), wide=nm.act_bits > 12 and L.fmt != "q4"
-                         or nm.act_bits > 16).astype(np.float64)
+        if nm.acts == "res":        # two vectors of one B-vector frame: x's blocks, then the
+            q8_1 = L.fmt == "q4"    # blocks of its residual; each word float32, added on the host
+            q, dx, sx = block_acts(X, 8, q8_1=q8_1)
+            r = X - (q * dx[:, :, None]).reshape(T, -1).astype(np.float32)
+            return (self._blocks(L, r, 8).astype(np.float32)
+                    + self._blocks(L, X, 8).astype(np.float32))
+        return self._blocks(L, X, nm.act_bits).astype(np.float32)
+
+    def _blocks(self, L, X: np.ndarray, bits: int) -> np.ndarray:
+        """ggml's blocks: Q8_1 for Q4_1 rows, Q8_0 for the others (float64 result)."""
+        T = X.shape[0]
+        nm = self.nm
+        q, dx, sx = block_acts(X, bits, q8_1=L.fmt == "q4")
+        S = L.block_sums(q.reshape(T, -1), wide=bits > 12 and L.fmt != "q4"
+                         or bits > 16).astype(np.float64)
         dx = dx.astype(np.float64)[:, None, :]                      # (T, 1, nb)
         if L.fmt == "q4":       # ggml_vec_dot_q4_1_q8_1: d_w d_x sumi + m_w s_x
             y = (L.dw[None] * dx * S).sum(axis=2) + (L.mw[None] * sx.astype(np.float64)
@@ -338,7 +355,7 @@ class Matrices:
             y = (L.dw[None] * dx * S).sum(axis=2)
         else:                   # INT8 rows (one scale per row) x Q8_0 blocks
             y = (dx * S).sum(axis=2) * L.scale.astype(np.float64)[None]
-        return y.astype(np.float32)
+        return y
 
 
 # ----------------------------------------------------------------------------- decoder
