@@ -70,6 +70,7 @@ def add_parser(sub):
                         "(no requantisation; other tensor types run as int8; a float "
                         "checkpoint is quantised to Q4_1, with a notice)")
     _cli.add_kv_bits(c)
+    _cli.add_x_parts(c)
     c.add_argument("--tokens", type=int, default=64, help="at most this many new tokens")
     c.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     c.add_argument("--top-k", type=int, default=0)
@@ -293,7 +294,7 @@ def run(args) -> int:
             target = ProgressBackend(target, model, total=token_beats(model, 64))
         first = registry.make_backend("golden", model, context=args.context) if prefill == "golden" and \
             args.backend != "golden" else target
-        dec = Decoder(model, first)
+        dec = Decoder(model, first, x_parts=args.x_parts)
         prompts = [args.prompt] if args.prompt is not None else \
             (line.rstrip("\n") for line in sys.stdin)
         for prompt in prompts:
@@ -331,7 +332,7 @@ def _run_batch(args, model, tok, prompt_ids, kw, err) -> int:
     be = registry.make_backend(args.backend, model, streams=len(ids), **kw)
     t0 = time.perf_counter()
     try:
-        dec = Decoder(model, be)
+        dec = Decoder(model, be, x_parts=args.x_parts)
         outs = dec.generate_streams(ids, args.tokens, args.temperature, args.top_k, args.seed,
                                     stop_ids=tok.eos_ids)
     finally:

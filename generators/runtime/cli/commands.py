@@ -124,6 +124,17 @@ def add_kv_bits(c) -> None:
                         f"PYNQ-Z1 overlay's")
 
 
+def add_x_parts(c) -> None:
+    """--x-parts: vectors per row of x in the matrices that take x in blocks."""
+    c.add_argument("--x-parts", type=int, choices=(1, 2), default=None,
+                   help="x in the matrices of blocks (--format q4, int8): 2, x's blocks and "
+                        "its residual's in one frame of two vectors, the two results added "
+                        "(answers closer to the float model; one prompt row a weight pass); "
+                        "1, x's blocks alone as llama.cpp's (two prompt rows a pass); default "
+                        "2 where the overlay's frames take two vectors (docs/activations.md "
+                        "section 7)")
+
+
 def progress(prefix):
     """A callable printing ``[prefix] line`` to stderr (progress of a command)."""
     return lambda s: print(f"[{prefix}] {s}", file=sys.stderr, flush=True)
@@ -333,6 +344,7 @@ def add_parser(sub) -> None:
     d.add_argument("--max-context", type=int, default=None,
                    help=f"default {PYNQ_Z1_ENGINES.max_context}")
     add_kv_bits(d)
+    add_x_parts(d)
 
 
 def run(args) -> int:
@@ -378,7 +390,7 @@ def run(args) -> int:
     if args.backend == "board":
         kw["bitfile"] = args.bitfile
     be = registry.make_backend(args.backend, model, **kw)
-    dec = Decoder(model, be)
+    dec = Decoder(model, be, x_parts=args.x_parts)
     if args.streams > 1:
         return _run_streams(args, dec, be, prompts, tok)
     out = []

@@ -94,10 +94,16 @@ class Decoder:
     ``trace``: a list that gets every engine output frame's words (both loops)."""
 
     def __init__(self, model: Model, backend, trace: Optional[list] = None,
-                 loop: Optional[str] = None):
+                 loop: Optional[str] = None, x_parts: Optional[int] = None):
         if loop not in (None, "c", "python"):
             raise ValueError(f"loop must be 'c', 'python' or None, got {loop!r}")
+        if x_parts not in (None, 1, 2):
+            raise ValueError(f"x_parts must be 1, 2 or None, got {x_parts!r}")
         self.loop = loop
+        #: vectors per row of x in a transfer of blocks (0x05 / 0x09): 1, x's blocks as
+        #: llama.cpp's; 2, x's blocks and its residual's, the two words added (about 15
+        #: bits of each block, docs/activations.md section 7); None: ``default_parts()``
+        self.x_parts = x_parts
         self.model = model
         self.cfg = model.config
         self.acfg = model.engines.attention_config()
@@ -173,6 +179,26 @@ class Decoder:
         """The most vectors a matrix frame of the backend may carry (its plan's)."""
         return int(getattr(self.be.runtime.plan, "vectors", 1))
 
+    def default_parts(self) -> int:
+        """2 where the backend's frames take two vectors and the model's layer matrices take
+        x in blocks (``--format q4`` and ``int8``), else 1."""
+        blocks = any(m.block_x for n, m in self.model.matrices.items() if n != "lm_head")
+        return 2 if blocks and self.vectors >= 2 else 1
+
+    def parts(self) -> int:
+        """Vectors per row of x in a transfer of blocks: ``x_parts``, else
+        ``default_parts()``."""
+        P = self.default_parts() if self.x_parts is None else int(self.x_parts)
+        if P > self.vectors:
+            raise ValueError(f"x_parts={P}: the matrix engines take {self.vectors} vector(s) "
+                             f"a frame")
+        return P
+
+    @property
+    def rows_per_pass(self) -> int:
+        """The most rows of one weight pass: ``vectors`` // ``parts()``."""
+        return self.vectors // self.parts()
+
     # ------------------------------------------------------------------ engines
     def _matrices(self, layer, kind: str, x: np.ndarray) -> List[np.ndarray]:
         """Real outputs of the matrices of one transfer, which share the input x."""
@@ -196,12 +222,17 @@ class Decoder:
         B = X.shape[0]
         rt = self.be.runtime
         blocks = rt.block_x(layer, kind)
+        P = self.parts() if blocks else 1   # vectors per row of x
         if blocks:                  # formats 0x05 / 0x09: blocks of 32, no host scale after
-            quant = hostops.quantise_q8_0 if blocks == FORMAT_Q8_0 else hostops.quantise_q8_1
-            qb = [quant(X[j]) for j in range(B)]
+            q81 = blocks != FORMAT_Q8_0
+            if P == 2:              # row j: vector 2j x's blocks, 2j + 1 its residual's
+                qb = [v for j in range(B) for v in hostops.quantise_parts(X[j], q81)]
+            else:
+                quant = hostops.quantise_q8_1 if q81 else hostops.quantise_q8_0
+                qb = [quant(X[j]) for j in range(B)]
             qs = [(None, None)] * B
-            rt.set_vectors(layer, kind, B)
-            if B == 1:
+            rt.set_vectors(layer, kind, B * P)
+            if B * P == 1:
                 self.be.write_x_blocks(kind, *qb[0])
             else:
                 self.be.write_x_blocks(kind, *(np.stack(a) for a in zip(*qb)))
@@ -215,14 +246,17 @@ class Decoder:
         out = []
         for fp, per_port in frames:
             m = self.model.matrices[fp.name]
-            acc = [self._check_matrix(w, m, p, fp.tag, layer, B).reshape(-1, B)
+            acc = [self._check_matrix(w, m, p, fp.tag, layer, B * P).reshape(-1, B * P)
                    for p, w in enumerate(per_port)]
             if self.trace is not None:
                 self.trace.append(("matrix", layer, m.name, [np.asarray(w, np.uint32).copy()
                                                             for w in per_port]))
-            y = np.concatenate(acc)                    # (N, B): a row's B results together
+            y = np.concatenate(acc)                    # (N, B P): a row's results together
             if m.block_x:                              # 0x05, 0x09: each word the row's value
-                out.append(np.ascontiguousarray(y.T).view(np.float32).astype(hostops.dtype()))
+                v = np.ascontiguousarray(y.T).view(np.float32)
+                if P == 2:                             # x's blocks' word + its residual's
+                    v = np.stack([hostops.add(v[2 * j], v[2 * j + 1]) for j in range(B)])
+                out.append(v.astype(hostops.dtype()))
                 continue
             # INT8 / ternary rows: exact int32 sums; Q4_1 rows: float32 sum(w * x_int8)
             if B == 1:
@@ -353,7 +387,7 @@ class Decoder:
     # ------------------------------------------------------------------ batched steps
     def step_rows(self, rows: Sequence[Tuple[int, int, bool]]) -> List[Optional[np.ndarray]]:
         """Run B = len(rows) positions in one weight pass (docs/runtime.md 4.7): ``rows`` is
-        a list of (stream, token, logits), B at most the backend's ``vectors``; a stream's
+        a list of (stream, token, logits), B at most ``rows_per_pass``; a stream's
         rows take its next positions in order (a prefill chunk: one stream's consecutive
         prompt tokens; a batched decode step: one row per stream). Every matrix transfer
         carries the B rows as one B-vector frame per matrix half; attention runs per row, each
@@ -363,9 +397,9 @@ class Decoder:
         token-by-token path's bit for bit. Runs the loop ``loop_now()`` names: the C loop's
         ``tph_step_rows`` or this class's Python loop (the reference)."""
         B = len(rows)
-        if not 1 <= B <= self.vectors:
+        if not 1 <= B <= self.rows_per_pass:
             raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
-                             f"{self.vectors} vectors")
+                             f"{self.rows_per_pass} rows of {self.parts()} vector(s)")
         t_start = time.perf_counter()
         e_start = self.be.engine_time()
         c = self.cfg
@@ -443,11 +477,11 @@ class Decoder:
         return out
 
     def default_chunk(self) -> int:
-        """The prefill chunk when none is set: the backend's ``vectors`` (one weight pass
-        for V prompt tokens, on either loop: the C loop's ``tph_step_rows`` runs a B-row pass
-        at about a one-token step's host work per row, make host-bench's C rows;
+        """The prefill chunk when none is set: ``rows_per_pass`` (one weight pass for V //
+        ``parts()`` prompt tokens, on either loop: the C loop's ``tph_step_rows`` runs a B-row
+        pass at about a one-token step's host work per row, make host-bench's C rows;
         docs/runtime.md 4.7)."""
-        return self.vectors
+        return self.rows_per_pass
 
     def prefill(self, prompt: Sequence[int], stream: int = 0,
                 chunk: Optional[int] = None) -> np.ndarray:
@@ -455,7 +489,7 @@ class Decoder:
         tokens (default ``self.chunk``, else ``default_chunk()``; 1: token by token through
         ``step``), the LM head only for the last token; its logits."""
         B = int(chunk or self.chunk or self.default_chunk())
-        B = max(1, min(B, self.vectors))
+        B = max(1, min(B, self.rows_per_pass))
         prompt = [int(t) for t in prompt]
         logits = None
         if B == 1 and stream == 0:
@@ -477,7 +511,7 @@ class Decoder:
                          ) -> List[List[int]]:
         """Several prompts at once, each a stream with its own KV cache and position (the
         backend's plan holds ``streams`` caches): each prompt prefilled on its stream, then
-        every step one weight pass for up to ``vectors`` streams (one B-vector frame per
+        every step one weight pass for up to ``rows_per_pass`` streams (one B-vector frame per
         matrix half, a row per stream). Each stream samples with its own generator seeded
         ``seed``, so its tokens are those of ``generate(prompt, ..., seed=seed)`` alone.
         ``on_token(stream, i, token)`` after each token. Returns each stream's tokens."""
@@ -506,7 +540,7 @@ class Decoder:
                         or self.positions[s] >= self.max_context):
                     nxt.append((s, tok))
             logits = {}
-            V = self.vectors
+            V = self.rows_per_pass
             for g in range(0, len(nxt), V):
                 grp = nxt[g:g + V]
                 res = self.step_rows([(s, t, True) for s, t in grp])
@@ -540,9 +574,9 @@ class Decoder:
         #: speculative decoding's counts (generate(speculate=K)): weight passes, drafted and
         #: accepted tokens, and per pass (its first position, its rows)
         self.speculation = {"passes": 0, "drafted": 0, "accepted": 0, "rows": []}
-        if speculate and self.vectors > 1:
+        if speculate and self.rows_per_pass > 1:
             yield from self._speculative(prompt, logits, max_new_tokens, stop, on_token,
-                                         min(int(speculate), self.vectors - 1))
+                                         min(int(speculate), self.rows_per_pass - 1))
             return
         for i in range(max_new_tokens):
             tok = sample(logits, temperature, top_k, rng, self.argmax)
@@ -557,7 +591,7 @@ class Decoder:
     def _speculative(self, prompt: List[int], logits: np.ndarray, max_new_tokens: int,
                      stop: set, on_token, K: int) -> Iterator[int]:
         """Greedy decoding that checks drafted tokens in the weight pass of the token they
-        follow: rows [token, d1 .. dk] (k <= K, 1 + k <= vectors) in one ``step_rows``; row i's
+        follow: rows [token, d1 .. dk] (k <= K, 1 + k <= rows_per_pass) in one ``step_rows``; row i's
         logits are the one-token step's after d1 .. di (bit for bit), so d(i+1) is kept while it
         is their argmax, and the first argmax that differs is the next token. The KV rows of
         the drafts not kept are taken back exactly (``KVCache.begin_undo`` / ``end_undo``)."""
@@ -574,7 +608,7 @@ class Decoder:
             if tok in stop or emitted == max_new_tokens or self.pos >= self.max_context:
                 return
             room = min(max_new_tokens - emitted, self.max_context - self.pos) - 1
-            drafts = lookup_draft(ctx, min(K, self.vectors - 1, room)) if room > 0 else []
+            drafts = lookup_draft(ctx, min(K, self.rows_per_pass - 1, room)) if room > 0 else []
             if not drafts:
                 self.speculation["rows"].append((self.pos, 1))
                 logits = self.step(tok)

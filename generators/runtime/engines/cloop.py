@@ -72,7 +72,7 @@ __all__ = ["CLoop", "for_runtime", "available", "why_unavailable", "load_library
 
 HERE = Path(__file__).resolve().parents[1] / "host"
 FACTS = HERE / "csrc" / "tphfacts.h"
-TPH_LOOP_ABI = 8                       # tphloop.h TPH_LOOP_ABI
+TPH_LOOP_ABI = 9                       # tphloop.h TPH_LOOP_ABI
 NONE = 0xFFFFFFFF
 #: the C step's threads (docs/runtime.md section 9, "Both cores"): 2 (the default: a worker
 #: thread of the library takes the second core's half of the LM head's dequantisation and of
@@ -102,7 +102,7 @@ class TPH:
      T_PART1, T_ATT_WORDS, T_FRAC_BITS, T_SPO, T_MAX_SHIFT, T_MULT_BITS, T_N_XFER, T_XFER_OFF,
      T_KIND_OFF, T_XSLOT_OFF, T_PART_OFF, T_KVCTRL_OFF, T_KVCTRL_N, T_SWITCH_OFF, T_SEQ0_OFF,
      T_TRACE_WORDS, T_TRACE_OUTS, T_FRAMES_BYTES, T_KV_BYTES, T_KV_FIXED, T_VECTORS, T_STREAMS,
-     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF, T_RESULTS_BYTES, T_KV_BITS) = range(44)
+     T_KV_STREAM_BYTES, T_VEC_OFF, T_ATTX_OFF, T_RESULTS_BYTES, T_KV_BITS, T_X_PARTS) = range(45)
     T_HEADER = 48
     MAX_VECTORS = 16
     VEC_WORDS = 6
@@ -342,6 +342,7 @@ def build_table(rt) -> Dict[str, object]:
     hdr[TPH.T_ATT_WORDS] = gatt.output_word_count(acfg)
     hdr[TPH.T_FRAC_BITS], hdr[TPH.T_SPO] = acfg.scale_frac_bits, acfg.exp_steps_per_octave
     hdr[TPH.T_KV_BITS] = acfg.kv_bits
+    hdr[TPH.T_X_PARTS] = 1                      # set before every step (Decoder.parts())
     hdr[TPH.T_MAX_SHIFT], hdr[TPH.T_MULT_BITS] = gatt.MAX_SHIFT, gatt.MULT_BITS
     hdr[TPH.T_N_XFER] = len(records)
     hdr[TPH.T_XFER_OFF] = put(xoff)
@@ -574,6 +575,7 @@ class CLoop:
                     and a.dtype == dec.cos.dtype):
                 raise ValueError("the C loop needs C-contiguous float32 or float64 RoPE tables")
         self.table[TPH.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
+        self.table[TPH.T_X_PARTS] = dec.parts()
         p[TPH.P_COS], p[TPH.P_SIN] = dec.cos.ctypes.data, dec.sin.ctypes.data
         # fixed steps (the model's calibrated ones): quantise and clip, never requantise
         self.table[TPH.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
@@ -597,9 +599,9 @@ class CLoop:
         a pass of stream 0 whose KV cache keeps an undo record (speculation) gets its rows and
         saved rows recorded as KVCache.append records them."""
         B = len(rows)
-        if not 1 <= B <= self.vectors:
+        if not 1 <= B <= self.vectors // dec.parts():
             raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
-                             f"{self.vectors} vectors")
+                             f"{self.vectors // dec.parts()} rows of {dec.parts()} vectors")
         c = self.rt.model.config
         kvd = c.num_key_value_heads * c.head_dim
         tr = self._prepare(dec, self.vectors)

@@ -45,7 +45,7 @@ CSRC = HERE / "csrc"
 #: the library's sources (setup.py builds the .c files; the SHA covers all)
 SOURCES = ("tphost.h", "tphost.c", "tphloop.h", "tphloop.c", "tphreplay.c", "tphfacts.h",
            "tphwork.h", "tphwork.c")
-ABI = 5                          # tphost.h TPH_ABI
+ABI = 6                          # tphost.h TPH_ABI
 
 TPH_NONFINITE, TPH_TINY, TPH_BADARG = -1, -2, -3
 
@@ -182,6 +182,7 @@ _SIGNATURES = {
     "tph_f32_to_f16": (None, [_P, _U, _P]),
     "tph_quantise_q8_0": (_I, [_P, _U, _P, _P]),
     "tph_quantise_q8_1": (_I, [_P, _U, _P, _P, _P]),
+    "tph_quantise_parts": (_I, [_P, _U, _P, _P, _P, _P, _P, _P]),
 }
 
 
@@ -362,3 +363,17 @@ class COps:
             raise ValueError(f"{what}: {ERR_BLOCK_TINY}")
         check_code(rc, what)
         return (q, d, s) if q81 else (q, d)
+
+    def quantise_parts(self, x, q81: bool):
+        what = "quantise_parts"
+        nb = x.size // 32
+        q = np.empty((2, x.size), np.int8)
+        d = np.empty((2, nb), np.uint16)
+        s = np.empty((2, nb), np.uint16)
+        rc = self.lib.tph_quantise_parts(_ptr(x), x.size, _ptr(q[0]), _ptr(d[0]),
+                                         _ptr(s[0]) if q81 else None, _ptr(q[1]), _ptr(d[1]),
+                                         _ptr(s[1]) if q81 else None)
+        if rc == TPH_TINY:
+            raise ValueError(f"{what}: {ERR_BLOCK_TINY}")
+        check_code(rc, what)
+        return tuple((q[i], d[i], s[i]) if q81 else (q[i], d[i]) for i in (0, 1))

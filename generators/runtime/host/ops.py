@@ -425,6 +425,16 @@ class _NumpyOps:
         q, d = gblocks.quantize_q8_0(b.reshape(-1))
         return q.reshape(-1), d
 
+    @staticmethod
+    def quantise_parts(x, q81: bool):
+        hi = _NumpyOps.quantise_blocks(x, q81)
+        d = gblocks.f16_to_f32(hi[1]).astype(F32)
+        b = x.astype(F32).reshape(-1, gblocks.QK)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = (b - d[:, None] * hi[0].reshape(b.shape).astype(F32)).astype(F32)
+        r[_absmax_bits(r) < BLOCK_AMAX_MIN_BITS] = 0
+        return hi, _NumpyOps.quantise_blocks(r.reshape(-1), q81)
+
 
 NUMPY = _NumpyOps(np.float32, "numpy")
 #: the same ops in float64 (``use("float64")``): the reference precision, numpy only
@@ -753,6 +763,17 @@ def quantise_q8_1(x) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ggml's Q8_1 blocks of x (quantize_row_q8_1_ref): as :func:`quantise_q8_0`, plus
     ``s = fp16((float)sum(q) * d)`` per block (d the float32 step). Returns (q, d, s)."""
     return _ops().quantise_blocks(_blocks_arg(x, "quantise_q8_1"), True)
+
+
+def quantise_parts(x, q8_1: bool = True):
+    """x as two vectors of blocks whose results the host adds (docs/activations.md section 7):
+    ``(hi, lo)``, hi = :func:`quantise_q8_1` (``q8_1``) or :func:`quantise_q8_0` of x, lo the
+    same of the residual ``r = x - f16(d_hi) * q_hi`` (float32: the product exact, the
+    subtraction rounded once), a block of r whose max|r| is below 2^-118 taken as zeros. The
+    two parts' values follow x to 2^-15 of each block's max|x| plus 127 * 2^-25 (the
+    residual's fp16 step is subnormal below max|x| of about 2), where one part's follow it to
+    2^-7.8 (tests/runtime/host/test_hostops.py). Refuses what :func:`quantise_q8_1` refuses."""
+    return _ops().quantise_parts(_blocks_arg(x, "quantise_parts"), bool(q8_1))
 
 
 def embed_int8(q, scale) -> np.ndarray:

@@ -64,6 +64,9 @@ KERNELS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     "f32_to_f16": (("x",), ("h",)),
     "quantise_q8_0": (("x",), ("rc", "q", "d")),
     "quantise_q8_1": (("x",), ("rc", "q", "d", "s")),
+    # x's blocks and its residual's: q, d (and s) the two parts one after the other
+    "quant_parts_q8_0": (("x",), ("rc", "q", "d")),
+    "quant_parts_q8_1": (("x",), ("rc", "q", "d", "s")),
 }
 
 #: SmolLM2-135M's sizes (DESIGN.md section 8): hidden, MLP, heads, KV heads, head_dim, vocab
@@ -171,15 +174,21 @@ def reference(kernel: str, inp: Dict[str, np.ndarray], ops=None) -> Dict[str, np
         return {"y": NUMPY.embed_int8(inp["q"], inp["scale"][0])}
     if kernel == "f32_to_f16":
         return {"h": _a(NUMPY.f32_to_f16(x), np.uint16)}
-    if kernel in ("quantise_q8_0", "quantise_q8_1"):
-        q81, nb = kernel == "quantise_q8_1", x.size // 32
-        zero = {"q": _a(np.zeros(x.size), np.int8), "d": _a(np.zeros(nb), np.uint16)}
+    if kernel in ("quantise_q8_0", "quantise_q8_1", "quant_parts_q8_0",
+                  "quant_parts_q8_1"):
+        q81, nb = kernel.endswith("q8_1"), x.size // 32
+        parts = 2 if "parts" in kernel else 1
+        zero = {"q": _a(np.zeros(parts * x.size), np.int8),
+                "d": _a(np.zeros(parts * nb), np.uint16)}
         if q81:
-            zero["s"] = _a(np.zeros(nb), np.uint16)
+            zero["s"] = _a(np.zeros(parts * nb), np.uint16)
         if x.size == 0 or x.size % 32:
             return {"rc": _a(RC_BADARG, np.int32), **zero}
         try:
-            outs = NUMPY.quantise_blocks(x, q81)
+            if parts == 2:
+                outs = [np.concatenate(a) for a in zip(*NUMPY.quantise_parts(x, q81))]
+            else:
+                outs = NUMPY.quantise_blocks(x, q81)
         except ValueError as e:
             rc = RC_NONFINITE if hostops.ERR_NONFINITE in str(e) else RC_TINY
             return {"rc": _a(rc, np.int32), **zero}
@@ -453,15 +462,26 @@ def cases(seed: int = 0, quick: bool = False) -> List[Tuple[str, Dict[str, np.nd
     edge[32:64] = normal(32, 1e-3)
     edge[40] = 1e-39
     blk += [edge, np.full(32, f(1e30)), np.full(64, f(-7.25))]    # fp16 d and s infinite
-    for x in blk:
+    # the residual's own edges (two blocks of max|x| = 127 e, so that d = e exactly): x
+    # exactly d q (a zero residual); one value 2^-125 (its code 0, its residual the block's
+    # only nonzero one: below 2^-118, zeros) or 2^-118 (at the domain's edge: kept)
+    ints = np.concatenate([[127, -127], rng.integers(-127, 128, 30),
+                           [127], rng.integers(-127, 128, 31)]).astype(f)
+    exact = (ints * f(2.0 ** -3)).astype(f)
+    tiny, at = exact.copy(), exact.copy()
+    tiny[10], at[10] = f(2.0 ** -125), f(2.0 ** -118)
+    for x in blk + [exact, tiny, at]:
         add("quantise_q8_0", x=x)
         add("quantise_q8_1", x=x)
+        add("quant_parts_q8_0", x=x)
+        add("quant_parts_q8_1", x=x)
     for bad in (np.concatenate([np.zeros(32, f), [1e-36], np.zeros(31, f)]),    # TINY
                 np.concatenate([normal(32), [np.inf], normal(31)]),              # NONFINITE
                 np.concatenate([normal(40), [np.nan], normal(23)]),
                 normal(40)):                                                     # BADARG
-        add("quantise_q8_0", x=bad.astype(f))
-        add("quantise_q8_1", x=bad.astype(f))
+        for k in ("quantise_q8_0", "quantise_q8_1", "quant_parts_q8_0",
+                  "quant_parts_q8_1"):
+            add(k, x=bad.astype(f))
     return out + ftz_cases()
 
 

@@ -8,6 +8,10 @@ overlay of vectors = 1 (one frame per token: today's path, itself checked agains
 independent float reference in tests/runtime/decode/test_runtime.py); the B-vector frames' words are checked
 against numpy in tests/generators/test_vectors.py and the engines' benches.
 
+These runs send x as one vector a row (``x_parts=1``, llama.cpp's blocks), so that V rows fit a
+pass; x in two parts (the default where the frames take two vectors):
+tests/runtime/decode/test_parts.py.
+
 Tiny checkpoint (2 layers, hidden 192, 1 KV head, vocab 512), max_k 512, max_context 32.
 """
 from __future__ import annotations
@@ -60,7 +64,7 @@ def test_prefill_equals_token_by_token(models, fmt):
     for V in (2, 3):
         for n in range(1, len(PROMPT) + 1):
             be = make_backend("golden", m, vectors=V)
-            dec = Decoder(m, be)
+            dec = Decoder(m, be, x_parts=1)
             with hostops.using("numpy"):
                 lg = dec.prefill(PROMPT[:n])
             assert np.array_equal(lg, ref[n - 1]), (V, n)
@@ -82,7 +86,7 @@ def test_generate_with_prefill_equals_token_by_token(models, fmt):
     want = list(ref.generate(PROMPT, 4, **SAMPLING))
     loops = [("python", None)] + ([("c", None), ("c", 1)] if hostops.active() == "c" else [])
     for loop, chunk in loops:
-        dec = Decoder(m, make_backend("golden", m, vectors=2), loop=loop)
+        dec = Decoder(m, make_backend("golden", m, vectors=2), loop=loop, x_parts=1)
         dec.chunk = chunk
         assert dec.default_chunk() == 2
         assert list(dec.generate(PROMPT, 4, **SAMPLING)) == want, loop
@@ -99,7 +103,7 @@ def test_prefill_on_the_register_model_in_another_process(models, fmt):
     ref, _ = _token_by_token(m, PROMPT[:3])
     be = GoldenServerBackend(m, vectors=2)
     try:
-        lg = Decoder(m, be).prefill(PROMPT[:3], chunk=2)
+        lg = Decoder(m, be, x_parts=1).prefill(PROMPT[:3], chunk=2)
     finally:
         be.close()
     assert np.array_equal(lg, ref[-1])
@@ -120,7 +124,7 @@ def test_streams_equal_their_single_runs(models, fmt):
     alone[1] = (alone[1][0][:2], alone[1][1])
     for V in (2, 3):
         be = make_backend("golden", m, vectors=V, streams=4)
-        dec = Decoder(m, be)
+        dec = Decoder(m, be, x_parts=1)
         got = dec.generate_streams(prompts, 4, stop_ids=[stop], **SAMPLING)
         for s, (toks, d) in enumerate(alone):
             assert got[s] == toks[:len(got[s])] and (got[s][-1] == stop or len(got[s]) == 4), \
@@ -133,9 +137,9 @@ def test_streams_equal_their_single_runs(models, fmt):
 
 def test_batched_step_refusals(models):
     m = models["int8"]
-    dec = Decoder(m, make_backend("golden", m, vectors=2, streams=2))
+    dec = Decoder(m, make_backend("golden", m, vectors=2, streams=2), x_parts=1)
     with pytest.raises(ValueError, match=r"3 rows in one weight pass; the matrix engines take "
-                                         r"1\.\.2 vectors"):
+                                         r"1\.\.2 rows of 1 vector"):
         dec.step_rows([(0, 1, False)] * 3)
     with pytest.raises(ValueError, match=r"3 prompts, the backend holds 2 streams"):
         dec.generate_streams([[1], [2], [3]], 1)

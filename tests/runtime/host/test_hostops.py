@@ -127,6 +127,9 @@ def _public(kernel: str, inp: dict):
             return f.quantise_q8_0(x)
         if kernel == "quantise_q8_1":
             return f.quantise_q8_1(x)
+        if kernel in ("quant_parts_q8_0", "quant_parts_q8_1"):
+            return tuple(np.concatenate(a) for a in zip(*f.quantise_parts(
+                x, kernel.endswith("q8_1"))))
     except (ValueError, OverflowError) as e:
         return ("error", type(e).__name__, str(e).split(":")[0])
     raise AssertionError(kernel)
@@ -618,3 +621,59 @@ def test_package_installs_without_a_compiler(tmp_path):
     names = zipfile.ZipFile(whl[0]).namelist()
     assert not any("_tphost" in n for n in names)
     assert "generators/runtime/host/csrc/tphost.c" in names and "generators/runtime/host/ops.py" in names
+
+
+# ------------------------------------------------------------------ x in two parts
+
+@pytest.mark.parametrize("path", ["numpy", "c"])
+def test_quantise_parts_from_its_definition(path):
+    """hostops.quantise_parts against its definition computed apart (docs/activations.md
+    section 7): the high part is quantise_q8_1 / _q8_0 of x; the residual x - f16(d) q is
+    computed in float64 and rounded once to float32 (innocuous double rounding of a
+    difference); a residual block below 2^-118 becomes zeros; the low part is the quantiser
+    of that. And the two parts' values follow x to 2^-15 of each block's max|x| plus 127 x
+    2^-25 (half the spacing of fp16's subnormal steps, times the largest code: the residual's
+    step is subnormal below max|x| of about 2), where one part's follow it to 2^-7.8 (normal
+    fp16 steps: max|x| > 0.01), on SmolLM2-sized vectors with outlier channels."""
+    if path == "c":
+        _c()
+    rng = np.random.default_rng(11)
+    vecs = []
+    for n, scale in ((576, 1.0), (1536, 30.0), (64, 1e-3), (32, 1e4)):
+        x = (rng.standard_normal(n) * scale).astype(F32)
+        x[rng.integers(0, n, 3)] *= F32(40.0)
+        vecs.append(x)
+    ints = np.concatenate([[127, -127], rng.integers(-127, 128, 30)]).astype(F32)
+    exact = (ints * F32(0.125)).astype(F32)
+    tiny, at = exact.copy(), exact.copy()
+    tiny[10], at[10] = F32(2.0 ** -125), F32(2.0 ** -118)
+    vecs += [exact, tiny, at]
+    with hostops.using(path):
+        for q81 in (True, False):
+            quant = hostops.quantise_q8_1 if q81 else hostops.quantise_q8_0
+            for x in vecs:
+                hi, lo = hostops.quantise_parts(x, q81)
+                want_hi = quant(x)
+                for a, b in zip(hi, want_hi):
+                    assert np.array_equal(a, b)
+                d = want_hi[1].view(np.float16).astype(np.float64)
+                r = (x.astype(np.float64).reshape(-1, 32)
+                     - d[:, None] * want_hi[0].astype(np.float64).reshape(-1, 32))
+                r = r.astype(F32)
+                r[np.max(np.abs(r), axis=1) < 2.0 ** -118] = 0
+                for a, b in zip(lo, quant(r.reshape(-1))):
+                    assert np.array_equal(a, b)
+                val = [(p[0].astype(np.float64).reshape(-1, 32)
+                        * p[1].view(np.float16).astype(np.float64)[:, None]) for p in (hi, lo)]
+                amax = np.max(np.abs(x.astype(np.float64).reshape(-1, 32)), axis=1)[:, None]
+                err1 = np.abs(val[0] - x.reshape(-1, 32))
+                err2 = np.abs(val[0] + val[1] - x.reshape(-1, 32))
+                big = amax[:, 0] > 1e-2             # fp16 steps normal: the bounds hold
+                assert np.all(err2[big] <= amax[big] * 2.0 ** -15 + 127 * 2.0 ** -25)
+                assert np.all(err1[big] <= amax[big] * 2.0 ** -7.8)
+            # the edges: a zero residual, one below 2^-118 (zeros), one at it (kept)
+            for x in (exact, tiny):
+                lo = hostops.quantise_parts(x, q81)[1]
+                assert not lo[0].any() and not lo[1].any()
+            lo = hostops.quantise_parts(at, q81)[1]
+            assert lo[0][10] == 127 and not np.delete(lo[0], 10).any()

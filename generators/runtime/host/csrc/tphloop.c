@@ -562,14 +562,35 @@ static void split_words(const uint32_t *w, uint32_t rows, uint32_t B, float *con
     }
 }
 
+/* a frame of x in two parts (TPH_T_X_PARTS 2): row r's 2B words at w[2 B r], vector j's
+ * value the sum of words 2j and 2j + 1 (x's blocks', its residual's), into out[j][first + r] */
+static void sum_parts(const uint32_t *w, uint32_t rows, uint32_t B, float *const *out,
+                      uint32_t first)
+{
+    uint32_t j, r;
+    for (j = 0; j < B; j++) {
+        float *yj = out[j] + first;
+        for (r = 0; r < rows; r++) {
+            float a, b;
+            memcpy(&a, w + (r * B + j) * 2u, sizeof a);
+            memcpy(&b, w + (r * B + j) * 2u + 1u, sizeof b);
+            yj[r] = a + b;
+        }
+    }
+}
+
 static INLINE void dequant_port(const ctx_t *c, const uint32_t *fr, const uint32_t *w, uint32_t p,
-                         uint32_t B, float *const *out)
+                         uint32_t B, uint32_t parts, float *const *out)
 {
     const float *scales = (const float *)c->p[TPH_P_SCALES] + fr[4];
     const uint32_t rows = fr[2 + p], first = p ? fr[2] : 0u;
     float *y[TPH_MAX_VECTORS];
     uint32_t j;
     if (fr[1] >= TPH_RES_VALUE) {         /* 0x05, 0x09: each word the row's whole value */
+        if (parts == 2u) {
+            sum_parts(w, rows, B, out, first);
+            return;
+        }
         if (B == 1u) {
             memcpy(out[0] + first, w, rows * sizeof(float));
             return;
@@ -598,13 +619,13 @@ typedef struct {
     const ctx_t *c;
     const uint32_t *fr, *w[2];
     float *const *out;
-    uint32_t B;
+    uint32_t B, parts;
 } port_job;
 
 static void port_half(void *arg, uint32_t port)
 {
     const port_job *j = (const port_job *)arg;
-    dequant_port(j->c, j->fr, j->w[port], port, j->B, j->out);
+    dequant_port(j->c, j->fr, j->w[port], port, j->B, j->parts, j->out);
 }
 
 /* the B rows of x quantised into the kind's x slot, rows [0, m) on the caller's thread and
@@ -615,6 +636,7 @@ typedef struct {
     int8_t *slot;
     uint32_t xstride, k, xs, B, blocks;   /* blocks: 0, TPH_RES_VALUE (Q8_1) or
                                              TPH_RES_VALUE_Q8_0 */
+    uint32_t parts;                       /* 2: row j as vectors 2j and 2j + 1 */
     int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
 
@@ -622,17 +644,11 @@ typedef struct {
  * scale table, little-endian fp16 fields padded with zeros to a whole 8-byte beat: Q8_1
  * (format 0x05, ``s`` set) d(b) s(b) per block, ceil(K/64) beats; Q8_0 (format 0x09) d(b) per
  * block, ceil(K/128) beats */
-static int32_t quant_block_row(const float *x, uint32_t k, int8_t *slot, uint32_t q8_1)
+static void block_table(uint8_t *tab, uint32_t nb, const uint16_t *d, const uint16_t *s,
+                        uint32_t q8_1)
 {
-    uint16_t d[TPH_MAX_BLOCKS], s[TPH_MAX_BLOCKS];
-    const uint32_t nb = k / 32u, fb = q8_1 ? 4u : 2u;       /* table bytes per block */
-    uint8_t *tab = (uint8_t *)slot + k;
+    const uint32_t fb = q8_1 ? 4u : 2u;   /* table bytes per block */
     uint32_t b;
-    int32_t rc;
-    if (k % 32u || nb > TPH_MAX_BLOCKS)
-        return TPH_BADARG;
-    if ((rc = tph_quantise_q8_1(x, k, slot, d, q8_1 ? s : NULL)))
-        return rc;
     for (b = 0; b < nb; b++) {
         uint8_t *f = tab + fb * b;
         f[0] = (uint8_t)d[b];
@@ -644,6 +660,36 @@ static int32_t quant_block_row(const float *x, uint32_t k, int8_t *slot, uint32_
     }
     if ((fb * nb) % 8u)
         memset(tab + fb * nb, 0, 8u - (fb * nb) % 8u);
+}
+
+/* one row of x in two parts (TPH_T_X_PARTS 2): x's blocks at slot, its residual's at slot + xs,
+ * each as quant_block_row writes one */
+static int32_t quant_block_parts(const float *x, uint32_t k, int8_t *slot, uint32_t xs,
+                                 uint32_t q8_1)
+{
+    uint16_t d[2][TPH_MAX_BLOCKS], s[2][TPH_MAX_BLOCKS];
+    const uint32_t nb = k / 32u;
+    int32_t rc;
+    if (k % 32u || nb > TPH_MAX_BLOCKS)
+        return TPH_BADARG;
+    if ((rc = tph_quantise_parts(x, k, slot, d[0], q8_1 ? s[0] : NULL, slot + xs, d[1],
+                                 q8_1 ? s[1] : NULL)))
+        return rc;
+    block_table((uint8_t *)slot + k, nb, d[0], s[0], q8_1);
+    block_table((uint8_t *)slot + xs + k, nb, d[1], s[1], q8_1);
+    return TPH_OK;
+}
+
+static int32_t quant_block_row(const float *x, uint32_t k, int8_t *slot, uint32_t q8_1)
+{
+    uint16_t d[TPH_MAX_BLOCKS], s[TPH_MAX_BLOCKS];
+    const uint32_t nb = k / 32u;
+    int32_t rc;
+    if (k % 32u || nb > TPH_MAX_BLOCKS)
+        return TPH_BADARG;
+    if ((rc = tph_quantise_q8_1(x, k, slot, d, q8_1 ? s : NULL)))
+        return rc;
+    block_table((uint8_t *)slot + k, nb, d, s, q8_1);
     return TPH_OK;
 }
 
@@ -653,6 +699,11 @@ static INLINE void quant_part(void *arg, uint32_t part)
     const uint32_t m = (q->B + 1u) / 2u, j1 = part ? q->B : m;
     uint32_t j;
     for (j = part ? m : 0u; j < j1; j++) {
+        if (q->blocks && q->parts == 2u) {  /* vectors 2j and 2j + 1 */
+            q->rc[j] = quant_block_parts(q->x + j * q->xstride, q->k, q->slot + 2u * j * q->xs,
+                                         q->xs, q->blocks != TPH_RES_VALUE_Q8_0);
+            continue;
+        }
         if (q->blocks) {                  /* 0x05: Q8_1 blocks; 0x09: Q8_0 blocks */
             q->rc[j] = quant_block_row(q->x + j * q->xstride, q->k, q->slot + j * q->xs,
                                        q->blocks != TPH_RES_VALUE_Q8_0);
@@ -682,6 +733,8 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     const uint32_t blocks = X[TPH_X_FRAMES] && F[1] >= TPH_RES_VALUE ? F[1] : 0u;
     const uint32_t xs = blocks == TPH_RES_VALUE_Q8_0 ? k + (k + 127u) / 128u * 8u
                       : blocks ? k + (k + 63u) / 64u * 8u : (k + 7u) & ~7u;
+    /* x of blocks in two parts: each row two vectors of the frame, its two words added */
+    const uint32_t parts = blocks && c->t[TPH_T_X_PARTS] == 2u ? 2u : 1u, nv = B * parts;
     int8_t *slot = (int8_t *)fbytes(c) + c->t[c->t[TPH_T_XSLOT_OFF] + KIND_XSLOT(kind)];
     uint32_t f, p, j;
     int32_t rc;
@@ -694,6 +747,7 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
     qj.xs = xs;
     qj.B = B;
     qj.blocks = blocks;
+    qj.parts = parts;
     if (B > 1u)                           /* both cores: a share of the rows each */
         tph_worker_run(c->work, quant_part, &qj, 0u);
     else
@@ -703,12 +757,12 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             return value_error(c, blocks == TPH_RES_VALUE_Q8_0 ? TPH_V_QUANTISE_Q8_0
                                   : blocks ? TPH_V_QUANTISE_Q8_1 : TPH_V_QUANTISE, qj.rc[j],
                                0.0);
-    if (batched)
-        set_vectors(c, ti, B);
-    if (B > 1u) {
-        const uint32_t vw[2] = {B, 0};
+    if (batched || parts > 1u)            /* (a no-op while the transfer has nv already) */
+        set_vectors(c, ti, nv);
+    if (nv > 1u) {
+        const uint32_t vw[2] = {nv, 0};
         memcpy(slot - 8, vw, 8);
-        stats(c)[TPH_C_X] += 8u + B * xs;
+        stats(c)[TPH_C_X] += 8u + nv * xs;
     } else {
         stats(c)[TPH_C_X] += blocks ? xs : k;
     }
@@ -725,21 +779,21 @@ static int32_t matrices(const ctx_t *c, uint32_t layer, uint32_t kind, const flo
             if ((rc = received(c, o, &n, 0, &w[p])))
                 return rc;
             if (n == 0)
-                return matrix_fail(c, ti, f, p, TPH_W_NONE, 0, 0, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_NONE, 0, 0, rows, nv);
             st = w[p][n - 1];
             if ((st >> 8) & 0xFFu)
-                return matrix_fail(c, ti, f, p, TPH_W_FLAGS, st, n, rows, B);
-            if ((st >> 16) != rows || n != rows * B + 1u)
-                return matrix_fail(c, ti, f, p, TPH_W_COUNT, st, n, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_FLAGS, st, n, rows, nv);
+            if ((st >> 16) != rows || n != rows * nv + 1u)
+                return matrix_fail(c, ti, f, p, TPH_W_COUNT, st, n, rows, nv);
             if ((st & 0xFFu) != fr[0])
-                return matrix_fail(c, ti, f, p, TPH_W_TAG, st, n, rows, B);
+                return matrix_fail(c, ti, f, p, TPH_W_TAG, st, n, rows, nv);
         }
         if (kind == TPH_LM || B > 1u) {   /* both cores: a port each */
-            const port_job job = {c, fr, {w[0], w[1]}, out + f * B, B};
+            const port_job job = {c, fr, {w[0], w[1]}, out + f * B, B, parts};
             tph_worker_run(c->work, port_half, (void *)&job, 0u);
         } else {
             for (p = 0; p < 2; p++)
-                dequant_port(c, fr, w[p], p, B, out + f * B);
+                dequant_port(c, fr, w[p], p, B, parts, out + f * B);
         }
     }
     return TPH_OK;
@@ -1104,12 +1158,21 @@ static int32_t rows_step(const ctx_t *c, tph_row *rows, uint32_t B, uint32_t bat
     return TPH_OK;
 }
 
+/* B rows of x in TPH_T_X_PARTS vectors each fit the matrix engines' frames */
+static int rows_fit(const ctx_t *c, uint32_t B)
+{
+    const uint32_t parts = c->t[TPH_T_X_PARTS];
+    return B >= 1u && (parts == 1u || parts == 2u) && B * parts <= c->vectors;
+}
+
 int32_t tph_step(void *mem, uint32_t token, uint32_t pos, uint32_t logits)
 {
     const ctx_t *c = (const ctx_t *)mem;
     tph_row row;
     memset(stats(c), 0, TPH_STATS * sizeof(uint32_t));
     memset(errw(c), 0, TPH_ERR_WORDS * sizeof(uint32_t));
+    if (!rows_fit(c, 1u))
+        return fail(c, TPH_E_ARG, TPH_NONE, 0, 0, 1u, 0, 0, 0);
     memset(&row, 0, sizeof row);
     row.token = token;
     row.pos = pos;
@@ -1127,7 +1190,7 @@ int32_t tph_step_rows(void *mem, tph_row *rows, uint32_t B)
     int32_t rc;
     memset(stats(c), 0, TPH_STATS * sizeof(uint32_t));
     memset(errw(c), 0, TPH_ERR_WORDS * sizeof(uint32_t));
-    if (!rows || B < 1u || B > c->vectors)
+    if (!rows || !rows_fit(c, B))
         return fail(c, TPH_E_ARG, TPH_NONE, 0, 0, B, 0, 0, 0);
     rc = rows_step(c, rows, B, 1);
     restore_chains(c);                    /* also after an error (Python: finally) */

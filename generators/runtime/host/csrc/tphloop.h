@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* bumped when the table layout, a pointer slot or a signature changes (the loader checks) */
-#define TPH_LOOP_ABI 8
+#define TPH_LOOP_ABI 9
 #define TPH_TABLE_MAGIC 0x54504C31u      /* "TPL1" */
 #define TPH_NONE 0xFFFFFFFFu             /* a field with no value (the LM head's layer) */
 #define TPH_MAX_VECTORS 16               /* the most rows of one tph_step_rows call (the
@@ -137,6 +137,10 @@ enum {
                                           (KV_ROW = HEAD_DIM * KV_BITS / 16 bytes), the scale
                                           words' byte 3 (the KV format code, 0 or 1); 16
                                           needs fixed steps (KV_FIXED) */
+    TPH_T_X_PARTS,                     /* 1 or 2: vectors per row of x in a transfer of
+                                          blocks (0x05 / 0x09): 2, x's blocks and its
+                                          residual's (tph_quantise_parts), each row's two
+                                          words added; set before every step */
     TPH_T_HEADER = 48
 };
 

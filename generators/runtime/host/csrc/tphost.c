@@ -1469,3 +1469,27 @@ void tph_embed_int8(const int8_t *q, uint32_t n, float scale, float *y)
 {
     i8_mul(y, q, n, scale);
 }
+
+/* x as two vectors of blocks, the high part and the residual (docs/activations.md section 7) */
+int32_t tph_quantise_parts(const float *x, uint32_t n, int8_t *q0, uint16_t *d0, uint16_t *s0,
+                           int8_t *q1, uint16_t *d1, uint16_t *s1)
+{
+    float r[BLK];
+    uint32_t b, i;
+    int32_t rc;
+    if ((rc = tph_quantise_q8_1(x, n, q0, d0, s0)))
+        return rc;
+    for (b = 0; b < n / BLK; b++) {
+        const float d = f16_to_f32(d0[b]);
+        const float *xb = x + b * BLK;
+        const int8_t *qb = q0 + b * BLK;
+        for (i = 0; i < BLK; i++)                /* d * q exact; one rounding, the subtraction */
+            r[i] = xb[i] - d * (float)qb[i];
+        if (absmax_blk(r) < BLK_AMAX_MIN_BITS)   /* 0 <= max|r| < 2^-118: zeros (below the
+                                                    quantiser's domain) */
+            memset(r, 0, sizeof r);
+        if ((rc = tph_quantise_q8_1(r, BLK, q1 + b * BLK, d1 + b, s1 ? s1 + b : NULL)))
+            return rc;
+    }
+    return TPH_OK;
+}

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* bumped when a signature or a numeric definition changes (the loader checks it) */
-#define TPH_ABI 5
+#define TPH_ABI 6
 
 #define TPH_OK         0
 #define TPH_NONFINITE (-1)   /* an input holds NaN or infinity */
@@ -96,6 +96,13 @@ void tph_kv_row16(const float *x, uint32_t d, float step, int16_t *q);
 void tph_f32_to_f16(const float *x, uint32_t n, uint16_t *h);
 int32_t tph_quantise_q8_0(const float *x, uint32_t n, int8_t *q, uint16_t *d);
 int32_t tph_quantise_q8_1(const float *x, uint32_t n, int8_t *q, uint16_t *d, uint16_t *s);
+/* x as two vectors of blocks, added by the host after the engine (docs/activations.md section
+ * 7): (q0, d0, s0) = x's blocks as above; per block the residual r = x - f16(d0) * q0 (float:
+ * the product exact, the subtraction rounded once), a block of r whose max|r| is below 2^-118
+ * taken as zeros, and (q1, d1, s1) = r's blocks. s0 and s1 NULL: Q8_0 blocks. Codes as above,
+ * from the first block checked before anything of (q1, d1, s1) is written. */
+int32_t tph_quantise_parts(const float *x, uint32_t n, int8_t *q0, uint16_t *d0, uint16_t *s0,
+                           int8_t *q1, uint16_t *d1, uint16_t *s1);
 
 /* ---- attention */
 /* golden.attention.score_multiplier: r = c * steps_per_octave / ln 2; the largest SHIFT <=

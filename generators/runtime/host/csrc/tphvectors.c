@@ -237,6 +237,26 @@ static long run_case(const char *k, array_t *a, uint32_t na, uint32_t ncase, uin
             CMP(o3, 4, "s");
         }
         free(o3);
+    } else if ((!strcmp(k, "quant_parts_q8_0") && na == 4)
+               || (!strcmp(k, "quant_parts_q8_1") && na == 5)) {
+        /* (q, d, s): x's blocks', then its residual's */
+        const uint32_t n = N(0), q81 = na == 5;
+        void *o3 = NULL;
+        OUT(o1, 2);
+        OUT(o2, 3);
+        if (q81)
+            OUT(o3, 4);
+        rc = tph_quantise_parts(F(0), n, (int8_t *)o1, (uint16_t *)o2, (uint16_t *)o3,
+                                (int8_t *)o1 + n, (uint16_t *)o2 + n / 32u,
+                                q81 ? (uint16_t *)o3 + n / 32u : NULL);
+        CMP_RC(1);
+        if (rc == TPH_OK) {
+            CMP(o1, 2, "q");
+            CMP(o2, 3, "d");
+            if (q81)
+                CMP(o3, 4, "s");
+        }
+        free(o3);
     } else if (!strcmp(k, "embed_int8") && na == 3) {
         OUT(o1, 2);
         tph_embed_int8((const int8_t *)a[0].data, N(0), F(1)[0], (float *)o1);
