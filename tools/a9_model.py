@@ -578,7 +578,7 @@ def main(argv=None) -> int:
                     toks = [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2][:rows]
                     with hostops.using("c"):
                         dec = hostbench.replay_decoder(model, rec, L0, "c",
-                                                       vectors=hostbench.ROWS)
+                                                       vectors=hostbench.ROWS, rows=rows)
                         counts = counts_of(dec, L0, rows, lm)
                         dump = replay.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,
                                                    toks if rows > 1 else toks[0], logits=lm)

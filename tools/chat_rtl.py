@@ -203,7 +203,7 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
 
     # (a) the token-by-token path: golden at vectors 1, plain generate
     t1 = time.perf_counter()
-    one = Decoder(model, make_backend("golden", model, vectors=1))
+    one = Decoder(model, make_backend("golden", model, vectors=1))   # (one part: V = 1)
     ref = {}
     gold = list(one.generate(prompt, n, on_token=lambda i, t, lg: ref.setdefault("logits", lg)
                              if i == 0 else None))
@@ -213,7 +213,7 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
     # (b) golden at vectors B with the same split: the engine words of the passes after it
     t_gold, mark_g = [], {}
     t1 = time.perf_counter()
-    gv = Decoder(model, make_backend("golden", model, vectors=B), trace=t_gold)
+    gv = Decoder(model, make_backend("golden", model, vectors=B), trace=t_gold, x_parts=1)
     gold_b, _ = split_generate(gv, prompt, B, n,
                                switch=lambda: mark_g.setdefault("trace", len(t_gold)))
     print(f"[chat-rtl] golden, vectors {B}, the same split: {gold_b} {tok.decode(gold_b)!r} "
@@ -221,7 +221,8 @@ def prefill_main(args, model, tok, prompt, load_s: float) -> int:
 
     # the run: the head on golden, then the rtl backend (the top at vectors B) takes over
     t_mix = []
-    dec = Decoder(model, make_backend("golden", model, vectors=1), trace=t_mix)
+    # B rows a pass: x in one part (llama.cpp's blocks; docs/activations.md section 7)
+    dec = Decoder(model, make_backend("golden", model, vectors=1), trace=t_mix, x_parts=1)
     st = {}
     passes = []
 

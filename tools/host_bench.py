@@ -475,7 +475,7 @@ def main(argv=None) -> int:
                 tokens = [hostbench.RECORD_TOKEN, hostbench.RECORD_TOKEN2][:rows]
                 with hostops.using("c"):
                     dec = hostbench.replay_decoder(model, recs[path], L0, "c",
-                                                   vectors=hostbench.ROWS)
+                                                   vectors=hostbench.ROWS, rows=rows)
                     if path == "c2" and fmt == formats[0] and ctx == 512:
                         rows_counts[ctx] = hostbench.token_counts(dec, L0, rows)
                     dump = replay.write_dump(OUT / f"{path}.{fmt}.{ctx}.tpl", dec,

@@ -231,10 +231,14 @@ def engine_rows(model, passages, precision: str, label: str, kv=None, kv_key="mo
     events, values clipped). ``kv``: a callable (n tokens) -> KVCache for another step policy,
     ``kv_key`` its name. Cached in build/quality/rows/ by everything the rows depend on (the
     ids, the format, the norms, the KV steps and policy, the precision, the sources)."""
+    from generators.runtime.decode.decoder import default_x_parts
     from generators.runtime.host import ops as hostops
     from generators.runtime.model.forced import Forced
     steps = model.kv_steps
-    key = _key([ids for _, ids in passages], model.fmt, precision, kv_key,
+    # x in the decoder's default parts for the model's engines (2 on the PYNQ-Z1 top for
+    # int8 and q4: docs/activations.md section 7)
+    parts = default_x_parts(model, model.engines.vectors)
+    key = _key([ids for _, ids in passages], model.fmt, precision, kv_key, parts,
                b"".join(np.asarray(model.norms[k], np.float64).tobytes()
                         for k in sorted(model.norms)),
                b"" if steps is None else np.asarray(steps).tobytes(), _SOURCES)
@@ -249,7 +253,7 @@ def engine_rows(model, passages, precision: str, label: str, kv=None, kv_key="mo
     t0 = time.perf_counter()
     with hostops.using("float64" if precision == "float64" else "auto"):
         for name, ids in passages:
-            r = run(ids, kv=kv(len(ids)) if kv else None)
+            r = run(ids, kv=kv(len(ids)) if kv else None, x_parts=parts)
             out.append((r["ll"], r["argmax"], r["kv_bytes"], len(r["kv"].requant_events),
                         int(getattr(r["kv"], "clipped", 0))))
             log(f"{label}, {name} ({len(ids)} tokens): {time.perf_counter() - t0:.0f} s")
@@ -625,17 +629,19 @@ def llamacpp_row(res, passages, ref, blk, nxt, text):
 def ablate(args, res, models, passages, ref, blk, nxt):
     """Per format: float32, then each op group alone in float64; each row's difference to the
     float32 row, token by token, with its SE."""
+    from generators.runtime.decode.decoder import default_x_parts
     from generators.runtime.model.forced import F64_GROUPS, Forced
     groups = F64_GROUPS if args.ablate == "all" else args.ablate.split(",")
     lines = []
     for fmt, model in models.items():
         run = Forced(model)
+        parts = default_x_parts(model, model.engines.vectors)
         base = None
         for g in [()] + [(x,) for x in groups]:
             t0 = time.perf_counter()
             runs = []
             for name, ids in passages:
-                r = run(ids, f64_ops=g)
+                r = run(ids, f64_ops=g, x_parts=parts)
                 runs.append((r["ll"], r["argmax"]))
             row = summarise(runs, ref, blk, nxt)
             base = base or row

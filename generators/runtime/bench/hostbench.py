@@ -88,7 +88,11 @@ def recorded(model, fmt: str, log=print, rows: int = 1, logits: bool = True):
     or none (``logits=False``: prompt rows, no LM head). Recorded once per image and kind
     (build/host/)."""
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"replay.rows{rows}{'' if logits else 'p'}.{Path(str(model.path)).stem}.npz"
+    # one row: x in the default parts at V = ROWS (2 for int8 and q4); a pass of ROWS rows:
+    # one part each (docs/activations.md section 7)
+    parts = 1 if rows > 1 else None
+    path = OUT / (f"replay.rows{rows}{'' if logits else 'p'}.x{parts or 'd'}."
+                  f"{Path(str(model.path)).stem}.npz")
     if path.is_file():
         z = np.load(path)
         return [[z[f"w{p}"][a:b] for a, b in zip(z[f"s{p}"][:-1], z[f"s{p}"][1:])]
@@ -96,7 +100,7 @@ def recorded(model, fmt: str, log=print, rows: int = 1, logits: bool = True):
     t0 = time.perf_counter()
     with hostops.using("numpy"):
         dec = Decoder(model, make_backend("golden", model, vectors=ROWS), trace=[],
-                      loop="python")
+                      loop="python", x_parts=parts)
         tokens = [RECORD_TOKEN, RECORD_TOKEN2][:rows]
         if rows == 1:
             dec.step(tokens[0], logits=logits)
@@ -136,10 +140,12 @@ def again(dec, L: int) -> None:
     dec.pos = L
 
 
-def replay_decoder(model, packets, L: int, loop=None, vectors=None):
+def replay_decoder(model, packets, L: int, loop=None, vectors=None, rows: int = 1):
     """A Decoder on the replay backend at position L (:func:`fill`; ``vectors``: the
-    engines', for a recorded B-row pass)."""
-    dec = Decoder(model, replay_backend(model, packets, vectors=vectors), loop=loop)
+    engines', for a recorded B-row pass; ``rows`` > 1: x in one part, as :func:`recorded`
+    records such a pass)."""
+    dec = Decoder(model, replay_backend(model, packets, vectors=vectors), loop=loop,
+                  x_parts=1 if rows > 1 else None)
     fill(dec, L)
     return dec
 

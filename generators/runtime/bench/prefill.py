@@ -243,7 +243,8 @@ def speculate_figures(fmt: str = "q4", vectors: Sequence[int] = (2, 4), tokens: 
     for V in vectors:
         sch = Schedule(fmt, V)
         for name, ids in prompts.items():
-            dec = Decoder(model, make_backend("golden", model, vectors=V))
+            # drafts ride in the pass's other rows: x in one part (docs/activations.md 7)
+            dec = Decoder(model, make_backend("golden", model, vectors=V), x_parts=1)
             out = list(dec.generate(ids, tokens, stop_ids=tok.eos_ids, speculate=V - 1))
             sp = dec.speculation
             spec_s = sum(sch.step_time(list(range(p + 1, p + b + 1)), b)["total_ms"]

@@ -180,10 +180,8 @@ class Decoder:
         return int(getattr(self.be.runtime.plan, "vectors", 1))
 
     def default_parts(self) -> int:
-        """2 where the backend's frames take two vectors and the model's layer matrices take
-        x in blocks (``--format q4`` and ``int8``), else 1."""
-        blocks = any(m.block_x for n, m in self.model.matrices.items() if n != "lm_head")
-        return 2 if blocks and self.vectors >= 2 else 1
+        """:func:`default_x_parts` of the model and the backend's vectors."""
+        return default_x_parts(self.model, self.vectors)
 
     def parts(self) -> int:
         """Vectors per row of x in a transfer of blocks: ``x_parts``, else
@@ -646,6 +644,14 @@ class Decoder:
                 self.kv.end_undo(keep)
                 if keep is not None:
                     self.pos = pre + keep
+
+
+def default_x_parts(model: Model, vectors: int) -> int:
+    """Vectors per row of x in the matrices of blocks when none is set: 2 where the frames
+    take two vectors and the model's layer matrices take x in blocks (``--format q4`` and
+    ``int8``), else 1 (docs/activations.md section 7)."""
+    blocks = any(m.block_x for n, m in model.matrices.items() if n != "lm_head")
+    return 2 if blocks and vectors >= 2 else 1
 
 
 def lookup_draft(ctx: Sequence[int], k: int, max_ngram: int = 3) -> List[int]:

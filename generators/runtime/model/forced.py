@@ -197,7 +197,7 @@ class Forced:
 def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Optional[KVCache] = None,
            progress: Optional[Callable[[str], None]] = None,
            matrix: Optional[Callable[[str], MatrixOp]] = None,
-           f64_ops: Sequence[str] = ()) -> Dict[str, np.ndarray]:
+           f64_ops: Sequence[str] = (), x_parts: int = 1) -> Dict[str, np.ndarray]:
     """Run ``ids`` through the model with teacher forcing, from an empty KV cache at position
     0. Returns ``ll`` (len - 1: the log-likelihood of each next token), ``argmax`` (len - 1),
     ``logits`` (len, vocab, float32 or float64) when asked, ``kv_bytes`` (len: the bytes
@@ -205,7 +205,10 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     ``kv`` cache (its ``requant_events``). ``kv``: the cache to fill (default: an empty one
     with the model's KV steps, as the Decoder makes). ``f64_ops``: op groups of F64_GROUPS run
     in float64, the others in float32 (a measuring instrument; the KV cache's own arithmetic
-    stays the active path's)."""
+    stays the active path's). ``x_parts``: the Decoder's ``parts()`` (2: x of the matrices of
+    blocks in two parts, docs/activations.md section 7; the KV calibration runs 1)."""
+    if x_parts not in (1, 2):
+        raise ValueError(f"x_parts must be 1 or 2, got {x_parts!r}")
     ids = [int(t) for t in ids]
     c, m = model.config, model
     N, H, d = len(ids), c.hidden_size, c.head_dim
@@ -239,15 +242,22 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
             if any(op.fmt != ops_[0].fmt or not op.block_x for op in ops_):
                 raise ValueError(f"layer {layer}: the matrices {names} share one x and "
                                  f"must share its format")
-            xb = hostops.NUMPY.quantise_blocks(
-                np.ascontiguousarray(x, np.float32).reshape(-1), q8_1)
-            xb = [xb[0].reshape(P, K)] + [a.reshape(P, -1) for a in xb[1:]]   # xq, xd (, xs)
+            flat = np.ascontiguousarray(x, np.float32).reshape(-1)
+            # x in two parts (Decoder.parts()): x's blocks and its residual's, words added
+            xbs = (hostops.NUMPY.quantise_parts(flat, q8_1) if x_parts == 2
+                   else [hostops.NUMPY.quantise_blocks(flat, q8_1)])
+            xbs = [[xb[0].reshape(P, K)] + [a.reshape(P, -1) for a in xb[1:]]   # xq, xd (, xs)
+                   for xb in xbs]
 
-            def words(op, s):
+            def words(op, xb, s):
                 f = op.words_q8_1 if q8_1 else op.words_q8_0
                 return f(*(a[s:s + CHUNK] for a in xb))
-            return [np.concatenate([words(op, i) for i in range(0, N, CHUNK)]
-                                   ).view(np.float32).astype(F) for op in ops_]
+
+            def value(op):
+                ys = [np.concatenate([words(op, xb, i) for i in range(0, N, CHUNK)]
+                                     ).view(np.float32).astype(F) for xb in xbs]
+                return ys[0] if len(ys) == 1 else (ys[0] + ys[1]).astype(F)
+            return [value(op) for op in ops_]
         xq, sx = ops.quantise_rows(x)
         sx = sx[:, None]
         out = []
@@ -294,9 +304,10 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     n = ops.rmsnorm(X, m.norms["final"].astype(F), eps)
     head = matrix("lm_head")
     if head.fmt == "q8_0":                  # format 0x09: Q8_0 x, each word the logit
-        xq, xd = hostops.NUMPY.quantise_blocks(np.ascontiguousarray(n, np.float32).reshape(-1),
-                                               False)
-        xq, xd = xq.reshape(N, -1), xd.reshape(N, -1)
+        flat = np.ascontiguousarray(n, np.float32).reshape(-1)
+        hx = (hostops.NUMPY.quantise_parts(flat, False) if x_parts == 2
+              else [hostops.NUMPY.quantise_blocks(flat, False)])
+        hx = [(xq.reshape(N, -1), xd.reshape(N, -1)) for xq, xd in hx]
     else:
         xq, sx = ops.quantise_rows(n)
     nxt = np.array(ids[1:], np.int64)
@@ -306,7 +317,9 @@ def forced(model: Model, ids: Sequence[int], *, logits: bool = False, kv: Option
     for s in range(0, N, CHUNK):
         e = min(N, s + CHUNK)
         if head.fmt == "q8_0":
-            lg = head.words_q8_0(xq[s:e], xd[s:e]).view(np.float32).astype(F)
+            ys = [head.words_q8_0(xq[s:e], xd[s:e]).view(np.float32).astype(F)
+                  for xq, xd in hx]
+            lg = ys[0] if len(ys) == 1 else (ys[0] + ys[1]).astype(F)
         else:
             y = head.words(xq[s:e])
             lg = ops.dequant_i32(y.view(np.int32), head.scale.astype(F), sx[s:e, None]) \

@@ -65,11 +65,11 @@ def test_split_equals_token_by_token_and_the_same_split(models, fmt, B):
     # the reference at vectors B with the same split
     t_b, mark_b = [], {}
     ids_b, lg_b = chat_rtl.split_generate(
-        Decoder(m, make_backend("golden", m, vectors=B), trace=t_b), PROMPT, B, n,
+        Decoder(m, make_backend("golden", m, vectors=B), trace=t_b, x_parts=1), PROMPT, B, n,
         switch=lambda: mark_b.setdefault("at", len(t_b)))
     # the tool's run: the head at vectors 1, then another backend at vectors B takes over
     t_mix, mark, seen = [], {}, []
-    dec = Decoder(m, make_backend("golden", m, vectors=1), trace=t_mix)
+    dec = Decoder(m, make_backend("golden", m, vectors=1), trace=t_mix, x_parts=1)
     other = make_backend("golden", m, vectors=B)
 
     def switch():
@@ -108,7 +108,7 @@ def test_progress_total_of_a_b_vector_pass_is_its_beats(models, fmt):
     m, B = models[fmt], 2
     out = io.StringIO()
     pb = ProgressBackend(make_backend("golden", m, vectors=B), m, out=out)
-    dec = Decoder(m, pb)
+    dec = Decoder(m, pb, x_parts=1)
     totals = []
 
     def before(k, rows):

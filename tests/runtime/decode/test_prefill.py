@@ -240,8 +240,8 @@ def test_default_chunk_is_the_vectors_on_both_loops(models):
     m = models["int8"]
     for V in (1, 2, 3):
         for loop in ("python",) + (("c",) if hostops.active() == "c" else ()):
-            assert Decoder(m, make_backend("golden", m, vectors=V),
-                           loop=loop).default_chunk() == V
+            assert Decoder(m, make_backend("golden", m, vectors=V), loop=loop,
+                           x_parts=1).default_chunk() == V
 
 
 # ------------------------------------------------------------------ speculative decoding
@@ -292,7 +292,7 @@ def test_speculate_keeps_the_greedy_tokens(models, fmt):
     want = list(plain.generate(prompt, 12))
     rejected = 0
     for V in (2, 4):
-        dec = Decoder(m, make_backend("golden", m, vectors=V))
+        dec = Decoder(m, make_backend("golden", m, vectors=V), x_parts=1)
         assert list(dec.generate(prompt, 12, speculate=3)) == want, V
         assert np.array_equal(dec.last_logits, plain.last_logits)
         _same_cache(dec, plain)
@@ -333,7 +333,7 @@ def test_smollm2_speculate_keeps_the_greedy_answer():
     plain = Decoder(model, make_backend("golden", model, vectors=1))
     want = list(plain.generate(ids, 16))
     for V in (2, 4):
-        dec = Decoder(model, make_backend("golden", model, vectors=V))
+        dec = Decoder(model, make_backend("golden", model, vectors=V), x_parts=1)
         assert list(dec.generate(ids, 16, speculate=V - 1)) == want, (V, tok.decode(want))
         assert np.array_equal(dec.last_logits, plain.last_logits)
         assert dec.speculation["accepted"] > 0, dec.speculation
@@ -353,7 +353,7 @@ def test_prefill_survives_a_fault(models, kind, channel, after):
     be = make_backend("golden", m, vectors=2)
     be.timeout_s = 0.5
     be.regs[0].inject(kind, channel, after=after)
-    lg = Decoder(m, be).prefill(PROMPT[:3], chunk=2)     # 2-vector passes whatever the loop
+    lg = Decoder(m, be, x_parts=1).prefill(PROMPT[:3], chunk=2)   # 2-vector passes, any loop
     assert len(be.faults) == 1, be.faults
     assert np.array_equal(lg, ref[-1])
 

@@ -236,7 +236,7 @@ def _run_rows(m, V, loop, what, streams=1):
     trace, logits, nbytes = [], [], []
     be = make_backend("golden", m, vectors=V, streams=streams)
     with hostops.using("numpy" if loop == "python" else "c"):
-        dec = Decoder(m, be, trace=trace, loop=loop)
+        dec = Decoder(m, be, trace=trace, loop=loop, x_parts=1)    # V rows a pass
         if what == "streams":
             toks = dec.generate_streams([[1, 2, 3], [7, 8], [9, 10, 11, 12]], 3,
                                         on_token=lambda s, i, t: nbytes.append(
@@ -406,7 +406,7 @@ def _record(models, tmp_path_factory, tokens):
     every row's logits): its engine words per port, its logits, and the decoder state before
     it; a replay backend in that state, and the dump of that step for csrc/tphbench.c."""
     m, V = models["q4"], len(tokens)
-    dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python")
+    dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python", x_parts=1)
     for t in PROMPT:
         dec.step(t, logits=False)
     kv = dec.kv
@@ -416,7 +416,7 @@ def _record(models, tmp_path_factory, tokens):
     packets = rp.packets_from_trace(dec.trace)
 
     def replay(loop):
-        d = Decoder(m, rp.replay_backend(m, packets, vectors=V), loop=loop)
+        d = Decoder(m, rp.replay_backend(m, packets, vectors=V), loop=loop, x_parts=1)
         d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
         d.pos = len(PROMPT)
         return d

@@ -71,14 +71,18 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     with hostops.using("numpy"):                  # golden with the host ops' numpy path,
         gold = list(Decoder(m, make_backend("golden", m, vectors=RTL_VECTORS),
                             trace=t_gold).generate(prompt, tokens, **sampling))
-        one = Decoder(m, make_backend("golden", m, vectors=1))      # token by token
+        one = Decoder(m, make_backend("golden", m, vectors=RTL_VECTORS))
+        one.chunk = 1                             # token by token
         by_token = list(one.generate(prompt, tokens, **sampling))
     be = _rtl(m, simulator=sim)
     try:
         assert be.plan.vectors == RTL_VECTORS
         with hostops.using("c"):                  # the RTL with their C path (docs/runtime.md 9)
             dec = Decoder(m, be, trace=t_rtl)
-            dec.chunk = RTL_VECTORS               # B-vector prefill passes (the C loop's default: 1)
+            # int8 and q4: x in two parts (the default at V = 2: every matrix of blocks a
+            # 2-vector frame, one row a pass); ternary: 2-row prefill passes
+            assert dec.parts() == (1 if fmt == "ternary" else 2)
+            dec.chunk = dec.rows_per_pass
             rtl = list(dec.generate(prompt, tokens, **sampling))
     finally:
         be.close()
@@ -88,7 +92,7 @@ def test_rtl_equals_golden(ck, sim, fmt, prompt, tokens, sampling):
     assert np.array_equal(dec.last_logits, one.last_logits)
     _compare(t_gold, t_rtl)
     n_q = sum(1 for t in t_rtl if t[0] == "matrix" and t[2] == "layers.0.q")
-    assert n_q == -(-len(prompt) // RTL_VECTORS) + tokens - 1     # weight passes
+    assert n_q == -(-len(prompt) // dec.rows_per_pass) + tokens - 1     # weight passes
     n_att = sum(1 for t in t_rtl if t[0] == "attention")
     assert n_att == (len(prompt) + tokens - 1) * 2          # one frame per layer (1 KV head)
     assert be.cycles["matrix"] > 0 and be.cycles["attention"] > 0
@@ -141,7 +145,7 @@ def test_rtl_cycles_of_a_b_vector_pass_bound_the_schedule_model(ck):
     m = convert(ck, "int8", ENG, notice=None)
     be = _rtl(m)
     try:
-        dec = Decoder(m, be)
+        dec = Decoder(m, be, x_parts=1)                 # B rows of one part each
         with hostops.using("c"):
             dec.prefill([1, 2], chunk=2)              # one 2-vector pass (the C loop's default: 1)
             two = be.cycles["matrix"]

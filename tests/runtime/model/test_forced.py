@@ -36,8 +36,8 @@ def models(tiny):
     return out
 
 
-def _decoder_logits(model, ids):
-    dec = Decoder(model, make_backend("golden", model))
+def _decoder_logits(model, ids, x_parts=1):
+    dec = Decoder(model, make_backend("golden", model, vectors=2), x_parts=x_parts)
     out = np.stack([dec.step(t) for t in ids])
     return out, dec
 
@@ -49,11 +49,13 @@ def _bits(a):
 @pytest.mark.parametrize("path", ["auto", "float64"])
 @pytest.mark.parametrize("name", ["int8", "ternary", "q4", "int8-cal", "q4-cal", "int8-cal16",
                                   "q4-cal16"])
-def test_forced_equals_the_decoder_bit_for_bit(models, name, path):
+@pytest.mark.parametrize("x_parts", [1, 2])
+def test_forced_equals_the_decoder_bit_for_bit(models, name, path, x_parts):
+    """x_parts 2: x of the matrices of blocks in two parts (docs/activations.md section 7)."""
     m = models[name]
     with hostops.using(path):
-        ref, dec = _decoder_logits(m, IDS)
-        r = forced(m, IDS, logits=True)
+        ref, dec = _decoder_logits(m, IDS, x_parts)
+        r = forced(m, IDS, logits=True, x_parts=x_parts)
     want = np.float64 if path == "float64" else np.float32
     assert ref.dtype == r["logits"].dtype == want
     assert np.array_equal(_bits(ref), _bits(r["logits"]))

@@ -48,11 +48,11 @@ def ref_float():
     return Reference.from_gguf(_smollm2())
 
 
-def _golden(model):
+def _golden(model, x_parts=None):
     """A decoder on the golden backend that runs the prompt token by token: the chunked
     prefill's bits (chat's default; tests/runtime/decode/test_prefill.py), in a fraction of its
     time on the golden models (16 prompt tokens: 2.6-4.3 s against 15-21 s with INT8 rows)."""
-    dec = Decoder(model, make_backend("golden", model))
+    dec = Decoder(model, make_backend("golden", model), x_parts=x_parts)
     dec.chunk = 1
     return dec
 
@@ -180,13 +180,13 @@ def test_smollm2_answers_the_readme_on_golden_q4(record_property, q4, ref_float)
     Q4_PROMPTS, whose test checks that against the float64 pass: first-token margin 2.545).
 
     The README's France question is a near tie in the float model ("The" 25.33 vs "L"
-    25.24): with the LM head's Q8_0 rows as stored x Q8_0 blocks of x (format 0x09, what
-    llama.cpp computes for this file's head) q4 draws "L" there, as llama.cpp does, and
-    answers "L'Étoile, la Marseillaise, la femme, la femme au …", llama.cpp's own first words
-    (the README says so).
-    The check there is the INT8 test's tie-proof one: the first token is one of the float
-    model's two best, and teacher-forced on the float model's own answer the engines predict
-    "Paris" and all but two of its tokens."""
+    25.24): with x in two parts (the default, docs/activations.md section 7) q4 answers it as
+    the float64 pass does, "The capital of France is Paris."; with x in one part
+    (``x_parts=1``: Q8_1 / Q8_0 blocks as llama.cpp's) it draws "L" there, as llama.cpp does,
+    and answers "L'Étoile, la Marseillaise, la femme, la femme au …", llama.cpp's own first
+    words (the README says both). The check there is the INT8 test's tie-proof one too: the
+    first token is one of the float model's two best, and teacher-forced on the float model's
+    own answer the engines predict "Paris" and all but two of its tokens."""
     model, tok, dec = q4
     q = "What is the capital of Japan?"
     out = io.StringIO()
@@ -199,9 +199,15 @@ def test_smollm2_answers_the_readme_on_golden_q4(record_property, q4, ref_float)
     assert shown and shown.group(1).split("   (")[0] == text.strip() == Q4_PROMPTS[q], \
         (shown, text)
     prompt = tok.chat_ids(QUESTION)
+    assert dec.parts() == 2
     r = answer(dec, tok, prompt, 20, out=io.StringIO())
+    paris = "The capital of France is Paris."
+    assert r["text"].strip() == paris and f'"{paris}"' in readme, r["text"]
+    one = _golden(model, x_parts=1)
+    r1 = answer(one, tok, prompt, 20, out=io.StringIO())
     france = "L'Étoile, la Marseillaise, la femme, la femme au"   # its first 20 tokens
-    assert r["text"].strip() == france and f'"{france} …"' in readme, r["text"]
+    assert r1["text"].strip() == france and f'"{france} …"' in readme, r1["text"]
+    _tie_proof_paris(one, tok, prompt, r1, ref_float)
     forced = _tie_proof_paris(dec, tok, prompt, r, ref_float)
     print(f"\nSmolLM2 golden Q4 answers {text!r}; France {r['text']!r}, teacher-forced "
           f"{tok.decode(forced)!r}")
