@@ -55,13 +55,13 @@ help:
 	@echo "                   dithered by one ulp, FORMATS (int8,q4): the quality gate beyond one draw of the roundings"
 	@echo "  make quality-llamacpp  the same with llama.cpp on the same GGUF (builds llama-cpp-python once)"
 	@echo "  make answers      free-running greedy answers to docs/data/answers-prompts.txt (120 prompts, TOKENS=32): the"
-	@echo "                    engines (golden, FORMATS=int8,q4,int8-kv16,q4-kv16: -kv16 on the INT16-KV engine, the default; int8, q4 on INT8 KV)"
-	@echo "                    and llama.cpp against a float64 pass, tokens before they differ, answers equal and the"
+	@echo "                    engines (golden, FORMATS=int8,q4,int8-kv16,q4-kv16: -kv16 on the INT16-KV engine, the default; int8, q4 on INT8 KV;"
+	@echo "                    x in two parts, the default) and llama.cpp against a float64 pass, tokens before they differ, answers equal and the"
 	@echo "                    per-prompt split against llama.cpp: docs/results/answers.json, build/answers/answers.md (~2 h)"
 	@echo "  make answers-experiment  a numpy model of the step with numerics switches (activations per block of 32, Q8_0"
-	@echo "                    rows, INT16 activation blocks, INT16 or fp16 KV, float softmax, INT16 results; ROWS=..., --list)"
-	@echo "                    against the float64 pass: a measurement for issue 32 (long: 5-10 min per row per 46 prompts,"
-	@echo "                    12 rows); RECORD=1: the rows' figures (modelled)"
+	@echo "                    rows, INT16 activation blocks, x in two parts, INT16 or fp16 KV, float softmax, INT16"
+	@echo "                    results; ROWS=..., --list) against the float64 pass: a measurement for issue 32 (long:"
+	@echo "                    10-15 min per row of 120 prompts, 14 rows); RECORD=1: the rows' figures (modelled)"
 	@echo "                    and the KV formats' bytes per token in docs/results/answers-experiment.json"
 	@echo "  make ggml-check   the per-block activation arithmetic against ggml's own build (llama-cpp-python's"
 	@echo "                    libggml: reference quantisers byte for byte, the CPU kernels' dot products within"
@@ -222,7 +222,7 @@ answers: setup $(LLAMACPP_VENV)/.portable-build
 	@$(ENV) $(PY) tools/answers.py --tokens $(or $(TOKENS),32)$(if $(FORMATS), --formats $(FORMATS))
 
 # the default rows as one variable: $(or ...) splits its arguments at commas
-EXPERIMENT_DEFAULT_ROWS := B,B-cal-float,B-blk-float,B-f16-float,B-i16,B-i16-float,B-i16-y16,B-i16-exact,E-q4-a16-i16,E-q4-a16-i16-y16,C-q8_0,E-q8_0-a16-i16
+EXPERIMENT_DEFAULT_ROWS := B,B-cal-float,B-blk-float,B-f16-float,B-i16,B-i16-float,B-i16-y16,B-i16-exact,E-q4-a16-i16,E-q4-a16-i16-y16,C-q8_0,E-q8_0-a16-i16,H-q4-res-i16,H-q8_0-res-i16
 EXPERIMENT_ROWS = $(or $(ROWS),$(EXPERIMENT_DEFAULT_ROWS))
 answers-experiment: setup
 	@$(ENV) $(PY) tools/answers_experiment.py --subset $(or $(SUBSET),all) --rows $(EXPERIMENT_ROWS)$(if $(RECORD), --record)

@@ -12,10 +12,12 @@ For every numerics, over all prompts:
   total length;
 * **answers equal in full**: the answer's ids are the float64 pass's.
 
-Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend:
-int8, the layers' Q8_0 rows x Q8_0 activation blocks of 32 (0x09); q4, the layers' Q4_1 rows x
-Q8_1 activation blocks of 32 (0x05); in both the LM head's Q8_0 rows as stored x Q8_0 blocks
-(0x09), the INT8 KV cache and fixed-point attention), llama.cpp
+Rows: the engines in each format (``generators.runtime.Decoder`` on the golden backend of the
+PYNQ-Z1 top, V = 2, so x in two parts, the default (docs/activations.md section 7): int8, the
+layers' Q8_0 rows x Q8_0 activation blocks of 32 (0x09); q4, the layers' Q4_1 rows x Q8_1
+activation blocks of 32 (0x05); in both the LM head's Q8_0 rows as stored x Q8_0 blocks (0x09),
+each x as its blocks and its residual's in one 2-vector frame, the two words added; the INT8
+KV cache and fixed-point attention), llama.cpp
 (llama-cpp-python in build/llamacpp-venv: Q4_1 rows x Q8_1 activation blocks, F16 KV;
 tools/answers_llamacpp.py writes its answers) and the float64 pass itself
 (tests/llama_reference.py: its own GGUF reader and forward pass, the file's Q4_1 weights
@@ -66,10 +68,13 @@ NUMERICS = {"float64": "float64 pass (tests/llama_reference.py): the file's Q4_1
                         "F16 KV",
             "int8": "engines, the layers' Q8_0 rows (the file's Q4_1 weights dequantised and "
                     "requantised per 32) x Q8_0 activation blocks of 32, the LM head's Q8_0 rows "
-                    "as stored x Q8_0 blocks (format 0x09 for all), INT8 KV, fixed-point softmax",
+                    "as stored x Q8_0 blocks (format 0x09 for all), x in two parts (its blocks "
+                    "and its residual's, one 2-vector frame, the words added), INT8 KV, "
+                    "fixed-point softmax",
             "q4": "engines, the layers' Q4_1 rows as stored x Q8_1 activation blocks of 32 "
                   "(format 0x05), the LM head's Q8_0 rows as stored x Q8_0 blocks (format "
-                  "0x09; both as llama.cpp), INT8 KV, fixed-point softmax"}
+                  "0x09; both as llama.cpp), x in two parts (its blocks and its residual's, "
+                  "one 2-vector frame, the words added), INT8 KV, fixed-point softmax"}
 #: a diagnostic reference row: the float64 pass with the int8 format's layer weights (the file's
 #: Q4_1 values requantised to Q8_0 per 32, as the int8 image holds them): what the int8 lane's
 #: weights alone cost against the Q4_1 float64 pass, whatever the arithmetic

@@ -13,7 +13,10 @@ norms, RoPE tables and embedding the golden backend uses) and the host's own sma
   requantised per block of 32 with an fp16 d, ``quantize_row_q8_0_ref``);
 * ``--acts``: ``vec`` (today: one INT8 step per vector, ``hostops.quantise``), ``blk`` (per block
   of 32 as ggml: Q8_1 for Q4_1 rows, Q8_0 for the other rows: fp16 d = amax / qmax, q =
-  roundf(x / d), Q8_1's s = fp16(d * sum q)), ``--act-bits`` the block's width (8: ggml's);
+  roundf(x / d), Q8_1's s = fp16(d * sum q)), ``--act-bits`` the block's width (8: ggml's),
+  ``res`` (x in two parts, the runtime's default since issue 32: x's blocks and the blocks of
+  its residual x - d q, each row's two results rounded to float32 and added in float32;
+  docs/activations.md section 7);
 * ``--head``: ``engine`` (the model's LM head as INT8 rows: an image written before the
   Q8_0 head, 0x09; today's images hold Q8_0 head rows, which is ``q8_0``) or ``q8_0`` (the GGUF's Q8_0 tied
   embedding as stored, as llama.cpp runs it); the head's activations follow ``--acts`` (Q8_0
@@ -71,7 +74,7 @@ def log(msg: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class Numerics:
     weights: str = "q4"        # int8 | q4 | q8_0
-    acts: str = "vec"          # vec | blk
+    acts: str = "vec"          # vec | blk | res
     act_bits: int = 8
     head: str = "engine"       # engine | q8_0
     kv: str = "cal"            # cal | blk | f16 | i16
