@@ -3,7 +3,7 @@
 residual's, and the host adds the two words. Checked here on the tiny checkpoint and the golden
 fabric: the default (2 where the frames take two vectors and the layers take blocks), the
 refusals, the matrices' results against a float64 product of the image's own weights (an
-independent model: numpy on the decoded Q4_1 rows; the residual cuts the error by more than 30
+independent model: numpy on the decoded Q4_1 and Q8_0 rows; the residual cuts the error by more than 30
 times), the two loops bit for bit, and a prefill of two rows a pass (V = 4) equal to token by
 token. The quantiser itself: tests/runtime/host/test_hostops.py.
 
@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generators.golden.q4 import decode_rows, row_beats
 from generators.runtime import Decoder, convert, load_checkpoint, make_backend
 from generators.runtime.engines.plan import QKV
 from generators.runtime.host import ops as hostops
 from generators.runtime.model.checkpoint import EngineConfig
+from generators.runtime.model.forced import MatrixOp
 from generators.runtime.model.synthetic import TINY, write_checkpoint
 
 ENG = EngineConfig(max_k=512, max_context=32)
@@ -52,28 +52,26 @@ def test_default_parts_and_refusals(models):
         dec.step_rows([(0, 1, False)] * 2)
 
 
-def _q4_weights(m, name: str) -> np.ndarray:
-    """A Q4_1 matrix's weights (N, K) float64, decoded from its images: d q + m."""
-    q = m.matrices[name]
-    rows = []
-    for p, img in enumerate(q.images):
-        off = q.x_offset + q.x_bytes
-        rb = row_beats(q.k) * 8
-        rows.append(np.asarray(img[off:off + q.rows[p] * rb]).reshape(q.rows[p], rb))
-    codes, D, M, bad = decode_rows(np.concatenate(rows), q.k)
-    assert not bad.any()
-    W = codes.astype(np.float64) * D[:, :, None] + M[:, :, None]
-    return (W / 2.0 ** 24).reshape(q.n, -1)[:, :q.k]
+def _weights(m, name: str) -> np.ndarray:
+    """A Q4_1 or Q8_0 matrix's weights (N, K) float64, decoded from its images (the rows the
+    engines stream): d q + m per block, or d q."""
+    op = MatrixOp(m.matrices[name])
+    W = op.ct.astype(np.float64) * op.D.T[:, :, None]                # (nb, N, 32)
+    if op.fmt == "q4":
+        W = W + op.M.T[:, :, None]
+    return (W.transpose(1, 0, 2).reshape(op.n, -1) / 2.0 ** 24)[:, :op.k]
 
 
 @pytest.mark.parametrize("path", ["numpy", "c"])
-def test_two_parts_follow_the_float_product(models, path):
-    """Two rows of x with outlier channels through layer 0's q+k+v transfer:
+@pytest.mark.parametrize("fmt", ["q4", "int8"])
+def test_two_parts_follow_the_float_product(models, fmt, path):
+    """Two rows of x with outlier channels through layer 0's q+k+v transfer (Q4_1 rows, 0x05;
+    Q8_0 rows, 0x09):
     with two parts every result is within the quantiser's bound of W x (float64, the image's
     weights), and the largest error is under 1/30 of one part's."""
     if path == "c" and hostops.active() != "c":
         pytest.skip("the C library is not built")
-    m = models["q4"]
+    m = models[fmt]
     rng = np.random.default_rng(5)
     names = {QKV: ("layers.0.q", "layers.0.k", "layers.0.v")}   # a step's first transfer
     for kind, mats in names.items():
@@ -87,7 +85,7 @@ def test_two_parts_follow_the_float_product(models, path):
                 outs = dec._matrices_b(0, kind, X)
             errs[P] = 0.0
             for name, y in zip(mats, outs):
-                W = _q4_weights(m, name)
+                W = _weights(m, name)
                 want = X.astype(np.float64) @ W.T                  # (2, N)
                 err = np.abs(np.asarray(y, np.float64) - want)
                 errs[P] = max(errs[P], float(err.max()))
