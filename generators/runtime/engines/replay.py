@@ -117,6 +117,7 @@ def write_dump(path, dec, token, logits: bool = True) -> Path:
     table[TPH.T_EMBED_ROWS] = len(tokens)
     table[TPH.T_ROPE_F64] = int(dec.cos.dtype == np.float64)
     table[TPH.T_KV_FIXED] = int(bool(getattr(dec.kv, "fixed", False)))
+    table[TPH.T_X_PARTS] = dec.parts()             # x in the decoder's parts (_prepare's)
     emb = rt.model.embedding.blocks
     state = rt.state.copy()
     state[TPH.S_NEXT:TPH.S_NEXT + 4] = -1

@@ -401,28 +401,32 @@ def test_engine_answers_in_a_batched_pass_raise_the_same_errors(models):
 # ------------------------------------------------------------------ replay, no Python, ARMv7
 
 def _record(models, tmp_path_factory, tokens):
-    """Q4_1: the prompt on golden (a top of vectors len(tokens)), then a recorded step of the
+    """Q4_1: the prompt on golden (a top of vectors 2), then a recorded step of the
     tokens at positions 3 .. (one token: ``Decoder.step``; more: one ``step_rows`` pass,
     every row's logits): its engine words per port, its logits, and the decoder state before
     it; a replay backend in that state, and the dump of that step for csrc/tphbench.c."""
-    m, V = models["q4"], len(tokens)
-    dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python", x_parts=1)
+    # the PYNQ-Z1 top's V = 2: one token with x in two parts (the default), a 2-row pass with
+    # x in one part
+    m, V, parts = models["q4"], 2, (1 if len(tokens) > 1 else None)
+    dec = Decoder(m, make_backend("golden", m, vectors=V), loop="python", x_parts=parts)
+    assert dec.parts() == (parts or 2)
     for t in PROMPT:
         dec.step(t, logits=False)
     kv = dec.kv
     state = (kv.K.copy(), kv.V.copy(), kv.k_step.copy(), kv.v_step.copy(), kv.length.copy())
     dec.trace = []
-    want = dec.step(tokens[0]) if V == 1 else dec.step_rows([(0, t, True) for t in tokens])
+    want = dec.step(tokens[0]) if len(tokens) == 1 else \
+        dec.step_rows([(0, t, True) for t in tokens])
     packets = rp.packets_from_trace(dec.trace)
 
     def replay(loop):
-        d = Decoder(m, rp.replay_backend(m, packets, vectors=V), loop=loop, x_parts=1)
+        d = Decoder(m, rp.replay_backend(m, packets, vectors=V), loop=loop, x_parts=parts)
         d.kv.K[:], d.kv.V[:], d.kv.k_step[:], d.kv.v_step[:], d.kv.length[:] = state
         d.pos = len(PROMPT)
         return d
 
     dump = rp.write_dump(tmp_path_factory.mktemp("dump") / "step.tphdump", replay("c"),
-                               tokens[0] if V == 1 else tokens)
+                               tokens[0] if len(tokens) == 1 else tokens)
     return dict(want=want, replay=replay, dump=dump, packets=packets)
 
 
