@@ -295,6 +295,7 @@ def run(args) -> int:
         first = registry.make_backend("golden", model, context=args.context) if prefill == "golden" and \
             args.backend != "golden" else target
         dec = Decoder(model, first, x_parts=args.x_parts)
+        _cli.check_rows(args, dec)
         prompts = [args.prompt] if args.prompt is not None else \
             (line.rstrip("\n") for line in sys.stdin)
         for prompt in prompts:
@@ -333,6 +334,7 @@ def _run_batch(args, model, tok, prompt_ids, kw, err) -> int:
     t0 = time.perf_counter()
     try:
         dec = Decoder(model, be, x_parts=args.x_parts)
+        _cli.check_rows(args, dec)
         outs = dec.generate_streams(ids, args.tokens, args.temperature, args.top_k, args.seed,
                                     stop_ids=tok.eos_ids)
     finally:

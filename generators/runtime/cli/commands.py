@@ -135,6 +135,20 @@ def add_x_parts(c) -> None:
                         "section 7)")
 
 
+def check_rows(args, dec) -> None:
+    """--x-parts and --speculate against the backend's frames, before the first token: two
+    parts need frames of two vectors, and drafts ride in a weight pass's other rows."""
+    try:
+        rows = dec.rows_per_pass
+    except ValueError:                          # x_parts=2 on frames of one vector
+        raise UsageError(f"--x-parts {dec.x_parts}: the matrix engines here take "
+                         f"{dec.vectors} vector(s) a frame; two parts need 2") from None
+    if getattr(args, "speculate", 0) and rows < 2:
+        raise UsageError(f"--speculate {args.speculate}: a weight pass here holds {rows} row "
+                         f"(x in {dec.parts()} part(s), frames of {dec.vectors} vector(s)); "
+                         f"drafts need two: --x-parts 1 on an overlay of vectors >= 2")
+
+
 def progress(prefix):
     """A callable printing ``[prefix] line`` to stderr (progress of a command)."""
     return lambda s: print(f"[{prefix}] {s}", file=sys.stderr, flush=True)
@@ -391,6 +405,12 @@ def run(args) -> int:
         kw["bitfile"] = args.bitfile
     be = registry.make_backend(args.backend, model, **kw)
     dec = Decoder(model, be, x_parts=args.x_parts)
+    try:
+        check_rows(args, dec)
+    except UsageError:
+        if hasattr(be, "close"):
+            be.close()
+        raise
     if args.streams > 1:
         return _run_streams(args, dec, be, prompts, tok)
     out = []

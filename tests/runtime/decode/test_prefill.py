@@ -16,6 +16,8 @@ Tiny checkpoint (2 layers, hidden 192, 1 KV head, vocab 512), max_k 512, max_con
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -311,9 +313,17 @@ def test_decode_speculate(models, tmp_path, capsys):
             "1,2,3,4,1,2,3,4,1,2"]
     assert main(base + ["--vectors", "1"]) == 0
     plain = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[decode] ids")]
-    assert main(base + ["--vectors", "2", "--speculate", "1"]) == 0
+    # drafts ride in the pass's other row: x in one part (the default, two parts, fills it)
+    assert main(base + ["--vectors", "2", "--x-parts", "1", "--speculate", "1"]) == 0
     out = capsys.readouterr().out
-    assert plain[0] in out and "drafted tokens accepted" in out
+    drafted = re.search(r"speculation: (\d+) of (\d+) drafted tokens accepted", out)
+    assert plain[0] in out and drafted and int(drafted.group(2)) > 0, out
+    assert main(base + ["--vectors", "2", "--speculate", "1"]) == 2
+    assert ("error: --speculate 1: a weight pass here holds 1 row (x in 2 part(s), frames of 2 "
+            "vector(s))") in capsys.readouterr().err
+    assert main(base + ["--vectors", "1", "--x-parts", "2"]) == 2
+    assert ("error: --x-parts 2: the matrix engines here take 1 vector(s) a frame; two parts "
+            "need 2") in capsys.readouterr().err
     assert main(base + ["--speculate", "2", "--temperature", "1"]) == 2
     assert "error: --speculate keeps greedy output only" in capsys.readouterr().err
 
