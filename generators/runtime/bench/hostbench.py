@@ -88,9 +88,7 @@ def recorded(model, fmt: str, log=print, rows: int = 1, logits: bool = True):
     or none (``logits=False``: prompt rows, no LM head). Recorded once per image and kind
     (build/host/)."""
     OUT.mkdir(parents=True, exist_ok=True)
-    # one row: x in the default parts at V = ROWS (2 for int8 and q4); a pass of ROWS rows:
-    # one part each (docs/activations.md section 7)
-    parts = 1 if rows > 1 else None
+    parts = rows_parts(rows)
     path = OUT / (f"replay.rows{rows}{'' if logits else 'p'}.x{parts or 'd'}."
                   f"{Path(str(model.path)).stem}.npz")
     if path.is_file():
@@ -140,12 +138,19 @@ def again(dec, L: int) -> None:
     dec.pos = L
 
 
+def rows_parts(rows: int):
+    """The x parts a recorded pass of ``rows`` rows runs: one row the decoder's default (two
+    for int8 and q4 at V = ROWS); a pass of more rows one part each, so that they fit it
+    (docs/activations.md section 7)."""
+    return 1 if rows > 1 else None
+
+
 def replay_decoder(model, packets, L: int, loop=None, vectors=None, rows: int = 1):
     """A Decoder on the replay backend at position L (:func:`fill`; ``vectors``: the
     engines', for a recorded B-row pass; ``rows`` > 1: x in one part, as :func:`recorded`
     records such a pass)."""
     dec = Decoder(model, replay_backend(model, packets, vectors=vectors), loop=loop,
-                  x_parts=1 if rows > 1 else None)
+                  x_parts=rows_parts(rows))
     fill(dec, L)
     return dec
 

@@ -599,9 +599,9 @@ class CLoop:
         a pass of stream 0 whose KV cache keeps an undo record (speculation) gets its rows and
         saved rows recorded as KVCache.append records them."""
         B = len(rows)
-        if not 1 <= B <= self.vectors // dec.parts():
+        if not 1 <= B <= dec.rows_per_pass:
             raise ValueError(f"{B} rows in one weight pass; the matrix engines take 1.."
-                             f"{self.vectors // dec.parts()} rows of {dec.parts()} vectors")
+                             f"{dec.rows_per_pass} rows of {dec.parts()} vector(s)")
         c = self.rt.model.config
         kvd = c.num_key_value_heads * c.head_dim
         tr = self._prepare(dec, self.vectors)

@@ -652,10 +652,8 @@ typedef struct {
     int32_t rc[TPH_MAX_VECTORS];
 } quant_job;
 
-/* one row of x as blocks of 32 (docs/activations.md section 2): its K codes at slot, then its
- * scale table, little-endian fp16 fields padded with zeros to a whole 8-byte beat: Q8_1
- * (format 0x05, ``s`` set) d(b) s(b) per block, ceil(K/64) beats; Q8_0 (format 0x09) d(b) per
- * block, ceil(K/128) beats */
+/* a row's scale table (docs/activations.md section 2) at tab: per block d (and s), fp16
+ * little-endian, zeros to a whole 8-byte beat */
 static void block_table(uint8_t *tab, uint32_t nb, const uint16_t *d, const uint16_t *s,
                         uint32_t q8_1)
 {
@@ -692,6 +690,10 @@ static int32_t quant_block_parts(const float *x, uint32_t k, int8_t *slot, uint3
     return TPH_OK;
 }
 
+/* one row of x as blocks of 32 (docs/activations.md section 2): its K codes at slot, then its
+ * scale table, little-endian fp16 fields padded with zeros to a whole 8-byte beat: Q8_1
+ * (format 0x05, ``s`` set) d(b) s(b) per block, ceil(K/64) beats; Q8_0 (format 0x09) d(b) per
+ * block, ceil(K/128) beats */
 static int32_t quant_block_row(const float *x, uint32_t k, int8_t *slot, uint32_t q8_1)
 {
     uint16_t d[TPH_MAX_BLOCKS], s[TPH_MAX_BLOCKS];
